@@ -1,0 +1,13 @@
+//! `pointact bench ik`: placeholder until the kinematics module lands.
+
+/// Options of `pointact bench ik`.
+pub struct IkBenchArgs {
+    pub robot: String,
+    pub n: usize,
+    pub seed: u64,
+    pub python_peer: bool,
+}
+
+pub fn run(_args: &IkBenchArgs) -> Result<String, String> {
+    Err("not built yet: bench ik".into())
+}

@@ -1,0 +1,1 @@
+//! Frames in: RealSense, recorded-frame folders, the simulator. Not built yet: issues 3 and 5.

@@ -1,0 +1,1 @@
+//! Collision model, RRT-Connect, time parameterisation. Not built yet: a later issue.

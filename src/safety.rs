@@ -1,0 +1,1 @@
+//! The one gate every motion passes. Not built yet: issue 3.

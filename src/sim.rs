@@ -1,0 +1,1 @@
+//! Built-in tabletop simulator. Not built yet: issue 3.

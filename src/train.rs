@@ -1,0 +1,1 @@
+//! GRPO trainer. Not built yet: a later issue.

@@ -1,0 +1,1 @@
+//! rerun logging. Not built yet: issue 5.
