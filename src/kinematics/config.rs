@@ -1,0 +1,153 @@
+//! `robot.toml`: the facts about a robot that a URDF does not carry (TCP, home pose, workspace box,
+//! speed limits, gripper range, servo rate). Parsed strictly (`deny_unknown_fields`) so a typo is an
+//! error instead of a silently ignored limit.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::KinematicsError;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RobotConfig {
+    pub name: String,
+    /// URDF file name, relative to the folder of robot.toml.
+    pub urdf: String,
+    pub base_link: String,
+    /// The frame IK solves for (the TCP, between the fingertips).
+    pub tip_link: String,
+    /// The mechanical flange (where the controller's own TCP offset starts).
+    pub flange_link: String,
+    /// Movable joints from base to tip, in order; must match the URDF chain exactly.
+    pub arm_joints: Vec<String>,
+    /// TCP relative to the flange, metres; checked against the URDF at load.
+    pub tcp_offset_xyz: [f64; 3],
+    pub tcp_offset_rpy: [f64; 3],
+    /// Ready pose (rad), inside the joint limits.
+    pub home: Vec<f64>,
+    pub servo_rate_hz: f64,
+    pub workspace: WorkspaceBox,
+    pub limits: LimitsConfig,
+    pub gripper: GripperConfig,
+}
+
+/// Axis-aligned box in the robot base frame (metres) that the TCP must stay inside.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceBox {
+    pub min: [f64; 3],
+    pub max: [f64; 3],
+}
+
+impl WorkspaceBox {
+    pub fn contains(&self, p: [f64; 3]) -> bool {
+        (0..3).all(|i| p[i] >= self.min[i] && p[i] <= self.max[i])
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// rad/s per arm joint; never above the URDF velocity limit.
+    pub joint_velocity: Vec<f64>,
+    /// rad/s² per arm joint.
+    pub joint_acceleration: Vec<f64>,
+    /// m/s of the TCP.
+    pub cartesian_speed: f64,
+    /// m/s² of the TCP.
+    pub cartesian_acceleration: f64,
+}
+
+/// Gripper opening range: physical width between the fingers and the driver's command units
+/// (xArm: 0..850 pulses; WidowX: finger position in metres).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GripperConfig {
+    pub closed_width: f64,
+    pub open_width: f64,
+    pub closed_units: f64,
+    pub open_units: f64,
+}
+
+impl GripperConfig {
+    /// Driver units for a finger gap in metres (clamped to the range), linear between the two ends.
+    pub fn units_for_width(&self, width_m: f64) -> f64 {
+        let w = width_m.clamp(self.closed_width, self.open_width);
+        let t = (w - self.closed_width) / (self.open_width - self.closed_width);
+        self.closed_units + t * (self.open_units - self.closed_units)
+    }
+}
+
+impl RobotConfig {
+    /// Parses and checks everything that does not need the URDF. `file` names the source in errors.
+    pub fn from_toml_str(text: &str, file: &str) -> Result<Self, KinematicsError> {
+        let cfg: RobotConfig = toml::from_str(text).map_err(|e| KinematicsError::Toml {
+            file: file.to_string(),
+            detail: e.to_string(),
+        })?;
+        cfg.validate(file)?;
+        Ok(cfg)
+    }
+
+    fn validate(&self, file: &str) -> Result<(), KinematicsError> {
+        let bad = |field: &str, detail: String| KinematicsError::Field {
+            file: file.to_string(),
+            field: field.to_string(),
+            detail,
+        };
+        let n = self.arm_joints.len();
+        if n == 0 {
+            return Err(bad("arm_joints", "must list at least one joint".into()));
+        }
+        for (field, len) in [
+            ("home", self.home.len()),
+            ("limits.joint_velocity", self.limits.joint_velocity.len()),
+            ("limits.joint_acceleration", self.limits.joint_acceleration.len()),
+        ] {
+            if len != n {
+                return Err(bad(field, format!("has {len} values, arm_joints has {n}")));
+            }
+        }
+        let finite = |v: &[f64]| v.iter().all(|x| x.is_finite());
+        if !finite(&self.home) {
+            return Err(bad("home", "must be finite".into()));
+        }
+        if !finite(&self.tcp_offset_xyz) || !finite(&self.tcp_offset_rpy) {
+            return Err(bad("tcp_offset_xyz/rpy", "must be finite".into()));
+        }
+        for (field, v) in [
+            ("limits.joint_velocity", &self.limits.joint_velocity),
+            ("limits.joint_acceleration", &self.limits.joint_acceleration),
+        ] {
+            if let Some(x) = v.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
+                return Err(bad(field, format!("{x} is not a positive finite number")));
+            }
+        }
+        for (field, x) in [
+            ("limits.cartesian_speed", self.limits.cartesian_speed),
+            ("limits.cartesian_acceleration", self.limits.cartesian_acceleration),
+            ("servo_rate_hz", self.servo_rate_hz),
+        ] {
+            if !(x.is_finite() && x > 0.0) {
+                return Err(bad(field, format!("{x} is not a positive finite number")));
+            }
+        }
+        let ws = &self.workspace;
+        if !(finite(&ws.min) && finite(&ws.max)) || (0..3).any(|i| ws.min[i] >= ws.max[i]) {
+            return Err(bad(
+                "workspace",
+                format!("min {:?} must be finite and below max {:?} on every axis", ws.min, ws.max),
+            ));
+        }
+        let g = &self.gripper;
+        if !(g.closed_width.is_finite() && g.open_width.is_finite() && g.closed_width >= 0.0)
+            || g.open_width <= g.closed_width
+            || !(g.closed_units.is_finite() && g.open_units.is_finite())
+        {
+            return Err(bad(
+                "gripper",
+                "need finite 0 <= closed_width < open_width and finite units".into(),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,485 @@
+//! `RobotModel`: a robot.toml + URDF pair, validated against each other, with FK and Jacobian by `k`.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Mutex;
+
+use k::nalgebra::{DMatrix, Isometry3, Translation3, UnitQuaternion, Vector3};
+
+use super::config::RobotConfig;
+use super::error::KinematicsError;
+
+/// Robots compiled into the binary, so `pointact` runs from any folder: (name, robot.toml, URDF).
+pub const BUILTIN_ROBOTS: &[(&str, &str, &str)] = &[
+    (
+        "xarm6",
+        include_str!("../../robot-configs/xarm6/robot.toml"),
+        include_str!("../../robot-configs/xarm6/xarm6.urdf"),
+    ),
+    (
+        "widowx250",
+        include_str!("../../robot-configs/widowx250/robot.toml"),
+        include_str!("../../robot-configs/widowx250/wx250s.urdf"),
+    ),
+];
+
+/// Position and velocity limits of one arm joint, from the URDF.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JointLimit {
+    pub name: String,
+    pub lower: f64,
+    pub upper: f64,
+    /// URDF velocity limit, rad/s (or m/s for prismatic joints).
+    pub velocity: f64,
+}
+
+impl JointLimit {
+    pub fn contains(&self, q: f64) -> bool {
+        q >= self.lower && q <= self.upper
+    }
+    pub fn mid(&self) -> f64 {
+        0.5 * (self.lower + self.upper)
+    }
+}
+
+/// A robot description ready for kinematics. Poses are `base_from_tip` in the robot base frame.
+#[derive(Debug)]
+pub struct RobotModel {
+    pub config: RobotConfig,
+    /// Where the description came from ("built-in xarm6" or a folder), for messages.
+    pub source: String,
+    /// The parsed URDF, kept for link geometry (visualisation, collision models).
+    pub urdf: urdf_rs::Robot,
+    limits: Vec<JointLimit>,
+    /// `k` nodes are shared, interior-mutable cells: FK sets joint positions then reads transforms,
+    /// so the chain sits behind a mutex to keep `&RobotModel` usable from several threads.
+    arm: Mutex<k::SerialChain<f64>>,
+    tip_from_flange: Isometry3<f64>,
+}
+
+impl RobotModel {
+    /// A robot compiled into the binary (`xarm6`, `widowx250`).
+    pub fn builtin(name: &str) -> Result<Self, KinematicsError> {
+        let (_, toml_text, urdf_text) = BUILTIN_ROBOTS
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .ok_or_else(|| KinematicsError::UnknownRobot {
+                name: name.to_string(),
+                known: builtin_names(),
+            })?;
+        Self::from_strs(
+            toml_text,
+            &format!("robot-configs/{name}/robot.toml"),
+            urdf_text,
+            &format!("built-in {name}"),
+        )
+    }
+
+    /// Loads `dir/robot.toml` and the URDF it names.
+    pub fn load_dir(dir: &Path) -> Result<Self, KinematicsError> {
+        let toml_path = dir.join("robot.toml");
+        let toml_text = read(&toml_path)?;
+        let cfg = RobotConfig::from_toml_str(&toml_text, &toml_path.display().to_string())?;
+        let urdf_path = dir.join(&cfg.urdf);
+        let urdf_text = read(&urdf_path)?;
+        Self::from_strs(
+            &toml_text,
+            &toml_path.display().to_string(),
+            &urdf_text,
+            &urdf_path.display().to_string(),
+        )
+    }
+
+    /// A built-in name, else a folder path.
+    pub fn resolve(name_or_dir: &str) -> Result<Self, KinematicsError> {
+        if BUILTIN_ROBOTS.iter().any(|(n, _, _)| *n == name_or_dir) {
+            return Self::builtin(name_or_dir);
+        }
+        let p = Path::new(name_or_dir);
+        if p.is_dir() {
+            Self::load_dir(p)
+        } else {
+            Err(KinematicsError::UnknownRobot {
+                name: name_or_dir.to_string(),
+                known: builtin_names(),
+            })
+        }
+    }
+
+    /// Builds a model from the texts of robot.toml and the URDF; `toml_file` / `urdf_file` name them
+    /// in error messages.
+    pub fn from_strs(
+        toml_text: &str,
+        toml_file: &str,
+        urdf_text: &str,
+        urdf_file: &str,
+    ) -> Result<Self, KinematicsError> {
+        let config = RobotConfig::from_toml_str(toml_text, toml_file)?;
+        let urdf = urdf_rs::read_from_string(urdf_text).map_err(|e| KinematicsError::Urdf {
+            file: urdf_file.to_string(),
+            detail: e.to_string(),
+        })?;
+        let limits = check_urdf(&urdf, &config, toml_file, urdf_file)?;
+
+        let chain = k::Chain::<f64>::from(&urdf);
+        let tip_node = chain
+            .find_link(&config.tip_link)
+            .ok_or_else(|| field_err(toml_file, "tip_link", "not found in the k chain".into()))?;
+        let arm = k::SerialChain::from_end(tip_node);
+        let movable: Vec<String> = arm.iter_joints().map(|j| j.name.clone()).collect();
+        if movable != config.arm_joints {
+            return Err(field_err(
+                toml_file,
+                "arm_joints",
+                format!("k chain has movable joints {movable:?}"),
+            ));
+        }
+
+        let model = RobotModel {
+            tip_from_flange: Isometry3::identity(),
+            config,
+            source: urdf_file.to_string(),
+            urdf,
+            limits,
+            arm: Mutex::new(arm),
+        };
+        let tip_from_flange = model.check_tcp(toml_file)?;
+        Ok(RobotModel {
+            tip_from_flange,
+            ..model
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Number of arm joints.
+    pub fn dof(&self) -> usize {
+        self.limits.len()
+    }
+
+    pub fn joint_limits(&self) -> &[JointLimit] {
+        &self.limits
+    }
+
+    pub fn home(&self) -> &[f64] {
+        &self.config.home
+    }
+
+    /// Middle of every joint range: the nominal seed of published IK benchmarks.
+    pub fn mid_range(&self) -> Vec<f64> {
+        self.limits.iter().map(JointLimit::mid).collect()
+    }
+
+    /// Errors unless `q` has one finite value per arm joint.
+    pub fn check_finite(&self, q: &[f64]) -> Result<(), KinematicsError> {
+        if q.len() != self.dof() {
+            return Err(KinematicsError::JointCount {
+                expected: self.dof(),
+                got: q.len(),
+            });
+        }
+        match q.iter().zip(&self.limits).find(|(v, _)| !v.is_finite()) {
+            Some((v, l)) => Err(KinematicsError::NonFinite {
+                joint: l.name.clone(),
+                value: *v,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Errors unless `q` is finite and inside every joint's limits.
+    pub fn check_limits(&self, q: &[f64]) -> Result<(), KinematicsError> {
+        self.check_finite(q)?;
+        match q.iter().zip(&self.limits).find(|(v, l)| !l.contains(**v)) {
+            Some((v, l)) => Err(KinematicsError::OutOfLimits {
+                joint: l.name.clone(),
+                value: *v,
+                lower: l.lower,
+                upper: l.upper,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Pose of the tip (TCP) in the base frame. Limits are not enforced here (see `check_limits`):
+    /// FK is geometry, the safety gate decides what may move.
+    pub fn fk(&self, q: &[f64]) -> Result<Isometry3<f64>, KinematicsError> {
+        self.check_finite(q)?;
+        let arm = self.lock();
+        arm.set_joint_positions_unchecked(q);
+        Ok(arm.end_transform())
+    }
+
+    /// Pose of the flange (where the tool is mounted) in the base frame.
+    pub fn fk_flange(&self, q: &[f64]) -> Result<Isometry3<f64>, KinematicsError> {
+        Ok(self.fk(q)? * self.tip_from_flange.inverse())
+    }
+
+    /// Geometric Jacobian of the tip, 6×dof: rows are linear velocity (x, y, z) of the tip point then
+    /// angular velocity, both in base-frame axes (Pinocchio's LOCAL_WORLD_ALIGNED).
+    pub fn jacobian(&self, q: &[f64]) -> Result<DMatrix<f64>, KinematicsError> {
+        self.check_finite(q)?;
+        let arm = self.lock();
+        arm.set_joint_positions_unchecked(q);
+        Ok(k::jacobian(&arm))
+    }
+
+    /// The tip relative to the flange (the TCP offset), as found in the URDF.
+    pub fn tip_from_flange(&self) -> Isometry3<f64> {
+        self.tip_from_flange
+    }
+
+    /// An independent copy of the `k` chain, for solvers that mutate joint state in a loop.
+    pub(crate) fn arm_chain(&self) -> k::SerialChain<f64> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, k::SerialChain<f64>> {
+        // A panic while holding the lock cannot leave the chain inconsistent (every use sets all
+        // joint positions first), so a poisoned lock is safe to reuse.
+        self.arm.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The URDF's flange→tip transform must equal robot.toml's TCP offset: the controller is told the
+    /// TCP from robot.toml, IK uses the URDF, and a mismatch would put the fingers in the wrong place.
+    fn check_tcp(&self, toml_file: &str) -> Result<Isometry3<f64>, KinematicsError> {
+        let arm = self.lock();
+        let zero = vec![0.0; self.dof()];
+        arm.set_joint_positions_unchecked(&zero);
+        arm.update_transforms();
+        let flange = arm
+            .iter()
+            .find(|n| {
+                n.link()
+                    .as_ref()
+                    .is_some_and(|l| l.name == self.config.flange_link)
+            })
+            .and_then(|n| n.world_transform())
+            .ok_or_else(|| {
+                field_err(
+                    toml_file,
+                    "flange_link",
+                    format!(
+                        "`{}` is not on the chain from base to tip",
+                        self.config.flange_link
+                    ),
+                )
+            })?;
+        let tip = arm.end_transform();
+        drop(arm);
+        let tip_from_flange = flange.inverse() * tip;
+        let [x, y, z] = self.config.tcp_offset_xyz;
+        let [r, p, yw] = self.config.tcp_offset_rpy;
+        let want = Isometry3::from_parts(
+            Translation3::new(x, y, z),
+            UnitQuaternion::from_euler_angles(r, p, yw),
+        );
+        let (dp, dr) = pose_error(&want, &tip_from_flange);
+        if dp > 1e-9 || dr > 1e-9 {
+            let t = tip_from_flange.translation.vector;
+            return Err(field_err(
+                toml_file,
+                "tcp_offset_xyz",
+                format!(
+                    "URDF puts the tip at ({:.6}, {:.6}, {:.6}) m from the flange (rotation off by {dr:.2e} rad); robot.toml says {:?}",
+                    t.x, t.y, t.z, self.config.tcp_offset_xyz
+                ),
+            ));
+        }
+        Ok(tip_from_flange)
+    }
+}
+
+/// Position error (m) and rotation error (rad, angle of the relative rotation) between two poses.
+pub fn pose_error(a: &Isometry3<f64>, b: &Isometry3<f64>) -> (f64, f64) {
+    let dp: Vector3<f64> = a.translation.vector - b.translation.vector;
+    (dp.norm(), a.rotation.angle_to(&b.rotation))
+}
+
+fn builtin_names() -> String {
+    BUILTIN_ROBOTS
+        .iter()
+        .map(|(n, _, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn read(path: &Path) -> Result<String, KinematicsError> {
+    std::fs::read_to_string(path).map_err(|source| KinematicsError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn field_err(file: &str, field: &str, detail: String) -> KinematicsError {
+    KinematicsError::Field {
+        file: file.to_string(),
+        field: field.to_string(),
+        detail,
+    }
+}
+
+/// Structural checks that `k` does not do (it panics or silently drops parts on a broken tree),
+/// then the arm joints' limits in chain order.
+fn check_urdf(
+    urdf: &urdf_rs::Robot,
+    cfg: &RobotConfig,
+    toml_file: &str,
+    urdf_file: &str,
+) -> Result<Vec<JointLimit>, KinematicsError> {
+    let uerr = |detail: String| KinematicsError::Urdf {
+        file: urdf_file.to_string(),
+        detail,
+    };
+    let mut links = HashSet::new();
+    for l in &urdf.links {
+        if !links.insert(l.name.as_str()) {
+            return Err(uerr(format!("link `{}` is defined twice", l.name)));
+        }
+    }
+    let mut joints: HashMap<&str, &urdf_rs::Joint> = HashMap::new();
+    let mut parent_joint_of: HashMap<&str, &urdf_rs::Joint> = HashMap::new();
+    for j in &urdf.joints {
+        if joints.insert(j.name.as_str(), j).is_some() {
+            return Err(uerr(format!("joint `{}` is defined twice", j.name)));
+        }
+        for (role, link) in [("parent", &j.parent.link), ("child", &j.child.link)] {
+            if !links.contains(link.as_str()) {
+                return Err(uerr(format!(
+                    "joint `{}`: {role} link `{link}` is not defined",
+                    j.name
+                )));
+            }
+        }
+        if parent_joint_of.insert(j.child.link.as_str(), j).is_some() {
+            return Err(uerr(format!(
+                "link `{}` is the child of two joints",
+                j.child.link
+            )));
+        }
+    }
+    for j in &urdf.joints {
+        if let Some(m) = &j.mimic {
+            if !joints.contains_key(m.joint.as_str()) {
+                return Err(uerr(format!(
+                    "joint `{}`: mimic joint `{}` is not defined",
+                    j.name, m.joint
+                )));
+            }
+        }
+    }
+    let roots: Vec<&str> = urdf
+        .links
+        .iter()
+        .map(|l| l.name.as_str())
+        .filter(|l| !parent_joint_of.contains_key(l))
+        .collect();
+    if roots.len() != 1 {
+        return Err(uerr(format!(
+            "expected one root link, found {roots:?} (a missing joint leaves a link unattached)"
+        )));
+    }
+    if roots[0] != cfg.base_link {
+        return Err(field_err(
+            toml_file,
+            "base_link",
+            format!(
+                "`{}` must be the URDF's root link `{}`",
+                cfg.base_link, roots[0]
+            ),
+        ));
+    }
+    for (field, link) in [("tip_link", &cfg.tip_link), ("flange_link", &cfg.flange_link)] {
+        if !links.contains(link.as_str()) {
+            return Err(field_err(
+                toml_file,
+                field,
+                format!("link `{link}` is not in {urdf_file}"),
+            ));
+        }
+    }
+    for name in &cfg.arm_joints {
+        if !joints.contains_key(name.as_str()) {
+            return Err(field_err(
+                toml_file,
+                "arm_joints",
+                format!("joint `{name}` is not in {urdf_file}"),
+            ));
+        }
+    }
+    // Walk tip → base collecting movable joints (no cycles: every link has one parent, one root).
+    let mut chain = Vec::new();
+    let mut link = cfg.tip_link.as_str();
+    while let Some(j) = parent_joint_of.get(link) {
+        if !matches!(j.joint_type, urdf_rs::JointType::Fixed) {
+            chain.push(*j);
+        }
+        link = j.parent.link.as_str();
+    }
+    chain.reverse();
+    let names: Vec<&str> = chain.iter().map(|j| j.name.as_str()).collect();
+    if names != cfg.arm_joints.iter().map(String::as_str).collect::<Vec<_>>() {
+        return Err(field_err(
+            toml_file,
+            "arm_joints",
+            format!(
+                "{:?} differs from the movable joints from `{}` to `{}` in {urdf_file}: {names:?}",
+                cfg.arm_joints, cfg.base_link, cfg.tip_link
+            ),
+        ));
+    }
+    let mut limits = Vec::with_capacity(chain.len());
+    for (i, j) in chain.iter().enumerate() {
+        let jerr = |detail: String| uerr(format!("joint `{}`: {detail}", j.name));
+        if j.mimic.is_some() {
+            return Err(jerr("an arm joint may not mimic another".into()));
+        }
+        let (lower, upper) = match j.joint_type {
+            urdf_rs::JointType::Revolute | urdf_rs::JointType::Prismatic => {
+                (j.limit.lower, j.limit.upper)
+            }
+            // Unlimited joints get one turn each way: enough for IK and sampling, and finite.
+            urdf_rs::JointType::Continuous => (-std::f64::consts::PI, std::f64::consts::PI),
+            _ => return Err(jerr("unsupported joint type for an arm joint".into())),
+        };
+        if !(lower.is_finite() && upper.is_finite() && lower < upper) {
+            return Err(jerr(format!("limit lower {lower} must be below upper {upper}")));
+        }
+        let axis = *j.axis.xyz;
+        let axis_norm = (axis[0].powi(2) + axis[1].powi(2) + axis[2].powi(2)).sqrt();
+        if !(axis_norm.is_finite() && axis_norm > 1e-9) {
+            return Err(jerr(format!("axis {axis:?} is not a direction")));
+        }
+        let velocity = j.limit.velocity;
+        if !(velocity.is_finite() && velocity > 0.0) {
+            return Err(jerr(format!("velocity limit {velocity} must be positive")));
+        }
+        if cfg.limits.joint_velocity[i] > velocity {
+            return Err(field_err(
+                toml_file,
+                "limits.joint_velocity",
+                format!(
+                    "{} rad/s for `{}` exceeds the URDF limit {velocity}",
+                    cfg.limits.joint_velocity[i], j.name
+                ),
+            ));
+        }
+        let h = cfg.home[i];
+        if !(h >= lower && h <= upper) {
+            return Err(field_err(
+                toml_file,
+                "home",
+                format!("{h} for `{}` is outside [{lower}, {upper}]", j.name),
+            ));
+        }
+        limits.push(JointLimit {
+            name: j.name.clone(),
+            lower,
+            upper,
+            velocity,
+        });
+    }
+    Ok(limits)
+}
