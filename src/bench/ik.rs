@@ -70,12 +70,15 @@ pub struct IkBenchReport {
     pub tracik: Result<SolverStats, String>,
 }
 
+/// A joint vector and the tip pose it produces.
+pub type JointsAndPose = (Vec<f64>, Isometry3<f64>);
+
 /// Random reachable targets: FK of joint vectors uniform within the limits (fixed seed).
 pub fn random_targets(
     model: &RobotModel,
     n: usize,
     seed: u64,
-) -> Result<Vec<(Vec<f64>, Isometry3<f64>)>, KinematicsError> {
+) -> Result<Vec<JointsAndPose>, KinematicsError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n)
         .map(|_| {
@@ -163,7 +166,7 @@ fn progress(len: u64) -> indicatif::ProgressBar {
 /// Runs `benches/ik_peer.py` (TRAC-IK via pytracik) on the same targets and seed.
 fn run_tracik_peer(
     model: &RobotModel,
-    targets: &[(Vec<f64>, Isometry3<f64>)],
+    targets: &[JointsAndPose],
     nominal: &[f64],
 ) -> Result<SolverStats, String> {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/ik_peer.py");
@@ -199,20 +202,27 @@ fn run_tracik_peer(
         .map_err(|e| format!("cannot start python3: {e}"))?;
     let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{'));
-    let v: serde_json::Value = line
-        .and_then(|l| serde_json::from_str(l).ok())
-        .ok_or_else(|| {
-            format!(
-                "peer printed no JSON (exit {:?}): {}",
-                out.status.code(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )
-        })?;
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'));
+    let v: serde_json::Value =
+        line.and_then(|l| serde_json::from_str(l).ok())
+            .ok_or_else(|| {
+                format!(
+                    "peer printed no JSON (exit {:?}): {}",
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )
+            })?;
     if let Some(e) = v.get("error") {
         return Err(format!("peer unavailable: {e}"));
     }
-    let num = |k: &str| v.get(k).and_then(|x| x.as_f64()).ok_or(format!("peer JSON lacks `{k}`"));
+    let num = |k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_f64())
+            .ok_or(format!("peer JSON lacks `{k}`"))
+    };
     Ok(SolverStats {
         name: v
             .get("solver")

@@ -101,7 +101,10 @@ impl RobotConfig {
         for (field, len) in [
             ("home", self.home.len()),
             ("limits.joint_velocity", self.limits.joint_velocity.len()),
-            ("limits.joint_acceleration", self.limits.joint_acceleration.len()),
+            (
+                "limits.joint_acceleration",
+                self.limits.joint_acceleration.len(),
+            ),
         ] {
             if len != n {
                 return Err(bad(field, format!("has {len} values, arm_joints has {n}")));
@@ -124,7 +127,10 @@ impl RobotConfig {
         }
         for (field, x) in [
             ("limits.cartesian_speed", self.limits.cartesian_speed),
-            ("limits.cartesian_acceleration", self.limits.cartesian_acceleration),
+            (
+                "limits.cartesian_acceleration",
+                self.limits.cartesian_acceleration,
+            ),
             ("servo_rate_hz", self.servo_rate_hz),
         ] {
             if !(x.is_finite() && x > 0.0) {
@@ -135,7 +141,10 @@ impl RobotConfig {
         if !(finite(&ws.min) && finite(&ws.max)) || (0..3).any(|i| ws.min[i] >= ws.max[i]) {
             return Err(bad(
                 "workspace",
-                format!("min {:?} must be finite and below max {:?} on every axis", ws.min, ws.max),
+                format!(
+                    "min {:?} must be finite and below max {:?} on every axis",
+                    ws.min, ws.max
+                ),
             ));
         }
         let g = &self.gripper;

@@ -92,7 +92,13 @@ impl IkSolver {
         let mut start: Vec<f64> = seed
             .iter()
             .zip(&self.limits)
-            .map(|(q, l)| if q.is_finite() { q.clamp(l.lower, l.upper) } else { l.mid() })
+            .map(|(q, l)| {
+                if q.is_finite() {
+                    q.clamp(l.lower, l.upper)
+                } else {
+                    l.mid()
+                }
+            })
             .collect();
         for attempt in 1..=self.options.max_attempts {
             let (q, pe, re, its) = self.attempt(target, start);
@@ -115,7 +121,10 @@ impl IkSolver {
                 .map(|l| {
                     // One turn of a multi-turn joint covers every orientation it can reach.
                     let (lo, hi) = if l.upper - l.lower > 2.0 * std::f64::consts::PI {
-                        (l.mid() - std::f64::consts::PI, l.mid() + std::f64::consts::PI)
+                        (
+                            l.mid() - std::f64::consts::PI,
+                            l.mid() + std::f64::consts::PI,
+                        )
                     } else {
                         (l.lower, l.upper)
                     };
@@ -220,4 +229,3 @@ fn split_norms(e: &DVector<f64>) -> (f64, f64) {
     let r = (e[3] * e[3] + e[4] * e[4] + e[5] * e[5]).sqrt();
     (p, r)
 }
-

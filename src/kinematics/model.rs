@@ -391,7 +391,10 @@ fn check_urdf(
             ),
         ));
     }
-    for (field, link) in [("tip_link", &cfg.tip_link), ("flange_link", &cfg.flange_link)] {
+    for (field, link) in [
+        ("tip_link", &cfg.tip_link),
+        ("flange_link", &cfg.flange_link),
+    ] {
         if !links.contains(link.as_str()) {
             return Err(field_err(
                 toml_file,
@@ -420,7 +423,13 @@ fn check_urdf(
     }
     chain.reverse();
     let names: Vec<&str> = chain.iter().map(|j| j.name.as_str()).collect();
-    if names != cfg.arm_joints.iter().map(String::as_str).collect::<Vec<_>>() {
+    if names
+        != cfg
+            .arm_joints
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+    {
         return Err(field_err(
             toml_file,
             "arm_joints",
@@ -445,7 +454,9 @@ fn check_urdf(
             _ => return Err(jerr("unsupported joint type for an arm joint".into())),
         };
         if !(lower.is_finite() && upper.is_finite() && lower < upper) {
-            return Err(jerr(format!("limit lower {lower} must be below upper {upper}")));
+            return Err(jerr(format!(
+                "limit lower {lower} must be below upper {upper}"
+            )));
         }
         let axis = *j.axis.xyz;
         let axis_norm = (axis[0].powi(2) + axis[1].powi(2) + axis[2].powi(2)).sqrt();
