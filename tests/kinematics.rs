@@ -355,3 +355,33 @@ fn fk_rejects_wrong_length_and_nan() {
         Err(KinematicsError::UnknownRobot { .. })
     ));
 }
+
+#[test]
+fn link_poses_agree_with_fk_and_move_the_fingers() {
+    for (name, finger) in [("xarm6", "left_finger"), ("widowx250", "left_finger_link")] {
+        let m = RobotModel::builtin(name).unwrap();
+        let q = [0.2, -0.4, -0.6, 0.3, 0.9, -0.2];
+        let closed = m.link_poses(&q, 0.0).unwrap();
+        let open = m.link_poses(&q, 1.0).unwrap();
+        let find =
+            |v: &[(String, Isometry3<f64>)], l: &str| v.iter().find(|(n, _)| n == l).unwrap().1;
+        let (dp, dr) = pose_error(&find(&closed, &m.config.tip_link), &m.fk(&q).unwrap());
+        assert!(
+            dp < 1e-12 && dr < 1e-12,
+            "{name}: tip from link_poses differs from fk"
+        );
+        let travel = (find(&open, finger).translation.vector
+            - find(&closed, finger).translation.vector)
+            .norm();
+        assert!(travel > 0.01, "{name}: finger moved only {travel} m");
+        // Every collision primitive belongs to a link that has a pose.
+        for s in m.collision_shapes() {
+            assert!(
+                closed.iter().any(|(n, _)| *n == s.link),
+                "{name}: no pose for {}",
+                s.link
+            );
+        }
+        assert!(m.collision_shapes().len() >= 8);
+    }
+}

@@ -1,1 +1,5 @@
 //! Geometry.
+
+mod shape;
+
+pub use shape::Shape;

@@ -12,4 +12,4 @@ mod model;
 pub use config::{GripperConfig, LimitsConfig, RobotConfig, WorkspaceBox};
 pub use error::{IkError, KinematicsError};
 pub use ik::{IkOptions, IkSolution, IkSolver};
-pub use model::{pose_error, JointLimit, RobotModel, BUILTIN_ROBOTS};
+pub use model::{pose_error, JointLimit, LinkShape, RobotModel, BUILTIN_ROBOTS};

@@ -8,6 +8,7 @@ use k::nalgebra::{DMatrix, Isometry3, Translation3, UnitQuaternion, Vector3};
 
 use super::config::RobotConfig;
 use super::error::KinematicsError;
+use crate::geometry::Shape;
 
 /// Robots compiled into the binary, so `pointact` runs from any folder: (name, robot.toml, URDF).
 pub const BUILTIN_ROBOTS: &[(&str, &str, &str)] = &[
@@ -42,6 +43,14 @@ impl JointLimit {
     }
 }
 
+/// One primitive of a link's geometry, placed in the link frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkShape {
+    pub link: String,
+    pub shape: Shape,
+    pub link_from_shape: Isometry3<f64>,
+}
+
 /// A robot description ready for kinematics. Poses are `base_from_tip` in the robot base frame.
 #[derive(Debug)]
 pub struct RobotModel {
@@ -54,6 +63,8 @@ pub struct RobotModel {
     /// `k` nodes are shared, interior-mutable cells: FK sets joint positions then reads transforms,
     /// so the chain sits behind a mutex to keep `&RobotModel` usable from several threads.
     arm: Mutex<k::SerialChain<f64>>,
+    /// The whole tree (fingers included), for link poses.
+    tree: Mutex<k::Chain<f64>>,
     tip_from_flange: Isometry3<f64>,
 }
 
@@ -125,7 +136,8 @@ impl RobotModel {
         let tip_node = chain
             .find_link(&config.tip_link)
             .ok_or_else(|| field_err(toml_file, "tip_link", "not found in the k chain".into()))?;
-        let arm = k::SerialChain::from_end(tip_node);
+        // A deep copy: the serial arm must not share joint cells with the tree.
+        let arm = k::SerialChain::from_end(tip_node).clone();
         let movable: Vec<String> = arm.iter_joints().map(|j| j.name.clone()).collect();
         if movable != config.arm_joints {
             return Err(field_err(
@@ -142,6 +154,7 @@ impl RobotModel {
             urdf,
             limits,
             arm: Mutex::new(arm),
+            tree: Mutex::new(chain),
         };
         let tip_from_flange = model.check_tcp(toml_file)?;
         Ok(RobotModel {
@@ -231,6 +244,65 @@ impl RobotModel {
         self.tip_from_flange
     }
 
+    /// World (base-frame) pose of every link for arm joints `q` and a gripper opening in [0, 1]
+    /// (0 closed, 1 open; non-arm joints such as fingers move linearly between their limits).
+    pub fn link_poses(
+        &self,
+        q: &[f64],
+        gripper_opening: f64,
+    ) -> Result<Vec<(String, Isometry3<f64>)>, KinematicsError> {
+        self.check_finite(q)?;
+        let g = if gripper_opening.is_finite() {
+            gripper_opening.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let tree = self.tree.lock().unwrap_or_else(|p| p.into_inner());
+        for node in tree.iter() {
+            let name = node.joint().name.clone();
+            let limits = node.joint().limits.clone();
+            if let Some(i) = self.config.arm_joints.iter().position(|n| *n == name) {
+                node.set_joint_position_unchecked(q[i]);
+            } else if let Some(l) = limits {
+                node.set_joint_position_unchecked(l.min + g * (l.max - l.min));
+            }
+        }
+        tree.update_transforms();
+        Ok(tree
+            .iter()
+            .filter_map(|n| {
+                let link = n.link().as_ref().map(|l| l.name.clone())?;
+                Some((link, n.world_transform()?))
+            })
+            .collect())
+    }
+
+    /// Collision primitives of every link (URDF `<collision>`; meshes are skipped).
+    pub fn collision_shapes(&self) -> Vec<LinkShape> {
+        self.urdf
+            .links
+            .iter()
+            .flat_map(|l| {
+                l.collision
+                    .iter()
+                    .filter_map(move |c| link_shape(&l.name, &c.origin, &c.geometry))
+            })
+            .collect()
+    }
+
+    /// Visual primitives of every link (URDF `<visual>`; meshes are skipped).
+    pub fn visual_shapes(&self) -> Vec<LinkShape> {
+        self.urdf
+            .links
+            .iter()
+            .flat_map(|l| {
+                l.visual
+                    .iter()
+                    .filter_map(move |v| link_shape(&l.name, &v.origin, &v.geometry))
+            })
+            .collect()
+    }
+
     /// An independent copy of the `k` chain, for solvers that mutate joint state in a loop.
     pub(crate) fn arm_chain(&self) -> k::SerialChain<f64> {
         self.lock().clone()
@@ -296,6 +368,29 @@ impl RobotModel {
 pub fn pose_error(a: &Isometry3<f64>, b: &Isometry3<f64>) -> (f64, f64) {
     let dp: Vector3<f64> = a.translation.vector - b.translation.vector;
     (dp.norm(), a.rotation.angle_to(&b.rotation))
+}
+
+fn link_shape(link: &str, origin: &urdf_rs::Pose, g: &urdf_rs::Geometry) -> Option<LinkShape> {
+    let shape = match *g {
+        urdf_rs::Geometry::Box { ref size } => Shape::Cuboid {
+            half_extents: Vector3::new(size[0], size[1], size[2]) * 0.5,
+        },
+        urdf_rs::Geometry::Cylinder { radius, length } => Shape::Cylinder {
+            radius,
+            half_height: 0.5 * length,
+        },
+        urdf_rs::Geometry::Capsule { radius, length } => Shape::Capsule {
+            radius,
+            half_height: 0.5 * length,
+        },
+        urdf_rs::Geometry::Sphere { radius } => Shape::Sphere { radius },
+        urdf_rs::Geometry::Mesh { .. } => return None,
+    };
+    Some(LinkShape {
+        link: link.to_string(),
+        shape,
+        link_from_shape: k::urdf::isometry_from(origin),
+    })
 }
 
 fn builtin_names() -> String {
