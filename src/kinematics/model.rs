@@ -260,7 +260,7 @@ impl RobotModel {
         let tree = self.tree.lock().unwrap_or_else(|p| p.into_inner());
         for node in tree.iter() {
             let name = node.joint().name.clone();
-            let limits = node.joint().limits.clone();
+            let limits = node.joint().limits;
             if let Some(i) = self.config.arm_joints.iter().position(|n| *n == name) {
                 node.set_joint_position_unchecked(q[i]);
             } else if let Some(l) = limits {
