@@ -1,1 +1,0 @@
-//! Built-in tabletop simulator. Not built yet: issue 3.

@@ -1,0 +1,39 @@
+//! Built-in tabletop simulator: scenes from TOML, rigid-body physics (rapier3d) for the objects, the
+//! robot driven kinematically from joint commands, a ray-cast RGB-D + segmentation camera, task
+//! suites whose success is judged from the final object poses only.
+//!
+//! The world frame of a simulation is the robot base frame (x forward, z up, metres); the table top
+//! is the plane z = `Scene::table_height`.
+
+pub mod render;
+
+use k::nalgebra::Isometry3;
+
+use crate::geometry::Shape;
+
+/// Instance id 0 is "nothing" (background); the table is 1; scene objects count from 2;
+/// robot links use `ROBOT_INSTANCE`.
+pub const BACKGROUND_INSTANCE: u16 = 0;
+pub const TABLE_INSTANCE: u16 = 1;
+pub const FIRST_OBJECT_INSTANCE: u16 = 2;
+pub const ROBOT_INSTANCE: u16 = u16::MAX;
+/// Part id 0 means "no named part".
+pub const NO_PART: u8 = 0;
+
+/// One solid to draw: what the camera sees of the world at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Primitive {
+    pub shape: Shape,
+    pub world_from_shape: Isometry3<f64>,
+    /// Linear RGB albedo in [0, 1].
+    pub color: [f32; 3],
+    pub instance: u16,
+    /// Functional part (e.g. a mug's handle) within the instance; `NO_PART` for none.
+    pub part: u8,
+}
+
+/// Everything the renderer needs; produced by the physics world each frame.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RenderScene {
+    pub primitives: Vec<Primitive>,
+}

@@ -1,0 +1,1 @@
+//! Ray-cast RGB-D + segmentation camera (being built).
