@@ -1,1 +1,0 @@
-//! Collision model, RRT-Connect, time parameterisation. Not built yet: a later issue.

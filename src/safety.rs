@@ -1,1 +1,0 @@
-//! The one gate every motion passes. Not built yet: issue 3.
