@@ -207,6 +207,34 @@ fn check_path(path: &JointPath) -> Result<usize, TrajectoryError> {
     Ok(n)
 }
 
+/// Slows `traj` until the tool's speed, measured by FK on fine samples, stays under `max_speed`
+/// (with 2 % margin); joint-space timing alone does not bound the Cartesian speed.
+pub fn limit_tool_speed(
+    traj: Trajectory,
+    model: &crate::kinematics::RobotModel,
+    max_speed: f64,
+) -> Result<Trajectory, crate::kinematics::KinematicsError> {
+    if traj.duration() <= 0.0 {
+        return Ok(traj);
+    }
+    let dt = (traj.duration() / 400.0).clamp(1e-4, 2e-3);
+    let mut peak = 0.0f64;
+    let mut prev: Option<k::nalgebra::Vector3<f64>> = None;
+    for (_, q) in traj.samples(dt) {
+        let p = model.fk(&q)?.translation.vector;
+        if let Some(p0) = prev {
+            peak = peak.max((p - p0).norm() / dt);
+        }
+        prev = Some(p);
+    }
+    let factor = 1.02 * peak / max_speed;
+    Ok(if factor > 1.0 {
+        traj.slowed(factor)
+    } else {
+        traj
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,9 +270,9 @@ mod tests {
         let dt = 1e-3;
         let s = t.samples(dt);
         for w in s.windows(2) {
-            for j in 0..2 {
+            for (j, limit) in vl.iter().enumerate() {
                 let v = (w[1].1[j] - w[0].1[j]) / (w[1].0 - w[0].0).max(1e-12);
-                assert!(v.abs() <= vl[j] * (1.0 + 1e-6), "joint {j} speed {v}");
+                assert!(v.abs() <= limit * (1.0 + 1e-6), "joint {j} speed {v}");
             }
         }
         assert_eq!(s.last().unwrap().1, vec![0.0, 1.0]);
@@ -270,32 +298,4 @@ mod tests {
             Err(TrajectoryError::BadLimits)
         );
     }
-}
-
-/// Slows `traj` until the tool's speed, measured by FK on fine samples, stays under `max_speed`
-/// (with 2 % margin); joint-space timing alone does not bound the Cartesian speed.
-pub fn limit_tool_speed(
-    traj: Trajectory,
-    model: &crate::kinematics::RobotModel,
-    max_speed: f64,
-) -> Result<Trajectory, crate::kinematics::KinematicsError> {
-    if traj.duration() <= 0.0 {
-        return Ok(traj);
-    }
-    let dt = (traj.duration() / 400.0).clamp(1e-4, 2e-3);
-    let mut peak = 0.0f64;
-    let mut prev: Option<k::nalgebra::Vector3<f64>> = None;
-    for (_, q) in traj.samples(dt) {
-        let p = model.fk(&q)?.translation.vector;
-        if let Some(p0) = prev {
-            peak = peak.max((p - p0).norm() / dt);
-        }
-        prev = Some(p);
-    }
-    let factor = 1.02 * peak / max_speed;
-    Ok(if factor > 1.0 {
-        traj.slowed(factor)
-    } else {
-        traj
-    })
 }

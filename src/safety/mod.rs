@@ -175,7 +175,10 @@ impl<'a> SafetyGate<'a> {
             .iter()
             .zip(current_q)
             .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-        if current_q.len() != traj.dof() || !(deviation <= self.config.max_start_deviation) {
+        if current_q.len() != traj.dof()
+            || deviation.is_nan()
+            || deviation > self.config.max_start_deviation
+        {
             return Err(SafetyError::StartMismatch {
                 deviation,
                 allowed: self.config.max_start_deviation,
