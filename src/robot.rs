@@ -1,1 +1,0 @@
-//! Robot drivers behind one trait (xArm, WidowX, sim). Not built yet: issue 3 and later.

@@ -1,0 +1,44 @@
+//! Robots behind one trait: the simulator today; the xArm controller protocol and the WidowX
+//! Dynamixel bus in later issues.
+//!
+//! The trait is async because real drivers wait on sockets and serial ports (tokio); compute stays
+//! synchronous. A `Robot` only accepts motions that passed the `safety` gate (`CheckedTrajectory`,
+//! `CheckedGripper`), so no code path can move a robot without the checks.
+
+use std::sync::Arc;
+
+use crate::kinematics::RobotModel;
+use crate::safety::{CheckedGripper, CheckedTrajectory};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RobotError {
+    #[error("connection to the robot lost: {0}")]
+    Disconnected(String),
+    #[error("robot controller error {code}: {detail}")]
+    Controller { code: i32, detail: String },
+    #[error("robot did not answer within {0:.1} s")]
+    Timeout(f64),
+    #[error("robot stopped: {0}")]
+    Stopped(String),
+    #[error("simulator: {0}")]
+    Sim(String),
+}
+
+/// What every driver offers. Implementations stop the arm before returning any error from a motion.
+// The futures are awaited on the caller's task (no spawning), so they need not be `Send`.
+#[allow(async_fn_in_trait)]
+pub trait Robot {
+    /// The kinematic model the driver was configured with.
+    fn model(&self) -> &Arc<RobotModel>;
+    /// Current arm joint positions (rad), in `model().config.arm_joints` order.
+    async fn joint_positions(&mut self) -> Result<Vec<f64>, RobotError>;
+    /// Current distance between the fingers (m).
+    async fn gripper_width(&mut self) -> Result<f64, RobotError>;
+    /// Follows a checked trajectory to its end.
+    async fn execute(&mut self, trajectory: &CheckedTrajectory) -> Result<(), RobotError>;
+    /// Moves the fingers to a checked width and waits until they stop (closing on an object stops
+    /// early).
+    async fn set_gripper(&mut self, command: CheckedGripper) -> Result<(), RobotError>;
+    /// Stops all motion now.
+    async fn stop(&mut self) -> Result<(), RobotError>;
+}
