@@ -6,7 +6,11 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "pointact", version, about = "Robot manipulation by pointing (Embodied-R1 points -> 3D -> safe motion)")]
+#[command(
+    name = "pointact",
+    version,
+    about = "Robot manipulation by pointing (Embodied-R1 points -> 3D -> safe motion)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -118,10 +122,11 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             BenchCommand::Cloud(a) => {
-                let report = pointact::bench::cloud::run(&pointact::bench::cloud::CloudBenchArgs {
-                    iters: a.iters,
-                    python: a.python,
-                })?;
+                let report =
+                    pointact::bench::cloud::run(&pointact::bench::cloud::CloudBenchArgs {
+                        iters: a.iters,
+                        python: a.python,
+                    })?;
                 println!("{report}");
                 Ok(ExitCode::SUCCESS)
             }

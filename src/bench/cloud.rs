@@ -6,6 +6,6 @@ pub struct CloudBenchArgs {
     pub python: String,
 }
 
-pub fn run(_args: &CloudBenchArgs) -> Result<String, String> {
-    Err("not built yet: bench cloud".into())
+pub fn run(_args: &CloudBenchArgs) -> Result<String, std::io::Error> {
+    Err(std::io::Error::other("not built yet: bench cloud"))
 }

@@ -8,6 +8,6 @@ pub struct IkBenchArgs {
     pub python_peer: bool,
 }
 
-pub fn run(_args: &IkBenchArgs) -> Result<String, String> {
-    Err("not built yet: bench ik".into())
+pub fn run(_args: &IkBenchArgs) -> Result<String, std::io::Error> {
+    Err(std::io::Error::other("not built yet: bench ik"))
 }
