@@ -482,3 +482,23 @@ fn error_display_is_short_and_raw_is_kept() {
     assert!(e.to_string().len() < 200);
     assert_eq!(e.raw(), raw);
 }
+
+#[test]
+fn think_tags_after_the_answer_are_ignored() {
+    let a = ok(
+        "<answer><point>[[1, 2]]</point></answer></think>",
+        Ability::Reg,
+    );
+    assert_eq!((a.points, a.reasoning), (vec![[1.0, 2.0]], None));
+    let a = ok(
+        "<point>[[1, 2]]</point><think>afterthought</think>",
+        Ability::Reg,
+    );
+    assert_eq!((a.points, a.reasoning), (vec![[1.0, 2.0]], None));
+    // Pre-filled think whose reasoning quotes the format: the <answer> block still wins.
+    let a = ok(
+        "format is <point>[[x1, y1]]</point></think><answer><point>[[5, 6]]</point></answer>",
+        Ability::Reg,
+    );
+    assert_eq!(a.points, vec![[5.0, 6.0]]);
+}

@@ -9,6 +9,22 @@
 //!
 //! Parsed points are in model pixels (the model sees a resized image); they become original-image
 //! pixels only through [`ModelImageMap`]. Backends that produce answers are not part of this module yet.
+//!
+//! ```
+//! use pointact::pointing::{parse_answer, Ability, ImageSize, ModelImageMap};
+//! use pointact::pointing::{DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS};
+//!
+//! let prompt = Ability::Rrg.prompt("put pepper in pan");
+//! assert!(prompt.contains("The task instruction is: put pepper in pan."));
+//!
+//! // A 640x480 camera frame reaches the model as 644x476.
+//! let map = ModelImageMap::for_qwen25vl(ImageSize::new(640, 480), DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS)?;
+//! let reply = "<think>The pan is right of the pepper.</think><answer><point>[[322, 238]]</point></answer>";
+//! let answer = parse_answer(reply, Ability::Rrg, map.model())?;
+//! assert_eq!(answer.points, vec![[322.0, 238.0]]); // model pixels
+//! assert_eq!(answer.to_original(&map), vec![[320.0, 240.0]]); // camera pixels
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod ability;
 pub mod mapping;

@@ -26,7 +26,9 @@
 //!
 //! # What is not
 //! * If a `<think>` block is closed, the answer is only looked for after it: reasoning that quotes
-//!   the format (`… I will answer <point>[[x1, y1]]</point> …`) must not become the answer.
+//!   the format (`… I will answer <point>[[x1, y1]]</point> …`) must not become the answer. Think
+//!   tags that come only after the first `<answer>`/`<point>` tag are ignored (they are not the
+//!   reasoning, and a stray `</think>` must not hide the answer before it).
 //! * If there is an `<answer>` block, the points must be inside it.
 //! * Only the first point block counts; later ones are ignored.
 //! * Text between the list and `</point>` is an error: it means the list was not what the model
@@ -244,16 +246,30 @@ pub fn parse_answer(
 ) -> Result<PointAnswer, PointingError> {
     let s = raw.as_bytes();
 
-    // 1. The think block, and where the answer may start.
+    // 1. The think block, and where the answer may start. Think tags count only if they come before
+    //    the first <answer>/<point> tag, so a stray `</think>` after the answer cannot hide it.
+    let first_block = [
+        find_tag(s, 0, "answer", false),
+        find_tag(s, 0, "point", false),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|(start, _)| start)
+    .min();
+    let before_block = |pos: usize| first_block.is_none_or(|block| pos < block);
     let (reasoning_span, search_from, think_open_end) = match find_tag(s, 0, "think", false) {
-        Some((_, open_end)) => match find_tag(s, open_end, "think", true) {
-            Some((close_start, close_end)) => (Some((open_end, close_start)), close_end, None),
-            // Unterminated: the reasoning runs up to wherever the answer turns out to start.
-            None => (None, open_end, Some(open_end)),
-        },
-        None => match find_tag(s, 0, "think", true) {
-            Some((close_start, close_end)) => (Some((0, close_start)), close_end, None),
-            None => (None, 0, None),
+        Some((open_start, open_end)) if before_block(open_start) => {
+            match find_tag(s, open_end, "think", true) {
+                Some((close_start, close_end)) => (Some((open_end, close_start)), close_end, None),
+                // Unterminated: the reasoning runs up to wherever the answer turns out to start.
+                None => (None, open_end, Some(open_end)),
+            }
+        }
+        _ => match find_tag(s, 0, "think", true) {
+            Some((close_start, close_end)) if before_block(close_start) => {
+                (Some((0, close_start)), close_end, None)
+            }
+            _ => (None, 0, None),
         },
     };
 
@@ -268,7 +284,12 @@ pub fn parse_answer(
     };
 
     // 3. The list: in a <point> block, or bare inside <answer>.
-    let point_open = find_tag(&s[..region_end], region_start, "point", false);
+    let point_open = find_tag(
+        s.get(..region_end).unwrap_or(s),
+        region_start,
+        "point",
+        false,
+    );
     let list_start = match (point_open, answer) {
         (Some((_, open_end)), _) => open_end,
         (None, Some(_)) if s.get(skip_ws(s, region_start)) == Some(&b'[') => region_start,
