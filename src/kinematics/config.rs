@@ -22,6 +22,10 @@ pub struct RobotConfig {
     /// TCP relative to the flange, metres; checked against the URDF at load.
     pub tcp_offset_xyz: [f64; 3],
     pub tcp_offset_rpy: [f64; 3],
+    /// Direction in the tip frame along which the tool approaches an object (xArm: z, WidowX: x).
+    pub approach_axis: [f64; 3],
+    /// Direction in the tip frame along which the fingers close; orthogonal to `approach_axis`.
+    pub closing_axis: [f64; 3],
     /// Ready pose (rad), inside the joint limits.
     pub home: Vec<f64>,
     pub servo_rate_hz: f64,
@@ -136,6 +140,17 @@ impl RobotConfig {
             if !(x.is_finite() && x > 0.0) {
                 return Err(bad(field, format!("{x} is not a positive finite number")));
             }
+        }
+        let (a, c) = (self.approach_axis, self.closing_axis);
+        let norm = |v: [f64; 3]| (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
+        if (norm(a) - 1.0).abs() > 1e-6
+            || (norm(c) - 1.0).abs() > 1e-6
+            || (a[0] * c[0] + a[1] * c[1] + a[2] * c[2]).abs() > 1e-6
+        {
+            return Err(bad(
+                "approach_axis/closing_axis",
+                "must be orthogonal unit vectors".into(),
+            ));
         }
         let ws = &self.workspace;
         if !(finite(&ws.min) && finite(&ws.max)) || (0..3).any(|i| ws.min[i] >= ws.max[i]) {

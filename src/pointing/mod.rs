@@ -8,7 +8,7 @@
 //!   the model's pixels back to the camera image's pixels.
 //!
 //! Parsed points are in model pixels (the model sees a resized image); they become original-image
-//! pixels only through [`ModelImageMap`]. Backends that produce answers are not part of this module yet.
+//! pixels only through [`ModelImageMap`]. Backends implement the [`Pointer`] trait.
 //!
 //! ```
 //! use pointact::pointing::{parse_answer, Ability, ImageSize, ModelImageMap};
@@ -29,6 +29,7 @@
 pub mod ability;
 pub mod mapping;
 pub mod parse;
+pub mod pointer;
 
 pub use ability::{
     Ability, ParseAbilityError, INSTRUCTION_PLACEHOLDER, OFG_TEMPLATE, REG_TEMPLATE, RRG_TEMPLATE,
@@ -40,3 +41,4 @@ pub use mapping::{
     PRETRAINED_MAX_PIXELS,
 };
 pub use parse::{parse_answer, ListProblem, PointAnswer, PointingError};
+pub use pointer::{Pointer, PointerError, Pointing};

@@ -1,0 +1,165 @@
+//! Instruction → intent: which object to move, which part to hold, where it should go. This decides
+//! which abilities to ask for (affordance branch: OFG or REG for the object, RRG for the place; trace
+//! branch: one VTG). A small grammar of tabletop instructions, not an NLU: anything it cannot read is
+//! a clear error naming the instruction, and the trace branch still accepts it.
+
+/// How the object should end up relative to the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relation {
+    In,
+    On,
+    LeftOf,
+    RightOf,
+    /// Pick the object up and hold it (no target).
+    PickUp,
+    /// A target phrase the grammar does not classify ("next to", "near", "to"): RRG decides.
+    Near,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intent {
+    pub instruction: String,
+    /// The object phrase, without leading article ("red block").
+    pub object: String,
+    /// Functional part to hold ("handle"), if the instruction names one.
+    pub part: Option<String>,
+    pub relation: Relation,
+    /// The target phrase ("pan"), absent for `PickUp`.
+    pub target: Option<String>,
+}
+
+impl Intent {
+    /// The REG query for the object ("the red block").
+    pub fn object_query(&self) -> String {
+        format!("the {}", self.object)
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("cannot tell which object to move and where from `{instruction}`: expected e.g. `put the pepper in the pan`, `stack the red block on the blue block`, `move the cup to the right of the box`, `pick up the knife by its handle`")]
+pub struct InstructionError {
+    pub instruction: String,
+}
+
+const VERBS: &[&str] = &[
+    "pick up", "put", "place", "move", "stack", "set", "drop", "take", "push", "bring",
+];
+
+/// Target prepositions, longest first so "on top of" wins over "on".
+const PREPOSITIONS: &[(&str, Relation)] = &[
+    ("to the right of", Relation::RightOf),
+    ("to the left of", Relation::LeftOf),
+    ("on the right of", Relation::RightOf),
+    ("on the left of", Relation::LeftOf),
+    ("right of", Relation::RightOf),
+    ("left of", Relation::LeftOf),
+    ("on top of", Relation::On),
+    ("inside", Relation::In),
+    ("into", Relation::In),
+    ("onto", Relation::On),
+    ("in", Relation::In),
+    ("on", Relation::On),
+    ("next to", Relation::Near),
+    ("near", Relation::Near),
+    ("to", Relation::Near),
+];
+
+pub fn parse_instruction(instruction: &str) -> Result<Intent, InstructionError> {
+    let err = || InstructionError {
+        instruction: instruction.to_string(),
+    };
+    let norm: String = instruction
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_alphanumeric() || c == ' ' || c == '-' { c } else { ' ' })
+        .collect();
+    let words: Vec<&str> = norm.split_whitespace().collect();
+    let text = words.join(" ");
+    let rest = VERBS
+        .iter()
+        .find_map(|v| text.strip_prefix(v).filter(|r| r.is_empty() || r.starts_with(' ')))
+        .map(str::trim)
+        .ok_or_else(err)?;
+    // "pick up the knife by its handle" / "put the X ..., holding the handle"
+    let (rest, part) = split_part(rest);
+    // The earliest preposition splits object from target; at one position the longest wins.
+    let split = PREPOSITIONS
+        .iter()
+        .filter_map(|(p, rel)| {
+            let pat = format!(" {p} ");
+            rest.find(&pat).map(|i| (i, pat.len(), *rel))
+        })
+        .min_by_key(|(i, len, _)| (*i, usize::MAX - len));
+    let (object, relation, target) = match split {
+        Some((i, len, rel)) => (&rest[..i], rel, Some(strip_article(&rest[i + len..]).to_string())),
+        None => (rest, Relation::PickUp, None),
+    };
+    let object = strip_article(object).trim().to_string();
+    if object.is_empty() || target.as_deref().is_some_and(str::is_empty) {
+        return Err(err());
+    }
+    Ok(Intent {
+        instruction: instruction.trim().to_string(),
+        object,
+        part,
+        relation,
+        target,
+    })
+}
+
+fn split_part(rest: &str) -> (&str, Option<String>) {
+    for marker in [" by its ", " by the ", " holding its ", " holding the ", " using its "] {
+        if let Some(i) = rest.find(marker) {
+            let after = &rest[i + marker.len()..];
+            // The part phrase ends at the next preposition, if any ("by its handle and put it in ...").
+            let part = after.split(" and ").next().unwrap_or(after).trim();
+            if !part.is_empty() {
+                return (&rest[..i], Some(part.to_string()));
+            }
+        }
+    }
+    (rest, None)
+}
+
+fn strip_article(s: &str) -> &str {
+    let s = s.trim();
+    for a in ["the ", "a ", "an ", "its ", "it "] {
+        if let Some(r) = s.strip_prefix(a) {
+            return r.trim();
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Intent {
+        parse_instruction(s).unwrap()
+    }
+
+    #[test]
+    fn reads_the_tabletop_grammar() {
+        let i = p("Put the pepper in the pan.");
+        assert_eq!((i.object.as_str(), i.relation, i.target.as_deref()), ("pepper", Relation::In, Some("pan")));
+        let i = p("stack the green block on top of the yellow block");
+        assert_eq!((i.object.as_str(), i.relation, i.target.as_deref()), ("green block", Relation::On, Some("yellow block")));
+        let i = p("move the nearest object to the right of the box");
+        assert_eq!((i.object.as_str(), i.relation, i.target.as_deref()), ("nearest object", Relation::RightOf, Some("box")));
+        let i = p("put eggplant into yellow basket");
+        assert_eq!((i.object.as_str(), i.relation, i.target.as_deref()), ("eggplant", Relation::In, Some("yellow basket")));
+        let i = p("pick up the knife by its handle");
+        assert_eq!((i.object.as_str(), i.part.as_deref(), i.relation), ("knife", Some("handle"), Relation::PickUp));
+        assert_eq!(i.object_query(), "the knife");
+        let i = p("put the spoon on the towel");
+        assert_eq!((i.relation, i.target.as_deref()), (Relation::On, Some("towel")));
+    }
+
+    #[test]
+    fn rejects_what_it_cannot_read() {
+        for s in ["", "hello there", "put", "put the in the bowl", "put the cup in the"] {
+            assert!(parse_instruction(s).is_err(), "{s:?} should be rejected");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Motion primitives the executors compose: a joint move to a pose and a straight (or curved)
+//! Cartesian path, both solved by IK from the previous joints and timed under the robot's limits.
+//! Nothing here checks safety: every trajectory still goes through the gate before a robot sees it.
+
+use k::nalgebra::{Isometry3, Matrix3, Rotation3, Translation3, UnitQuaternion, Vector3};
+
+use crate::geometry::SePath;
+use crate::kinematics::{IkError, IkOptions, IkSolver, KinematicsError, RobotModel};
+use crate::planning::{limit_tool_speed, JointPath, Trajectory, TrajectoryError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MotionError {
+    #[error("{what}: target unreachable: {source}")]
+    Unreachable {
+        what: String,
+        #[source]
+        source: IkError,
+    },
+    #[error("{what}: the arm would have to flip (joint `{joint}` jumps {jump:.2} rad between path samples)")]
+    Discontinuity { what: String, joint: String, jump: f64 },
+    #[error(transparent)]
+    Trajectory(#[from] TrajectoryError),
+    #[error(transparent)]
+    Kinematics(#[from] KinematicsError),
+    #[error(transparent)]
+    Geometry(#[from] crate::geometry::GeometryError),
+}
+
+/// A top-down tool pose with the TCP at (x, y, z): the robot's approach axis points straight down and
+/// the fingers close along the horizontal direction `yaw + π/2`, i.e. across an object whose long
+/// axis has yaw `yaw`.
+pub fn top_down(model: &RobotModel, x: f64, y: f64, z: f64, yaw: f64) -> Isometry3<f64> {
+    let cfg = &model.config;
+    let a = Vector3::from(cfg.approach_axis);
+    let c = Vector3::from(cfg.closing_axis);
+    let world_a = Vector3::new(0.0, 0.0, -1.0);
+    let world_c = Vector3::new(-yaw.sin(), yaw.cos(), 0.0);
+    let tool = Matrix3::from_columns(&[a, c, a.cross(&c)]);
+    let world = Matrix3::from_columns(&[world_a, world_c, world_a.cross(&world_c)]);
+    let r = Rotation3::from_matrix_unchecked(world * tool.transpose());
+    Isometry3::from_parts(
+        Translation3::new(x, y, z),
+        UnitQuaternion::from_rotation_matrix(&r),
+    )
+}
+
+/// Grasp yaws are symmetric under a half turn; pick the one whose wrist rotation from `reference`
+/// is smallest, so the last joint does not spin half a turn for nothing.
+pub fn fold_yaw(yaw: f64, reference: f64) -> f64 {
+    use std::f64::consts::PI;
+    let mut y = yaw;
+    while y - reference > PI / 2.0 {
+        y -= PI;
+    }
+    while reference - y > PI / 2.0 {
+        y += PI;
+    }
+    y
+}
+
+pub struct MotionPlanner<'a> {
+    model: &'a RobotModel,
+    ik: IkSolver,
+    /// Fraction of the configured speed limits to use (1 = the robot.toml limits).
+    pub speed_scale: f64,
+    /// Cartesian sample spacing for straight lines (m).
+    pub step: f64,
+}
+
+impl<'a> MotionPlanner<'a> {
+    pub fn new(model: &'a RobotModel) -> Self {
+        MotionPlanner {
+            model,
+            ik: IkSolver::new(model, IkOptions::default()),
+            speed_scale: 1.0,
+            step: 0.005,
+        }
+    }
+
+    pub fn model(&self) -> &RobotModel {
+        self.model
+    }
+
+    /// Joints that reach `pose`, nearest to `seed`.
+    pub fn solve(&mut self, what: &str, pose: &Isometry3<f64>, seed: &[f64]) -> Result<Vec<f64>, MotionError> {
+        self.ik
+            .solve(pose, seed)
+            .map(|s| s.q)
+            .map_err(|source| MotionError::Unreachable {
+                what: what.to_string(),
+                source,
+            })
+    }
+
+    /// Straight line in joint space from `from` to joints `to`.
+    pub fn joint_move(&mut self, from: &[f64], to: Vec<f64>) -> Result<Trajectory, MotionError> {
+        self.timed(JointPath {
+            waypoints: vec![from.to_vec(), to],
+        })
+    }
+
+    /// Joint move to a pose (IK seeded at `from`).
+    pub fn joint_move_to(&mut self, what: &str, from: &[f64], pose: &Isometry3<f64>) -> Result<Trajectory, MotionError> {
+        let q = self.solve(what, pose, from)?;
+        self.joint_move(from, q)
+    }
+
+    /// Straight Cartesian line from the current tool pose to `pose` (position linear, rotation slerp).
+    pub fn line_to(&mut self, what: &str, from: &[f64], pose: &Isometry3<f64>) -> Result<Trajectory, MotionError> {
+        let start = self.model.fk(from)?;
+        self.path_through(what, from, &[start, *pose])
+    }
+
+    /// A smooth path through tool poses (spline positions, slerp rotations; the first pose should be
+    /// the current tool pose), sampled every `step` metres and solved sample by sample.
+    pub fn path_through(&mut self, what: &str, from: &[f64], poses: &[Isometry3<f64>]) -> Result<Trajectory, MotionError> {
+        let path = SePath::new(poses)?;
+        let n = ((path.length() / self.step).ceil() as usize).clamp(2, 2000);
+        let samples = path.resample_by_arc_length(n + 1);
+        let mut waypoints = vec![from.to_vec()];
+        let mut seed = from.to_vec();
+        for pose in samples.iter().skip(1) {
+            let q = self.solve(what, pose, &seed)?;
+            for (j, (a, b)) in q.iter().zip(&seed).enumerate() {
+                let jump = (a - b).abs();
+                // A continuous path moves each joint a few hundredths of a radian per 5 mm sample.
+                if jump > 0.3 {
+                    return Err(MotionError::Discontinuity {
+                        what: what.to_string(),
+                        joint: self.model.joint_limits()[j].name.clone(),
+                        jump,
+                    });
+                }
+            }
+            seed = q.clone();
+            waypoints.push(q);
+        }
+        self.timed(JointPath { waypoints })
+    }
+
+    fn timed(&self, path: JointPath) -> Result<Trajectory, MotionError> {
+        let l = &self.model.config.limits;
+        let s = self.speed_scale.clamp(0.01, 1.0);
+        let v: Vec<f64> = l.joint_velocity.iter().map(|x| x * s).collect();
+        let a: Vec<f64> = l.joint_acceleration.iter().map(|x| x * s).collect();
+        let t = Trajectory::time_parameterize(path, &v, &a)?;
+        Ok(limit_tool_speed(t, self.model, l.cartesian_speed * s)?)
+    }
+}

@@ -1,0 +1,189 @@
+//! From frame pixels to base-frame geometry: lift a point with robust depth, cast a pixel ray onto a
+//! horizontal plane, find the table, and cut the object under a point out of the depth image to get
+//! its top, extent and principal axis (the grasp yaw).
+
+use k::nalgebra::{Point3, Vector3};
+
+use crate::camera::Frame;
+use crate::geometry::{
+    fit_table_plane, robust_depth, CloudOptions, CropBox, GeometryError, PlaneOptions, RayTable,
+    RobustDepthOptions,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PerceiveError {
+    #[error("no usable depth at pixel ({u:.1}, {v:.1}): {source}")]
+    Depth {
+        u: f64,
+        v: f64,
+        #[source]
+        source: GeometryError,
+    },
+    #[error("pixel ({u:.1}, {v:.1}) does not look at the plane z = {z:.3} m in front of the camera")]
+    NoRayHit { u: f64, v: f64, z: f64 },
+    #[error("cannot find the table plane: {0}")]
+    Table(GeometryError),
+    #[error("nothing stands on the table at pixel ({u:.1}, {v:.1})")]
+    NoObject { u: f64, v: f64 },
+    #[error(transparent)]
+    Geometry(#[from] GeometryError),
+}
+
+/// Base-frame point under pixel `px`, using a robust depth from the window around it.
+pub fn lift(frame: &Frame, px: [f64; 2], opts: &RobustDepthOptions) -> Result<Point3<f64>, PerceiveError> {
+    let d = robust_depth(&frame.depth, px[0], px[1], opts).map_err(|source| PerceiveError::Depth {
+        u: px[0],
+        v: px[1],
+        source,
+    })?;
+    let p_cam = frame.intrinsics.deproject(px, d as f64)?;
+    Ok(frame.base_from_camera * Point3::from(p_cam))
+}
+
+/// Where the ray through pixel `px` meets the horizontal plane at height `z` (base frame). Used for
+/// the middle points of a visual trace, whose own depth would hit the table behind them.
+pub fn ray_to_height(frame: &Frame, px: [f64; 2], z: f64) -> Result<Point3<f64>, PerceiveError> {
+    let dir_cam = frame.intrinsics.deproject(px, 1.0)?;
+    let origin = frame.base_from_camera * Point3::origin();
+    let dir: Vector3<f64> = frame.base_from_camera.rotation * dir_cam;
+    let miss = PerceiveError::NoRayHit {
+        u: px[0],
+        v: px[1],
+        z,
+    };
+    if dir.z.abs() < 1e-9 {
+        return Err(miss);
+    }
+    let t = (z - origin.z) / dir.z;
+    if !(t.is_finite() && t > 0.0) {
+        return Err(miss);
+    }
+    Ok(origin + dir * t)
+}
+
+/// Height of the table top in the base frame, by RANSAC on the cloud inside `crop`.
+pub fn table_height(frame: &Frame, crop: CropBox) -> Result<f64, PerceiveError> {
+    let rays = RayTable::new(&frame.intrinsics)?;
+    let cloud = rays.cloud(
+        &frame.depth,
+        &frame.base_from_camera,
+        &CloudOptions {
+            stride: 4,
+            crop: Some(crop),
+            ..CloudOptions::default()
+        },
+    )?;
+    let plane = fit_table_plane(&cloud.points, &PlaneOptions::default()).map_err(PerceiveError::Table)?;
+    // z of the plane under the origin: n·p + offset = 0 → z = −offset / n_z.
+    Ok(-plane.offset / plane.normal.z)
+}
+
+/// The object under a pixel, cut out of the depth image.
+#[derive(Debug, Clone)]
+pub struct ObjectBlob {
+    /// Base-frame points of the object surface seen by the camera.
+    pub points: Vec<Point3<f64>>,
+    /// Highest point near the seed (m).
+    pub top_z: f64,
+    /// Centroid of the points.
+    pub centroid: Point3<f64>,
+    /// Yaw (rad, base frame) of the longest horizontal axis.
+    pub major_yaw: f64,
+    /// Spread along the major and minor horizontal axes (m, 2·√eigenvalue·√3: a box's width).
+    pub major_extent: f64,
+    pub minor_extent: f64,
+}
+
+/// Region-grows from `px` over neighbouring pixels whose 3D points stand more than `min_height`
+/// above the table and continue the surface (depth steps under 1.5 cm), within `max_radius` of the
+/// seed. The seed is the nearest such pixel within 6 px, so a point on an object edge still works.
+pub fn object_blob(
+    frame: &Frame,
+    px: [f64; 2],
+    table_z: f64,
+    min_height: f64,
+    max_radius: f64,
+) -> Result<ObjectBlob, PerceiveError> {
+    let (w, h) = (frame.depth.width, frame.depth.height);
+    let point_at = |u: usize, v: usize| -> Option<Point3<f64>> {
+        let d = frame.depth.get(u, v)?;
+        if !(d.is_finite() && d > 0.0) {
+            return None;
+        }
+        let p = frame.intrinsics.deproject([u as f64, v as f64], d as f64).ok()?;
+        let b = frame.base_from_camera * Point3::from(p);
+        (b.z > table_z + min_height).then_some(b)
+    };
+    let no_object = || PerceiveError::NoObject { u: px[0], v: px[1] };
+    let (cu, cv) = (px[0].round() as i64, px[1].round() as i64);
+    let mut seed = None;
+    'search: for r in 0..=6i64 {
+        for dv in -r..=r {
+            for du in -r..=r {
+                if du.abs().max(dv.abs()) != r {
+                    continue;
+                }
+                let (u, v) = (cu + du, cv + dv);
+                if u < 0 || v < 0 || u >= w as i64 || v >= h as i64 {
+                    continue;
+                }
+                if let Some(p) = point_at(u as usize, v as usize) {
+                    seed = Some((u as usize, v as usize, p));
+                    break 'search;
+                }
+            }
+        }
+    }
+    let (su, sv, sp) = seed.ok_or_else(no_object)?;
+    let mut seen = vec![false; w * h];
+    let mut stack = vec![(su, sv, sp)];
+    seen[sv * w + su] = true;
+    let mut points = Vec::new();
+    while let Some((u, v, p)) = stack.pop() {
+        points.push(p);
+        let neighbours = [(u.wrapping_sub(1), v), (u + 1, v), (u, v.wrapping_sub(1)), (u, v + 1)];
+        for (nu, nv) in neighbours {
+            if nu >= w || nv >= h || seen[nv * w + nu] {
+                continue;
+            }
+            if let Some(np) = point_at(nu, nv) {
+                if (np - p).norm() < 0.015 && (np - sp).xy().norm() < max_radius {
+                    seen[nv * w + nu] = true;
+                    stack.push((nu, nv, np));
+                }
+            }
+        }
+    }
+    if points.len() < 5 {
+        return Err(no_object());
+    }
+    let n = points.len() as f64;
+    let centroid = Point3::from(points.iter().map(|p| p.coords).sum::<Vector3<f64>>() / n);
+    let (mut sxx, mut sxy, mut syy) = (0.0, 0.0, 0.0);
+    for p in &points {
+        let d = p - centroid;
+        sxx += d.x * d.x;
+        sxy += d.x * d.y;
+        syy += d.y * d.y;
+    }
+    let (sxx, sxy, syy) = (sxx / n, sxy / n, syy / n);
+    let major_yaw = 0.5 * (2.0 * sxy).atan2(sxx - syy);
+    let tr = sxx + syy;
+    let det = sxx * syy - sxy * sxy;
+    let disc = (tr * tr / 4.0 - det).max(0.0).sqrt();
+    let (l1, l2) = (tr / 2.0 + disc, (tr / 2.0 - disc).max(0.0));
+    // Near the seed: the top of the part being grasped, not of the whole object.
+    let top_z = points
+        .iter()
+        .filter(|p| (*p - sp).xy().norm() < 0.03)
+        .map(|p| p.z)
+        .fold(f64::NEG_INFINITY, f64::max);
+    Ok(ObjectBlob {
+        top_z: if top_z.is_finite() { top_z } else { sp.z },
+        centroid,
+        major_yaw,
+        major_extent: 2.0 * (3.0 * l1).sqrt(),
+        minor_extent: 2.0 * (3.0 * l2).sqrt(),
+        points,
+    })
+}

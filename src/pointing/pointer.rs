@@ -1,0 +1,49 @@
+//! The `Pointer` seam: anything that answers an ability + instruction on a frame with points.
+//! Backends: the simulator's oracle (`sim::oracle`), and later the local Qwen2.5-VL and a remote
+//! OpenAI-compatible server. Every backend returns the model's raw text, parsed by the one parser,
+//! so a backend can never hand the executor points that skipped validation.
+
+use super::{parse_answer, Ability, ModelImageMap, PointAnswer, PointingError};
+use crate::camera::Frame;
+
+/// A parsed answer and the map from the model's pixels to the frame's pixels.
+#[derive(Debug, Clone)]
+pub struct Pointing {
+    pub answer: PointAnswer,
+    pub map: ModelImageMap,
+}
+
+impl Pointing {
+    /// Parses `raw` as the backend's reply for an image the model saw through `map`.
+    pub fn parse(raw: &str, ability: Ability, map: ModelImageMap) -> Result<Self, PointerError> {
+        let answer = parse_answer(raw, ability, map.model())?;
+        Ok(Pointing { answer, map })
+    }
+
+    /// The points in the frame's own pixels.
+    pub fn points_px(&self) -> Vec<[f64; 2]> {
+        self.answer.to_original(&self.map)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PointerError {
+    #[error("the model's answer is unusable: {0}")]
+    Answer(#[from] PointingError),
+    #[error("no object in view matches `{phrase}`")]
+    NoSuchObject { phrase: String },
+    #[error("pointer backend: {0}")]
+    Backend(String),
+}
+
+pub trait Pointer {
+    /// Backend name for logs ("oracle", "qwen", "openai").
+    fn name(&self) -> &str;
+    /// Asks for `ability` on `frame` with `instruction` (the text that fills the prompt template).
+    fn point(
+        &mut self,
+        frame: &Frame,
+        ability: Ability,
+        instruction: &str,
+    ) -> Result<Pointing, PointerError>;
+}
