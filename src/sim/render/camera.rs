@@ -152,7 +152,7 @@ fn look_at_pose(
 ) -> Result<Isometry3<f64>, RenderError> {
     let forward = target - eye;
     let dist = forward.norm();
-    if !(dist > 1e-12) || !dist.is_finite() {
+    if !dist.is_finite() || dist <= 1e-12 {
         return Err(RenderError::DegenerateLookAt(format!(
             "eye {eye:?} and target {target:?} coincide or are not finite"
         )));
@@ -160,7 +160,7 @@ fn look_at_pose(
     let z = forward / dist;
     let right = z.cross(up_hint);
     let right_norm = right.norm();
-    if !(right_norm > 1e-9 * up_hint.norm()) || !right_norm.is_finite() {
+    if !right_norm.is_finite() || right_norm <= 1e-9 * up_hint.norm() {
         return Err(RenderError::DegenerateLookAt(format!(
             "up hint {up_hint:?} is zero or parallel to the viewing direction {z:?}"
         )));

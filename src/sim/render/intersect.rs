@@ -52,7 +52,8 @@ pub struct RayHit {
 /// First crossing of the ray `origin + t·dir` (shape frame; `dir` need not be unit) with the
 /// shape's surface for `t > t_min`. From outside a solid that is the entry point; from inside a
 /// box, cylinder or sphere it is the exit point (inside a capsule it is the first crossing of one
-/// of its pieces, which may be an internal one).
+/// of its pieces, which may be an internal one). Shape sizes must be finite and non-negative
+/// ([`shape_is_valid`]); other inputs give unspecified (but non-panicking) answers.
 pub fn intersect_local(
     shape: &Shape,
     origin: &Point3<f64>,
@@ -68,6 +69,23 @@ pub fn intersect_local(
         t,
         normal: Vector3::new(n[0], n[1], n[2]),
     })
+}
+
+/// Whether the shape's sizes are finite and non-negative, which the intersection routines assume.
+pub fn shape_is_valid(shape: &Shape) -> bool {
+    let ok = |x: f64| x.is_finite() && x >= 0.0;
+    match *shape {
+        Shape::Cuboid { half_extents: h } => h.iter().all(|&x| ok(x)),
+        Shape::Cylinder {
+            radius,
+            half_height,
+        }
+        | Shape::Capsule {
+            radius,
+            half_height,
+        } => ok(radius) && ok(half_height),
+        Shape::Sphere { radius } => ok(radius),
+    }
 }
 
 /// Ray parameter and surface piece of the first crossing after `t_min`.
@@ -127,8 +145,7 @@ fn unit(v: [f64; 3]) -> [f64; 3] {
 #[inline]
 fn quadratic(a: f64, b: f64, c: f64) -> Option<(f64, f64)> {
     let disc = b * b - a * c;
-    // `!(disc >= 0)` also rejects NaN (degenerate shapes such as a negative radius).
-    if !(disc >= 0.0) {
+    if disc < 0.0 {
         return None;
     }
     let s = disc.sqrt();
@@ -150,7 +167,7 @@ fn hit_box(h: [f64; 3], o: [f64; 3], d: [f64; 3], t_min: f64) -> Option<(f64, Su
     for i in 0..3 {
         if d[i] == 0.0 {
             // Parallel to this slab: either always inside it or never.
-            if !(o[i].abs() <= h[i]) {
+            if o[i].abs() > h[i] {
                 return None;
             }
             continue;
@@ -172,7 +189,7 @@ fn hit_box(h: [f64; 3], o: [f64; 3], d: [f64; 3], t_min: f64) -> Option<(f64, Su
             far_face = f1;
         }
     }
-    if !(t_near <= t_far) {
+    if t_near > t_far {
         None
     } else if t_near > t_min {
         Some((t_near, BOX_FACES[near_face]))

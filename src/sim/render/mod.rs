@@ -34,9 +34,10 @@ use crate::geometry::Shape;
 /// surface from hitting it again.
 pub const MIN_DEPTH_M: f64 = 1e-4;
 
-/// Relative depth step between 4-neighbours above which the pair counts as a depth discontinuity
-/// for [`RenderOptions::edge_holes`]. 3 % keeps a table seen at a grazing angle from counting as
-/// an edge at tabletop ranges, while object silhouettes (centimetres to decimetres of step) do.
+/// Relative depth step between 4-neighbours on different primitives above which the pair counts
+/// as a silhouette for [`RenderOptions::edge_holes`]. Objects in contact (a cup on the table, two
+/// primitives of one object) have steps far below 3 %; an object against what lies behind it has
+/// centimetres to decimetres.
 pub const EDGE_JUMP_RELATIVE: f64 = 0.03;
 
 #[derive(Debug, thiserror::Error)]
@@ -54,9 +55,9 @@ pub struct RenderOptions {
     /// with the square of distance (Intel's RMS formula: z² · subpixel / (focal px · baseline)).
     /// 0 = exact depth.
     pub depth_noise: f32,
-    /// Probability that a pixel on a depth discontinuity (a 4-neighbour is background or differs
-    /// in depth by more than [`EDGE_JUMP_RELATIVE`]) loses its depth (reads 0), as stereo
-    /// cameras do around silhouettes. RGB, instance and part stay: they are ground truth.
+    /// Probability that a pixel on a silhouette (a 4-neighbour is background, or another
+    /// primitive more than [`EDGE_JUMP_RELATIVE`] nearer or farther) loses its depth (reads 0),
+    /// as stereo cameras do around silhouettes. RGB, instance and part stay: they are ground truth.
     /// 0 = no holes.
     pub edge_holes: f32,
     /// Direction from the surfaces towards the (distant) light, world frame; need not be unit.
@@ -149,6 +150,9 @@ struct Prepared {
     dir_z: [f64; 3],
     /// Light direction in the shape frame (unit or zero).
     light: [f64; 3],
+    /// Finite pose and finite, non-negative sizes; invalid primitives are skipped by both paths
+    /// (they have no well-defined surface to draw).
+    valid: bool,
     /// Inclusive pixel rectangle that may contain hits, or `None` when nothing can be seen.
     rect: Option<[usize; 4]>,
 }
@@ -211,8 +215,8 @@ fn render_impl(
     let lut = noise::SrgbEncoder::new();
     let ambient = options.ambient.clamp(0.0, 1.0) as f64;
     let background = options.background.map(|c| lut.encode(c as f64));
-    for v in 0..h {
-        for u in 0..w {
+    for (v, &y) in ys.iter().enumerate() {
+        for (u, &x) in xs.iter().enumerate() {
             let i = v * w + u;
             let k = vis.prim[i];
             if k == NO_PRIM {
@@ -221,7 +225,7 @@ fn render_impl(
             }
             let (pp, prim) = (&prepared[k as usize], &scene.primitives[k as usize]);
             let t = vis.t[i];
-            let d = ray_dir(pp, xs[u], ys[v]);
+            let d = ray_dir(pp, x, y);
             let p = [
                 pp.origin[0] + t * d[0],
                 pp.origin[1] + t * d[1],
@@ -259,6 +263,7 @@ fn prepare(
     let l = world_from_shape
         .rotation
         .inverse_transform_vector(light_world);
+    let valid = intersect::shape_is_valid(shape) && o.iter().chain(m.iter()).all(|x| x.is_finite());
     Prepared {
         shape: *shape,
         origin: [o.x, o.y, o.z],
@@ -266,7 +271,12 @@ fn prepare(
         dir_y: col(1),
         dir_z: col(2),
         light: [l.x, l.y, l.z],
-        rect: screen_rect(shape, &camera_from_shape, camera),
+        valid,
+        rect: if valid {
+            screen_rect(shape, &camera_from_shape, camera)
+        } else {
+            None
+        },
     }
 }
 
@@ -313,11 +323,10 @@ fn visibility_culled(
             continue;
         };
         let k = k as u32;
-        for v in v0..=v1 {
-            let row = row_dir(pp, ys[v]);
+        for (v, &y) in ys.iter().enumerate().take(v1 + 1).skip(v0) {
+            let row = row_dir(pp, y);
             let base = v * w;
-            for u in u0..=u1 {
-                let x = xs[u];
+            for (u, &x) in xs.iter().enumerate().take(u1 + 1).skip(u0) {
                 let d = [
                     pp.dir_x[0] * x + row[0],
                     pp.dir_x[1] * x + row[1],
@@ -353,6 +362,9 @@ fn visibility_brute(
         for (u, &x) in xs.iter().enumerate() {
             let i = v * w + u;
             for (k, pp) in prepared.iter().enumerate() {
+                if !pp.valid {
+                    continue;
+                }
                 let d = ray_dir(pp, x, y);
                 if let Some((t, s)) = intersect(&pp.shape, pp.origin, d, MIN_DEPTH_M) {
                     let k = k as u32;
@@ -403,7 +415,7 @@ fn screen_rect(
             for sz in [-1.0, 1.0] {
                 let p =
                     camera_from_shape * k::nalgebra::Point3::new(sx * he.x, sy * he.y, sz * he.z);
-                if !(p.z > 0.0) {
+                if p.z <= 0.0 {
                     corners_ok = false;
                     continue;
                 }
@@ -443,5 +455,5 @@ fn pixel_range(b: [f64; 2], f: f64, c: f64, n: u32) -> Option<(usize, usize)> {
     // NaN bounds (degenerate shapes) fall through to the whole image rather than to nothing.
     let lo = if lo.is_nan() { 0.0 } else { lo.max(0.0) };
     let hi = if hi.is_nan() { max } else { hi.min(max) };
-    (lo <= hi).then(|| (lo as usize, hi as usize))
+    (lo <= hi).then_some((lo as usize, hi as usize))
 }

@@ -70,23 +70,33 @@ fn unit(bits: u64) -> f64 {
     (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-/// Standard normal draw (Box–Muller) for one pixel.
+/// Standard normal draw for one pixel. Box–Muller turns one pair of uniforms into two independent
+/// normals; pixels `2m` and `2m + 1` take the cosine and sine branch of pair `m`, which halves the
+/// transcendental work and keeps each pixel's draw a function of (seed, pixel) alone.
 #[inline]
 fn gaussian(seed: u64, pixel: usize) -> f64 {
-    let b1 = pixel_bits(seed, STREAM_NOISE, pixel);
+    let b1 = pixel_bits(seed, STREAM_NOISE, pixel >> 1);
     let b2 = splitmix64(b1);
     let u1 = 1.0 - unit(b1); // (0, 1]: ln is finite
-    let u2 = unit(b2);
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    let radius = (-2.0 * u1.ln()).sqrt();
+    let angle = std::f64::consts::TAU * unit(b2);
+    if pixel & 1 == 0 {
+        radius * angle.cos()
+    } else {
+        radius * angle.sin()
+    }
 }
 
-/// Whether pixel `i` sits on a depth discontinuity: a 4-neighbour (inside the image) saw nothing
-/// or is more than `EDGE_JUMP_RELATIVE` nearer or farther.
+/// Whether pixel `i` sits on a silhouette: a 4-neighbour (inside the image) saw nothing, or saw a
+/// different primitive more than `EDGE_JUMP_RELATIVE` nearer or farther. Within one primitive
+/// depth is continuous (they are convex), so a steep but continuous surface is not an edge, and
+/// an object standing on the table (different primitives, no depth step) is not one either.
 fn is_edge(t: &[f64], prim: &[u32], w: usize, h: usize, u: usize, v: usize) -> bool {
     let i = v * w + u;
-    let z = t[i];
-    let check =
-        |j: usize| prim[j] == NO_PRIM || (t[j] - z).abs() > EDGE_JUMP_RELATIVE * t[j].min(z);
+    let (z, k) = (t[i], prim[i]);
+    let check = |j: usize| {
+        prim[j] == NO_PRIM || (prim[j] != k && (t[j] - z).abs() > EDGE_JUMP_RELATIVE * t[j].min(z))
+    };
     (u > 0 && check(i - 1))
         || (u + 1 < w && check(i + 1))
         || (v > 0 && check(i - w))
