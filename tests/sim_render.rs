@@ -423,6 +423,12 @@ fn culled_renderer_equals_brute_force_bit_for_bit() {
     let after = render(&s, &forward_camera(), &clean());
     assert!(before == after);
     assert!(after == render_brute_force(&s, &forward_camera(), &clean()));
+    // A camera with a zero focal length sees nothing rather than garbage.
+    let mut blind = forward_camera();
+    blind.fx = 0.0;
+    let out = render(&s, &blind, &clean());
+    assert!(out.instance.iter().all(|&i| i == BACKGROUND_INSTANCE));
+    assert!(out.depth_m.iter().all(|&d| d == 0.0));
     // The benchmark scene too, at full resolution.
     let s = pointact::bench::render::typical_scene(3);
     let cam = pointact::bench::render::typical_camera(5).unwrap();

@@ -1,7 +1,7 @@
 //! `pointact bench render`: simulator camera frames per second on one thread, against the same
 //! renderer with culling switched off (every primitive intersected at every pixel), in one run.
 //!
-//! The scene is what a tabletop task typically shows: a big table box, ten objects of one to
+//! The scene is what a tabletop task typically shows: a big table box, ten objects of three to
 //! eight primitives, and fifteen robot-link primitives, seen at 640×480 by a RealSense-like
 //! camera that orbits slightly from frame to frame.
 
@@ -65,7 +65,8 @@ pub struct RenderBenchReport {
     pub coverage: f64,
 }
 
-/// The benchmark scene: table, ten objects (1–8 primitives each), fifteen robot-link primitives.
+/// The benchmark scene (58 primitives): table, ten objects (3–8 primitives each), fifteen
+/// robot-link primitives.
 pub fn typical_scene(seed: u64) -> RenderScene {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut prims = vec![Primitive {
@@ -98,18 +99,31 @@ pub fn typical_scene(seed: u64) -> RenderScene {
             })
         };
         match k % 5 {
-            // A cube.
-            0 => add(
-                cuboid(0.025, 0.025, 0.025),
-                at(0.0, 0.0, 0.025, 0.0),
-                NO_PART,
-            ),
-            // A ball.
-            1 => add(
-                Shape::Sphere { radius: 0.035 },
-                at(0.0, 0.0, 0.035, 0.0),
-                NO_PART,
-            ),
+            // A tower of three blocks.
+            0 => {
+                for j in 0..3 {
+                    let z = 0.02 + 0.04 * j as f64;
+                    add(
+                        cuboid(0.02, 0.02, 0.02),
+                        at(0.0, 0.0, z, 0.3 * j as f64),
+                        NO_PART,
+                    );
+                }
+            }
+            // A dumbbell: two balls on a bar (part 1 = bar).
+            1 => {
+                add(
+                    Shape::Sphere { radius: 0.03 },
+                    at(0.0, -0.06, 0.03, 0.0),
+                    NO_PART,
+                );
+                add(
+                    Shape::Sphere { radius: 0.03 },
+                    at(0.0, 0.06, 0.03, 0.0),
+                    NO_PART,
+                );
+                add(capsule(0.01, 0.05), rot_x(0.0, 0.0, 0.03, PI / 2.0), 1);
+            }
             // A mug: body, two handle bars and a grip (part 1 = handle).
             2 => {
                 add(cyl(0.04, 0.05), at(0.0, 0.0, 0.05, 0.0), NO_PART);

@@ -120,7 +120,9 @@ impl RenderOutput {
     }
 }
 
-/// Renders the scene with screen-space culling (the one to use).
+/// Renders the scene with screen-space culling (the one to use). A camera that fails
+/// [`PinholeCamera::validate`] (zero focal length, NaN principal point) sees nothing: every pixel
+/// is background.
 pub fn render(
     scene: &RenderScene,
     camera: &PinholeCamera,
@@ -164,6 +166,18 @@ struct Visibility {
     surface: Vec<Surface>,
 }
 
+impl Visibility {
+    /// Nothing hit yet. The start depth is `f64::MAX`, not infinity, so that an infinite "hit"
+    /// (only possible from a degenerate camera) can never win a pixel.
+    fn empty(n: usize) -> Self {
+        Visibility {
+            t: vec![f64::MAX; n],
+            prim: vec![NO_PRIM; n],
+            surface: vec![Surface::None; n],
+        }
+    }
+}
+
 const NO_PRIM: u32 = u32::MAX;
 
 fn render_impl(
@@ -173,6 +187,12 @@ fn render_impl(
     culled: bool,
 ) -> RenderOutput {
     let (w, h) = (camera.width as usize, camera.height as usize);
+    let no_primitives = RenderScene::default();
+    let scene = if camera.validate().is_ok() {
+        scene
+    } else {
+        &no_primitives
+    };
     // The same per-column / per-row ray coordinates feed both paths, so they see identical rays.
     let xs: Vec<f64> = (0..w).map(|u| (u as f64 - camera.cx) / camera.fx).collect();
     let ys: Vec<f64> = (0..h).map(|v| (v as f64 - camera.cy) / camera.fy).collect();
@@ -198,9 +218,9 @@ fn render_impl(
         .collect();
 
     let vis = if culled {
-        visibility_culled(&prepared, &xs, &ys, w, h)
+        visibility_culled(&prepared, &xs, &ys)
     } else {
-        visibility_brute(&prepared, &xs, &ys, w, h)
+        visibility_brute(&prepared, &xs, &ys)
     };
 
     let n = w * h;
@@ -306,18 +326,9 @@ fn closer(t: f64, k: u32, best_t: f64, best_k: u32) -> bool {
     t < best_t || (t == best_t && k < best_k)
 }
 
-fn visibility_culled(
-    prepared: &[Prepared],
-    xs: &[f64],
-    ys: &[f64],
-    w: usize,
-    h: usize,
-) -> Visibility {
-    let mut vis = Visibility {
-        t: vec![f64::INFINITY; w * h],
-        prim: vec![NO_PRIM; w * h],
-        surface: vec![Surface::None; w * h],
-    };
+fn visibility_culled(prepared: &[Prepared], xs: &[f64], ys: &[f64]) -> Visibility {
+    let w = xs.len();
+    let mut vis = Visibility::empty(w * ys.len());
     for (k, pp) in prepared.iter().enumerate() {
         let Some([u0, u1, v0, v1]) = pp.rect else {
             continue;
@@ -346,18 +357,9 @@ fn visibility_culled(
     vis
 }
 
-fn visibility_brute(
-    prepared: &[Prepared],
-    xs: &[f64],
-    ys: &[f64],
-    w: usize,
-    h: usize,
-) -> Visibility {
-    let mut vis = Visibility {
-        t: vec![f64::INFINITY; w * h],
-        prim: vec![NO_PRIM; w * h],
-        surface: vec![Surface::None; w * h],
-    };
+fn visibility_brute(prepared: &[Prepared], xs: &[f64], ys: &[f64]) -> Visibility {
+    let w = xs.len();
+    let mut vis = Visibility::empty(w * ys.len());
     for (v, &y) in ys.iter().enumerate() {
         for (u, &x) in xs.iter().enumerate() {
             let i = v * w + u;
@@ -377,7 +379,6 @@ fn visibility_brute(
             }
         }
     }
-    let _ = h;
     vis
 }
 
