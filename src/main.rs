@@ -45,8 +45,8 @@ enum BenchCommand {
     Ik(IkBenchCli),
     /// Depth image -> base-frame point cloud, vs numpy doing the same vectorised math.
     Cloud(CloudBenchCli),
-    /// Simulator camera frames per second.
-    Render,
+    /// Simulator camera frames per second on one thread, vs the same renderer without culling.
+    Render(RenderBenchCli),
     /// Qwen2.5-VL-3B on candle vs PyTorch transformers.
     Vlm,
 }
@@ -75,6 +75,13 @@ struct CloudBenchCli {
     /// Python interpreter with numpy for the peer measurement.
     #[arg(long, default_value = "python3")]
     python: String,
+}
+
+#[derive(Args)]
+struct RenderBenchCli {
+    /// Frames timed for our renderer (the brute-force peer times a fifth of them).
+    #[arg(long, default_value_t = 30)]
+    frames: usize,
 }
 
 /// Exit code for subcommands whose issue has not landed: distinct from success (0) and failure (1).
@@ -130,7 +137,14 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
                 println!("{report}");
                 Ok(ExitCode::SUCCESS)
             }
-            BenchCommand::Render => not_built("`bench render` (simulator camera: issue 3)"),
+            BenchCommand::Render(a) => {
+                let report =
+                    pointact::bench::render::run(&pointact::bench::render::RenderBenchArgs {
+                        frames: a.frames,
+                    })?;
+                println!("{report}");
+                Ok(ExitCode::SUCCESS)
+            }
             BenchCommand::Vlm => not_built("`bench vlm` (Qwen2.5-VL on candle: issue 4)"),
         },
     }

@@ -3,3 +3,4 @@
 
 pub mod cloud;
 pub mod ik;
+pub mod render;

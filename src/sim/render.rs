@@ -1,1 +1,0 @@
-//! Ray-cast RGB-D + segmentation camera (being built).

@@ -1,0 +1,175 @@
+//! The simulated camera's geometry: an ideal pinhole (no distortion) in the OpenCV optical frame.
+
+use k::nalgebra::{Isometry3, Matrix3, Point3, Rotation3, Translation3, UnitQuaternion, Vector3};
+
+use super::RenderError;
+
+/// An ideal pinhole camera in the OpenCV optical frame (x right, y down, z forward, metres).
+///
+/// Pixel convention (the same as librealsense's `rs2_project_point_to_pixel` /
+/// `rs2_deproject_pixel_to_point`): pixel coordinates are continuous, origin top-left, and **pixel
+/// `(i, j)` is sampled at `(u, v) = (i, j)`**, i.e. pixel centres sit at integer coordinates. The
+/// renderer shoots one ray per pixel through `x = (i − cx)/fx, y = (j − cy)/fy, z = 1`, so a depth
+/// read at pixel `(i, j)` deprojects with the very formula the real pipeline uses
+/// (`P = depth · [(i − cx)/fx, (j − cy)/fy, 1]`), and a point projected to `(u, v)` lands in the
+/// pixel `(round(u), round(v))`. A centred principal point is therefore `((width − 1)/2,
+/// (height − 1)/2)`, not `width/2`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PinholeCamera {
+    pub width: u32,
+    pub height: u32,
+    pub fx: f64,
+    pub fy: f64,
+    pub cx: f64,
+    pub cy: f64,
+    /// Pose of the optical frame in the world (maps camera-frame points to world points).
+    pub world_from_camera: Isometry3<f64>,
+}
+
+impl PinholeCamera {
+    /// A camera at `eye` whose optical axis points at `target`; `up_hint` is the world direction
+    /// that should appear "up" in the image (its component along the optical axis is ignored).
+    /// The argument list mirrors how callers hold the numbers (a pose plus RealSense-style
+    /// intrinsics), which is why it is long.
+    #[allow(clippy::too_many_arguments)]
+    pub fn look_at(
+        eye: Point3<f64>,
+        target: Point3<f64>,
+        up_hint: Vector3<f64>,
+        width: u32,
+        height: u32,
+        fx: f64,
+        fy: f64,
+        cx: f64,
+        cy: f64,
+    ) -> Result<Self, RenderError> {
+        let cam = PinholeCamera {
+            width,
+            height,
+            fx,
+            fy,
+            cx,
+            cy,
+            world_from_camera: look_at_pose(&eye, &target, &up_hint)?,
+        };
+        cam.validate()?;
+        Ok(cam)
+    }
+
+    /// Like [`PinholeCamera::look_at`] with square pixels from a horizontal field of view and the
+    /// principal point at the image centre `((width − 1)/2, (height − 1)/2)`.
+    pub fn look_at_hfov(
+        eye: Point3<f64>,
+        target: Point3<f64>,
+        up_hint: Vector3<f64>,
+        width: u32,
+        height: u32,
+        hfov_rad: f64,
+    ) -> Result<Self, RenderError> {
+        if !(hfov_rad > 0.0 && hfov_rad < std::f64::consts::PI) {
+            return Err(RenderError::InvalidIntrinsics(format!(
+                "horizontal field of view {hfov_rad} rad is not in (0, pi)"
+            )));
+        }
+        let f = width as f64 / (2.0 * (hfov_rad / 2.0).tan());
+        Self::look_at(
+            eye,
+            target,
+            up_hint,
+            width,
+            height,
+            f,
+            f,
+            (width as f64 - 1.0) / 2.0,
+            (height as f64 - 1.0) / 2.0,
+        )
+    }
+
+    /// Checks what would make rendering meaningless (zero-sized image, non-positive focal length).
+    pub fn validate(&self) -> Result<(), RenderError> {
+        if self.width == 0 || self.height == 0 {
+            return Err(RenderError::InvalidIntrinsics(format!(
+                "image size {}x{} is empty",
+                self.width, self.height
+            )));
+        }
+        let finite = [self.fx, self.fy, self.cx, self.cy]
+            .iter()
+            .all(|x| x.is_finite());
+        if !finite || self.fx <= 0.0 || self.fy <= 0.0 {
+            return Err(RenderError::InvalidIntrinsics(format!(
+                "fx={} fy={} cx={} cy={} (need finite values, fx and fy > 0)",
+                self.fx, self.fy, self.cx, self.cy
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn camera_from_world(&self) -> Isometry3<f64> {
+        self.world_from_camera.inverse()
+    }
+
+    /// Direction of the ray through pixel coordinates `(u, v)` in the camera frame, scaled so that
+    /// its z component is 1: a ray parameter `t` is then directly the z-depth of the point.
+    pub fn ray_camera(&self, u: f64, v: f64) -> Vector3<f64> {
+        Vector3::new((u - self.cx) / self.fx, (v - self.cy) / self.fy, 1.0)
+    }
+
+    /// Camera-frame point seen at pixel coordinates `(u, v)` with z-depth `depth_m`
+    /// (librealsense's deprojection without distortion).
+    pub fn deproject(&self, u: f64, v: f64, depth_m: f64) -> Point3<f64> {
+        Point3::from(self.ray_camera(u, v) * depth_m)
+    }
+
+    /// World point seen at pixel coordinates `(u, v)` with z-depth `depth_m`.
+    pub fn deproject_world(&self, u: f64, v: f64, depth_m: f64) -> Point3<f64> {
+        self.world_from_camera * self.deproject(u, v, depth_m)
+    }
+
+    /// Pixel coordinates `(u, v)` and z-depth of a camera-frame point; `None` behind the camera.
+    pub fn project_camera(&self, p: &Point3<f64>) -> Option<(f64, f64, f64)> {
+        (p.z > 0.0).then(|| {
+            (
+                self.fx * p.x / p.z + self.cx,
+                self.fy * p.y / p.z + self.cy,
+                p.z,
+            )
+        })
+    }
+
+    /// Pixel coordinates `(u, v)` and z-depth of a world point; `None` behind the camera.
+    pub fn project_world(&self, p: &Point3<f64>) -> Option<(f64, f64, f64)> {
+        self.project_camera(&(self.world_from_camera.inverse_transform_point(p)))
+    }
+}
+
+/// OpenCV optical frame at `eye` looking at `target`: z forward, x = z × up (image right),
+/// y = z × x (image down).
+fn look_at_pose(
+    eye: &Point3<f64>,
+    target: &Point3<f64>,
+    up_hint: &Vector3<f64>,
+) -> Result<Isometry3<f64>, RenderError> {
+    let forward = target - eye;
+    let dist = forward.norm();
+    if !dist.is_finite() || dist <= 1e-12 {
+        return Err(RenderError::DegenerateLookAt(format!(
+            "eye {eye:?} and target {target:?} coincide or are not finite"
+        )));
+    }
+    let z = forward / dist;
+    let right = z.cross(up_hint);
+    let right_norm = right.norm();
+    if !right_norm.is_finite() || right_norm <= 1e-9 * up_hint.norm() {
+        return Err(RenderError::DegenerateLookAt(format!(
+            "up hint {up_hint:?} is zero or parallel to the viewing direction {z:?}"
+        )));
+    }
+    let x = right / right_norm;
+    let y = z.cross(&x);
+    let rot = Rotation3::from_matrix_unchecked(Matrix3::from_columns(&[x, y, z]));
+    Ok(Isometry3::from_parts(
+        Translation3::from(eye.coords),
+        UnitQuaternion::from_rotation_matrix(&rot),
+    ))
+}
