@@ -48,7 +48,9 @@ impl Extrinsics {
     /// Parses the `[extrinsics]` table of calibration-file text; `file` is used in messages.
     pub fn from_toml_str(text: &str, file: &Path) -> Result<Self, GeometryError> {
         let raw = parse(text, file)?;
-        let ex = raw.extrinsics.ok_or_else(|| missing_table(file, "extrinsics"))?;
+        let ex = raw
+            .extrinsics
+            .ok_or_else(|| missing_table(file, "extrinsics"))?;
         ex.into_extrinsics(file)
     }
 
@@ -68,7 +70,9 @@ impl Intrinsics {
     /// messages.
     pub fn from_toml_str(text: &str, file: &Path) -> Result<Self, GeometryError> {
         let raw = parse(text, file)?;
-        let intr = raw.intrinsics.ok_or_else(|| missing_table(file, "intrinsics"))?;
+        let intr = raw
+            .intrinsics
+            .ok_or_else(|| missing_table(file, "intrinsics"))?;
         intr.into_intrinsics(file)
     }
 }
@@ -92,8 +96,12 @@ impl CameraCalibration {
     /// Parses both tables of calibration-file text; `file` is used in messages.
     pub fn from_toml_str(text: &str, file: &Path) -> Result<Self, GeometryError> {
         let raw = parse(text, file)?;
-        let intr = raw.intrinsics.ok_or_else(|| missing_table(file, "intrinsics"))?;
-        let ex = raw.extrinsics.ok_or_else(|| missing_table(file, "extrinsics"))?;
+        let intr = raw
+            .intrinsics
+            .ok_or_else(|| missing_table(file, "intrinsics"))?;
+        let ex = raw
+            .extrinsics
+            .ok_or_else(|| missing_table(file, "extrinsics"))?;
         Ok(CameraCalibration {
             intrinsics: intr.into_intrinsics(file)?,
             extrinsics: ex.into_extrinsics(file)?,
@@ -244,7 +252,11 @@ fn finite(file: &Path, field: &str, x: f64) -> Result<f64, GeometryError> {
     if x.is_finite() {
         Ok(x)
     } else {
-        Err(field_err(file, field, format!("must be a finite number, got {x}")))
+        Err(field_err(
+            file,
+            field,
+            format!("must be a finite number, got {x}"),
+        ))
     }
 }
 
@@ -309,7 +321,10 @@ impl RawExtrinsics {
             return Err(field_err(
                 file,
                 "extrinsics.translation",
-                format!("expected 3 numbers [x, y, z], got {}", self.translation.len()),
+                format!(
+                    "expected 3 numbers [x, y, z], got {}",
+                    self.translation.len()
+                ),
             ));
         }
         let mut t = [0.0; 3];
@@ -330,15 +345,15 @@ impl RawExtrinsics {
         };
         Ok(Extrinsics {
             camera: self.camera,
-            base_from_camera: Isometry3::from_parts(
-                Translation3::new(t[0], t[1], t[2]),
-                rotation,
-            ),
+            base_from_camera: Isometry3::from_parts(Translation3::new(t[0], t[1], t[2]), rotation),
         })
     }
 }
 
-fn rotation_from_rows(file: &Path, rows: &[Vec<f64>]) -> Result<UnitQuaternion<f64>, GeometryError> {
+fn rotation_from_rows(
+    file: &Path,
+    rows: &[Vec<f64>],
+) -> Result<UnitQuaternion<f64>, GeometryError> {
     if rows.len() != 3 {
         return Err(field_err(
             file,

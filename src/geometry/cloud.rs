@@ -53,6 +53,9 @@ pub struct CloudOptions {
     pub depth_min_m: f32,
     /// Drop depths above this (metres); far depth is noisy and rarely part of the workspace.
     pub depth_max_m: f32,
+    /// Threads for the conversion: 1 (default) runs on the caller's thread, 0 uses
+    /// `std::thread::available_parallelism()`. Images below ~64k sampled pixels always use one.
+    pub threads: usize,
 }
 
 impl Default for CloudOptions {
@@ -63,11 +66,20 @@ impl Default for CloudOptions {
             crop: None,
             depth_min_m: 0.0,
             depth_max_m: f32::INFINITY,
+            threads: 1,
         }
     }
 }
 
 impl CloudOptions {
+    /// The thread count `threads` stands for (0 = the machine's available parallelism).
+    pub fn resolved_threads(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
     fn validate(&self) -> Result<(), GeometryError> {
         if self.stride == 0 {
             return Err(GeometryError::InvalidOption {
@@ -187,11 +199,12 @@ pub struct RayTable {
 }
 
 /// Pinhole rays are separable (x depends on u only, y on v only), so two short vectors replace
-/// the full table and keep it in L1 cache; distorted models need the full table.
+/// the full table and keep it in L1 cache; distorted models need the full table, stored as two
+/// planes (structure of arrays) so the per-row loop reads them with vector loads.
 #[derive(Clone, Debug)]
 enum Rays {
     Separable { xs: Vec<f32>, ys: Vec<f32> },
-    Full(Vec<[f32; 2]>),
+    Full { xs: Vec<f32>, ys: Vec<f32> },
 }
 
 impl RayTable {
@@ -220,13 +233,16 @@ impl RayTable {
                 .collect();
             Rays::Separable { xs, ys }
         } else {
-            let mut table = Vec::with_capacity(w * h);
+            let mut xs = Vec::with_capacity(w * h);
+            let mut ys = Vec::with_capacity(w * h);
             for v in 0..h {
                 for u in 0..w {
-                    table.push(intrinsics.ray_xy([u as f64, v as f64])?);
+                    let [x, y] = intrinsics.ray_xy([u as f64, v as f64])?;
+                    xs.push(x);
+                    ys.push(y);
                 }
             }
-            Rays::Full(table)
+            Rays::Full { xs, ys }
         };
         Ok(RayTable {
             intrinsics: intrinsics.clone(),
@@ -247,7 +263,10 @@ impl RayTable {
         }
         Some(match &self.rays {
             Rays::Separable { xs, ys } => [xs[u], ys[v]],
-            Rays::Full(t) => t[v * self.intrinsics.width + u],
+            Rays::Full { xs, ys } => {
+                let i = v * self.intrinsics.width + u;
+                [xs[i], ys[i]]
+            }
         })
     }
 
@@ -267,7 +286,8 @@ impl RayTable {
 
     /// Converts a depth image to a base-frame cloud: deproject every `stride`-th valid pixel whose
     /// depth is within `[depth_min_m, depth_max_m]`, map it with `base_from_camera`, and keep it
-    /// if it is inside the crop box.
+    /// if it is inside the crop box. Points come out in row-major pixel order whatever the
+    /// thread count.
     ///
     /// Camera-frame points equal [`Intrinsics::deproject`] exactly; the transform runs in f32, so
     /// base-frame points differ from an f64 transform by f32 rounding only (~1e-7 relative).
@@ -277,83 +297,291 @@ impl RayTable {
         base_from_camera: &Isometry3<f64>,
         opts: &CloudOptions,
     ) -> Result<PointCloud, GeometryError> {
+        let mut out = PointCloud::default();
+        self.cloud_into(depth, base_from_camera, opts, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`RayTable::cloud`] into an existing cloud, reusing its buffers: a camera loop that keeps
+    /// one `PointCloud` per stream allocates (and page-faults) nothing per frame. On error `out`
+    /// is left empty.
+    pub fn cloud_into(
+        &self,
+        depth: &DepthImage,
+        base_from_camera: &Isometry3<f64>,
+        opts: &CloudOptions,
+        out: &mut PointCloud,
+    ) -> Result<(), GeometryError> {
+        out.points.clear();
+        out.pixels.clear();
+        out.image_width = depth.width;
+        out.image_height = depth.height;
         opts.validate()?;
         self.check_depth(depth)?;
-        let (w, h) = (depth.width, depth.height);
-        let s = opts.stride;
-        let m = base_from_camera.to_homogeneous().map(|x| x as f32);
-        let r = [
-            [m[(0, 0)], m[(0, 1)], m[(0, 2)]],
-            [m[(1, 0)], m[(1, 1)], m[(1, 2)]],
-            [m[(2, 0)], m[(2, 1)], m[(2, 2)]],
-        ];
-        let t = [m[(0, 3)], m[(1, 3)], m[(2, 3)]];
-        let crop = opts.crop.map(|c| (c.min.map(|x| x as f32), c.max.map(|x| x as f32)));
-        let (dmin, dmax) = (opts.depth_min_m, opts.depth_max_m);
+        let (w, h, s) = (depth.width, depth.height, opts.stride);
+        let kernel = Kernel::new(base_from_camera, opts);
+        let rows: Vec<usize> = (0..h).step_by(s).collect();
+        let per_row = w.div_ceil(s);
+        let capacity = rows.len() * per_row;
+        // Every sampled pixel gets a slot; the kernel writes unconditionally and advances only
+        // for kept points (branch-free compaction), then the tail is cut off.
+        let (points, pixels) = (&mut out.points, &mut out.pixels);
+        points.resize(capacity, [0.0; 3]);
+        pixels.resize(capacity, 0);
+        let threads = opts.resolved_threads().min(rows.len().max(1));
+        let kept = if threads <= 1 || capacity < MIN_PIXELS_PER_THREAD * 2 {
+            self.convert_rows(depth, &rows, &kernel, s, points, pixels)
+        } else {
+            let band = rows.len().div_ceil(threads);
+            let counts: Vec<usize> =
+                std::thread::scope(|scope| {
+                    let mut pts_rest: &mut [[f32; 3]] = points;
+                    let mut pix_rest: &mut [u32] = pixels;
+                    let mut handles = Vec::new();
+                    for band_rows in rows.chunks(band) {
+                        let len = band_rows.len() * per_row;
+                        let (pts, pts_next) = std::mem::take(&mut pts_rest).split_at_mut(len);
+                        let (pix, pix_next) = std::mem::take(&mut pix_rest).split_at_mut(len);
+                        pts_rest = pts_next;
+                        pix_rest = pix_next;
+                        let kernel = &kernel;
+                        handles.push(scope.spawn(move || {
+                            self.convert_rows(depth, band_rows, kernel, s, pts, pix)
+                        }));
+                    }
+                    handles
+                        .into_iter()
+                        .map(|handle| match handle.join() {
+                            Ok(n) => n,
+                            Err(panic) => std::panic::resume_unwind(panic),
+                        })
+                        .collect()
+                });
+            // Move each band's points down behind the previous band's.
+            let mut kept = 0;
+            for (k, &count) in counts.iter().enumerate() {
+                let start = k * band * per_row;
+                points.copy_within(start..start + count, kept);
+                pixels.copy_within(start..start + count, kept);
+                kept += count;
+            }
+            kept
+        };
+        points.truncate(kept);
+        pixels.truncate(kept);
+        Ok(())
+    }
 
-        let capacity = w.div_ceil(s) * h.div_ceil(s);
-        let mut points = Vec::with_capacity(capacity);
-        let mut pixels = Vec::with_capacity(capacity);
-
-        for v in (0..h).step_by(s) {
+    /// Converts the given rows into `points`/`pixels` (which have a slot per sampled pixel);
+    /// returns how many points were kept.
+    ///
+    /// Two passes per row. The first computes every pixel's base-frame point and keep flag into
+    /// row-sized scratch planes: no data-dependent control flow, so it compiles to SIMD. The
+    /// second compacts: it writes every pixel's point at slot `n` and advances `n` only for kept
+    /// ones (no branch to mispredict on holes or crop edges). Strided conversions use one scalar
+    /// pass instead, since the first pass would compute pixels that are then skipped.
+    fn convert_rows(
+        &self,
+        depth: &DepthImage,
+        rows: &[usize],
+        k: &Kernel,
+        stride: usize,
+        points: &mut [[f32; 3]],
+        pixels: &mut [u32],
+    ) -> usize {
+        let w = depth.width;
+        let mut scratch = RowScratch::new(if stride == 1 { w } else { 0 });
+        let mut n = 0;
+        for &v in rows {
             let row = &depth.data[v * w..(v + 1) * w];
-            // One closure per ray layout keeps the branch on the layout out of the pixel loop.
-            let mut emit = |u: usize, d: f32, x: f32, y: f32| {
-                let (px, py, pz) = (d * x, d * y, d);
-                let b = [
-                    r[0][0] * px + r[0][1] * py + r[0][2] * pz + t[0],
-                    r[1][0] * px + r[1][1] * py + r[1][2] * pz + t[1],
-                    r[2][0] * px + r[2][1] * py + r[2][2] * pz + t[2],
-                ];
-                if let Some((lo, hi)) = &crop {
-                    if !(b[0] >= lo[0]
-                        && b[0] <= hi[0]
-                        && b[1] >= lo[1]
-                        && b[1] <= hi[1]
-                        && b[2] >= lo[2]
-                        && b[2] <= hi[2])
-                    {
-                        return;
-                    }
-                }
-                points.push(b);
-                pixels.push((v * w + u) as u32);
+            let base = (v * w) as u32;
+            let (xs, ys) = match &self.rays {
+                Rays::Separable { xs, ys } => (&xs[..], RowY::Const(ys[v])),
+                Rays::Full { xs, ys } => (
+                    &xs[v * w..(v + 1) * w],
+                    RowY::Slice(&ys[v * w..(v + 1) * w]),
+                ),
             };
-            match &self.rays {
-                Rays::Separable { xs, ys } => {
-                    let y = ys[v];
-                    for u in (0..w).step_by(s) {
-                        let d = row[u];
-                        if keep_depth(d, dmin, dmax) {
-                            emit(u, d, xs[u], y);
-                        }
+            if stride == 1 {
+                match (ys, k.crop.is_some()) {
+                    (RowY::Const(y), true) => k.transform_row::<true>(row, xs, |_| y, &mut scratch),
+                    (RowY::Const(y), false) => {
+                        k.transform_row::<false>(row, xs, |_| y, &mut scratch)
+                    }
+                    (RowY::Slice(ys), true) => {
+                        k.transform_row::<true>(row, xs, |i| ys[i], &mut scratch)
+                    }
+                    (RowY::Slice(ys), false) => {
+                        k.transform_row::<false>(row, xs, |i| ys[i], &mut scratch)
                     }
                 }
-                Rays::Full(table) => {
-                    let rays = &table[v * w..(v + 1) * w];
-                    for u in (0..w).step_by(s) {
-                        let d = row[u];
-                        if keep_depth(d, dmin, dmax) {
-                            let [x, y] = rays[u];
-                            emit(u, d, x, y);
-                        }
-                    }
+                n = scratch.compact(base, points, pixels, n);
+            } else {
+                for u in (0..w).step_by(stride) {
+                    let y = match ys {
+                        RowY::Const(y) => y,
+                        RowY::Slice(ys) => ys[u],
+                    };
+                    let (b, keep) = k.point(row[u], xs[u], y);
+                    points[n] = b;
+                    pixels[n] = base + u as u32;
+                    n += keep as usize;
                 }
             }
         }
-        Ok(PointCloud {
-            points,
-            pixels,
-            image_width: w,
-            image_height: h,
-        })
+        n
     }
+}
+
+/// The y ray coordinates of one row: constant (pinhole) or per pixel (distorted).
+#[derive(Clone, Copy)]
+enum RowY<'a> {
+    Const(f32),
+    Slice(&'a [f32]),
+}
+
+/// Below this many sampled pixels per thread, spawning costs more than it saves.
+const MIN_PIXELS_PER_THREAD: usize = 32 * 1024;
+
+/// One row of base-frame points and keep flags, as planes.
+struct RowScratch {
+    x: Vec<f32>,
+    y: Vec<f32>,
+    z: Vec<f32>,
+    keep: Vec<u32>,
+}
+
+impl RowScratch {
+    fn new(width: usize) -> Self {
+        RowScratch {
+            x: vec![0.0; width],
+            y: vec![0.0; width],
+            z: vec![0.0; width],
+            keep: vec![0; width],
+        }
+    }
+
+    /// Appends the kept points of the row at slot `n`; returns the new count.
+    #[inline(always)]
+    fn compact(
+        &self,
+        base: u32,
+        points: &mut [[f32; 3]],
+        pixels: &mut [u32],
+        mut n: usize,
+    ) -> usize {
+        let len = self.keep.len();
+        let (x, y, z, keep) = (
+            &self.x[..len],
+            &self.y[..len],
+            &self.z[..len],
+            &self.keep[..len],
+        );
+        for i in 0..len {
+            points[n] = [x[i], y[i], z[i]];
+            pixels[n] = base + i as u32;
+            n += keep[i] as usize;
+        }
+        n
+    }
+}
+
+/// The per-frame constants of the conversion, in f32.
+struct Kernel {
+    r: [[f32; 3]; 3],
+    t: [f32; 3],
+    crop: Option<([f32; 3], [f32; 3])>,
+    dmin: f32,
+    dmax: f32,
+}
+
+impl Kernel {
+    fn new(base_from_camera: &Isometry3<f64>, opts: &CloudOptions) -> Self {
+        let m = base_from_camera.to_homogeneous().map(|x| x as f32);
+        Kernel {
+            r: [0, 1, 2].map(|i| [m[(i, 0)], m[(i, 1)], m[(i, 2)]]),
+            t: [m[(0, 3)], m[(1, 3)], m[(2, 3)]],
+            crop: opts
+                .crop
+                .map(|c| (c.min.map(|x| x as f32), c.max.map(|x| x as f32))),
+            dmin: opts.depth_min_m,
+            dmax: opts.depth_max_m,
+        }
+    }
+
+    /// Base-frame point of depth `d` on ray `(x, y, 1)` and whether to keep it. The camera-frame
+    /// point `(d x, d y, d)` is exactly `Intrinsics::deproject`'s.
+    #[inline(always)]
+    fn point(&self, d: f32, x: f32, y: f32) -> ([f32; 3], bool) {
+        let (r, t) = (&self.r, &self.t);
+        let (px, py, pz) = (d * x, d * y, d);
+        let b = [
+            r[0][0] * px + r[0][1] * py + r[0][2] * pz + t[0],
+            r[1][0] * px + r[1][1] * py + r[1][2] * pz + t[1],
+            r[2][0] * px + r[2][1] * py + r[2][2] * pz + t[2],
+        ];
+        let mut keep = keep_depth(d, self.dmin, self.dmax);
+        if let Some((lo, hi)) = &self.crop {
+            keep &= inside(&b, lo, hi);
+        }
+        (b, keep)
+    }
+
+    /// First pass over a full row (see `convert_rows`): same arithmetic as [`Kernel::point`],
+    /// written over equal-length slices so the bounds checks vanish and the loop vectorises.
+    #[inline(always)]
+    fn transform_row<const CROP: bool>(
+        &self,
+        depth: &[f32],
+        xs: &[f32],
+        y_at: impl Fn(usize) -> f32,
+        out: &mut RowScratch,
+    ) {
+        let len = out.keep.len();
+        let (depth, xs) = (&depth[..len], &xs[..len]);
+        let (ox, oy, oz, ok) = (
+            &mut out.x[..len],
+            &mut out.y[..len],
+            &mut out.z[..len],
+            &mut out.keep[..len],
+        );
+        let (r, t) = (&self.r, &self.t);
+        let (lo, hi) = self.crop.unwrap_or(([0.0; 3], [0.0; 3]));
+        for i in 0..len {
+            let d = depth[i];
+            let (px, py, pz) = (d * xs[i], d * y_at(i), d);
+            let b = [
+                r[0][0] * px + r[0][1] * py + r[0][2] * pz + t[0],
+                r[1][0] * px + r[1][1] * py + r[1][2] * pz + t[1],
+                r[2][0] * px + r[2][1] * py + r[2][2] * pz + t[2],
+            ];
+            let mut keep = keep_depth(d, self.dmin, self.dmax);
+            if CROP {
+                keep &= inside(&b, &lo, &hi);
+            }
+            ox[i] = b[0];
+            oy[i] = b[1];
+            oz[i] = b[2];
+            ok[i] = keep as u32;
+        }
+    }
+}
+
+/// Inside the box, inclusive. Non-short-circuit `&` keeps it branch-free.
+#[inline(always)]
+fn inside(b: &[f32; 3], lo: &[f32; 3], hi: &[f32; 3]) -> bool {
+    (b[0] >= lo[0])
+        & (b[0] <= hi[0])
+        & (b[1] >= lo[1])
+        & (b[1] <= hi[1])
+        & (b[2] >= lo[2])
+        & (b[2] <= hi[2])
 }
 
 /// Valid (finite, > 0) and within the range; NaN fails every comparison.
 #[inline(always)]
 fn keep_depth(d: f32, dmin: f32, dmax: f32) -> bool {
-    d > 0.0 && d >= dmin && d <= dmax && d < f32::INFINITY
+    (d > 0.0) & (d >= dmin) & (d <= dmax) & (d < f32::INFINITY)
 }
 
 /// One-shot conversion: builds a [`RayTable`] and calls [`RayTable::cloud`]. Keep the table

@@ -17,7 +17,9 @@ pub enum GeometryError {
 
     /// librealsense asserts on this direction for this model (a forward-distorted image cannot be
     /// deprojected); we refuse instead of returning an undistorted-as-if-pinhole ray.
-    #[error("distortion model {model:?} cannot be deprojected (librealsense only projects with it)")]
+    #[error(
+        "distortion model {model:?} cannot be deprojected (librealsense only projects with it)"
+    )]
     NotDeprojectable { model: Distortion },
 
     /// Projection of a point on or behind the camera plane (z <= 0) has no pixel.

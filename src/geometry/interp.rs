@@ -69,7 +69,8 @@ impl SePath {
         }
         for p in waypoints {
             let q = p.rotation.coords;
-            if !(p.translation.vector.iter().all(|x| x.is_finite()) && q.iter().all(|x| x.is_finite()))
+            if !(p.translation.vector.iter().all(|x| x.is_finite())
+                && q.iter().all(|x| x.is_finite()))
             {
                 return Err(GeometryError::NonFinite {
                     what: "waypoint pose",
@@ -177,14 +178,22 @@ impl SePath {
     }
 
     fn total_knot(&self) -> f64 {
-        self.knots.last().copied().unwrap_or(0.0).max(f64::MIN_POSITIVE)
+        self.knots
+            .last()
+            .copied()
+            .unwrap_or(0.0)
+            .max(f64::MIN_POSITIVE)
     }
 
     /// Segment and local parameter of knot value `t` (skipping zero-length segments).
     fn locate(&self, t: f64) -> (usize, f64) {
         let last = self.poses.len() - 2;
         // Last segment whose start knot is <= t and that has positive length.
-        let mut seg = self.knots.partition_point(|&k| k <= t).saturating_sub(1).min(last);
+        let mut seg = self
+            .knots
+            .partition_point(|&k| k <= t)
+            .saturating_sub(1)
+            .min(last);
         while seg > 0 && self.spacing(seg) <= 0.0 {
             seg -= 1;
         }
@@ -235,7 +244,10 @@ impl SePath {
         let dh10 = 3.0 * u2 - 4.0 * u + 1.0;
         let dh01 = -6.0 * u2 + 6.0 * u;
         let dh11 = 3.0 * u2 - 2.0 * u;
-        (p0 * dh00 + self.tangents[seg] * (dh10 * d) + p1 * dh01 + self.tangents[seg + 1] * (dh11 * d))
+        (p0 * dh00
+            + self.tangents[seg] * (dh10 * d)
+            + p1 * dh01
+            + self.tangents[seg + 1] * (dh11 * d))
             .norm()
     }
 
@@ -283,14 +295,17 @@ impl SePath {
     /// Segment and local parameter at arc length `s` (Newton on the table's sub-interval).
     fn locate_distance(&self, s: f64) -> (usize, f64) {
         let total = self.length();
-        if !(total > 0.0) || s.is_nan() || s <= 0.0 {
+        if total.is_nan() || total <= 0.0 || s.is_nan() || s <= 0.0 {
             return self.locate(0.0);
         }
         if s >= total {
             return (self.poses.len() - 2, 1.0);
         }
         // First table entry with cumulative length >= s; the sub-interval ends there.
-        let idx = self.arc.partition_point(|&a| a < s).clamp(1, self.arc.len() - 1);
+        let idx = self
+            .arc
+            .partition_point(|&a| a < s)
+            .clamp(1, self.arc.len() - 1);
         let seg = (idx - 1) / ARC_TABLE_STEPS;
         let k = (idx - 1) % ARC_TABLE_STEPS;
         let (ua, ub) = (

@@ -363,7 +363,10 @@ mod tests {
         k.coeffs[2] = f64::INFINITY;
         assert!(matches!(
             k.validate(),
-            Err(GeometryError::InvalidIntrinsics { field: "coeffs", .. })
+            Err(GeometryError::InvalidIntrinsics {
+                field: "coeffs",
+                ..
+            })
         ));
         k.coeffs[2] = 0.0;
         k.width = 0;

@@ -15,6 +15,7 @@
 //! | [`normals`] | organised-grid normals, PCA normal at a pixel |
 //! | [`calibration`] | [`Extrinsics`], [`CameraCalibration`], TOML files |
 //! | [`interp`] | [`SePath`]: Catmull-Rom + slerp through waypoints |
+//! | [`synthetic`] | analytic tabletop depth images for tests and benchmarks, [`camera_look_at`] |
 
 pub mod calibration;
 pub mod cloud;
@@ -24,6 +25,7 @@ pub mod interp;
 pub mod intrinsics;
 pub mod normals;
 pub mod plane;
+pub mod synthetic;
 
 pub use calibration::{CameraCalibration, Extrinsics};
 pub use cloud::{depth_to_cloud, CloudOptions, CropBox, PointCloud, RayTable};
@@ -33,3 +35,4 @@ pub use interp::{slerp_shortest, Pose, SePath};
 pub use intrinsics::{Distortion, Intrinsics};
 pub use normals::{cloud_normals, normal_at_pixel, NormalAtPixelOptions, NormalOptions};
 pub use plane::{fit_table_plane, Plane, PlaneOptions};
+pub use synthetic::camera_look_at;

@@ -50,7 +50,7 @@ pub fn cloud_normals(
     opts: &NormalOptions,
 ) -> Result<Vec<Option<[f32; 3]>>, GeometryError> {
     rays.check_depth(depth)?;
-    if opts.step == 0 || !(opts.max_relative_jump > 0.0) {
+    if opts.step == 0 || opts.max_relative_jump.is_nan() || opts.max_relative_jump <= 0.0 {
         return Err(GeometryError::InvalidOption {
             field: "step/max_relative_jump",
             reason: format!(
