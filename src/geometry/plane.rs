@@ -140,7 +140,7 @@ pub fn fit_table_plane(points: &[[f32; 3]], opts: &PlaneOptions) -> Result<Plane
         if n.z < 0.0 {
             n = -n;
         }
-        if n.z < min_up {
+        if opts.max_tilt_deg < 90.0 && n.z < min_up {
             continue;
         }
         let offset = n.dot(&scored[i]);
