@@ -20,8 +20,9 @@ use crate::nalgebra::{Isometry3, Matrix3, Rotation3, Translation3, UnitQuaternio
 /// Largest accepted `max |R^T R - I|` and `|det R - 1|` of a rotation matrix in a file.
 ///
 /// 1e-4 accepts matrices printed with five or more decimals (six-decimal rounding leaves ~2e-6)
-/// and rejects real mistakes (a transposed block, a typo, a scaled matrix), which are orders of
-/// magnitude larger. The accepted matrix is then replaced by its nearest rotation (polar
+/// and rejects real mistakes (a typo, a scaled matrix, a swapped entry), which are orders of
+/// magnitude larger. A transposed matrix (the inverse rotation) is still a rotation and cannot
+/// be caught here. The accepted matrix is then replaced by its nearest rotation (polar
 /// decomposition), a correction of at most ~1e-4 rad (0.1 mm at 1 m), below hand-eye accuracy.
 pub const ROTATION_TOLERANCE: f64 = 1e-4;
 
@@ -392,7 +393,7 @@ fn rotation_from_rows(
             "extrinsics.rotation",
             format!(
                 "not orthonormal: max |R^T R - I| = {ortho:.3e} > {ROTATION_TOLERANCE:e}; rows must \
-                 be unit vectors at right angles (is it transposed, scaled or mistyped?)"
+                 be unit vectors at right angles (is it scaled, mistyped or rounded to too few decimals?)"
             ),
         ));
     }
