@@ -4,7 +4,8 @@
 //! `rs2_project_point_to_pixel` and `rs2_deproject_pixel_to_point` for D435/L515-like intrinsics
 //! and every distortion model we support (regenerate with
 //! `python3 tests/fixtures/gen_realsense_golden.py`). The bar is 1e-4 px and 1e-6 m; because we
-//! mirror the SDK's f32 arithmetic the measured difference is expected to be zero.
+//! mirror the SDK's f32 arithmetic the results are also checked to be bit-identical as f32 (the
+//! f64 differences printed, ~1e-13, are JSON decimal parsing, not arithmetic).
 
 use pointact::geometry::{Distortion, GeometryError, Intrinsics};
 use pointact::nalgebra::Vector3;
@@ -106,6 +107,12 @@ fn projection_matches_librealsense() {
                 &r[..3],
                 &r[3..]
             );
+            assert_eq!(
+                [px[0] as f32, px[1] as f32],
+                [r[3] as f32, r[4] as f32],
+                "{}: not bit-identical in f32",
+                case["name"]
+            );
             worst = worst.max(err);
             count += 1;
         }
@@ -134,6 +141,12 @@ fn deprojection_matches_librealsense() {
                 case["name"],
                 &r[..3],
                 &r[3..]
+            );
+            assert_eq!(
+                [p.x as f32, p.y as f32, p.z as f32],
+                [r[3] as f32, r[4] as f32, r[5] as f32],
+                "{}: not bit-identical in f32",
+                case["name"]
             );
             worst = worst.max(err);
             count += 1;
