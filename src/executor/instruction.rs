@@ -71,13 +71,22 @@ pub fn parse_instruction(instruction: &str) -> Result<Intent, InstructionError> 
     let norm: String = instruction
         .to_lowercase()
         .chars()
-        .map(|c| if c.is_alphanumeric() || c == ' ' || c == '-' { c } else { ' ' })
+        .map(|c| {
+            if c.is_alphanumeric() || c == ' ' || c == '-' {
+                c
+            } else {
+                ' '
+            }
+        })
         .collect();
     let words: Vec<&str> = norm.split_whitespace().collect();
     let text = words.join(" ");
     let rest = VERBS
         .iter()
-        .find_map(|v| text.strip_prefix(v).filter(|r| r.is_empty() || r.starts_with(' ')))
+        .find_map(|v| {
+            text.strip_prefix(v)
+                .filter(|r| r.is_empty() || r.starts_with(' '))
+        })
         .map(str::trim)
         .ok_or_else(err)?;
     // "pick up the knife by its handle" / "put the X ..., holding the handle"
@@ -91,7 +100,11 @@ pub fn parse_instruction(instruction: &str) -> Result<Intent, InstructionError> 
         })
         .min_by_key(|(i, len, _)| (*i, usize::MAX - len));
     let (object, relation, target) = match split {
-        Some((i, len, rel)) => (&rest[..i], rel, Some(strip_article(&rest[i + len..]).to_string())),
+        Some((i, len, rel)) => (
+            &rest[..i],
+            rel,
+            Some(strip_article(&rest[i + len..]).to_string()),
+        ),
         None => (rest, Relation::PickUp, None),
     };
     let object = strip_article(object).trim().to_string();
@@ -108,7 +121,13 @@ pub fn parse_instruction(instruction: &str) -> Result<Intent, InstructionError> 
 }
 
 fn split_part(rest: &str) -> (&str, Option<String>) {
-    for marker in [" by its ", " by the ", " holding its ", " holding the ", " using its "] {
+    for marker in [
+        " by its ",
+        " by the ",
+        " holding its ",
+        " holding the ",
+        " using its ",
+    ] {
         if let Some(i) = rest.find(marker) {
             let after = &rest[i + marker.len()..];
             // The part phrase ends at the next preposition, if any ("by its handle and put it in ...").
@@ -123,6 +142,9 @@ fn split_part(rest: &str) -> (&str, Option<String>) {
 
 fn strip_article(s: &str) -> &str {
     let s = s.trim();
+    if ["the", "a", "an", "its", "it"].contains(&s) {
+        return "";
+    }
     for a in ["the ", "a ", "an ", "its ", "it "] {
         if let Some(r) = s.strip_prefix(a) {
             return r.trim();
@@ -142,23 +164,47 @@ mod tests {
     #[test]
     fn reads_the_tabletop_grammar() {
         let i = p("Put the pepper in the pan.");
-        assert_eq!((i.object.as_str(), i.relation, i.target.as_deref()), ("pepper", Relation::In, Some("pan")));
+        assert_eq!(
+            (i.object.as_str(), i.relation, i.target.as_deref()),
+            ("pepper", Relation::In, Some("pan"))
+        );
         let i = p("stack the green block on top of the yellow block");
-        assert_eq!((i.object.as_str(), i.relation, i.target.as_deref()), ("green block", Relation::On, Some("yellow block")));
+        assert_eq!(
+            (i.object.as_str(), i.relation, i.target.as_deref()),
+            ("green block", Relation::On, Some("yellow block"))
+        );
         let i = p("move the nearest object to the right of the box");
-        assert_eq!((i.object.as_str(), i.relation, i.target.as_deref()), ("nearest object", Relation::RightOf, Some("box")));
+        assert_eq!(
+            (i.object.as_str(), i.relation, i.target.as_deref()),
+            ("nearest object", Relation::RightOf, Some("box"))
+        );
         let i = p("put eggplant into yellow basket");
-        assert_eq!((i.object.as_str(), i.relation, i.target.as_deref()), ("eggplant", Relation::In, Some("yellow basket")));
+        assert_eq!(
+            (i.object.as_str(), i.relation, i.target.as_deref()),
+            ("eggplant", Relation::In, Some("yellow basket"))
+        );
         let i = p("pick up the knife by its handle");
-        assert_eq!((i.object.as_str(), i.part.as_deref(), i.relation), ("knife", Some("handle"), Relation::PickUp));
+        assert_eq!(
+            (i.object.as_str(), i.part.as_deref(), i.relation),
+            ("knife", Some("handle"), Relation::PickUp)
+        );
         assert_eq!(i.object_query(), "the knife");
         let i = p("put the spoon on the towel");
-        assert_eq!((i.relation, i.target.as_deref()), (Relation::On, Some("towel")));
+        assert_eq!(
+            (i.relation, i.target.as_deref()),
+            (Relation::On, Some("towel"))
+        );
     }
 
     #[test]
     fn rejects_what_it_cannot_read() {
-        for s in ["", "hello there", "put", "put the in the bowl", "put the cup in the"] {
+        for s in [
+            "",
+            "hello there",
+            "put",
+            "put the in the bowl",
+            "put the cup in the",
+        ] {
             assert!(parse_instruction(s).is_err(), "{s:?} should be rejected");
         }
     }

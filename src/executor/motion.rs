@@ -17,7 +17,11 @@ pub enum MotionError {
         source: IkError,
     },
     #[error("{what}: the arm would have to flip (joint `{joint}` jumps {jump:.2} rad between path samples)")]
-    Discontinuity { what: String, joint: String, jump: f64 },
+    Discontinuity {
+        what: String,
+        joint: String,
+        jump: f64,
+    },
     #[error(transparent)]
     Trajectory(#[from] TrajectoryError),
     #[error(transparent)]
@@ -82,7 +86,12 @@ impl<'a> MotionPlanner<'a> {
     }
 
     /// Joints that reach `pose`, nearest to `seed`.
-    pub fn solve(&mut self, what: &str, pose: &Isometry3<f64>, seed: &[f64]) -> Result<Vec<f64>, MotionError> {
+    pub fn solve(
+        &mut self,
+        what: &str,
+        pose: &Isometry3<f64>,
+        seed: &[f64],
+    ) -> Result<Vec<f64>, MotionError> {
         self.ik
             .solve(pose, seed)
             .map(|s| s.q)
@@ -100,20 +109,35 @@ impl<'a> MotionPlanner<'a> {
     }
 
     /// Joint move to a pose (IK seeded at `from`).
-    pub fn joint_move_to(&mut self, what: &str, from: &[f64], pose: &Isometry3<f64>) -> Result<Trajectory, MotionError> {
+    pub fn joint_move_to(
+        &mut self,
+        what: &str,
+        from: &[f64],
+        pose: &Isometry3<f64>,
+    ) -> Result<Trajectory, MotionError> {
         let q = self.solve(what, pose, from)?;
         self.joint_move(from, q)
     }
 
     /// Straight Cartesian line from the current tool pose to `pose` (position linear, rotation slerp).
-    pub fn line_to(&mut self, what: &str, from: &[f64], pose: &Isometry3<f64>) -> Result<Trajectory, MotionError> {
+    pub fn line_to(
+        &mut self,
+        what: &str,
+        from: &[f64],
+        pose: &Isometry3<f64>,
+    ) -> Result<Trajectory, MotionError> {
         let start = self.model.fk(from)?;
         self.path_through(what, from, &[start, *pose])
     }
 
     /// A smooth path through tool poses (spline positions, slerp rotations; the first pose should be
     /// the current tool pose), sampled every `step` metres and solved sample by sample.
-    pub fn path_through(&mut self, what: &str, from: &[f64], poses: &[Isometry3<f64>]) -> Result<Trajectory, MotionError> {
+    pub fn path_through(
+        &mut self,
+        what: &str,
+        from: &[f64],
+        poses: &[Isometry3<f64>],
+    ) -> Result<Trajectory, MotionError> {
         let path = SePath::new(poses)?;
         let n = ((path.length() / self.step).ceil() as usize).clamp(2, 2000);
         let samples = path.resample_by_arc_length(n + 1);

@@ -19,7 +19,9 @@ pub enum PerceiveError {
         #[source]
         source: GeometryError,
     },
-    #[error("pixel ({u:.1}, {v:.1}) does not look at the plane z = {z:.3} m in front of the camera")]
+    #[error(
+        "pixel ({u:.1}, {v:.1}) does not look at the plane z = {z:.3} m in front of the camera"
+    )]
     NoRayHit { u: f64, v: f64, z: f64 },
     #[error("cannot find the table plane: {0}")]
     Table(GeometryError),
@@ -30,12 +32,17 @@ pub enum PerceiveError {
 }
 
 /// Base-frame point under pixel `px`, using a robust depth from the window around it.
-pub fn lift(frame: &Frame, px: [f64; 2], opts: &RobustDepthOptions) -> Result<Point3<f64>, PerceiveError> {
-    let d = robust_depth(&frame.depth, px[0], px[1], opts).map_err(|source| PerceiveError::Depth {
-        u: px[0],
-        v: px[1],
-        source,
-    })?;
+pub fn lift(
+    frame: &Frame,
+    px: [f64; 2],
+    opts: &RobustDepthOptions,
+) -> Result<Point3<f64>, PerceiveError> {
+    let d =
+        robust_depth(&frame.depth, px[0], px[1], opts).map_err(|source| PerceiveError::Depth {
+            u: px[0],
+            v: px[1],
+            source,
+        })?;
     let p_cam = frame.intrinsics.deproject(px, d as f64)?;
     Ok(frame.base_from_camera * Point3::from(p_cam))
 }
@@ -73,7 +80,8 @@ pub fn table_height(frame: &Frame, crop: CropBox) -> Result<f64, PerceiveError> 
             ..CloudOptions::default()
         },
     )?;
-    let plane = fit_table_plane(&cloud.points, &PlaneOptions::default()).map_err(PerceiveError::Table)?;
+    let plane =
+        fit_table_plane(&cloud.points, &PlaneOptions::default()).map_err(PerceiveError::Table)?;
     // z of the plane under the origin: n·p + offset = 0 → z = −offset / n_z.
     Ok(-plane.offset / plane.normal.z)
 }
@@ -110,7 +118,10 @@ pub fn object_blob(
         if !(d.is_finite() && d > 0.0) {
             return None;
         }
-        let p = frame.intrinsics.deproject([u as f64, v as f64], d as f64).ok()?;
+        let p = frame
+            .intrinsics
+            .deproject([u as f64, v as f64], d as f64)
+            .ok()?;
         let b = frame.base_from_camera * Point3::from(p);
         (b.z > table_z + min_height).then_some(b)
     };
@@ -141,7 +152,12 @@ pub fn object_blob(
     let mut points = Vec::new();
     while let Some((u, v, p)) = stack.pop() {
         points.push(p);
-        let neighbours = [(u.wrapping_sub(1), v), (u + 1, v), (u, v.wrapping_sub(1)), (u, v + 1)];
+        let neighbours = [
+            (u.wrapping_sub(1), v),
+            (u + 1, v),
+            (u, v.wrapping_sub(1)),
+            (u, v + 1),
+        ];
         for (nu, nv) in neighbours {
             if nu >= w || nv >= h || seen[nv * w + nu] {
                 continue;
