@@ -5,6 +5,7 @@
 //! The world frame of a simulation is the robot base frame (x forward, z up, metres); the table top
 //! is the plane z = `Scene::table_height`.
 
+pub mod oracle;
 pub mod render;
 
 use k::nalgebra::Isometry3;
