@@ -5,5 +5,7 @@
 pub mod instruction;
 pub mod motion;
 pub mod perceive;
+pub mod plan;
+pub mod run;
 
 pub use instruction::{parse_instruction, InstructionError, Intent, Relation};

@@ -81,7 +81,7 @@ impl<'a> MotionPlanner<'a> {
         }
     }
 
-    pub fn model(&self) -> &RobotModel {
+    pub fn model(&self) -> &'a RobotModel {
         self.model
     }
 

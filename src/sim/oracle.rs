@@ -95,14 +95,20 @@ impl OraclePointer {
             .objects
             .iter()
             .find(|o| o.name == self.truth.manipulated)
-            .ok_or_else(|| PointerError::Backend(format!("oracle: no object `{}`", self.truth.manipulated)))
+            .ok_or_else(|| {
+                PointerError::Backend(format!("oracle: no object `{}`", self.truth.manipulated))
+            })
     }
 
-    fn answer(&mut self, frame: &Frame, ability: Ability, instruction: &str) -> Result<(String, Vec<[f64; 2]>), PointerError> {
-        let seg = frame
-            .segmentation
-            .as_ref()
-            .ok_or_else(|| PointerError::Backend("oracle pointer needs simulator segmentation".into()))?;
+    fn answer(
+        &mut self,
+        frame: &Frame,
+        ability: Ability,
+        instruction: &str,
+    ) -> Result<(String, Vec<[f64; 2]>), PointerError> {
+        let seg = frame.segmentation.as_ref().ok_or_else(|| {
+            PointerError::Backend("oracle pointer needs simulator segmentation".into())
+        })?;
         let (w, h) = (frame.depth.width, frame.depth.height);
         let no_object = || PointerError::NoSuchObject {
             phrase: instruction.to_string(),
@@ -119,7 +125,9 @@ impl OraclePointer {
                     })
                     .flatten();
                 let mask: Vec<bool> = (0..w * h)
-                    .map(|i| seg.instance[i] == obj.instance && part.is_none_or(|p| seg.part[i] == p))
+                    .map(|i| {
+                        seg.instance[i] == obj.instance && part.is_none_or(|p| seg.part[i] == p)
+                    })
                     .collect();
                 let pts = interior_points(&mask, w, h, self.options.points);
                 if pts.is_empty() {
@@ -145,9 +153,15 @@ impl OraclePointer {
                 let obj = self.manipulated()?.clone();
                 let target = self.truth.place_target.ok_or_else(no_object)?;
                 let mask: Vec<bool> = seg.instance.iter().map(|i| *i == obj.instance).collect();
-                let start_px = *interior_points(&mask, w, h, 1).first().ok_or_else(no_object)?;
-                let start = crate::executor::perceive::lift(frame, start_px, &RobustDepthOptions::surface())
-                    .map_err(|e| PointerError::Backend(format!("oracle: {e}")))?;
+                let start_px = *interior_points(&mask, w, h, 1)
+                    .first()
+                    .ok_or_else(no_object)?;
+                let start = crate::executor::perceive::lift(
+                    frame,
+                    start_px,
+                    &RobustDepthOptions::surface(),
+                )
+                .map_err(|e| PointerError::Backend(format!("oracle: {e}")))?;
                 // Object-centric: from the object's visible top to the place point on its support.
                 let end = target;
                 let mut pts = Vec::with_capacity(8);
@@ -157,7 +171,10 @@ impl OraclePointer {
                     p.z += 4.0 * self.truth.trace_lift * s * (1.0 - s);
                     pts.push(project(frame, &p)?);
                 }
-                Ok((format!("Move the {} along an arc to its goal.", obj.name), pts))
+                Ok((
+                    format!("Move the {} along an arc to its goal.", obj.name),
+                    pts,
+                ))
             }
         }
     }
@@ -168,7 +185,12 @@ impl Pointer for OraclePointer {
         "oracle"
     }
 
-    fn point(&mut self, frame: &Frame, ability: Ability, instruction: &str) -> Result<Pointing, PointerError> {
+    fn point(
+        &mut self,
+        frame: &Frame,
+        ability: Ability,
+        instruction: &str,
+    ) -> Result<Pointing, PointerError> {
         let (reasoning, mut pts) = self.answer(frame, ability, instruction)?;
         let (w, h) = (frame.depth.width as f64, frame.depth.height as f64);
         if self.options.noise_px > 0.0 {
@@ -197,7 +219,8 @@ impl Pointer for OraclePointer {
             list.join(", ")
         );
         let size = ImageSize::new(frame.depth.width as u32, frame.depth.height as u32);
-        let map = ModelImageMap::new(size, size).map_err(|e| PointerError::Backend(e.to_string()))?;
+        let map =
+            ModelImageMap::new(size, size).map_err(|e| PointerError::Backend(e.to_string()))?;
         Pointing::parse(&raw, ability, map)
     }
 }
@@ -246,7 +269,11 @@ fn interior_points(mask: &[bool], w: usize, h: usize, n: usize) -> Vec<[f64; 2]>
             d[i] = d[i].min(down + 1).min(right + 1);
         }
     }
-    let Some((best, &dmax)) = d.iter().enumerate().max_by_key(|(i, v)| (**v, usize::MAX - i)) else {
+    let Some((best, &dmax)) = d
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, v)| (**v, usize::MAX - i))
+    else {
         return Vec::new();
     };
     if dmax == 0 {
@@ -263,7 +290,10 @@ fn interior_points(mask: &[bool], w: usize, h: usize, n: usize) -> Vec<[f64; 2]>
                 let dist = out
                     .iter()
                     .map(|&o| {
-                        let (du, dv) = ((c % w) as f64 - (o % w) as f64, (c / w) as f64 - (o / w) as f64);
+                        let (du, dv) = (
+                            (c % w) as f64 - (o % w) as f64,
+                            (c / w) as f64 - (o / w) as f64,
+                        );
                         (du * du + dv * dv).sqrt()
                     })
                     .fold(f64::INFINITY, f64::min);
@@ -276,14 +306,19 @@ fn interior_points(mask: &[bool], w: usize, h: usize, n: usize) -> Vec<[f64; 2]>
         }
         // Keep the extra points near the centre: at most 1.5 depths from the deepest pixel.
         if let Some(&last) = out.last() {
-            let (du, dv) = ((last % w) as f64 - (best % w) as f64, (last / w) as f64 - (best / w) as f64);
+            let (du, dv) = (
+                (last % w) as f64 - (best % w) as f64,
+                (last / w) as f64 - (best / w) as f64,
+            );
             if (du * du + dv * dv).sqrt() > 1.5 * dmax as f64 {
                 out.pop();
                 break;
             }
         }
     }
-    out.into_iter().map(|i| [(i % w) as f64, (i / w) as f64]).collect()
+    out.into_iter()
+        .map(|i| [(i % w) as f64, (i / w) as f64])
+        .collect()
 }
 
 /// Standard normal sample (Box–Muller), from the oracle's own seeded generator.
@@ -314,7 +349,10 @@ mod tests {
 
     #[test]
     fn phrases_match_whole_words() {
-        assert!(contains_words("put the red block on the blue block", "red block"));
+        assert!(contains_words(
+            "put the red block on the blue block",
+            "red block"
+        ));
         assert!(!contains_words("put the redblock down", "red block"));
         assert!(!contains_words("the cup", "cupboard"));
     }

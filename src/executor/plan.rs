@@ -1,0 +1,397 @@
+//! Both branches, from pointing answers to a `Plan`: a list of motions and gripper commands, each
+//! starting where the previous one ends. Planning reads the frame and the robot's joints only; it
+//! moves nothing.
+
+use k::nalgebra::{Isometry3, Point3};
+
+use super::motion::{fold_yaw, top_down, MotionError, MotionPlanner};
+use super::perceive::{lift, object_blob, ray_to_height, ObjectBlob, PerceiveError};
+use super::Relation;
+use crate::camera::Frame;
+use crate::geometry::RobustDepthOptions;
+use crate::planning::Trajectory;
+
+/// Which executor turns points into motion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Branch {
+    /// Affordance branch (-P): grasp point + place point.
+    Affordance,
+    /// Visual-trace branch (-V): an 8-point object-centric trace.
+    Trace,
+}
+
+impl std::str::FromStr for Branch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "p" | "affordance" => Ok(Branch::Affordance),
+            "v" | "trace" => Ok(Branch::Trace),
+            other => Err(format!(
+                "unknown branch `{other}`: use p (affordance) or v (visual trace)"
+            )),
+        }
+    }
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Follow a trajectory with the fingers at `gripper_opening` (0 closed … 1 open).
+    Move {
+        label: String,
+        trajectory: Trajectory,
+        gripper_opening: f64,
+    },
+    /// Move the fingers to `width` (m). `expect_object`: a closed-loop check that the fingers stopped
+    /// on something (the grasp held) before the plan continues.
+    Gripper {
+        label: String,
+        width: f64,
+        expect_object: bool,
+    },
+}
+
+impl Step {
+    pub fn label(&self) -> &str {
+        match self {
+            Step::Move { label, .. } | Step::Gripper { label, .. } => label,
+        }
+    }
+}
+
+/// The 3D targets a plan was built from (for printing, visualisation and tests).
+#[derive(Debug, Clone, Default)]
+pub struct Targets {
+    pub table_z: f64,
+    pub grasp: Option<Isometry3<f64>>,
+    pub place: Option<Isometry3<f64>>,
+    /// Lifted trace points (trace branch).
+    pub trace: Vec<Point3<f64>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub steps: Vec<Step>,
+    pub targets: Targets,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Perceive(#[from] PerceiveError),
+    #[error(transparent)]
+    Motion(#[from] MotionError),
+    #[error("{0}")]
+    Answer(String),
+}
+
+/// Tunables of grasping and placing, in metres.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraspParams {
+    /// How far below the object's top the fingertips close (capped by half the object's height).
+    pub grasp_depth: f64,
+    /// Lowest fingertip height above the table.
+    pub min_tcp_height: f64,
+    /// Approach from this far above the grasp.
+    pub approach: f64,
+    /// Carry the object at least this high above the table.
+    pub carry_height: f64,
+    /// Release with the object's bottom this far above the place surface.
+    pub release_gap: f64,
+    /// Peak of the trace's height profile above the chord from start to end.
+    pub trace_lift: f64,
+}
+
+impl Default for GraspParams {
+    fn default() -> Self {
+        GraspParams {
+            grasp_depth: 0.03,
+            min_tcp_height: 0.006,
+            approach: 0.10,
+            carry_height: 0.20,
+            release_gap: 0.015,
+            trace_lift: 0.10,
+        }
+    }
+}
+
+/// The medoid of an answer's points: the one nearest all the others, robust to a stray point.
+pub fn medoid(points: &[[f64; 2]]) -> Option<[f64; 2]> {
+    points
+        .iter()
+        .min_by(|a, b| {
+            let cost = |p: &[f64; 2]| -> f64 {
+                points
+                    .iter()
+                    .map(|q| ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2)).sqrt())
+                    .sum()
+            };
+            cost(a).total_cmp(&cost(b))
+        })
+        .copied()
+}
+
+/// A grasp computed from the object under a pixel.
+struct Grasp {
+    pose: Isometry3<f64>,
+    /// TCP height above the object's bottom (the table), kept while carrying.
+    hold_offset: f64,
+}
+
+pub struct Planner<'a> {
+    pub motion: MotionPlanner<'a>,
+    pub params: GraspParams,
+    pub table_z: f64,
+}
+
+impl<'a> Planner<'a> {
+    /// Grasp pose for the object under `px`. `use_point`: grasp at the lifted point itself (a part
+    /// from OFG), else at the centre of the object's top.
+    fn grasp(
+        &mut self,
+        frame: &Frame,
+        px: [f64; 2],
+        use_point: bool,
+        q_now: &[f64],
+    ) -> Result<(Grasp, ObjectBlob), PlanError> {
+        let p = self.params.clone();
+        let blob = object_blob(frame, px, self.table_z, 0.004, 0.15)?;
+        let top = blob
+            .points
+            .iter()
+            .map(|q| q.z)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let xy = if use_point {
+            lift(frame, px, &RobustDepthOptions::grasp())?.xy()
+        } else {
+            let tops: Vec<&Point3<f64>> =
+                blob.points.iter().filter(|q| q.z > top - 0.012).collect();
+            let n = tops.len().max(1) as f64;
+            let sx: f64 = tops.iter().map(|q| q.x).sum();
+            let sy: f64 = tops.iter().map(|q| q.y).sum();
+            k::nalgebra::Point2::new(sx / n, sy / n)
+        };
+        let top_here = if use_point { blob.top_z } else { top };
+        let height = (top_here - self.table_z).max(0.0);
+        let z = (top_here - p.grasp_depth.min(0.5 * height)).max(self.table_z + p.min_tcp_height);
+        let now_yaw = tool_yaw(self.motion.model(), q_now)?;
+        let yaw = fold_yaw(blob.major_yaw, now_yaw);
+        let pose = top_down(self.motion.model(), xy.x, xy.y, z, yaw);
+        Ok((
+            Grasp {
+                pose,
+                hold_offset: z - self.table_z,
+            },
+            blob,
+        ))
+    }
+
+    /// Open, approach, descend, close (checked), lift: the common start of both branches.
+    fn pick(
+        &mut self,
+        grasp: &Grasp,
+        q0: &[f64],
+        steps: &mut Vec<Step>,
+    ) -> Result<Vec<f64>, PlanError> {
+        let model = self.motion.model();
+        let g = &model.config.gripper;
+        let (open, closed) = (g.open_width, g.closed_width);
+        steps.push(Step::Gripper {
+            label: "open the gripper".into(),
+            width: open,
+            expect_object: false,
+        });
+        let gp = grasp.pose;
+        let above = with_z(&gp, gp.translation.z + self.params.approach);
+        let t = self.motion.joint_move_to("pre-grasp", q0, &above)?;
+        let q1 = t.end().to_vec();
+        steps.push(Step::Move {
+            label: "move above the grasp".into(),
+            trajectory: t,
+            gripper_opening: 1.0,
+        });
+        let t = self.motion.line_to("descend to grasp", &q1, &gp)?;
+        let q2 = t.end().to_vec();
+        steps.push(Step::Move {
+            label: "descend".into(),
+            trajectory: t,
+            gripper_opening: 1.0,
+        });
+        steps.push(Step::Gripper {
+            label: "close on the object".into(),
+            width: closed,
+            expect_object: true,
+        });
+        Ok(q2)
+    }
+
+    /// Affordance branch: grasp at `grasp_px`, place at `place_px` (None: pick up and hold).
+    pub fn affordance(
+        &mut self,
+        frame: &Frame,
+        grasp_px: [f64; 2],
+        grasp_is_part: bool,
+        place_px: Option<[f64; 2]>,
+        relation: Relation,
+        q0: &[f64],
+    ) -> Result<Plan, PlanError> {
+        let (grasp, _) = self.grasp(frame, grasp_px, grasp_is_part, q0)?;
+        let mut steps = Vec::new();
+        let q = self.pick(&grasp, q0, &mut steps)?;
+        let lift_z = (self.table_z + self.params.carry_height)
+            .max(grasp.pose.translation.z + self.params.approach);
+        let up = with_z(&grasp.pose, lift_z);
+        let t = self.motion.line_to("lift", &q, &up)?;
+        let mut q = t.end().to_vec();
+        steps.push(Step::Move {
+            label: "lift".into(),
+            trajectory: t,
+            gripper_opening: 0.0,
+        });
+        let mut targets = Targets {
+            table_z: self.table_z,
+            grasp: Some(grasp.pose),
+            ..Targets::default()
+        };
+        if let Some(px) = place_px.filter(|_| relation != Relation::PickUp) {
+            let surface = lift(frame, px, &RobustDepthOptions::surface())?;
+            let release_z = surface.z + grasp.hold_offset + self.params.release_gap;
+            let carry_z = lift_z.max(release_z + self.params.approach);
+            let place = top_down(
+                self.motion.model(),
+                surface.x,
+                surface.y,
+                release_z,
+                yaw_of(self.motion.model(), &grasp.pose),
+            );
+            let t = self
+                .motion
+                .joint_move_to("carry", &q, &with_z(&place, carry_z))?;
+            q = t.end().to_vec();
+            steps.push(Step::Move {
+                label: "carry above the place".into(),
+                trajectory: t,
+                gripper_opening: 0.0,
+            });
+            let t = self.motion.line_to("lower to place", &q, &place)?;
+            q = t.end().to_vec();
+            steps.push(Step::Move {
+                label: "lower".into(),
+                trajectory: t,
+                gripper_opening: 0.0,
+            });
+            self.release_and_retreat(&place, &mut q, &mut steps)?;
+            targets.place = Some(place);
+        }
+        Ok(Plan { steps, targets })
+    }
+
+    /// Trace branch: grasp at the first trace point, follow the lifted trace, release at the last.
+    pub fn trace(
+        &mut self,
+        frame: &Frame,
+        trace_px: &[[f64; 2]],
+        q0: &[f64],
+    ) -> Result<Plan, PlanError> {
+        if trace_px.len() < 2 {
+            return Err(PlanError::Answer(format!(
+                "a visual trace needs at least 2 points, got {}",
+                trace_px.len()
+            )));
+        }
+        let first = trace_px[0];
+        let last = trace_px[trace_px.len() - 1];
+        let start = lift(frame, first, &RobustDepthOptions::grasp())?;
+        let end = lift(frame, last, &RobustDepthOptions::surface())?;
+        let (grasp, _) = self.grasp(frame, first, false, q0)?;
+        let mut steps = Vec::new();
+        let mut q = self.pick(&grasp, q0, &mut steps)?;
+        let yaw = yaw_of(self.motion.model(), &grasp.pose);
+        let n = trace_px.len() - 1;
+        let tcp_start = grasp.pose.translation.vector;
+        let tcp_end_z = end.z + grasp.hold_offset + self.params.release_gap;
+        let mut trace = vec![start];
+        let mut poses = vec![grasp.pose];
+        for (i, px) in trace_px.iter().enumerate().skip(1) {
+            let s = i as f64 / n as f64;
+            let bump = 4.0 * self.params.trace_lift * s * (1.0 - s);
+            let (p, tcp_z) = if i == n {
+                (end, tcp_end_z)
+            } else {
+                // Middle points: on the height profile, not their own depth (which would hit the
+                // table behind the moving object).
+                let z_ref = start.z + (end.z - start.z) * s + bump;
+                let p = ray_to_height(frame, *px, z_ref)?;
+                (p, tcp_start.z + (tcp_end_z - tcp_start.z) * s + bump)
+            };
+            trace.push(p);
+            poses.push(top_down(self.motion.model(), p.x, p.y, tcp_z, yaw));
+        }
+        let t = self.motion.path_through("follow the trace", &q, &poses)?;
+        q = t.end().to_vec();
+        steps.push(Step::Move {
+            label: "follow the trace".into(),
+            trajectory: t,
+            gripper_opening: 0.0,
+        });
+        let place = *poses.last().unwrap_or(&grasp.pose);
+        self.release_and_retreat(&place, &mut q, &mut steps)?;
+        Ok(Plan {
+            steps,
+            targets: Targets {
+                table_z: self.table_z,
+                grasp: Some(grasp.pose),
+                place: Some(place),
+                trace,
+            },
+        })
+    }
+
+    fn release_and_retreat(
+        &mut self,
+        place: &Isometry3<f64>,
+        q: &mut Vec<f64>,
+        steps: &mut Vec<Step>,
+    ) -> Result<(), PlanError> {
+        let model = self.motion.model();
+        steps.push(Step::Gripper {
+            label: "release".into(),
+            width: model.config.gripper.open_width,
+            expect_object: false,
+        });
+        let up = with_z(place, place.translation.z + self.params.approach);
+        let t = self.motion.line_to("retreat", q, &up)?;
+        *q = t.end().to_vec();
+        steps.push(Step::Move {
+            label: "retreat".into(),
+            trajectory: t,
+            gripper_opening: 1.0,
+        });
+        let home = model.home().to_vec();
+        let t = self.motion.joint_move(q, home)?;
+        *q = t.end().to_vec();
+        steps.push(Step::Move {
+            label: "return home".into(),
+            trajectory: t,
+            gripper_opening: 1.0,
+        });
+        Ok(())
+    }
+}
+
+fn with_z(p: &Isometry3<f64>, z: f64) -> Isometry3<f64> {
+    let mut out = *p;
+    out.translation.z = z;
+    out
+}
+
+/// Yaw of the fingers' closing direction minus π/2, i.e. the `yaw` that `top_down` was given.
+fn yaw_of(model: &crate::kinematics::RobotModel, pose: &Isometry3<f64>) -> f64 {
+    let c = pose.rotation * k::nalgebra::Vector3::from(model.config.closing_axis);
+    c.y.atan2(c.x) - std::f64::consts::FRAC_PI_2
+}
+
+fn tool_yaw(model: &crate::kinematics::RobotModel, q: &[f64]) -> Result<f64, PlanError> {
+    let pose = model.fk(q).map_err(MotionError::from)?;
+    Ok(yaw_of(model, &pose))
+}
