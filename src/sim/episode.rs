@@ -1,0 +1,158 @@
+//! One simulated episode end to end: build the seeded scene, put the robot at home, run the executor
+//! with the chosen pointer, let the scene settle, and judge success from the final object poses.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use k::nalgebra::{Point3, Vector3};
+
+use super::devices::{SimCamera, SimRobot};
+use super::judge::judge;
+use super::oracle::{OracleObject, OracleOptions, OraclePointer, OracleTruth};
+use super::render::RenderOptions;
+use super::tasks::{Episode, Target};
+use super::physics::SimWorld;
+use crate::executor::plan::Branch;
+use crate::executor::run::{run_task, Event, ExecError, RunOutcome};
+use crate::safety::SafetyConfig;
+
+#[derive(Debug, Clone)]
+pub struct EpisodeOptions {
+    pub branch: Branch,
+    pub oracle: OracleOptions,
+    pub render: RenderOptions,
+    pub dry_run: bool,
+    /// Seconds the scene may take to come to rest before judging.
+    pub settle_s: f64,
+}
+
+impl Default for EpisodeOptions {
+    fn default() -> Self {
+        EpisodeOptions {
+            branch: Branch::Affordance,
+            oracle: OracleOptions::default(),
+            render: RenderOptions::default(),
+            dry_run: false,
+            settle_s: 3.0,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct EpisodeResult {
+    pub success: bool,
+    /// The judge's explanation, or the error that ended the episode.
+    pub detail: String,
+    /// The executor's error, if it stopped early (the robot was left at rest).
+    pub error: Option<ExecError>,
+    pub executed: bool,
+    /// Simulated seconds.
+    pub sim_time_s: f64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EpisodeError {
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// What the oracle knows, from the episode's ground truth.
+pub fn oracle_truth(episode: &Episode, world: &SimWorld) -> OracleTruth {
+    let phrase = crate::executor::parse_instruction(&episode.instruction)
+        .map(|i| i.object)
+        .ok();
+    let objects = world
+        .scene()
+        .objects
+        .iter()
+        .filter_map(|o| {
+            let mut aliases: Vec<String> = o.aliases.iter().map(|a| a.to_lowercase()).collect();
+            aliases.push(o.name.to_lowercase().replace('_', " "));
+            // The referring expression of the instruction ("the nearest object") names the object.
+            if o.name == episode.object {
+                aliases.extend(phrase.clone());
+            }
+            Some(OracleObject {
+                name: o.name.clone(),
+                aliases,
+                instance: world.instance_of(&o.name)?,
+                parts: o
+                    .parts
+                    .iter()
+                    .filter_map(|p| Some((p.clone(), o.part_id(p)?)))
+                    .collect(),
+            })
+        })
+        .collect();
+    let place_target = match &episode.target {
+        Target::None => None,
+        _ => episode.target_region_world(world).map(|r| {
+            let c = r.frame_from_region.translation.vector;
+            let half = r.shape.local_half_extents();
+            let down = r.frame_from_region.rotation * Vector3::new(0.0, 0.0, -half.z);
+            Point3::from(c + down)
+        }),
+    };
+    OracleTruth {
+        objects,
+        manipulated: episode.object.clone(),
+        place_target,
+        trace_lift: crate::executor::plan::GraspParams::default().trace_lift,
+    }
+}
+
+/// Runs `episode`; `on_event` sees every stage (the CLI prints them).
+pub fn run_episode(
+    episode: &Episode,
+    options: &EpisodeOptions,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<EpisodeResult, EpisodeError> {
+    let model = episode.robot_model().map_err(|e| EpisodeError::Setup(e.to_string()))?;
+    let world = episode
+        .world(model.clone())
+        .map_err(|e| EpisodeError::Setup(e.to_string()))?;
+    let truth = oracle_truth(episode, &world);
+    let world = Rc::new(RefCell::new(world));
+    world.borrow_mut().settle(2.0);
+    let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec())
+        .map_err(|e| EpisodeError::Setup(e.to_string()))?;
+    let mut camera = SimCamera::new(world.clone(), options.render.clone());
+    let mut pointer = OraclePointer::new(truth, options.oracle.clone());
+    let safety = SafetyConfig {
+        table_z: world.borrow().scene().table.height,
+        dry_run: options.dry_run,
+        ..SafetyConfig::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|e| EpisodeError::Setup(format!("tokio runtime: {e}")))?;
+    let outcome: Result<RunOutcome, ExecError> = rt.block_on(run_task(
+        &mut robot,
+        &mut camera,
+        &mut pointer,
+        &episode.instruction,
+        options.branch,
+        safety,
+        on_event,
+    ));
+    let mut w = world.borrow_mut();
+    w.settle(options.settle_s);
+    let judgement = judge(&mut w, episode);
+    let sim_time_s = w.time();
+    Ok(match outcome {
+        Ok(o) => EpisodeResult {
+            success: judgement.success && o.executed,
+            detail: judgement.detail,
+            error: None,
+            executed: o.executed,
+            sim_time_s,
+        },
+        Err(e) => EpisodeResult {
+            success: false,
+            detail: e.to_string(),
+            error: Some(e),
+            executed: false,
+            sim_time_s,
+        },
+    })
+}
