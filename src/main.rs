@@ -19,11 +19,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run one task end to end (default: the built-in simulated tabletop with the oracle pointer).
-    Run,
+    Run(RunCli),
     /// Ask the pointing model for REG/RRG/OFG/VTG points on one image.
     Point,
     /// Evaluate over a task suite (simulator or SimplerEnv bridge).
-    Eval,
+    Eval {
+        #[command(subcommand)]
+        which: EvalCommand,
+    },
     /// Serve the policy to external evaluators (SimplerEnv bridge).
     Serve,
     /// Emulate robot controllers (xArm controller, Dynamixel bus) for tests and demos.
@@ -37,6 +40,67 @@ enum Command {
         #[command(subcommand)]
         which: BenchCommand,
     },
+}
+
+#[derive(Args)]
+struct RunCli {
+    /// Task id (`tabletop/<id>`, `bridge/<id>` or a unique id); default: the first tabletop task.
+    #[arg(long)]
+    task: Option<String>,
+    /// A scene TOML to use instead of the task's built-in scene (same object names).
+    #[arg(long)]
+    scene: Option<std::path::PathBuf>,
+    /// Robot override (xarm6, widowx250); default: the task's robot.
+    #[arg(long)]
+    robot: Option<String>,
+    /// Executor branch: p (affordance: grasp + place points) or v (visual trace).
+    #[arg(long, default_value = "p")]
+    branch: String,
+    /// Pointing backend: oracle (simulator ground truth); qwen and openai arrive with issue 4.
+    #[arg(long, default_value = "oracle")]
+    pointer: String,
+    /// Episode seed (object layout, noise).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Gaussian pixel noise of the oracle pointer (px).
+    #[arg(long, default_value_t = 0.0)]
+    noise_px: f64,
+    /// Plan and check every motion, move nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Save the observed frame (rgb.png, depth.png, camera.toml) into this folder.
+    #[arg(long)]
+    record: Option<std::path::PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// All tasks of a simulated suite over seeded episodes.
+    Sim(EvalSimCli),
+    /// SimplerEnv through the bridge.
+    Bridge,
+}
+
+#[derive(Args)]
+struct EvalSimCli {
+    /// tabletop (8 xArm 6 tasks) or bridge (4 WidowX tasks).
+    #[arg(long, default_value = "tabletop")]
+    suite: String,
+    /// p (affordance) or v (visual trace).
+    #[arg(long, default_value = "p")]
+    branch: String,
+    /// Gaussian pixel noise of the oracle pointer (px).
+    #[arg(long, default_value_t = 0.0)]
+    noise_px: f64,
+    /// Probability that the oracle drops each point.
+    #[arg(long, default_value_t = 0.0)]
+    drop_prob: f64,
+    /// Episodes per task (seeds 0..N).
+    #[arg(long, default_value_t = 24)]
+    episodes: u64,
+    /// Write every episode's result here.
+    #[arg(long, default_value = "eval-sim.json")]
+    json: std::path::PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -110,9 +174,12 @@ fn main() -> ExitCode {
 
 fn real_main(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Run => not_built("`run` (simulator, executors: issue 3)"),
+        Command::Run(a) => run(a),
         Command::Point => not_built("`point` (Qwen2.5-VL on candle: issue 4)"),
-        Command::Eval => not_built("`eval` (simulator task suites: issue 3)"),
+        Command::Eval { which } => match which {
+            EvalCommand::Sim(a) => eval_sim(a),
+            EvalCommand::Bridge => not_built("`eval bridge` (SimplerEnv bridge)"),
+        },
         Command::Serve => not_built("`serve` (SimplerEnv bridge)"),
         Command::Emulate => not_built("`emulate` (xArm / Dynamixel emulators)"),
         Command::Calibrate => not_built("`calibrate` (hand-eye calibration: issue 5)"),
@@ -148,4 +215,154 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             BenchCommand::Vlm => not_built("`bench vlm` (Qwen2.5-VL on candle: issue 4)"),
         },
     }
+}
+
+fn run(a: RunCli) -> Result<ExitCode> {
+    use pointact::sim::{episode, tasks};
+    if a.pointer != "oracle" {
+        return not_built(&format!("pointer `{}` (Qwen2.5-VL: issue 4)", a.pointer));
+    }
+    let branch: pointact::executor::plan::Branch = a.branch.parse().map_err(anyhow::Error::msg)?;
+    let spec = match &a.task {
+        Some(t) => tasks::task(t)?,
+        None => tasks::Suite::Tabletop
+            .tasks()
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("no tabletop tasks"))?,
+    };
+    let mut ep = spec.instantiate(a.seed)?;
+    if let Some(path) = &a.scene {
+        ep = ep.with_scene_file(path)?;
+    }
+    if let Some(r) = &a.robot {
+        ep.robot = r.clone();
+    }
+    println!("task      {} (seed {}, robot {}, branch {:?})", ep.full_id(), a.seed, ep.robot, branch);
+    let opts = episode::EpisodeOptions {
+        branch,
+        oracle: pointact::sim::oracle::OracleOptions {
+            noise_px: a.noise_px,
+            seed: a.seed,
+            ..Default::default()
+        },
+        dry_run: a.dry_run,
+        ..Default::default()
+    };
+    let mut record_err = None;
+    let result = episode::run_episode(&ep, &opts, &mut |e| {
+        print_event(&e);
+        if let (pointact::executor::run::Event::Captured(frame), Some(dir)) = (&e, &a.record) {
+            match pointact::camera::record::write_frame(frame, dir) {
+                Ok(()) => println!("recorded  {}", dir.display()),
+                Err(err) => record_err = Some(err),
+            }
+        }
+    })?;
+    if let Some(err) = record_err {
+        return Err(anyhow::anyhow!("--record failed: {err}"));
+    }
+    if a.dry_run {
+        println!("outcome   dry run: every motion planned and checked, nothing moved");
+        return Ok(if result.error.is_none() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+    }
+    println!(
+        "outcome   {} ({:.1} s simulated): {}",
+        if result.success { "SUCCESS" } else { "FAILURE" },
+        result.sim_time_s,
+        result.detail
+    );
+    Ok(if result.success { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn print_event(e: &pointact::executor::run::Event<'_>) {
+    use pointact::executor::plan::Step;
+    use pointact::executor::run::Event;
+    match e {
+        Event::Instruction(i) => println!("instruct  {i}"),
+        Event::Captured(f) => println!(
+            "camera    {}x{} RGB-D, {} valid depth pixels",
+            f.depth.width,
+            f.depth.height,
+            f.depth.valid_count()
+        ),
+        Event::TableHeight(z) => println!("table     z = {z:.4} m"),
+        Event::Asked { ability, query, pointing } => {
+            let pts: Vec<String> = pointing
+                .points_px()
+                .iter()
+                .map(|p| format!("({:.0}, {:.0})", p[0], p[1]))
+                .collect();
+            println!("{:<9} `{query}` -> {}", ability.as_str().to_uppercase(), pts.join(" "));
+            if let Some(r) = &pointing.answer.reasoning {
+                println!("          think: {r}");
+            }
+        }
+        Event::Planned(plan) => {
+            let t = &plan.targets;
+            if let Some(g) = t.grasp {
+                let v = g.translation.vector;
+                println!("grasp     ({:.3}, {:.3}, {:.3}) m", v.x, v.y, v.z);
+            }
+            if let Some(p) = t.place {
+                let v = p.translation.vector;
+                println!("place     ({:.3}, {:.3}, {:.3}) m", v.x, v.y, v.z);
+            }
+            if !t.trace.is_empty() {
+                let pts: Vec<String> = t
+                    .trace
+                    .iter()
+                    .map(|p| format!("({:.2}, {:.2}, {:.2})", p.x, p.y, p.z))
+                    .collect();
+                println!("trace     {}", pts.join(" "));
+            }
+            for (i, s) in plan.steps.iter().enumerate() {
+                match s {
+                    Step::Move { label, trajectory, .. } => {
+                        println!("plan {i:>2}   {label:<24} {:.2} s", trajectory.duration())
+                    }
+                    Step::Gripper { label, width, .. } => {
+                        println!("plan {i:>2}   {label:<24} gripper -> {:.1} mm", width * 1e3)
+                    }
+                }
+            }
+        }
+        Event::Checked { steps } => println!("safety    all {steps} steps passed the gate"),
+        Event::DryRun => println!("dry run   nothing will move"),
+        Event::Step { index, label } => println!("execute {index:>2} {label}"),
+        Event::GraspHeld { width } => println!("grasp     held, fingers at {:.1} mm", width * 1e3),
+    }
+}
+
+fn eval_sim(a: EvalSimCli) -> Result<ExitCode> {
+    use pointact::sim::{episode, eval, tasks};
+    let suite = tasks::Suite::parse(&a.suite)?;
+    let branch: pointact::executor::plan::Branch = a.branch.parse().map_err(anyhow::Error::msg)?;
+    let opts = episode::EpisodeOptions {
+        branch,
+        oracle: pointact::sim::oracle::OracleOptions {
+            noise_px: a.noise_px,
+            drop_prob: a.drop_prob,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let seeds: Vec<u64> = (0..a.episodes).collect();
+    let bar = indicatif::ProgressBar::new((suite.tasks().len() * seeds.len()) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} episodes ({eta}) {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut ok = 0;
+    let report = eval::run_suite(suite, &seeds, &opts, &mut |done, _, r| {
+        ok += r.success as usize;
+        bar.set_position(done as u64);
+        bar.set_message(format!("{ok}/{done} succeeded"));
+    });
+    bar.finish_and_clear();
+    println!("{report}");
+    std::fs::write(&a.json, serde_json::to_string_pretty(&report)?)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", a.json.display()))?;
+    println!("wrote {}", a.json.display());
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,8 @@
 //! from recorded-frame folders and RealSense devices later (issue 5). Everything downstream takes a
 //! `Frame`, so a pointer or executor never knows which camera produced it.
 
+pub mod record;
+
 use k::nalgebra::Isometry3;
 
 use crate::geometry::{DepthImage, GeometryError, Intrinsics};

@@ -16,6 +16,8 @@ use crate::safety::{CheckedGripper, CheckedTrajectory, SafetyConfig, SafetyError
 #[derive(Debug)]
 pub enum Event<'a> {
     Instruction(&'a str),
+    /// The frame everything below was computed from.
+    Captured(&'a Frame),
     Asked {
         ability: Ability,
         query: &'a str,
@@ -90,6 +92,7 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer>(
     let model = robot.model().clone();
     let frame = camera.capture()?;
     frame.validate()?;
+    on_event(Event::Captured(&frame));
     let q0 = robot.joint_positions().await?;
     let ws = &model.config.workspace;
     let table_z = table_height(

@@ -5,6 +5,9 @@
 //! The world frame of a simulation is the robot base frame (x forward, z up, metres); the table top
 //! is the plane z = `Scene::table_height`.
 
+pub mod devices;
+pub mod episode;
+pub mod eval;
 pub mod oracle;
 pub mod render;
 
