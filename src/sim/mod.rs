@@ -5,7 +5,14 @@
 //! The world frame of a simulation is the robot base frame (x forward, z up, metres); the table top
 //! is the plane z = `Scene::table_height`.
 
+mod convert;
+pub mod objects;
+pub mod physics;
 pub mod render;
+pub mod scene;
+
+pub use physics::{Contact, ContactWith, PhysicsError, SimWorld};
+pub use scene::{look_at, CameraSpec, Region, Scene, SceneError, SceneObject};
 
 use k::nalgebra::Isometry3;
 

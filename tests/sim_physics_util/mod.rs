@@ -1,0 +1,114 @@
+//! Helpers shared by the simulator physics tests: tiny scenes and a top-down IK mover.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use pointact::kinematics::{IkOptions, IkSolver, RobotModel};
+use pointact::nalgebra::{Isometry3, Matrix3, Rotation3, Translation3, UnitQuaternion, Vector3};
+use pointact::sim::{Scene, SimWorld};
+
+/// A scene for `robot` with the given `[[objects]]` TOML on the standard table and camera.
+pub fn scene_with(robot: &str, objects: &str) -> Scene {
+    let text = format!(
+        r#"
+name = "test"
+robot = "{robot}"
+[table]
+center = [0.4, 0.0]
+size = [1.2, 1.4]
+color = [0.4, 0.3, 0.2]
+[camera]
+eye = [1.15, 0.0, 0.7]
+target = [0.42, 0.0, 0.0]
+width = 640
+height = 480
+fx = 605.0
+fy = 605.0
+cx = 320.0
+cy = 240.0
+{objects}
+"#
+    );
+    Scene::from_toml_str(&text, "test.toml").unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub fn model(robot: &str) -> Arc<RobotModel> {
+    Arc::new(RobotModel::builtin(robot).unwrap())
+}
+
+/// Tool pose pointing straight down at (x, y, z) with the fingers closing along (cos yaw, sin yaw).
+/// xArm's tool approaches along its z axis, WidowX's along x; both close along y.
+pub fn top_down(robot: &str, x: f64, y: f64, z: f64, yaw: f64) -> Isometry3<f64> {
+    let down = Vector3::new(0.0, 0.0, -1.0);
+    let close = Vector3::new(yaw.cos(), yaw.sin(), 0.0);
+    let m = if robot.starts_with("xarm") {
+        Matrix3::from_columns(&[close.cross(&down), close, down])
+    } else {
+        Matrix3::from_columns(&[down, close, down.cross(&close)])
+    };
+    Isometry3::from_parts(
+        Translation3::new(x, y, z),
+        UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(m)),
+    )
+}
+
+/// Moves the tool along straight lines with IK at 60 Hz, stepping physics in between.
+pub struct Mover {
+    pub robot: String,
+    pub solver: IkSolver,
+    pub q: Vec<f64>,
+    pub tcp: Isometry3<f64>,
+}
+
+impl Mover {
+    pub fn new(world: &SimWorld) -> Mover {
+        let model = world.robot();
+        let q = model.home().to_vec();
+        Mover {
+            robot: model.name().to_string(),
+            solver: IkSolver::new(model, IkOptions::default()),
+            tcp: model.fk(&q).unwrap(),
+            q,
+        }
+    }
+
+    /// Jumps (no physics) to a pose: for setting up far from objects.
+    pub fn teleport(&mut self, world: &mut SimWorld, target: &Isometry3<f64>, gripper: f64) {
+        let sol = self.solver.solve(target, &self.q).expect("IK");
+        self.q = sol.q;
+        self.tcp = *target;
+        world.set_robot(&self.q, gripper).unwrap();
+        world.step_for(0.05);
+    }
+
+    /// Straight-line move to `target` over `secs`, gripper command held at `gripper`.
+    pub fn go(&mut self, world: &mut SimWorld, target: &Isometry3<f64>, gripper: f64, secs: f64) {
+        let n = (secs * 60.0).ceil().max(1.0) as usize;
+        let start = self.tcp;
+        let per = (1.0 / 60.0 / world.dt()).round() as usize;
+        for i in 1..=n {
+            let t = i as f64 / n as f64;
+            let pose = start.lerp_slerp(target, t);
+            let sol = self.solver.solve(&pose, &self.q).expect("IK");
+            let q0 = self.q.clone();
+            for s in 1..=per {
+                let a = s as f64 / per as f64;
+                let q: Vec<f64> = q0
+                    .iter()
+                    .zip(&sol.q)
+                    .map(|(a0, b)| a0 + a * (b - a0))
+                    .collect();
+                world.set_robot(&q, gripper).unwrap();
+                world.step();
+            }
+            self.q = sol.q;
+        }
+        self.tcp = *target;
+    }
+
+    /// Holds the arm still with a new gripper command for `secs`.
+    pub fn grip(&mut self, world: &mut SimWorld, gripper: f64, secs: f64) {
+        world.set_robot(&self.q, gripper).unwrap();
+        world.step_for(secs);
+    }
+}
