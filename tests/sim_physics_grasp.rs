@@ -47,7 +47,9 @@ shape = {{ kind = "block", size = [{size}, {size}, {size}] }}
     );
     assert!(z1 - z0 > 0.09, "block rose only {:.4} m", z1 - z0);
     assert_eq!(held.as_deref(), Some("block"));
+    assert_eq!(world.attached_object(), Some("block"));
     m.grip(&mut world, 1.0, 1.0);
+    assert_eq!(world.attached_object(), None);
     world.settle(2.0);
     let z2 = world.object_pose("block").unwrap().translation.z;
     assert!(

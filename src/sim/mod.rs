@@ -6,13 +6,17 @@
 //! is the plane z = `Scene::table_height`.
 
 mod convert;
+pub mod judge;
 pub mod objects;
 pub mod physics;
 pub mod render;
 pub mod scene;
+pub mod tasks;
 
+pub use judge::{judge, Judgement};
 pub use physics::{Contact, ContactWith, PhysicsError, SimWorld};
 pub use scene::{look_at, CameraSpec, Region, Scene, SceneError, SceneObject};
+pub use tasks::{Episode, Goal, Side, Suite, Target, TaskError, TaskSpec};
 
 use k::nalgebra::Isometry3;
 

@@ -24,7 +24,7 @@ pub enum ObjectKind {
     Cylinder { radius: f64, height: f64 },
     /// A plain sphere (rolls freely).
     Sphere { radius: f64 },
-    /// A round fruit: a sphere on a small hidden flat disc, so it does not roll away when set down.
+    /// A round fruit: a sphere on a small flat pad, so it does not roll away when set down.
     Fruit { radius: f64 },
     /// An elongated vegetable (carrot, pepper, eggplant): a capsule lying along x with a stem at +x.
     Vegetable {
@@ -337,12 +337,15 @@ impl ObjectKind {
             }
             ObjectKind::Fruit { radius } => {
                 positive("radius", radius)?;
-                // The sphere floats `lift` above the floor on a disc of half its radius whose top is
-                // hidden inside the sphere: a flat bottom like a real apple's, so it stays put.
+                // The sphere floats `lift` above the floor on a small square pad whose top is
+                // hidden inside the sphere: a flat bottom like a real apple's, so it stays put. (A
+                // round pad rocked in rapier; a box does not.)
                 let lift = 0.003;
                 let c = radius + lift;
-                let disc_r = 0.5 * radius;
-                let top = c - radius * (1.0 - 0.25f64).sqrt() + 0.001;
+                let pad = 0.35 * radius;
+                // Height of the sphere's surface above the pad's corners, plus 1 mm of overlap.
+                let corner = pad * std::f64::consts::SQRT_2;
+                let top = c - (radius * radius - corner * corner).sqrt() + 0.001;
                 Ok(solid(vec![
                     prim(
                         Shape::Sphere { radius },
@@ -351,10 +354,7 @@ impl ObjectKind {
                         Tint::Main,
                     ),
                     prim(
-                        Shape::Cylinder {
-                            radius: disc_r,
-                            half_height: top / 2.0,
-                        },
+                        cuboid(2.0 * pad, 2.0 * pad, top),
                         at(0.0, 0.0, top / 2.0),
                         "body",
                         Tint::Main,

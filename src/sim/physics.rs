@@ -4,9 +4,11 @@
 //!   fixed box, and every robot link with collision geometry is a kinematic position-based body:
 //!   the arm goes exactly where the joint commands put it and pushes objects with unlimited force,
 //!   like a stiff position-controlled industrial arm.
-//! * The fingers are compliant (see [`SimWorld::step`]): a closing finger stops where it meets an
-//!   object and squeezes it by [`FINGER_SQUEEZE_M`], so grasps hold by friction between the finger
-//!   pads and the object, with no attach rule.
+//! * The fingers are compliant (see [`SimWorld::step`]): a closing gripper stops where its fingers
+//!   meet an object and squeezes it by [`FINGER_SQUEEZE_M`], so the pads press on it and rub on it
+//!   with friction. On top of that an **attach rule** holds what is properly grasped (the pressure
+//!   that rapier's soft contacts make from a millimetre of overlap varies with solver settings and
+//!   let objects slip a centimetre in a lift): see [`SimWorld::step`] for the exact rule.
 //! * Stepping is fixed-step ([`DEFAULT_DT`]) and single-threaded, and all bookkeeping is in scene
 //!   order, so the same commands give bit-identical poses on the same machine.
 
@@ -15,8 +17,9 @@ use std::sync::Arc;
 use k::nalgebra::{Isometry3, Point3, Translation3, Vector3};
 use rapier3d::parry::query::ShapeCastOptions;
 use rapier3d::prelude::{
-    CoefficientCombineRule, ColliderBuilder, ColliderHandle, Group, InteractionGroups,
-    InteractionTestMode, PhysicsWorld, QueryFilter, RigidBodyBuilder, RigidBodyHandle, SharedShape,
+    CoefficientCombineRule, ColliderBuilder, ColliderHandle, ContactPair, FixedJointBuilder, Group,
+    ImpulseJointHandle, InteractionGroups, InteractionTestMode, PhysicsWorld, QueryFilter,
+    RigidBodyBuilder, RigidBodyHandle, SharedShape, SpringCoefficients,
 };
 
 use super::convert::{from_pose, from_vec, to_pose, to_shared_shape, to_vec, volume};
@@ -34,6 +37,10 @@ pub const DEFAULT_DT: f64 = 1.0 / 240.0;
 pub const FINGER_SQUEEZE_M: f64 = 0.0015;
 /// Finger pad friction (rubber); combined with an object's friction by taking the larger.
 pub const FINGER_FRICTION: f64 = 1.5;
+/// Largest move of an object in a 0.1 s window that still counts as resting, m.
+pub const REST_MOVE_M: f64 = 0.001;
+/// Largest turn of an object in a 0.1 s window that still counts as resting, rad.
+pub const REST_TURN_RAD: f64 = 0.01;
 /// Linear speed under which an object counts as at rest, m/s.
 pub const REST_LINEAR_SPEED: f64 = 0.005;
 /// Angular speed under which an object counts as at rest, rad/s.
@@ -41,6 +48,20 @@ pub const REST_ANGULAR_SPEED: f64 = 0.05;
 
 /// Finger travel speed, m/s per finger (both supported grippers close in well under a second).
 const FINGER_SPEED: f64 = 0.08;
+/// Whether an object moved less than the rest thresholds between two poses.
+fn pose_still(a: &Isometry3<f64>, b: &Isometry3<f64>) -> bool {
+    (a.translation.vector - b.translation.vector).norm() < REST_MOVE_M
+        && a.rotation.angle_to(&b.rotation) < REST_TURN_RAD
+}
+
+/// Surfaces closer than this count as touching (rapier also keeps "speculative" contacts between
+/// shapes still apart, which must not count).
+pub const TOUCH_DISTANCE_M: f64 = 0.001;
+/// The attach rule wants the two fingers' contact normals at least this opposed (cosine).
+const OPPOSED_COS: f64 = -0.7;
+/// The attached object is let go once the command opens this much beyond the held opening.
+const RELEASE_MARGIN: f64 = 0.02;
+
 /// A closing finger looks this far back from where it is for the first object in its way, so it
 /// notices objects it already overlaps.
 const FINGER_LOOKBACK_M: f64 = 0.004;
@@ -138,6 +159,15 @@ struct Finger {
     shapes: Vec<(SharedShape, Isometry3<f64>)>,
 }
 
+/// An object held by the attach rule.
+#[derive(Debug)]
+struct Attachment {
+    object: usize,
+    joint: ImpulseJointHandle,
+    /// Gripper opening when it attached.
+    opening: f64,
+}
+
 /// The physical scene: objects, table and the kinematically driven robot.
 pub struct SimWorld {
     pw: PhysicsWorld,
@@ -155,6 +185,10 @@ pub struct SimWorld {
     opening: f64,
     /// Link poses for `q_cmd` with the fingers at opening 0, in `links` order.
     cmd_poses: Vec<Isometry3<f64>>,
+    /// A collider-less kinematic body at the tool point: what a held object is fixed to.
+    tcp_body: RigidBodyHandle,
+    cmd_tcp: Isometry3<f64>,
+    attachment: Option<Attachment>,
     dt: f64,
     time: f64,
     steps: u64,
@@ -186,6 +220,9 @@ impl SimWorld {
         // 0.25 mm, prediction 1 mm) to them.
         ip.length_unit = 0.05;
         ip.num_solver_iterations = 8;
+        // Recycled contact manifolds (rapier's default) kept stale finger contacts; recompute them.
+        ip.contact_recycling = false;
+        ip.warmstart_joints = true;
 
         // Table.
         let (shape, pose) = scene.table.primitive();
@@ -263,6 +300,14 @@ impl SimWorld {
             });
             cmd_poses.push(*pose);
         }
+        let tip = robot.config.tip_link.clone();
+        let cmd_tcp = tree_poses
+            .iter()
+            .find(|(n, _)| *n == tip)
+            .map(|(_, p)| *p)
+            .unwrap_or_else(Isometry3::identity);
+        let tcp_body =
+            pw.insert_body(RigidBodyBuilder::kinematic_position_based().pose(to_pose(&cmd_tcp)));
         let visuals = robot
             .visual_shapes()
             .into_iter()
@@ -290,6 +335,9 @@ impl SimWorld {
             gripper_cmd: 1.0,
             opening: 1.0,
             cmd_poses,
+            tcp_body,
+            cmd_tcp,
+            attachment: None,
             dt: DEFAULT_DT,
             time: 0.0,
             steps: 0,
@@ -345,6 +393,10 @@ impl SimWorld {
                 *cmd = *p;
             }
         }
+        let tip = &self.robot.config.tip_link;
+        if let Some((_, p)) = poses.iter().find(|(n, _)| n == tip) {
+            self.cmd_tcp = *p;
+        }
         Ok(())
     }
 
@@ -371,13 +423,26 @@ impl SimWorld {
 
     /// Advances the world by one fixed step.
     ///
-    /// The fingers (coupled, like a single-motor parallel gripper) move toward the commanded
-    /// opening at `FINGER_SPEED`. While closing, each finger sweeps its collision shapes along its
-    /// closing direction, starting `FINGER_LOOKBACK_M` behind its current place, to find the first
-    /// object surface in its way. While any finger is free the gripper keeps closing (pushing the
-    /// object toward the middle); once every finger has met an object the gripper stops
-    /// `FINGER_SQUEEZE_M` past the nearest contact: a stiff grip whose force comes from rapier's
-    /// soft contact on that overlap. Opening is not limited.
+    /// **Fingers.** The fingers are coupled, like a single-motor parallel gripper, and move toward
+    /// the commanded opening at `FINGER_SPEED`. While closing, each finger sweeps its collision
+    /// shapes along its closing direction, starting `FINGER_LOOKBACK_M` behind its current place,
+    /// to find the first object surface in its way. While any finger is free the gripper keeps
+    /// closing (pushing the object toward the middle); once every finger has met an object it
+    /// stops `FINGER_SQUEEZE_M` past the nearest contact. Opening is never limited.
+    ///
+    /// **Attach rule.** After the physics step, if nothing is attached, an object is attached to
+    /// the tool point (a fixed joint from a collider-less kinematic body at the TCP, so the object
+    /// keeps its pose relative to the hand and still collides with everything) when all of these
+    /// hold:
+    /// 1. the gripper is closed on something: the command is below the actual opening (the fingers
+    ///    were stopped by contact);
+    /// 2. every finger touches that object (surfaces within `TOUCH_DISTANCE_M`);
+    /// 3. the fingers touch it from opposite sides: the contact normals of the two fingers point
+    ///    against each other (cosine below −0.7).
+    ///
+    /// The object is released (joint removed) as soon as the command opens beyond the opening at
+    /// which it attached plus `RELEASE_MARGIN` (2 % of the range), i.e. when the gripper opens.
+    /// Nothing else attaches or releases it.
     pub fn step(&mut self) {
         let dt = self.dt;
         if let Some(f0) = self.fingers.first() {
@@ -411,9 +476,118 @@ impl SimWorld {
                 b.set_next_kinematic_position(to_pose(&pose));
             }
         }
+        if let Some(b) = self.pw.bodies.get_mut(self.tcp_body) {
+            b.set_next_kinematic_position(to_pose(&self.cmd_tcp));
+        }
         self.pw.step();
         self.steps += 1;
         self.time = self.steps as f64 * dt;
+        self.update_attachment();
+    }
+
+    /// Applies the attach rule (see [`SimWorld::step`]).
+    fn update_attachment(&mut self) {
+        if let Some(a) = &self.attachment {
+            if self.gripper_cmd > a.opening + RELEASE_MARGIN {
+                let (joint, object) = (a.joint, a.object);
+                self.attachment = None;
+                self.pw.remove_impulse_joint(joint);
+                self.set_robot_pushes(object, true);
+            }
+            return;
+        }
+        if self.fingers.len() < 2 || self.gripper_cmd >= self.opening - 1e-9 {
+            return;
+        }
+        let Some(object) = self.pinched_object() else {
+            return;
+        };
+        let (Some(obj_body), Some(tcp)) = (
+            self.pw.bodies.get(self.objects[object].body),
+            self.pw.bodies.get(self.tcp_body),
+        ) else {
+            return;
+        };
+        // Joint frames: the TCP itself on the hand side, and where the TCP sits in the object's
+        // frame on the object side, so the joint holds the object exactly where it is now.
+        let tcp_pose = from_pose(tcp.position());
+        let object_from_tcp = from_pose(obj_body.position()).inverse() * tcp_pose;
+        // Rapier's default joint (1 MHz, damping ratio 1) left a held knife trembling by a few
+        // milliradians; this one is as stiff in practice (no visible sag) and still.
+        let joint = FixedJointBuilder::new()
+            .local_frame1(to_pose(&Isometry3::identity()))
+            .local_frame2(to_pose(&object_from_tcp))
+            .softness(SpringCoefficients::new(1000.0, 10.0));
+        let handle = self
+            .pw
+            .insert_impulse_joint(self.tcp_body, self.objects[object].body, joint);
+        self.attachment = Some(Attachment {
+            object,
+            joint: handle,
+            opening: self.opening,
+        });
+        self.set_robot_pushes(object, false);
+    }
+
+    /// Whether contacts between the robot and an object produce forces. Off while the object is
+    /// attached: the joint already holds it, and the squeezing fingers fighting the joint would
+    /// make it jitter. The contacts are still detected (and reported by `contacts_of`).
+    fn set_robot_pushes(&mut self, object: usize, on: bool) {
+        let filter = if on {
+            GROUP_TABLE | GROUP_OBJECT | GROUP_ROBOT
+        } else {
+            GROUP_TABLE | GROUP_OBJECT
+        };
+        let Some(body) = self.pw.bodies.get(self.objects[object].body) else {
+            return;
+        };
+        let handles: Vec<ColliderHandle> = body.colliders().to_vec();
+        for ch in handles {
+            if let Some(c) = self.pw.colliders.get_mut(ch) {
+                c.set_solver_groups(groups(GROUP_OBJECT, filter));
+            }
+        }
+    }
+
+    /// The object every finger touches, from opposite sides (attach conditions 2 and 3).
+    fn pinched_object(&self) -> Option<usize> {
+        let mut normals: Vec<Vec<(usize, Vector3<f64>)>> = Vec::new();
+        for f in &self.fingers {
+            let body = self.pw.bodies.get(self.links[f.link_index].body)?;
+            let mut found = Vec::new();
+            for &ch in body.colliders() {
+                for pair in self.pw.contact_pairs_with(ch) {
+                    let (other, sign) = if pair.collider1 == ch {
+                        (pair.collider2, 1.0)
+                    } else {
+                        (pair.collider1, -1.0)
+                    };
+                    let Some(Owner::Object { index, .. }) = self.owner(other) else {
+                        continue;
+                    };
+                    if let Some(n) = touching_normal(pair) {
+                        // Normal pointing from the finger into the object.
+                        found.push((index, n * sign));
+                    }
+                }
+            }
+            normals.push(found);
+        }
+        let (first, rest) = normals.split_first()?;
+        first.iter().find_map(|&(index, n0)| {
+            let opposed = rest.iter().all(|other| {
+                other
+                    .iter()
+                    .any(|&(j, n)| j == index && n0.dot(&n) < OPPOSED_COS)
+            });
+            opposed.then_some(index)
+        })
+    }
+
+    /// Name of the object held by the attach rule, if any.
+    pub fn attached_object(&self) -> Option<&str> {
+        let a = self.attachment.as_ref()?;
+        self.scene.objects.get(a.object).map(|o| o.name.as_str())
     }
 
     /// Opening at which finger `i`, closing from `cur` toward `want`, first touches an object;
@@ -455,20 +629,40 @@ impl SimWorld {
         }
     }
 
-    /// Steps (robot holding its command) until every object has been at rest for 0.1 s, at most
-    /// `max_s` seconds. True if everything came to rest.
+    /// Steps (robot holding its command) until every object has stayed put for two consecutive
+    /// 0.1 s windows (moved under `REST_MOVE_M` and turned under `REST_TURN_RAD` in each), at most
+    /// `max_s` seconds. True if everything came to rest. Poses, not velocities, decide: soft
+    /// contacts and joints can leave a small velocity on a body that does not move.
     pub fn settle(&mut self, max_s: f64) -> bool {
-        let need = (0.1 / self.dt).ceil() as u32;
-        let max = (max_s.max(0.0) / self.dt).ceil() as u64;
-        let mut calm = 0u32;
-        for _ in 0..max {
-            self.step();
-            calm = if self.all_at_rest() { calm + 1 } else { 0 };
-            if calm >= need {
+        let window = (0.1 / self.dt).ceil().max(1.0) as u64;
+        let windows = ((max_s.max(0.0) / self.dt).ceil() as u64).div_ceil(window);
+        let mut calm = 0;
+        let mut before = self.object_poses();
+        for _ in 0..windows {
+            for _ in 0..window {
+                self.step();
+            }
+            let now = self.object_poses();
+            let still = before.iter().zip(&now).all(|(a, b)| pose_still(a, b));
+            before = now;
+            calm = if still { calm + 1 } else { 0 };
+            if calm >= 2 {
                 return true;
             }
         }
-        self.all_at_rest()
+        false
+    }
+
+    fn object_poses(&self) -> Vec<Isometry3<f64>> {
+        self.objects
+            .iter()
+            .map(|o| {
+                self.pw
+                    .bodies
+                    .get(o.body)
+                    .map_or(o.initial, |b| from_pose(b.position()))
+            })
+            .collect()
     }
 
     /// Whether every object moves slower than the rest thresholds (or sleeps).
@@ -606,7 +800,8 @@ impl SimWorld {
             .collect()
     }
 
-    /// Everything touching an object now (active contacts of the last step), in a stable order.
+    /// Everything touching an object now (surfaces within `TOUCH_DISTANCE_M` after the last step),
+    /// in a stable order.
     pub fn contacts_of(&self, name: &str) -> Vec<Contact> {
         let Some(i) = self.index(name) else {
             return Vec::new();
@@ -623,7 +818,7 @@ impl SimWorld {
                 _ => None,
             };
             for pair in self.pw.contact_pairs_with(ch) {
-                if !pair.has_any_active_contact() {
+                if touching_normal(pair).is_none() {
                     continue;
                 }
                 let other = if pair.collider1 == ch {
@@ -750,6 +945,19 @@ impl SimWorld {
         }
         RenderScene { primitives }
     }
+}
+
+/// The world-space normal (from collider 1 to collider 2) of a pair whose surfaces touch, if any
+/// contact point is within `TOUCH_DISTANCE_M`.
+fn touching_normal(pair: &ContactPair) -> Option<Vector3<f64>> {
+    pair.manifolds()
+        .iter()
+        .find(|m| {
+            m.points
+                .iter()
+                .any(|p| f64::from(p.dist) <= TOUCH_DISTANCE_M)
+        })
+        .map(|m| from_vec(m.data.normal))
 }
 
 fn insert_object(pw: &mut PhysicsWorld, index: usize, obj: &SceneObject) -> ObjectBody {

@@ -112,3 +112,70 @@ impl Mover {
         world.step_for(secs);
     }
 }
+
+/// How far the fingertips reach below the tool point when pointing down (WidowX's TCP sits 11 mm
+/// short of the fingertips; xArm's is at them).
+pub fn tip_below_tcp(robot: &str) -> f64 {
+    if robot.starts_with("xarm") {
+        0.0
+    } else {
+        0.012
+    }
+}
+
+/// Closing direction (yaw) across an object's narrow side, folded into [-π/2, π/2].
+pub fn grasp_yaw(object_yaw: f64) -> f64 {
+    let mut a = object_yaw + std::f64::consts::FRAC_PI_2;
+    while a > std::f64::consts::FRAC_PI_2 {
+        a -= std::f64::consts::PI;
+    }
+    while a < -std::f64::consts::FRAC_PI_2 {
+        a += std::f64::consts::PI;
+    }
+    a
+}
+
+/// A scripted pick-and-place from ground truth (the tests' stand-in for the real executor): grasp
+/// `object` top-down across its narrow side at `grasp` (world point; object centre if `None`), lift,
+/// carry over `place` (world point on the surface to put it on), lower, release, retreat.
+pub fn pick_and_place(
+    world: &mut SimWorld,
+    object: &str,
+    grasp: Option<pointact::nalgebra::Point3<f64>>,
+    place: Option<pointact::nalgebra::Point3<f64>>,
+) {
+    let robot = world.robot().name().to_string();
+    let obj = world.object(object).unwrap().clone();
+    let pose = world.object_pose(object).unwrap();
+    let (_, _, yaw) = pose.rotation.euler_angles();
+    let gyaw = grasp_yaw(yaw);
+    let h = obj.height();
+    let base_z = pose.translation.z;
+    let g = grasp.unwrap_or_else(|| {
+        let (lo, hi) = obj.footprint();
+        let c = (lo + hi) / 2.0;
+        pose * pointact::nalgebra::Point3::new(c.x, c.y, 0.0)
+    });
+    let tip = tip_below_tcp(&robot);
+    // Fingertips 1 cm below mid-height (at most 3 cm below the top), never below the table.
+    let tcp_above_base = ((h / 2.0 - 0.005).min(h - 0.03) + tip).max(tip + 0.002);
+    let grasp_z = base_z + tcp_above_base;
+    let travel_z = if robot.starts_with("xarm") {
+        0.22
+    } else {
+        0.16
+    };
+    let mut m = Mover::new(world);
+    m.teleport(world, &top_down(&robot, g.x, g.y, travel_z, gyaw), 1.0);
+    m.go(world, &top_down(&robot, g.x, g.y, grasp_z, gyaw), 1.0, 1.2);
+    m.grip(world, 0.0, 0.8);
+    m.go(world, &top_down(&robot, g.x, g.y, travel_z, gyaw), 0.0, 1.2);
+    let Some(p) = place else {
+        return;
+    };
+    m.go(world, &top_down(&robot, p.x, p.y, travel_z, gyaw), 0.0, 1.5);
+    let down = p.z + tcp_above_base + 0.015;
+    m.go(world, &top_down(&robot, p.x, p.y, down, gyaw), 0.0, 1.2);
+    m.grip(world, 1.0, 0.6);
+    m.go(world, &top_down(&robot, p.x, p.y, travel_z, gyaw), 1.0, 1.0);
+}
