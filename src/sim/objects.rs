@@ -368,7 +368,7 @@ impl ObjectKind {
             } => {
                 positive("radius", radius)?;
                 positive("stem_length", stem_length)?;
-                if !(length > 2.0 * radius) {
+                if length.is_nan() || length <= 2.0 * radius {
                     return Err(format!(
                         "`length` ({length}) must exceed the diameter ({})",
                         2.0 * radius

@@ -41,10 +41,6 @@ pub const FINGER_FRICTION: f64 = 1.5;
 pub const REST_MOVE_M: f64 = 0.001;
 /// Largest turn of an object in a 0.1 s window that still counts as resting, rad.
 pub const REST_TURN_RAD: f64 = 0.01;
-/// Linear speed under which an object counts as at rest, m/s.
-pub const REST_LINEAR_SPEED: f64 = 0.005;
-/// Angular speed under which an object counts as at rest, rad/s.
-pub const REST_ANGULAR_SPEED: f64 = 0.05;
 
 /// Finger travel speed, m/s per finger (both supported grippers close in well under a second).
 const FINGER_SPEED: f64 = 0.08;
@@ -663,27 +659,6 @@ impl SimWorld {
                     .map_or(o.initial, |b| from_pose(b.position()))
             })
             .collect()
-    }
-
-    /// Whether every object moves slower than the rest thresholds (or sleeps).
-    pub fn all_at_rest(&self) -> bool {
-        (0..self.objects.len()).all(|i| self.index_at_rest(i))
-    }
-
-    fn index_at_rest(&self, i: usize) -> bool {
-        match self.pw.bodies.get(self.objects[i].body) {
-            Some(b) => {
-                b.is_sleeping()
-                    || (b.linvel().length() < REST_LINEAR_SPEED as f32
-                        && b.angvel().length() < REST_ANGULAR_SPEED as f32)
-            }
-            None => true,
-        }
-    }
-
-    /// Whether the named object is at rest.
-    pub fn is_at_rest(&self, name: &str) -> Option<bool> {
-        self.index(name).map(|i| self.index_at_rest(i))
     }
 
     /// Object names in scene order.

@@ -477,10 +477,10 @@ impl Scene {
         };
         let t = &raw.table;
         let finite = |v: &[f64]| v.iter().all(|x| x.is_finite());
-        if !(finite(&t.center) && t.height.is_finite())
-            || !(t.size.iter().all(|s| s.is_finite() && *s > 0.0))
-            || !(t.thickness.is_finite() && t.thickness > 0.0)
-        {
+        let sizes_ok = t.size.iter().all(|s| s.is_finite() && *s > 0.0)
+            && t.thickness.is_finite()
+            && t.thickness > 0.0;
+        if !(finite(&t.center) && t.height.is_finite() && sizes_ok) {
             return Err(bad(
                 "table".into(),
                 "height and center must be finite, size and thickness positive".into(),

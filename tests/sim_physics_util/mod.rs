@@ -179,3 +179,40 @@ pub fn pick_and_place(
     m.grip(world, 1.0, 0.6);
     m.go(world, &top_down(&robot, p.x, p.y, travel_z, gyaw), 1.0, 1.0);
 }
+
+/// Teleports `object` upright onto the surface point `p` (its base `lift` above it), turned to `yaw`.
+pub fn place_at(world: &mut SimWorld, object: &str, p: pointact::nalgebra::Point3<f64>, yaw: f64) {
+    let obj = world.object(object).unwrap().clone();
+    // Put the footprint centre (not the origin) over the point.
+    let (lo, hi) = obj.footprint();
+    let c = (lo + hi) / 2.0;
+    let rot = UnitQuaternion::from_euler_angles(0.0, 0.0, yaw);
+    let off = rot * Vector3::new(c.x, c.y, 0.0);
+    let pose = Isometry3::from_parts(
+        Translation3::new(p.x - off.x, p.y - off.y, p.z + 0.003),
+        rot,
+    );
+    world.set_object_pose(object, &pose).unwrap();
+}
+
+/// Surface point (bottom centre) of an episode's target region, world frame.
+pub fn target_point(
+    ep: &pointact::sim::Episode,
+    world: &SimWorld,
+) -> Option<pointact::nalgebra::Point3<f64>> {
+    let region = ep.target_region_world(world)?;
+    let c = region.frame_from_region.translation.vector;
+    let hz = region.shape.local_half_extents().z;
+    Some(pointact::nalgebra::Point3::new(c.x, c.y, c.z - hz))
+}
+
+/// World grasp point of an episode's grasp part (on the table plane), if it names one.
+pub fn grasp_part_point(
+    ep: &pointact::sim::Episode,
+    world: &SimWorld,
+) -> Option<pointact::nalgebra::Point3<f64>> {
+    let part = ep.grasp_part.as_deref()?;
+    let obj = world.object(&ep.object)?;
+    let c = obj.part_center(part)?;
+    Some(world.object_pose(&ep.object)? * pointact::nalgebra::Point3::new(c.x, c.y, 0.0))
+}
