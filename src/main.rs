@@ -44,7 +44,7 @@ enum Command {
 
 #[derive(Args)]
 struct RunCli {
-    /// Task id (`tabletop/<id>`, `bridge/<id>` or a unique id); default: the first tabletop task.
+    /// Task id (`tabletop/<id>`, `bridge/<id>` or a unique id); default: tabletop/pepper_in_pan.
     #[arg(long)]
     task: Option<String>,
     /// A scene TOML to use instead of the task's built-in scene (same object names).
@@ -217,28 +217,31 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// The embedded default of `pointact run`: Embodied-R1's own RRG example task, in the simulator.
+const DEFAULT_TASK: &str = "tabletop/pepper_in_pan";
+
 fn run(a: RunCli) -> Result<ExitCode> {
     use pointact::sim::{episode, tasks};
     if a.pointer != "oracle" {
         return not_built(&format!("pointer `{}` (Qwen2.5-VL: issue 4)", a.pointer));
     }
     let branch: pointact::executor::plan::Branch = a.branch.parse().map_err(anyhow::Error::msg)?;
-    let spec = match &a.task {
-        Some(t) => tasks::task(t)?,
-        None => tasks::Suite::Tabletop
-            .tasks()
-            .into_iter()
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("no tabletop tasks"))?,
-    };
+    let spec = tasks::task(a.task.as_deref().unwrap_or(DEFAULT_TASK))?;
     let mut ep = spec.instantiate(a.seed)?;
     if let Some(path) = &a.scene {
-        ep = ep.with_scene_file(path)?;
+        // The file's own layout replaces the seeded one; object names must match the task's.
+        ep.scene = pointact::sim::Scene::load(path)?;
     }
     if let Some(r) = &a.robot {
         ep.robot = r.clone();
     }
-    println!("task      {} (seed {}, robot {}, branch {:?})", ep.full_id(), a.seed, ep.robot, branch);
+    println!(
+        "task      {} (seed {}, robot {}, branch {:?})",
+        spec.full_id(),
+        a.seed,
+        ep.robot,
+        branch
+    );
     let opts = episode::EpisodeOptions {
         branch,
         oracle: pointact::sim::oracle::OracleOptions {
@@ -264,7 +267,11 @@ fn run(a: RunCli) -> Result<ExitCode> {
     }
     if a.dry_run {
         println!("outcome   dry run: every motion planned and checked, nothing moved");
-        return Ok(if result.error.is_none() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+        return Ok(if result.error.is_none() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
     }
     println!(
         "outcome   {} ({:.1} s simulated): {}",
@@ -272,7 +279,11 @@ fn run(a: RunCli) -> Result<ExitCode> {
         result.sim_time_s,
         result.detail
     );
-    Ok(if result.success { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if result.success {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn print_event(e: &pointact::executor::run::Event<'_>) {
@@ -287,13 +298,21 @@ fn print_event(e: &pointact::executor::run::Event<'_>) {
             f.depth.valid_count()
         ),
         Event::TableHeight(z) => println!("table     z = {z:.4} m"),
-        Event::Asked { ability, query, pointing } => {
+        Event::Asked {
+            ability,
+            query,
+            pointing,
+        } => {
             let pts: Vec<String> = pointing
                 .points_px()
                 .iter()
                 .map(|p| format!("({:.0}, {:.0})", p[0], p[1]))
                 .collect();
-            println!("{:<9} `{query}` -> {}", ability.as_str().to_uppercase(), pts.join(" "));
+            println!(
+                "{:<9} `{query}` -> {}",
+                ability.as_str().to_uppercase(),
+                pts.join(" ")
+            );
             if let Some(r) = &pointing.answer.reasoning {
                 println!("          think: {r}");
             }
@@ -318,7 +337,9 @@ fn print_event(e: &pointact::executor::run::Event<'_>) {
             }
             for (i, s) in plan.steps.iter().enumerate() {
                 match s {
-                    Step::Move { label, trajectory, .. } => {
+                    Step::Move {
+                        label, trajectory, ..
+                    } => {
                         println!("plan {i:>2}   {label:<24} {:.2} s", trajectory.duration())
                     }
                     Step::Gripper { label, width, .. } => {

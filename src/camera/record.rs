@@ -23,7 +23,9 @@ pub fn write_frame(frame: &Frame, dir: &Path) -> Result<(), CameraError> {
         .iter()
         .map(|d| {
             if d.is_finite() && *d > 0.0 {
-                (*d as f64 / RECORD_DEPTH_SCALE_M).round().clamp(1.0, 65535.0) as u16
+                (*d as f64 / RECORD_DEPTH_SCALE_M)
+                    .round()
+                    .clamp(1.0, 65535.0) as u16
             } else {
                 0
             }

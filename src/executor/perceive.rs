@@ -97,6 +97,12 @@ pub struct ObjectBlob {
     pub centroid: Point3<f64>,
     /// Yaw (rad, base frame) of the longest horizontal axis.
     pub major_yaw: f64,
+    /// Horizontal direction (yaw, rad) across which the object is narrowest: the fingers should
+    /// close along it. Found by sweeping the footprint's width over directions (calipers), which
+    /// is well defined for square blocks where the principal axes are not.
+    pub narrow_yaw: f64,
+    /// The footprint width along `narrow_yaw` (m).
+    pub narrow_width: f64,
     /// Spread along the major and minor horizontal axes (m, 2·√eigenvalue·√3: a box's width).
     pub major_extent: f64,
     pub minor_extent: f64,
@@ -194,7 +200,10 @@ pub fn object_blob(
         .filter(|p| (*p - sp).xy().norm() < 0.03)
         .map(|p| p.z)
         .fold(f64::NEG_INFINITY, f64::max);
+    let (narrow_yaw, narrow_width) = narrowest_direction(&points);
     Ok(ObjectBlob {
+        narrow_yaw,
+        narrow_width,
         top_z: if top_z.is_finite() { top_z } else { sp.z },
         centroid,
         major_yaw,
@@ -202,4 +211,25 @@ pub fn object_blob(
         minor_extent: 2.0 * (3.0 * l2).sqrt(),
         points,
     })
+}
+
+/// The horizontal direction of least width of a point set, at 1° resolution over half a turn.
+fn narrowest_direction(points: &[Point3<f64>]) -> (f64, f64) {
+    let step = (points.len() / 600).max(1);
+    let sample: Vec<&Point3<f64>> = points.iter().step_by(step).collect();
+    let mut best = (0.0, f64::INFINITY);
+    for i in 0..180 {
+        let th = (i as f64).to_radians();
+        let (c, s) = (th.cos(), th.sin());
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for p in &sample {
+            let d = p.x * c + p.y * s;
+            lo = lo.min(d);
+            hi = hi.max(d);
+        }
+        if hi - lo < best.1 {
+            best = (th, hi - lo);
+        }
+    }
+    best
 }

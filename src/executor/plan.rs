@@ -90,7 +90,8 @@ pub enum PlanError {
 pub struct GraspParams {
     /// How far below the object's top the fingertips close (capped by half the object's height).
     pub grasp_depth: f64,
-    /// Lowest fingertip height above the table.
+    /// Lowest fingertip height above the table (the TCP is raised further by the tool's reach
+    /// beyond it, `RobotModel::tool_reach_beyond_tip`).
     pub min_tcp_height: f64,
     /// Approach from this far above the grasp.
     pub approach: f64,
@@ -100,6 +101,8 @@ pub struct GraspParams {
     pub release_gap: f64,
     /// Peak of the trace's height profile above the chord from start to end.
     pub trace_lift: f64,
+    /// Rise of a pick-up trace (no place): its points after the first climb to this height.
+    pub pick_up_lift: f64,
 }
 
 impl Default for GraspParams {
@@ -111,6 +114,7 @@ impl Default for GraspParams {
             carry_height: 0.20,
             release_gap: 0.015,
             trace_lift: 0.10,
+            pick_up_lift: 0.12,
         }
     }
 }
@@ -129,6 +133,36 @@ pub fn medoid(points: &[[f64; 2]]) -> Option<[f64; 2]> {
             cost(a).total_cmp(&cost(b))
         })
         .copied()
+}
+
+/// Where to grasp an object from above: the centre of its top. The camera sees only the near side
+/// of a round object, so the centroid of the visible top is pulled toward the camera; across the
+/// narrow direction the top of a lying cylinder or a sphere is a parabola in height whose vertex is
+/// above the axis, so a curved top is centred on the fitted vertex. Flat tops keep the centroid.
+fn top_centre(blob: &ObjectBlob, top: f64) -> k::nalgebra::Point2<f64> {
+    let band: Vec<&Point3<f64>> = blob.points.iter().filter(|q| q.z > top - 0.012).collect();
+    let n = band.len().max(1) as f64;
+    let cx = band.iter().map(|q| q.x).sum::<f64>() / n;
+    let cy = band.iter().map(|q| q.y).sum::<f64>() / n;
+    let dir = k::nalgebra::Vector2::new(blob.narrow_yaw.cos(), blob.narrow_yaw.sin());
+    // Least squares z = a d² + b d + c over d = offset along the narrow direction.
+    let mut m = k::nalgebra::Matrix3::<f64>::zeros();
+    let mut r = k::nalgebra::Vector3::<f64>::zeros();
+    for q in &band {
+        let d = (q.x - cx) * dir.x + (q.y - cy) * dir.y;
+        let row = k::nalgebra::Vector3::new(d * d, d, 1.0);
+        m += row * row.transpose();
+        r += row * q.z;
+    }
+    let centroid = k::nalgebra::Point2::new(cx, cy);
+    match m.lu().solve(&r) {
+        // Curvature of a radius-10 cm (or tighter) round top: z ≈ −d²/(2r).
+        Some(c) if c[0] < -5.0 => {
+            let shift = (-c[1] / (2.0 * c[0])).clamp(-0.03, 0.03);
+            centroid + dir * shift
+        }
+        _ => centroid,
+    }
 }
 
 /// A grasp computed from the object under a pixel.
@@ -164,18 +198,15 @@ impl<'a> Planner<'a> {
         let xy = if use_point {
             lift(frame, px, &RobustDepthOptions::grasp())?.xy()
         } else {
-            let tops: Vec<&Point3<f64>> =
-                blob.points.iter().filter(|q| q.z > top - 0.012).collect();
-            let n = tops.len().max(1) as f64;
-            let sx: f64 = tops.iter().map(|q| q.x).sum();
-            let sy: f64 = tops.iter().map(|q| q.y).sum();
-            k::nalgebra::Point2::new(sx / n, sy / n)
+            top_centre(&blob, top)
         };
         let top_here = if use_point { blob.top_z } else { top };
         let height = (top_here - self.table_z).max(0.0);
-        let z = (top_here - p.grasp_depth.min(0.5 * height)).max(self.table_z + p.min_tcp_height);
+        let floor = self.table_z + p.min_tcp_height + self.motion.model().tool_reach_beyond_tip();
+        let z = (top_here - p.grasp_depth.min(0.5 * height)).max(floor);
         let now_yaw = tool_yaw(self.motion.model(), q_now)?;
-        let yaw = fold_yaw(blob.major_yaw, now_yaw);
+        // Fingers close across the narrowest direction; `top_down` takes the yaw 90° from it.
+        let yaw = fold_yaw(blob.narrow_yaw - std::f64::consts::FRAC_PI_2, now_yaw);
         let pose = top_down(self.motion.model(), xy.x, xy.y, z, yaw);
         Ok((
             Grasp {
@@ -287,10 +318,13 @@ impl<'a> Planner<'a> {
     }
 
     /// Trace branch: grasp at the first trace point, follow the lifted trace, release at the last.
+    /// With a pick-up intent the trace is a lift: every later point sits on a straight rise of
+    /// `pick_up_lift` and the object stays in the hand. A named part is grasped at the point itself.
     pub fn trace(
         &mut self,
         frame: &Frame,
         trace_px: &[[f64; 2]],
+        intent: Option<&super::Intent>,
         q0: &[f64],
     ) -> Result<Plan, PlanError> {
         if trace_px.len() < 2 {
@@ -301,20 +335,34 @@ impl<'a> Planner<'a> {
         }
         let first = trace_px[0];
         let last = trace_px[trace_px.len() - 1];
+        let pick_up = intent.is_some_and(|i| i.relation == Relation::PickUp);
+        let by_part = intent.is_some_and(|i| i.part.is_some());
         let start = lift(frame, first, &RobustDepthOptions::grasp())?;
-        let end = lift(frame, last, &RobustDepthOptions::surface())?;
-        let (grasp, _) = self.grasp(frame, first, false, q0)?;
+        let (grasp, _) = self.grasp(frame, first, by_part, q0)?;
+        let end = if pick_up {
+            // In the air: its own depth would hit whatever is behind it.
+            ray_to_height(frame, last, start.z + self.params.pick_up_lift)?
+        } else {
+            lift(frame, last, &RobustDepthOptions::surface())?
+        };
         let mut steps = Vec::new();
         let mut q = self.pick(&grasp, q0, &mut steps)?;
         let yaw = yaw_of(self.motion.model(), &grasp.pose);
         let n = trace_px.len() - 1;
         let tcp_start = grasp.pose.translation.vector;
-        let tcp_end_z = end.z + grasp.hold_offset + self.params.release_gap;
+        let (tcp_end_z, lift_peak) = if pick_up {
+            (tcp_start.z + (end.z - start.z), 0.0)
+        } else {
+            (
+                end.z + grasp.hold_offset + self.params.release_gap,
+                self.params.trace_lift,
+            )
+        };
         let mut trace = vec![start];
         let mut poses = vec![grasp.pose];
         for (i, px) in trace_px.iter().enumerate().skip(1) {
             let s = i as f64 / n as f64;
-            let bump = 4.0 * self.params.trace_lift * s * (1.0 - s);
+            let bump = 4.0 * lift_peak * s * (1.0 - s);
             let (p, tcp_z) = if i == n {
                 (end, tcp_end_z)
             } else {
@@ -335,7 +383,9 @@ impl<'a> Planner<'a> {
             gripper_opening: 0.0,
         });
         let place = *poses.last().unwrap_or(&grasp.pose);
-        self.release_and_retreat(&place, &mut q, &mut steps)?;
+        if !pick_up {
+            self.release_and_retreat(&place, &mut q, &mut steps)?;
+        }
         Ok(Plan {
             steps,
             targets: Targets {

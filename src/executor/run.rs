@@ -141,7 +141,9 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer>(
         }
         Branch::Trace => {
             let pts = ask(Ability::Vtg, instruction, on_event)?;
-            planner.trace(&frame, &pts, &q0)?
+            // The grammar only refines a trace (pick up, named part); any instruction may be traced.
+            let intent = parse_instruction(instruction).ok();
+            planner.trace(&frame, &pts, intent.as_ref(), &q0)?
         }
     };
     on_event(Event::Planned(&plan));

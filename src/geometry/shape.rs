@@ -30,6 +30,31 @@ impl Shape {
         }
     }
 
+    /// Support function: the largest `p · dir` over points p of the solid (shape frame, `dir` need
+    /// not be unit). Gives exact lowest points and extents along any direction.
+    pub fn support(&self, dir: &Vector3<f64>) -> f64 {
+        match *self {
+            Shape::Cuboid { half_extents: h } => {
+                dir.x.abs() * h.x + dir.y.abs() * h.y + dir.z.abs() * h.z
+            }
+            Shape::Cylinder {
+                radius,
+                half_height,
+            } => dir.z.abs() * half_height + radius * (dir.x * dir.x + dir.y * dir.y).sqrt(),
+            Shape::Sphere { radius } => radius * dir.norm(),
+            Shape::Capsule {
+                radius,
+                half_height,
+            } => dir.z.abs() * half_height + radius * dir.norm(),
+        }
+    }
+
+    /// Lowest world z of the solid placed at `world_from_shape`.
+    pub fn lowest_z(&self, world_from_shape: &k::nalgebra::Isometry3<f64>) -> f64 {
+        let down_local = world_from_shape.rotation.inverse() * Vector3::new(0.0, 0.0, -1.0);
+        world_from_shape.translation.z - self.support(&down_local)
+    }
+
     /// Whether a point in the shape's own frame lies inside (or on) the solid.
     pub fn contains_local(&self, p: &Point3<f64>) -> bool {
         match *self {
@@ -89,5 +114,27 @@ mod tests {
         assert!(cap.contains_local(&Point3::new(0.0, 0.0, 0.29)));
         assert!(!cap.contains_local(&Point3::new(0.08, 0.0, 0.28)));
         assert!((c.bounding_radius() - (0.01f64 + 0.04).sqrt()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn lowest_point_of_tilted_shapes() {
+        use k::nalgebra::{Isometry3, Translation3, UnitQuaternion};
+        let q = UnitQuaternion::from_euler_angles(std::f64::consts::FRAC_PI_2, 0.0, 0.0);
+        let pose = Isometry3::from_parts(Translation3::new(0.0, 0.0, 1.0), q);
+        // A cylinder lying on its side rests on its radius.
+        let c = Shape::Cylinder {
+            radius: 0.1,
+            half_height: 0.3,
+        };
+        assert!((c.lowest_z(&pose) - 0.9).abs() < 1e-12);
+        // A box rotated 45 degrees about x reaches down by its half diagonal.
+        let b = Shape::Cuboid {
+            half_extents: Vector3::new(0.1, 0.2, 0.2),
+        };
+        let q45 = UnitQuaternion::from_euler_angles(std::f64::consts::FRAC_PI_4, 0.0, 0.0);
+        let pose = Isometry3::from_parts(Translation3::new(0.0, 0.0, 1.0), q45);
+        assert!((b.lowest_z(&pose) - (1.0 - 0.2 * 2f64.sqrt())).abs() < 1e-12);
+        let s = Shape::Sphere { radius: 0.25 };
+        assert!((s.lowest_z(&pose) - 0.75).abs() < 1e-12);
     }
 }

@@ -277,6 +277,42 @@ impl RobotModel {
             .collect())
     }
 
+    /// How far the tool's collision geometry (links rigidly attached to the tip: fingers, gripper
+    /// body) reaches beyond the tip along the approach axis. A top-down TCP must stay this much
+    /// higher above a surface than the clearance the fingertips need.
+    pub fn tool_reach_beyond_tip(&self) -> f64 {
+        let a = Vector3::from(self.config.approach_axis);
+        let q1 = self.config.home.clone();
+        let q2: Vec<f64> = q1.iter().map(|v| v + 0.1).collect();
+        let (Ok(p1), Ok(p2), Ok(t1), Ok(t2)) = (
+            self.link_poses(&q1, 1.0),
+            self.link_poses(&q2, 1.0),
+            self.fk(&q1),
+            self.fk(&q2),
+        ) else {
+            return 0.0;
+        };
+        let mut reach = 0.0f64;
+        for s in self.collision_shapes() {
+            let find = |v: &[(String, Isometry3<f64>)]| {
+                v.iter().find(|(n, _)| *n == s.link).map(|(_, p)| *p)
+            };
+            let (Some(l1), Some(l2)) = (find(&p1), find(&p2)) else {
+                continue;
+            };
+            let (r1, r2) = (t1.inverse() * l1, t2.inverse() * l2);
+            let (dp, dr) = pose_error(&r1, &r2);
+            if dp > 1e-9 || dr > 1e-9 {
+                continue; // moves relative to the tip: not part of the tool
+            }
+            let tip_from_shape = r1 * s.link_from_shape;
+            let local_a = tip_from_shape.rotation.inverse() * a;
+            reach =
+                reach.max(tip_from_shape.translation.vector.dot(&a) + s.shape.support(&local_a));
+        }
+        reach
+    }
+
     /// Collision primitives of every link (URDF `<collision>`; meshes are skipped).
     pub fn collision_shapes(&self) -> Vec<LinkShape> {
         self.urdf

@@ -4,15 +4,15 @@
 //! execute; its constructor is private to this module, so an unchecked motion cannot reach a driver.
 //! Checks, on samples at the robot's servo period: finite values; the trajectory starts where the
 //! robot is; joint limits; joint speed; the TCP inside the workspace box and below the Cartesian speed
-//! limit; every moving link above the table by a clearance; no moving link sphere inside a known
-//! obstacle. Gripper commands are checked against the gripper's range.
+//! limit; every moving link (its exact primitives) above the table by a clearance; no moving link
+//! sphere (a conservative cover) inside a known obstacle. Gripper commands are checked against the gripper's range.
 
 mod spheres;
 
 use k::nalgebra::{Isometry3, Point3, Vector3};
 
 use crate::geometry::Shape;
-use crate::kinematics::{KinematicsError, RobotModel};
+use crate::kinematics::{KinematicsError, LinkShape, RobotModel};
 use crate::planning::Trajectory;
 
 pub use spheres::{shape_spheres, Sphere};
@@ -126,16 +126,22 @@ pub struct SafetyGate<'a> {
     pub config: SafetyConfig,
     /// Link spheres in link frames, for links that move (links fixed to the base are skipped).
     link_spheres: Vec<(String, Sphere)>,
+    /// Exact link primitives of moving links, for the table clearance.
+    link_shapes: Vec<LinkShape>,
 }
 
 impl<'a> SafetyGate<'a> {
     pub fn new(model: &'a RobotModel, config: SafetyConfig) -> Self {
         // Links whose pose does not depend on the arm joints sit on the table by design.
         let fixed = fixed_links(model);
-        let link_spheres = model
+        let link_shapes: Vec<LinkShape> = model
             .collision_shapes()
             .into_iter()
             .filter(|s| !fixed.contains(&s.link))
+            .collect();
+        let link_spheres = link_shapes
+            .iter()
+            .cloned()
             .flat_map(|s| {
                 shape_spheres(&s.shape).into_iter().map(move |sp| {
                     (
@@ -152,6 +158,7 @@ impl<'a> SafetyGate<'a> {
             model,
             config,
             link_spheres,
+            link_shapes,
         }
     }
 
@@ -262,20 +269,31 @@ impl<'a> SafetyGate<'a> {
                     t,
                     detail: e.to_string(),
                 })?;
-        for (link, sphere) in &self.link_spheres {
-            let Some((_, pose)) = poses.iter().find(|(n, _)| n == link) else {
+        let pose_of = |link: &str| poses.iter().find(|(n, _)| n == link).map(|(_, p)| *p);
+        // The table: exact lowest point of every moving primitive.
+        for s in &self.link_shapes {
+            let Some(pose) = pose_of(&s.link) else {
                 continue;
             };
-            let c = pose * sphere.center;
-            let clearance = c.z - sphere.radius - self.config.table_z;
+            let clearance = s.shape.lowest_z(&(pose * s.link_from_shape)) - self.config.table_z;
             if clearance < self.config.table_clearance {
                 return Err(SafetyError::TableClearance {
                     t,
-                    link: link.clone(),
+                    link: s.link.clone(),
                     clearance,
                     minimum: self.config.table_clearance,
                 });
             }
+        }
+        if obstacles.is_empty() {
+            return Ok(());
+        }
+        // Known objects: the sphere cover of every moving link.
+        for (link, sphere) in &self.link_spheres {
+            let Some(pose) = pose_of(link) else {
+                continue;
+            };
+            let c = pose * sphere.center;
             for o in obstacles {
                 if sphere_hits_shape(&c, sphere.radius, &o.shape, &o.world_from_shape) {
                     return Err(SafetyError::Collision {

@@ -26,7 +26,11 @@ pub struct SimRobot {
 
 impl SimRobot {
     /// Puts the arm at `q` (the world is stepped once so the links are there).
-    pub fn new(world: SharedWorld, model: Arc<RobotModel>, q: Vec<f64>) -> Result<Self, RobotError> {
+    pub fn new(
+        world: SharedWorld,
+        model: Arc<RobotModel>,
+        q: Vec<f64>,
+    ) -> Result<Self, RobotError> {
         {
             let mut w = world.borrow_mut();
             let opening = w.gripper_opening();
@@ -73,7 +77,8 @@ impl Robot for SimRobot {
 
     async fn set_gripper(&mut self, command: CheckedGripper) -> Result<(), RobotError> {
         let g = &self.model.config.gripper;
-        let target = ((command.width() - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0);
+        let target =
+            ((command.width() - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0);
         let mut w = self.world.borrow_mut();
         w.set_robot(&self.q, target).map_err(sim)?;
         // Wait until the fingers stop (reached the command or closed on an object), at most 2 s.
@@ -85,7 +90,11 @@ impl Robot for SimRobot {
             w.step();
             t += dt;
             let o = w.gripper_opening();
-            still = if (o - last).abs() < 1e-5 { still + dt } else { 0.0 };
+            still = if (o - last).abs() < 1e-5 {
+                still + dt
+            } else {
+                0.0
+            };
             last = o;
         }
         Ok(())

@@ -9,9 +9,9 @@ use k::nalgebra::{Point3, Vector3};
 use super::devices::{SimCamera, SimRobot};
 use super::judge::judge;
 use super::oracle::{OracleObject, OracleOptions, OraclePointer, OracleTruth};
+use super::physics::SimWorld;
 use super::render::RenderOptions;
 use super::tasks::{Episode, Target};
-use super::physics::SimWorld;
 use crate::executor::plan::Branch;
 use crate::executor::run::{run_task, Event, ExecError, RunOutcome};
 use crate::safety::SafetyConfig;
@@ -98,6 +98,7 @@ pub fn oracle_truth(episode: &Episode, world: &SimWorld) -> OracleTruth {
         manipulated: episode.object.clone(),
         place_target,
         trace_lift: crate::executor::plan::GraspParams::default().trace_lift,
+        pick_up_lift: crate::executor::plan::GraspParams::default().pick_up_lift,
     }
 }
 
@@ -107,7 +108,9 @@ pub fn run_episode(
     options: &EpisodeOptions,
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> Result<EpisodeResult, EpisodeError> {
-    let model = episode.robot_model().map_err(|e| EpisodeError::Setup(e.to_string()))?;
+    let model = episode
+        .robot_model()
+        .map_err(|e| EpisodeError::Setup(e.to_string()))?;
     let world = episode
         .world(model.clone())
         .map_err(|e| EpisodeError::Setup(e.to_string()))?;

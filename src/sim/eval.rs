@@ -116,7 +116,11 @@ impl fmt::Display for EvalReport {
             self.noise_px,
             self.seeds.len()
         )?;
-        writeln!(f, "{:<34} {:>9} {:>8}  instruction", "task", "success", "rate")?;
+        writeln!(
+            f,
+            "{:<34} {:>9} {:>8}  instruction",
+            "task", "success", "rate"
+        )?;
         for t in &self.tasks {
             writeln!(
                 f,
@@ -130,6 +134,13 @@ impl fmt::Display for EvalReport {
         }
         let n = self.episodes.len();
         let s = self.episodes.iter().filter(|e| e.success).count();
-        write!(f, "{:<34} {:>4}/{:<4} {:>7.1}%", "all", s, n, 100.0 * self.success_rate())
+        write!(
+            f,
+            "{:<34} {:>4}/{:<4} {:>7.1}%",
+            "all",
+            s,
+            n,
+            100.0 * self.success_rate()
+        )
     }
 }

@@ -5,11 +5,22 @@
 //! The world frame of a simulation is the robot base frame (x forward, z up, metres); the table top
 //! is the plane z = `Scene::table_height`.
 
+mod convert;
 pub mod devices;
 pub mod episode;
 pub mod eval;
+pub mod judge;
+pub mod objects;
 pub mod oracle;
+pub mod physics;
 pub mod render;
+pub mod scene;
+pub mod tasks;
+
+pub use judge::{judge, Judgement};
+pub use physics::{Contact, ContactWith, PhysicsError, SimWorld};
+pub use scene::{look_at, CameraSpec, Region, Scene, SceneError, SceneObject};
+pub use tasks::{Episode, Goal, Side, Suite, Target, TaskError, TaskSpec};
 
 use k::nalgebra::Isometry3;
 

@@ -32,6 +32,8 @@ pub struct OracleTruth {
     pub place_target: Option<Point3<f64>>,
     /// Peak height of the VTG arc above the straight line from start to end (m).
     pub trace_lift: f64,
+    /// Rise of a pick-up trace (no place target), m.
+    pub pick_up_lift: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -151,8 +153,18 @@ impl OraclePointer {
             }
             Ability::Vtg => {
                 let obj = self.manipulated()?.clone();
-                let target = self.truth.place_target.ok_or_else(no_object)?;
-                let mask: Vec<bool> = seg.instance.iter().map(|i| *i == obj.instance).collect();
+                // Object-centric, starting on the part the instruction names ("by its handle").
+                let lower = instruction.to_lowercase();
+                let part = obj
+                    .parts
+                    .iter()
+                    .find(|(n, _)| contains_words(&lower, n))
+                    .map(|(_, id)| *id);
+                let mask: Vec<bool> = (0..w * h)
+                    .map(|i| {
+                        seg.instance[i] == obj.instance && part.is_none_or(|p| seg.part[i] == p)
+                    })
+                    .collect();
                 let start_px = *interior_points(&mask, w, h, 1)
                     .first()
                     .ok_or_else(no_object)?;
@@ -162,13 +174,19 @@ impl OraclePointer {
                     &RobustDepthOptions::surface(),
                 )
                 .map_err(|e| PointerError::Backend(format!("oracle: {e}")))?;
-                // Object-centric: from the object's visible top to the place point on its support.
-                let end = target;
+                // To the place point on an arc; with no place (pick up), straight up.
+                let (end, lift) = match self.truth.place_target {
+                    Some(t) => (t, self.truth.trace_lift),
+                    None => (
+                        start + k::nalgebra::Vector3::new(0.0, 0.0, self.truth.pick_up_lift),
+                        0.0,
+                    ),
+                };
                 let mut pts = Vec::with_capacity(8);
                 for i in 0..8 {
                     let s = i as f64 / 7.0;
                     let mut p = start + (end - start) * s;
-                    p.z += 4.0 * self.truth.trace_lift * s * (1.0 - s);
+                    p.z += 4.0 * lift * s * (1.0 - s);
                     pts.push(project(frame, &p)?);
                 }
                 Ok((
