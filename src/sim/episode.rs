@@ -12,7 +12,9 @@ use super::oracle::{OracleObject, OracleOptions, OraclePointer, OracleTruth};
 use super::physics::SimWorld;
 use super::render::RenderOptions;
 use super::tasks::{Episode, Target};
+use crate::camera::Camera;
 use crate::executor::plan::Branch;
+use crate::pointing::Pointer;
 use crate::executor::run::{run_task, Event, ExecError, RunOutcome};
 use crate::safety::SafetyConfig;
 
@@ -46,6 +48,10 @@ pub struct EpisodeResult {
     /// The executor's error, if it stopped early (the robot was left at rest).
     pub error: Option<ExecError>,
     pub executed: bool,
+    /// Plan steps that reached the robot.
+    pub steps_executed: usize,
+    /// Whether the arm ended away from its home pose.
+    pub moved: bool,
     /// Simulated seconds.
     pub sim_time_s: f64,
 }
@@ -102,25 +108,42 @@ pub fn oracle_truth(episode: &Episode, world: &SimWorld) -> OracleTruth {
     }
 }
 
-/// Runs `episode`; `on_event` sees every stage (the CLI prints them).
+/// Runs `episode` with the oracle pointer and the simulated camera; `on_event` sees every stage
+/// (the CLI prints them).
 pub fn run_episode(
     episode: &Episode,
     options: &EpisodeOptions,
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> Result<EpisodeResult, EpisodeError> {
-    let model = episode
-        .robot_model()
-        .map_err(|e| EpisodeError::Setup(e.to_string()))?;
-    let world = episode
-        .world(model.clone())
-        .map_err(|e| EpisodeError::Setup(e.to_string()))?;
+    let oracle = options.oracle.clone();
+    run_episode_with(
+        episode,
+        options,
+        |camera| camera,
+        |truth| OraclePointer::new(truth, oracle),
+        on_event,
+    )
+}
+
+/// Like `run_episode`, with the camera wrapped and the pointer built by the caller (tests use this
+/// to corrupt depth or to point somewhere wrong on purpose).
+pub fn run_episode_with<C: Camera, P: Pointer>(
+    episode: &Episode,
+    options: &EpisodeOptions,
+    wrap_camera: impl FnOnce(SimCamera) -> C,
+    make_pointer: impl FnOnce(OracleTruth) -> P,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<EpisodeResult, EpisodeError> {
+    let setup = |e: &dyn std::fmt::Display| EpisodeError::Setup(e.to_string());
+    let model = episode.robot_model().map_err(|e| setup(&e))?;
+    let world = episode.world(model.clone()).map_err(|e| setup(&e))?;
     let truth = oracle_truth(episode, &world);
     let world = Rc::new(RefCell::new(world));
     world.borrow_mut().settle(2.0);
-    let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec())
-        .map_err(|e| EpisodeError::Setup(e.to_string()))?;
-    let mut camera = SimCamera::new(world.clone(), options.render.clone());
-    let mut pointer = OraclePointer::new(truth, options.oracle.clone());
+    let home = model.home().to_vec();
+    let mut robot = SimRobot::new(world.clone(), model.clone(), home.clone()).map_err(|e| setup(&e))?;
+    let mut camera = wrap_camera(SimCamera::new(world.clone(), options.render.clone()));
+    let mut pointer = make_pointer(truth);
     let safety = SafetyConfig {
         table_z: world.borrow().scene().table.height,
         dry_run: options.dry_run,
@@ -129,6 +152,13 @@ pub fn run_episode(
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| EpisodeError::Setup(format!("tokio runtime: {e}")))?;
+    let mut steps_executed = 0;
+    let mut count = |e: Event<'_>| {
+        if let Event::Step { .. } = e {
+            steps_executed += 1;
+        }
+        on_event(e)
+    };
     let outcome: Result<RunOutcome, ExecError> = rt.block_on(run_task(
         &mut robot,
         &mut camera,
@@ -136,18 +166,27 @@ pub fn run_episode(
         &episode.instruction,
         options.branch,
         safety,
-        on_event,
+        &mut count,
     ));
+    let final_q = rt
+        .block_on(crate::robot::Robot::joint_positions(&mut robot))
+        .map_err(|e| setup(&e))?;
     let mut w = world.borrow_mut();
     w.settle(options.settle_s);
     let judgement = judge(&mut w, episode);
     let sim_time_s = w.time();
+    let moved = final_q
+        .iter()
+        .zip(&home)
+        .any(|(a, b)| (a - b).abs() > 1e-9);
     Ok(match outcome {
         Ok(o) => EpisodeResult {
             success: judgement.success && o.executed,
             detail: judgement.detail,
             error: None,
             executed: o.executed,
+            steps_executed,
+            moved,
             sim_time_s,
         },
         Err(e) => EpisodeResult {
@@ -155,6 +194,8 @@ pub fn run_episode(
             detail: e.to_string(),
             error: Some(e),
             executed: false,
+            steps_executed,
+            moved,
             sim_time_s,
         },
     })

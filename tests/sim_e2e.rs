@@ -1,0 +1,258 @@
+//! `pointact run` end to end in the simulator: reduced suites hold the success bars, a wrong point
+//! makes a failed episode (the judge can fail), and bad input ends in a clear error with the robot
+//! at rest.
+
+use pointact::camera::{Camera, CameraError, Frame};
+use pointact::executor::plan::Branch;
+use pointact::executor::run::ExecError;
+use pointact::executor::perceive::PerceiveError;
+use pointact::nalgebra::Point3;
+use pointact::pointing::{Ability, ImageSize, ModelImageMap, Pointer, PointerError, Pointing, PointingError};
+use pointact::sim::episode::{run_episode, run_episode_with, EpisodeOptions, EpisodeResult};
+use pointact::sim::eval::run_suite;
+use pointact::sim::oracle::{OracleOptions, OraclePointer};
+use pointact::sim::tasks::{task, Episode, Suite};
+
+/// Seeds kept apart from the eval's 0..24, so the bars are checked on layouts nobody tuned on.
+const SEEDS: [u64; 2] = [1001, 1002];
+
+fn rate(suites: &[Suite], branch: Branch, noise_px: f64) -> (f64, Vec<String>) {
+    let opts = EpisodeOptions {
+        branch,
+        oracle: OracleOptions {
+            noise_px,
+            ..OracleOptions::default()
+        },
+        ..EpisodeOptions::default()
+    };
+    let (mut ok, mut n, mut failures) = (0, 0, Vec::new());
+    for suite in suites {
+        let report = run_suite(*suite, &SEEDS, &opts, &mut |_, _, _| {});
+        for e in &report.episodes {
+            n += 1;
+            if e.success {
+                ok += 1;
+            } else {
+                failures.push(format!("{} seed {}: {}", e.task, e.seed, e.detail));
+            }
+        }
+    }
+    assert_eq!(n, 12 * SEEDS.len(), "both suites, 12 tasks");
+    (ok as f64 / n as f64, failures)
+}
+
+#[test]
+fn affordance_branch_meets_the_bar_without_noise() {
+    let (r, f) = rate(&[Suite::Tabletop, Suite::Bridge], Branch::Affordance, 0.0);
+    assert!(r >= 0.95, "branch P {:.1}% < 95%: {f:#?}", 100.0 * r);
+}
+
+#[test]
+fn trace_branch_meets_the_bar_without_noise() {
+    let (r, f) = rate(&[Suite::Tabletop, Suite::Bridge], Branch::Trace, 0.0);
+    assert!(r >= 0.85, "branch V {:.1}% < 85%: {f:#?}", 100.0 * r);
+}
+
+#[test]
+fn affordance_branch_meets_the_bar_with_8px_noise() {
+    let (r, f) = rate(&[Suite::Tabletop, Suite::Bridge], Branch::Affordance, 8.0);
+    assert!(r >= 0.80, "branch P at 8 px {:.1}% < 80%: {f:#?}", 100.0 * r);
+}
+
+fn episode(name: &str, seed: u64) -> Episode {
+    task(name).unwrap().instantiate(seed).unwrap()
+}
+
+/// A pointer that answers one ability with a fixed pixel and passes the rest to the oracle.
+struct Override {
+    inner: OraclePointer,
+    ability: Ability,
+    raw: String,
+}
+
+impl Pointer for Override {
+    fn name(&self) -> &str {
+        "override"
+    }
+    fn point(&mut self, frame: &Frame, ability: Ability, instruction: &str) -> Result<Pointing, PointerError> {
+        if ability != self.ability {
+            return self.inner.point(frame, ability, instruction);
+        }
+        let size = ImageSize::new(frame.depth.width as u32, frame.depth.height as u32);
+        Pointing::parse(&self.raw, ability, ModelImageMap::new(size, size).unwrap())
+    }
+}
+
+fn point_answer(px: [f64; 2]) -> String {
+    format!("<think>wrong on purpose</think><answer><point>[[{:.0}, {:.0}]]</point></answer>", px[0], px[1])
+}
+
+/// A table point in view, at least `clear` metres from every object, whose distance from the robot
+/// base satisfies `keep`.
+fn empty_table_pixel(ep: &Episode, clear: f64, keep: impl Fn(f64) -> bool) -> [f64; 2] {
+    let cam = &ep.scene.camera;
+    for i in 0..40 {
+        for j in 0..40 {
+            let p = Point3::new(-0.1 + 1.0 * i as f64 / 39.0, -0.6 + 1.2 * j as f64 / 39.0, ep.scene.table.height);
+            let far = ep
+                .scene
+                .objects
+                .iter()
+                .all(|o| (o.world_from_object.translation.vector.xy() - p.coords.xy()).norm() > clear);
+            if !far || !keep(p.coords.xy().norm()) {
+                continue;
+            }
+            if let Some(px) = cam.project(&p) {
+                if px[0] > 20.0 && px[1] > 20.0 && px[0] < cam.width as f64 - 20.0 && px[1] < cam.height as f64 - 20.0 {
+                    return px;
+                }
+            }
+        }
+    }
+    panic!("no empty table point in view");
+}
+
+fn run_with(ep: &Episode, branch: Branch, ability: Ability, raw: String) -> EpisodeResult {
+    let opts = EpisodeOptions {
+        branch,
+        ..EpisodeOptions::default()
+    };
+    run_episode_with(
+        ep,
+        &opts,
+        |c| c,
+        |truth| Override {
+            inner: OraclePointer::new(truth, OracleOptions::default()),
+            ability,
+            raw,
+        },
+        &mut |_| {},
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_wrong_place_point_executes_and_the_judge_fails_it() {
+    let ep = episode("tabletop/pepper_in_pan", 3);
+    // The same episode with the oracle succeeds...
+    let good = run_episode(&ep, &EpisodeOptions::default(), &mut |_| {}).unwrap();
+    assert!(good.success, "{}", good.detail);
+    // ...and with the place point on empty table it runs to the end but fails.
+    let px = empty_table_pixel(&ep, 0.2, |r| (0.3..0.6).contains(&r));
+    let bad = run_with(&ep, Branch::Affordance, Ability::Rrg, point_answer(px));
+    assert!(bad.executed && bad.error.is_none(), "{}", bad.detail);
+    assert!(!bad.success, "judge accepted a pepper placed on the empty table: {}", bad.detail);
+}
+
+#[test]
+fn a_grasp_point_on_empty_table_stops_before_moving() {
+    let ep = episode("tabletop/pepper_in_pan", 3);
+    let px = empty_table_pixel(&ep, 0.2, |r| (0.3..0.6).contains(&r));
+    let r = run_with(&ep, Branch::Affordance, Ability::Reg, point_answer(px));
+    assert!(!r.success && !r.moved && r.steps_executed == 0, "{}", r.detail);
+    assert!(matches!(r.error, Some(ExecError::Plan(_))), "{:?}", r.error);
+}
+
+#[test]
+fn an_unreachable_place_is_refused_before_any_motion() {
+    let ep = episode("tabletop/pepper_in_pan", 3);
+    let px = empty_table_pixel(&ep, 0.15, |r| r > 0.80);
+    let r = run_with(&ep, Branch::Affordance, Ability::Rrg, point_answer(px));
+    assert!(!r.success && !r.moved && r.steps_executed == 0, "{}", r.detail);
+    assert!(
+        matches!(r.error, Some(ExecError::Plan(_)) | Some(ExecError::Safety { .. })),
+        "{:?}",
+        r.error
+    );
+}
+
+#[test]
+fn a_trace_with_fewer_than_eight_points_is_refused() {
+    let ep = episode("tabletop/pepper_in_pan", 3);
+    let raw = "<think>short</think><answer><point>[[300, 250], [310, 240], [320, 230], [330, 240], [340, 250]]</point></answer>";
+    let r = run_with(&ep, Branch::Trace, Ability::Vtg, raw.to_string());
+    assert!(!r.moved && r.steps_executed == 0, "{}", r.detail);
+    match r.error {
+        Some(ExecError::Pointer {
+            source: PointerError::Answer(PointingError::WrongPointCount { expected: 8, got: 5, .. }),
+            ..
+        }) => {}
+        other => panic!("expected a point-count error, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_instruction_naming_no_object_in_the_scene_is_refused() {
+    let mut ep = episode("tabletop/pepper_in_pan", 3);
+    ep.instruction = "put the banana in the pan".into();
+    let r = run_episode(&ep, &EpisodeOptions::default(), &mut |_| {}).unwrap();
+    assert!(!r.moved && r.steps_executed == 0, "{}", r.detail);
+    assert!(
+        matches!(
+            r.error,
+            Some(ExecError::Pointer {
+                source: PointerError::NoSuchObject { .. },
+                ..
+            })
+        ),
+        "{:?}",
+        r.error
+    );
+}
+
+/// The simulated camera with every depth pixel of one instance blanked (NaN or 0), as a RealSense
+/// does on a black or shiny object.
+struct Blanked<C> {
+    inner: C,
+    instance: u16,
+}
+
+impl<C: Camera> Camera for Blanked<C> {
+    fn capture(&mut self) -> Result<Frame, CameraError> {
+        let mut f = self.inner.capture()?;
+        let seg = f.segmentation.clone().expect("simulator labels");
+        for (i, d) in f.depth.data.iter_mut().enumerate() {
+            if seg.instance[i] == self.instance {
+                *d = if i % 2 == 0 { f32::NAN } else { 0.0 };
+            }
+        }
+        Ok(f)
+    }
+}
+
+#[test]
+fn no_valid_depth_at_the_object_is_a_clear_error() {
+    let ep = episode("tabletop/pepper_in_pan", 3);
+    let model = ep.robot_model().unwrap();
+    let instance = ep.world(model).unwrap().instance_of(&ep.object).unwrap();
+    let r = run_episode_with(
+        &ep,
+        &EpisodeOptions::default(),
+        |c| Blanked { inner: c, instance },
+        |truth| OraclePointer::new(truth, OracleOptions::default()),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert!(!r.moved && r.steps_executed == 0, "{}", r.detail);
+    match &r.error {
+        Some(ExecError::Plan(e)) => {
+            let msg = e.to_string();
+            assert!(msg.contains("depth") || msg.contains("nothing stands"), "{msg}");
+        }
+        Some(ExecError::Perceive(PerceiveError::Depth { .. })) => {}
+        other => panic!("expected a depth error, got {other:?}"),
+    }
+}
+
+#[test]
+fn dry_run_checks_everything_and_moves_nothing() {
+    let ep = episode("bridge/carrot_on_plate", 3);
+    let opts = EpisodeOptions {
+        dry_run: true,
+        ..EpisodeOptions::default()
+    };
+    let r = run_episode(&ep, &opts, &mut |_| {}).unwrap();
+    assert!(r.error.is_none(), "{}", r.detail);
+    assert!(!r.executed && !r.moved && r.steps_executed == 0);
+    assert!(!r.success, "a dry run never counts as success");
+}
