@@ -38,9 +38,11 @@ pub const FINGER_SQUEEZE_M: f64 = 0.0015;
 /// Finger pad friction (rubber); combined with an object's friction by taking the larger.
 pub const FINGER_FRICTION: f64 = 1.5;
 /// Largest move of an object in a 0.1 s window that still counts as resting, m.
-pub const REST_MOVE_M: f64 = 0.001;
+pub const REST_MOVE_M: f64 = 0.0005;
 /// Largest turn of an object in a 0.1 s window that still counts as resting, rad.
-pub const REST_TURN_RAD: f64 = 0.01;
+pub const REST_TURN_RAD: f64 = 0.005;
+/// Consecutive resting windows `settle` waits for.
+const REST_WINDOWS: u32 = 3;
 
 /// Finger travel speed, m/s per finger (both supported grippers close in well under a second).
 const FINGER_SPEED: f64 = 0.08;
@@ -625,7 +627,7 @@ impl SimWorld {
         }
     }
 
-    /// Steps (robot holding its command) until every object has stayed put for two consecutive
+    /// Steps (robot holding its command) until every object has stayed put for three consecutive
     /// 0.1 s windows (moved under `REST_MOVE_M` and turned under `REST_TURN_RAD` in each), at most
     /// `max_s` seconds. True if everything came to rest. Poses, not velocities, decide: soft
     /// contacts and joints can leave a small velocity on a body that does not move.
@@ -642,7 +644,7 @@ impl SimWorld {
             let still = before.iter().zip(&now).all(|(a, b)| pose_still(a, b));
             before = now;
             calm = if still { calm + 1 } else { 0 };
-            if calm >= 2 {
+            if calm >= REST_WINDOWS {
                 return true;
             }
         }
