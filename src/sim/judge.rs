@@ -85,7 +85,7 @@ pub fn judge_goal(world: &mut SimWorld, goal: &Goal) -> Judgement {
     };
     let moved = (pose.translation.vector - before.translation.vector).norm();
     let turned = pose.rotation.angle_to(&before.rotation);
-    if moved > 2.0 * REST_MOVE_M || turned > 2.0 * REST_TURN_RAD {
+    if moved > 4.0 * REST_MOVE_M || turned > 4.0 * REST_TURN_RAD {
         return Judgement::fail(format!(
             "{object} is still moving {SETTLE_MAX_S} s after the end ({:.1} mm, {:.3} rad in {REST_CHECK_S} s)",
             1000.0 * moved,

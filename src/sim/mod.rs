@@ -3,7 +3,7 @@
 //! suites whose success is judged from the final object poses only.
 //!
 //! The world frame of a simulation is the robot base frame (x forward, z up, metres); the table top
-//! is the plane z = `Scene::table_height`.
+//! is the plane z = `scene.table.height` (usually 0: the robot base stands on the table).
 
 mod convert;
 pub mod devices;

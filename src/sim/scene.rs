@@ -198,8 +198,9 @@ pub fn look_at(
     up: &Vector3<f64>,
 ) -> Option<Isometry3<f64>> {
     let z = (target - eye).try_normalize(1e-9)?;
-    // Image y points down, i.e. against `up`; x = y × z completes a right-handed frame.
-    let x = z.cross(&-up).try_normalize(1e-9)?;
+    // Image y points down, against `up`; x = y × z (= forward × up, the viewer's right) and then
+    // y = z × x complete a right-handed frame.
+    let x = (-up).cross(&z).try_normalize(1e-9)?;
     let y = z.cross(&x);
     let rot = Rotation3::from_matrix_unchecked(Matrix3::from_columns(&[x, y, z]));
     Some(Isometry3::from_parts(
@@ -707,6 +708,28 @@ mod tests {
             &Vector3::z()
         )
         .is_none());
+    }
+
+    #[test]
+    fn task_cameras_look_where_documented() {
+        for (name, _) in BUILTIN_SCENES {
+            let s = Scene::builtin(name).unwrap();
+            let c = &s.camera;
+            // The target is at the principal point.
+            let [u, v] = c.project(&Point3::from(c.target)).unwrap();
+            assert!((u - c.cx).abs() < 1e-6 && (v - c.cy).abs() < 1e-6, "{name}");
+            if name.starts_with("tabletop") {
+                // Facing the robot: image right is the robot's +y (its left), down 35-45 degrees.
+                assert!(
+                    (c.image_right_on_table() - Vector3::y()).norm() < 1e-9,
+                    "{name}"
+                );
+                let d = Vector3::from(c.target) - Vector3::from(c.eye);
+                let pitch = (-d.z / d.xy().norm()).atan().to_degrees();
+                assert!((35.0..=45.0).contains(&pitch), "{name}: {pitch}");
+                assert!((0.9..=1.2).contains(&d.norm()), "{name}");
+            }
+        }
     }
 
     #[test]
