@@ -3,11 +3,13 @@
 //! at rest.
 
 use pointact::camera::{Camera, CameraError, Frame};
+use pointact::executor::perceive::PerceiveError;
 use pointact::executor::plan::Branch;
 use pointact::executor::run::ExecError;
-use pointact::executor::perceive::PerceiveError;
 use pointact::nalgebra::Point3;
-use pointact::pointing::{Ability, ImageSize, ModelImageMap, Pointer, PointerError, Pointing, PointingError};
+use pointact::pointing::{
+    Ability, ImageSize, ModelImageMap, Pointer, PointerError, Pointing, PointingError,
+};
 use pointact::sim::episode::{run_episode, run_episode_with, EpisodeOptions, EpisodeResult};
 use pointact::sim::eval::run_suite;
 use pointact::sim::oracle::{OracleOptions, OraclePointer};
@@ -56,7 +58,11 @@ fn trace_branch_meets_the_bar_without_noise() {
 #[test]
 fn affordance_branch_meets_the_bar_with_8px_noise() {
     let (r, f) = rate(&[Suite::Tabletop, Suite::Bridge], Branch::Affordance, 8.0);
-    assert!(r >= 0.80, "branch P at 8 px {:.1}% < 80%: {f:#?}", 100.0 * r);
+    assert!(
+        r >= 0.80,
+        "branch P at 8 px {:.1}% < 80%: {f:#?}",
+        100.0 * r
+    );
 }
 
 fn episode(name: &str, seed: u64) -> Episode {
@@ -74,7 +80,12 @@ impl Pointer for Override {
     fn name(&self) -> &str {
         "override"
     }
-    fn point(&mut self, frame: &Frame, ability: Ability, instruction: &str) -> Result<Pointing, PointerError> {
+    fn point(
+        &mut self,
+        frame: &Frame,
+        ability: Ability,
+        instruction: &str,
+    ) -> Result<Pointing, PointerError> {
         if ability != self.ability {
             return self.inner.point(frame, ability, instruction);
         }
@@ -84,32 +95,45 @@ impl Pointer for Override {
 }
 
 fn point_answer(px: [f64; 2]) -> String {
-    format!("<think>wrong on purpose</think><answer><point>[[{:.0}, {:.0}]]</point></answer>", px[0], px[1])
+    format!(
+        "<think>wrong on purpose</think><answer><point>[[{:.0}, {:.0}]]</point></answer>",
+        px[0], px[1]
+    )
 }
 
-/// A table point in view, at least `clear` metres from every object, whose distance from the robot
-/// base satisfies `keep`.
-fn empty_table_pixel(ep: &Episode, clear: f64, keep: impl Fn(f64) -> bool) -> [f64; 2] {
+/// A table point in view, at least `clear` metres from every object, that satisfies `keep`.
+fn empty_table_pixel(ep: &Episode, clear: f64, keep: impl Fn(&Point3<f64>) -> bool) -> [f64; 2] {
     let cam = &ep.scene.camera;
     for i in 0..40 {
         for j in 0..40 {
-            let p = Point3::new(-0.1 + 1.0 * i as f64 / 39.0, -0.6 + 1.2 * j as f64 / 39.0, ep.scene.table.height);
-            let far = ep
-                .scene
-                .objects
-                .iter()
-                .all(|o| (o.world_from_object.translation.vector.xy() - p.coords.xy()).norm() > clear);
-            if !far || !keep(p.coords.xy().norm()) {
+            let p = Point3::new(
+                -0.1 + 1.0 * i as f64 / 39.0,
+                -0.6 + 1.2 * j as f64 / 39.0,
+                ep.scene.table.height,
+            );
+            let far = ep.scene.objects.iter().all(|o| {
+                (o.world_from_object.translation.vector.xy() - p.coords.xy()).norm() > clear
+            });
+            if !far || !keep(&p) {
                 continue;
             }
             if let Some(px) = cam.project(&p) {
-                if px[0] > 20.0 && px[1] > 20.0 && px[0] < cam.width as f64 - 20.0 && px[1] < cam.height as f64 - 20.0 {
+                if px[0] > 20.0
+                    && px[1] > 20.0
+                    && px[0] < cam.width as f64 - 20.0
+                    && px[1] < cam.height as f64 - 20.0
+                {
                     return px;
                 }
             }
         }
     }
     panic!("no empty table point in view");
+}
+
+/// Comfortably inside the xArm's workspace box and reach.
+fn inside_workspace(p: &Point3<f64>) -> bool {
+    (0.3..0.6).contains(&p.x) && (-0.3..0.3).contains(&p.y)
 }
 
 fn run_with(ep: &Episode, branch: Branch, ability: Ability, raw: String) -> EpisodeResult {
@@ -138,29 +162,44 @@ fn a_wrong_place_point_executes_and_the_judge_fails_it() {
     let good = run_episode(&ep, &EpisodeOptions::default(), &mut |_| {}).unwrap();
     assert!(good.success, "{}", good.detail);
     // ...and with the place point on empty table it runs to the end but fails.
-    let px = empty_table_pixel(&ep, 0.2, |r| (0.3..0.6).contains(&r));
+    let px = empty_table_pixel(&ep, 0.2, inside_workspace);
     let bad = run_with(&ep, Branch::Affordance, Ability::Rrg, point_answer(px));
     assert!(bad.executed && bad.error.is_none(), "{}", bad.detail);
-    assert!(!bad.success, "judge accepted a pepper placed on the empty table: {}", bad.detail);
+    assert!(
+        !bad.success,
+        "judge accepted a pepper placed on the empty table: {}",
+        bad.detail
+    );
 }
 
 #[test]
 fn a_grasp_point_on_empty_table_stops_before_moving() {
     let ep = episode("tabletop/pepper_in_pan", 3);
-    let px = empty_table_pixel(&ep, 0.2, |r| (0.3..0.6).contains(&r));
+    let px = empty_table_pixel(&ep, 0.2, inside_workspace);
     let r = run_with(&ep, Branch::Affordance, Ability::Reg, point_answer(px));
-    assert!(!r.success && !r.moved && r.steps_executed == 0, "{}", r.detail);
+    assert!(
+        !r.success && !r.moved && r.steps_executed == 0,
+        "{}",
+        r.detail
+    );
     assert!(matches!(r.error, Some(ExecError::Plan(_))), "{:?}", r.error);
 }
 
 #[test]
 fn an_unreachable_place_is_refused_before_any_motion() {
     let ep = episode("tabletop/pepper_in_pan", 3);
-    let px = empty_table_pixel(&ep, 0.15, |r| r > 0.80);
+    let px = empty_table_pixel(&ep, 0.15, |p| p.coords.xy().norm() > 0.80);
     let r = run_with(&ep, Branch::Affordance, Ability::Rrg, point_answer(px));
-    assert!(!r.success && !r.moved && r.steps_executed == 0, "{}", r.detail);
     assert!(
-        matches!(r.error, Some(ExecError::Plan(_)) | Some(ExecError::Safety { .. })),
+        !r.success && !r.moved && r.steps_executed == 0,
+        "{}",
+        r.detail
+    );
+    assert!(
+        matches!(
+            r.error,
+            Some(ExecError::Plan(_)) | Some(ExecError::Safety { .. })
+        ),
         "{:?}",
         r.error
     );
@@ -174,7 +213,12 @@ fn a_trace_with_fewer_than_eight_points_is_refused() {
     assert!(!r.moved && r.steps_executed == 0, "{}", r.detail);
     match r.error {
         Some(ExecError::Pointer {
-            source: PointerError::Answer(PointingError::WrongPointCount { expected: 8, got: 5, .. }),
+            source:
+                PointerError::Answer(PointingError::WrongPointCount {
+                    expected: 8,
+                    got: 5,
+                    ..
+                }),
             ..
         }) => {}
         other => panic!("expected a point-count error, got {other:?}"),
@@ -237,7 +281,10 @@ fn no_valid_depth_at_the_object_is_a_clear_error() {
     match &r.error {
         Some(ExecError::Plan(e)) => {
             let msg = e.to_string();
-            assert!(msg.contains("depth") || msg.contains("nothing stands"), "{msg}");
+            assert!(
+                msg.contains("depth") || msg.contains("nothing stands"),
+                "{msg}"
+            );
         }
         Some(ExecError::Perceive(PerceiveError::Depth { .. })) => {}
         other => panic!("expected a depth error, got {other:?}"),

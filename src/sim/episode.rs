@@ -14,8 +14,8 @@ use super::render::RenderOptions;
 use super::tasks::{Episode, Target};
 use crate::camera::Camera;
 use crate::executor::plan::Branch;
-use crate::pointing::Pointer;
 use crate::executor::run::{run_task, Event, ExecError, RunOutcome};
+use crate::pointing::Pointer;
 use crate::safety::SafetyConfig;
 
 #[derive(Debug, Clone)]
@@ -64,9 +64,14 @@ pub enum EpisodeError {
 
 /// What the oracle knows, from the episode's ground truth.
 pub fn oracle_truth(episode: &Episode, world: &SimWorld) -> OracleTruth {
-    let phrase = crate::executor::parse_instruction(&episode.instruction)
-        .map(|i| i.object)
-        .ok();
+    // A task that names its object by a relation ("the nearest object") makes that phrase an alias
+    // of the chosen object; taken from the task's own instruction, so an edited instruction cannot
+    // invent a referent.
+    let phrase = super::tasks::task(&episode.task)
+        .ok()
+        .filter(|spec| matches!(spec.object, super::tasks::ObjectChoice::NearestToCamera(_)))
+        .and_then(|spec| crate::executor::parse_instruction(spec.instruction).ok())
+        .map(|i| i.object);
     let objects = world
         .scene()
         .objects
@@ -141,7 +146,8 @@ pub fn run_episode_with<C: Camera, P: Pointer>(
     let world = Rc::new(RefCell::new(world));
     world.borrow_mut().settle(2.0);
     let home = model.home().to_vec();
-    let mut robot = SimRobot::new(world.clone(), model.clone(), home.clone()).map_err(|e| setup(&e))?;
+    let mut robot =
+        SimRobot::new(world.clone(), model.clone(), home.clone()).map_err(|e| setup(&e))?;
     let mut camera = wrap_camera(SimCamera::new(world.clone(), options.render.clone()));
     let mut pointer = make_pointer(truth);
     let safety = SafetyConfig {
@@ -175,10 +181,7 @@ pub fn run_episode_with<C: Camera, P: Pointer>(
     w.settle(options.settle_s);
     let judgement = judge(&mut w, episode);
     let sim_time_s = w.time();
-    let moved = final_q
-        .iter()
-        .zip(&home)
-        .any(|(a, b)| (a - b).abs() > 1e-9);
+    let moved = final_q.iter().zip(&home).any(|(a, b)| (a - b).abs() > 1e-9);
     Ok(match outcome {
         Ok(o) => EpisodeResult {
             success: judgement.success && o.executed,
