@@ -8,9 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use k::nalgebra::{
-    Isometry3, Matrix3, Point3, Rotation3, Translation3, UnitQuaternion, Vector2, Vector3,
-};
+use k::nalgebra::{Isometry3, Point3, Translation3, UnitQuaternion, Vector2, Vector3};
 use serde::Deserialize;
 
 use super::objects::{support_extent, ObjectKind, Tint};
@@ -197,16 +195,7 @@ pub fn look_at(
     target: &Point3<f64>,
     up: &Vector3<f64>,
 ) -> Option<Isometry3<f64>> {
-    let z = (target - eye).try_normalize(1e-9)?;
-    // Image y points down, against `up`; x = y × z (= forward × up, the viewer's right) and then
-    // y = z × x complete a right-handed frame.
-    let x = (-up).cross(&z).try_normalize(1e-9)?;
-    let y = z.cross(&x);
-    let rot = Rotation3::from_matrix_unchecked(Matrix3::from_columns(&[x, y, z]));
-    Some(Isometry3::from_parts(
-        Translation3::from(eye.coords),
-        UnitQuaternion::from_rotation_matrix(&rot),
-    ))
+    crate::geometry::camera_look_at(*eye, *target, *up).ok()
 }
 
 /// Where an object may be put when an episode randomises the scene: uniform in these ranges

@@ -1,6 +1,6 @@
 //! The simulated camera's geometry: an ideal pinhole (no distortion) in the OpenCV optical frame.
 
-use k::nalgebra::{Isometry3, Matrix3, Point3, Rotation3, Translation3, UnitQuaternion, Vector3};
+use k::nalgebra::{Isometry3, Point3, Vector3};
 
 use super::RenderError;
 
@@ -143,33 +143,21 @@ impl PinholeCamera {
     }
 }
 
-/// OpenCV optical frame at `eye` looking at `target`: z forward, x = z × up (image right),
-/// y = z × x (image down).
+/// OpenCV optical frame at `eye` looking at `target` (the one look-at of the crate,
+/// `geometry::camera_look_at`), with the renderer's error type.
 fn look_at_pose(
     eye: &Point3<f64>,
     target: &Point3<f64>,
     up_hint: &Vector3<f64>,
 ) -> Result<Isometry3<f64>, RenderError> {
-    let forward = target - eye;
-    let dist = forward.norm();
-    if !dist.is_finite() || dist <= 1e-12 {
+    if !(eye.iter().chain(target.iter()).all(|v| v.is_finite())) {
         return Err(RenderError::DegenerateLookAt(format!(
-            "eye {eye:?} and target {target:?} coincide or are not finite"
+            "eye {eye:?} and target {target:?} are not finite"
         )));
     }
-    let z = forward / dist;
-    let right = z.cross(up_hint);
-    let right_norm = right.norm();
-    if !right_norm.is_finite() || right_norm <= 1e-9 * up_hint.norm() {
-        return Err(RenderError::DegenerateLookAt(format!(
-            "up hint {up_hint:?} is zero or parallel to the viewing direction {z:?}"
-        )));
-    }
-    let x = right / right_norm;
-    let y = z.cross(&x);
-    let rot = Rotation3::from_matrix_unchecked(Matrix3::from_columns(&[x, y, z]));
-    Ok(Isometry3::from_parts(
-        Translation3::from(eye.coords),
-        UnitQuaternion::from_rotation_matrix(&rot),
-    ))
+    crate::geometry::camera_look_at(*eye, *target, *up_hint).map_err(|_| {
+        RenderError::DegenerateLookAt(format!(
+            "eye {eye:?}, target {target:?} and up hint {up_hint:?}: the points coincide or the view is parallel to up"
+        ))
+    })
 }
