@@ -298,6 +298,9 @@ fn print_event(e: &pointact::executor::run::Event<'_>) {
             f.depth.valid_count()
         ),
         Event::TableHeight(z) => println!("table     z = {z:.4} m"),
+        Event::Obstacles { count } => {
+            println!("obstacles {count} occupied 3 cm voxels on the table")
+        }
         Event::Asked {
             ability,
             query,

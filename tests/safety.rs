@@ -50,7 +50,7 @@ fn going_through_the_table_is_rejected() {
     let m = xarm();
     let gate = SafetyGate::new(&m, SafetyConfig::default());
     let home = m.home().to_vec();
-    let t = line(&m, &home, down(0.4, 0.0, 0.005));
+    let t = line(&m, &home, down(0.4, 0.0, -0.02));
     assert!(matches!(
         gate.check(t, &home, 1.0, &[]),
         Err(SafetyError::TableClearance { .. })
@@ -145,4 +145,18 @@ fn gripper_range_is_enforced() {
     assert_eq!(gate.check_gripper(0.05).unwrap().width(), 0.05);
     assert!(gate.check_gripper(0.2).is_err());
     assert!(gate.check_gripper(f64::NAN).is_err());
+}
+
+#[test]
+fn fingertips_just_above_the_clearance_pass_and_just_below_fail() {
+    // xArm fingertips end at the TCP: the exact geometry, not a bloated cover, decides.
+    let m = xarm();
+    let gate = SafetyGate::new(&m, SafetyConfig::default());
+    let home = m.home().to_vec();
+    gate.check(line(&m, &home, down(0.4, 0.0, 0.0045)), &home, 1.0, &[])
+        .unwrap();
+    assert!(matches!(
+        gate.check(line(&m, &home, down(0.4, 0.0, 0.0015)), &home, 1.0, &[]),
+        Err(SafetyError::TableClearance { .. })
+    ));
 }

@@ -303,3 +303,20 @@ fn dry_run_checks_everything_and_moves_nothing() {
     assert!(!r.executed && !r.moved && r.steps_executed == 0);
     assert!(!r.success, "a dry run never counts as success");
 }
+
+#[test]
+fn transit_moves_are_checked_against_the_objects_seen_on_the_table() {
+    use pointact::executor::run::Event;
+    let ep = episode("tabletop/can_in_basket", 3);
+    let mut obstacles = None;
+    let r = run_episode(&ep, &EpisodeOptions::default(), &mut |e| {
+        if let Event::Obstacles { count } = e {
+            obstacles = Some(count);
+        }
+    })
+    .unwrap();
+    assert!(r.success, "{}", r.detail);
+    // The basket's walls and the other objects are seen; the arm itself and the can are not.
+    let n = obstacles.expect("the executor reports its obstacles");
+    assert!(n > 0, "no obstacles seen");
+}

@@ -233,3 +233,73 @@ fn narrowest_direction(points: &[Point3<f64>]) -> (f64, f64) {
     }
     best
 }
+
+/// Known objects for the safety gate, from the depth image: occupied cubes of `voxel` metres over
+/// everything standing more than 1.5 cm on the table inside `crop`, except near the `keep_out`
+/// points (x, y, radius): the object being grasped and the place it goes, which the gripper enters
+/// on purpose, and except points on the robot itself (`robot_spheres`, world frame, grown by 2 cm). Collision-aware planning (a later issue) will use a finer model of the same cloud.
+pub fn obstacle_voxels(
+    frame: &Frame,
+    table_z: f64,
+    crop: CropBox,
+    voxel: f64,
+    keep_out: &[(f64, f64, f64)],
+    robot_spheres: &[crate::safety::Sphere],
+) -> Result<Vec<crate::safety::Obstacle>, PerceiveError> {
+    let rays = RayTable::new(&frame.intrinsics)?;
+    let cloud = rays.cloud(
+        &frame.depth,
+        &frame.base_from_camera,
+        &CloudOptions {
+            stride: 2,
+            crop: Some(crop),
+            ..CloudOptions::default()
+        },
+    )?;
+    let mut cells = std::collections::BTreeSet::new();
+    for p in &cloud.points {
+        let (x, y, z) = (p[0] as f64, p[1] as f64, p[2] as f64);
+        if z < table_z + 0.015 {
+            continue;
+        }
+        if keep_out
+            .iter()
+            .any(|(kx, ky, r)| (x - kx).powi(2) + (y - ky).powi(2) < r * r)
+        {
+            continue;
+        }
+        // The robot sees itself: points on its own links (at the joints of the frame) are not obstacles.
+        let q = Point3::new(x, y, z);
+        if robot_spheres
+            .iter()
+            .any(|s| (q - s.center).norm() < s.radius + 0.02)
+        {
+            continue;
+        }
+        cells.insert((
+            (x / voxel).floor() as i64,
+            (y / voxel).floor() as i64,
+            (z / voxel).floor() as i64,
+        ));
+    }
+    let h = voxel / 2.0;
+    Ok(cells
+        .into_iter()
+        .map(|(i, j, k)| crate::safety::Obstacle {
+            name: format!(
+                "object at ({:.2}, {:.2}, {:.2})",
+                (i as f64 + 0.5) * voxel,
+                (j as f64 + 0.5) * voxel,
+                (k as f64 + 0.5) * voxel
+            ),
+            shape: crate::geometry::Shape::Cuboid {
+                half_extents: Vector3::new(h, h, h),
+            },
+            world_from_shape: k::nalgebra::Isometry3::translation(
+                (i as f64 + 0.5) * voxel,
+                (j as f64 + 0.5) * voxel,
+                (k as f64 + 0.5) * voxel,
+            ),
+        })
+        .collect())
+}

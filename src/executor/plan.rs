@@ -37,10 +37,14 @@ impl std::str::FromStr for Branch {
 #[derive(Debug, Clone)]
 pub enum Step {
     /// Follow a trajectory with the fingers at `gripper_opening` (0 closed … 1 open).
+    /// `transit`: a move between places (not the final approach into the object or the place),
+    /// checked against the obstacles seen on the table; approach moves stay inside the keep-out
+    /// zones around the grasp and the place.
     Move {
         label: String,
         trajectory: Trajectory,
         gripper_opening: f64,
+        transit: bool,
     },
     /// Move the fingers to `width` (m). `expect_object`: a closed-loop check that the fingers stopped
     /// on something (the grasp held) before the plan continues.
@@ -240,6 +244,7 @@ impl<'a> Planner<'a> {
             label: "move above the grasp".into(),
             trajectory: t,
             gripper_opening: 1.0,
+            transit: true,
         });
         let t = self.motion.line_to("descend to grasp", &q1, &gp)?;
         let q2 = t.end().to_vec();
@@ -247,6 +252,7 @@ impl<'a> Planner<'a> {
             label: "descend".into(),
             trajectory: t,
             gripper_opening: 1.0,
+            transit: false,
         });
         steps.push(Step::Gripper {
             label: "close on the object".into(),
@@ -278,6 +284,7 @@ impl<'a> Planner<'a> {
             label: "lift".into(),
             trajectory: t,
             gripper_opening: 0.0,
+            transit: false,
         });
         let mut targets = Targets {
             table_z: self.table_z,
@@ -303,6 +310,7 @@ impl<'a> Planner<'a> {
                 label: "carry above the place".into(),
                 trajectory: t,
                 gripper_opening: 0.0,
+                transit: true,
             });
             let t = self.motion.line_to("lower to place", &q, &place)?;
             q = t.end().to_vec();
@@ -310,6 +318,7 @@ impl<'a> Planner<'a> {
                 label: "lower".into(),
                 trajectory: t,
                 gripper_opening: 0.0,
+                transit: false,
             });
             self.release_and_retreat(&place, &mut q, &mut steps)?;
             targets.place = Some(place);
@@ -381,6 +390,9 @@ impl<'a> Planner<'a> {
             label: "follow the trace".into(),
             trajectory: t,
             gripper_opening: 0.0,
+            // Starts at the grasp and ends at the place, among the objects it moves between: checked
+            // against the table only until collision-aware planning lands.
+            transit: false,
         });
         let place = *poses.last().unwrap_or(&grasp.pose);
         if !pick_up {
@@ -416,6 +428,7 @@ impl<'a> Planner<'a> {
             label: "retreat".into(),
             trajectory: t,
             gripper_opening: 1.0,
+            transit: false,
         });
         let home = model.home().to_vec();
         let t = self.motion.joint_move(q, home)?;
@@ -424,6 +437,7 @@ impl<'a> Planner<'a> {
             label: "return home".into(),
             trajectory: t,
             gripper_opening: 1.0,
+            transit: true,
         });
         Ok(())
     }

@@ -6,11 +6,20 @@ use super::plan::{medoid, Branch, Plan, PlanError, Planner, Step};
 use super::{parse_instruction, InstructionError, Relation};
 use crate::camera::{Camera, CameraError, Frame};
 use crate::executor::motion::MotionPlanner;
-use crate::executor::perceive::{table_height, PerceiveError};
+use crate::executor::perceive::{obstacle_voxels, table_height, PerceiveError};
 use crate::geometry::CropBox;
 use crate::pointing::{Ability, Pointer, PointerError, Pointing};
 use crate::robot::{Robot, RobotError};
-use crate::safety::{CheckedGripper, CheckedTrajectory, SafetyConfig, SafetyError, SafetyGate};
+use crate::safety::{
+    CheckedGripper, CheckedTrajectory, Obstacle, SafetyConfig, SafetyError, SafetyGate,
+};
+
+/// Obstacle voxel edge (m).
+const OBSTACLE_VOXEL: f64 = 0.03;
+/// Radius around the grasp point where the cloud is the object being picked, not an obstacle (m).
+const KEEP_OUT_GRASP: f64 = 0.08;
+/// Radius around the place point where the cloud is the support or container (m).
+const KEEP_OUT_PLACE: f64 = 0.13;
 
 /// What happened, in order, for printing and logging.
 #[derive(Debug)]
@@ -24,6 +33,10 @@ pub enum Event<'a> {
         pointing: &'a Pointing,
     },
     TableHeight(f64),
+    /// Occupied voxels the gate checks the arm against.
+    Obstacles {
+        count: usize,
+    },
     Planned(&'a Plan),
     Checked {
         steps: usize,
@@ -147,7 +160,30 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer>(
         }
     };
     on_event(Event::Planned(&plan));
-    let checked = check_plan(&plan, &model, &q0, &frame, safety.clone())?;
+    // Everything standing on the table is an obstacle, except the object being picked and the
+    // place it goes (the gripper enters both on purpose).
+    let mut keep_out = Vec::new();
+    if let Some(g) = plan.targets.grasp {
+        keep_out.push((g.translation.x, g.translation.y, KEEP_OUT_GRASP));
+    }
+    if let Some(p) = plan.targets.place {
+        keep_out.push((p.translation.x, p.translation.y, KEEP_OUT_PLACE));
+    }
+    let obstacles = obstacle_voxels(
+        &frame,
+        table_z,
+        CropBox {
+            min: [ws.min[0] - 0.1, ws.min[1] - 0.1, table_z],
+            max: [ws.max[0] + 0.1, ws.max[1] + 0.1, ws.max[2]],
+        },
+        OBSTACLE_VOXEL,
+        &keep_out,
+        &robot_spheres(&model, &q0),
+    )?;
+    on_event(Event::Obstacles {
+        count: obstacles.len(),
+    });
+    let checked = check_plan(&plan, &model, &q0, &obstacles, safety.clone())?;
     on_event(Event::Checked {
         steps: checked.len(),
     });
@@ -204,12 +240,35 @@ async fn execute_step<R: Robot>(
     }
 }
 
+/// The robot's sphere cover in the world at joints `q` (fingers open: the widest they get).
+fn robot_spheres(model: &crate::kinematics::RobotModel, q: &[f64]) -> Vec<crate::safety::Sphere> {
+    let Ok(poses) = model.link_poses(q, 1.0) else {
+        return Vec::new();
+    };
+    model
+        .collision_shapes()
+        .iter()
+        .filter_map(|s| {
+            let pose = poses.iter().find(|(n, _)| *n == s.link)?.1 * s.link_from_shape;
+            Some(
+                crate::safety::shape_spheres(&s.shape)
+                    .into_iter()
+                    .map(move |sp| crate::safety::Sphere {
+                        center: pose * sp.center,
+                        radius: sp.radius,
+                    }),
+            )
+        })
+        .flatten()
+        .collect()
+}
+
 /// Every step through the gate, in order, each motion from where the previous one ends.
 fn check_plan(
     plan: &Plan,
     model: &crate::kinematics::RobotModel,
     q0: &[f64],
-    _frame: &Frame,
+    obstacles: &[Obstacle],
     config: SafetyConfig,
 ) -> Result<Vec<CheckedStep>, ExecError> {
     let gate = SafetyGate::new(model, config);
@@ -225,10 +284,12 @@ fn check_plan(
             Step::Move {
                 trajectory,
                 gripper_opening,
+                transit,
                 ..
             } => {
+                let known = if *transit { obstacles } else { &[] };
                 let c = gate
-                    .check(trajectory.clone(), &q, *gripper_opening, &[])
+                    .check(trajectory.clone(), &q, *gripper_opening, known)
                     .map_err(refuse)?;
                 q = trajectory.end().to_vec();
                 out.push(CheckedStep::Move(c));
