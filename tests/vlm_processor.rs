@@ -273,6 +273,17 @@ fn bad_images_are_typed_errors() {
     assert!(err.to_string().contains("aspect ratio"));
     // Exactly 200:1 is still accepted (Python compares with `>`).
     assert!(p.preprocess_rgb(&image::RgbImage::new(5600, 28)).is_ok());
+    // An absurd pixel floor: a typed error, not an allocation abort.
+    let greedy = ImageProcessor::new(ImageProcessorConfig {
+        min_pixels: 1 << 60,
+        max_pixels: u64::MAX,
+        ..ImageProcessorConfig::default()
+    })
+    .unwrap();
+    assert!(matches!(
+        greedy.preprocess_rgb(&image::RgbImage::new(28, 28)),
+        Err(ProcessorError::TooLarge { .. } | ProcessorError::Size(MappingError::Overflow { .. }))
+    ));
 }
 
 #[test]

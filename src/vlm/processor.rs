@@ -446,14 +446,6 @@ impl ImageProcessor {
     pub fn preprocess_rgb(&self, image: &RgbImage) -> Result<ProcessedImage, ProcessorError> {
         let original = ImageSize::new(image.width(), image.height());
         let model = self.model_size(original)?;
-        let resized;
-        let img = if model == original {
-            image
-        } else {
-            resized = resize_bicubic_pil(image, model.width, model.height);
-            &resized
-        };
-
         let p = self.config.patch_size as usize;
         let m = self.config.merge_size as usize;
         let tps = self.config.temporal_patch_size as usize;
@@ -464,19 +456,33 @@ impl ImageProcessor {
             width: model.width,
             height: model.height,
         };
+        // Sizes with checked arithmetic, and the two big buffers reserved before any work, so an
+        // absurd `min_pixels` is an error rather than an overflow or an allocation abort.
+        let plane_len = w
+            .checked_mul(h)
+            .and_then(|n| n.checked_mul(3))
+            .ok_or_else(too_large)?;
         let len = (gh * gw).checked_mul(patch_dim).ok_or_else(too_large)?;
+        let mut planes: Vec<f32> = Vec::new();
+        planes
+            .try_reserve_exact(plane_len)
+            .map_err(|_| too_large())?;
+        let mut out: Vec<f32> = Vec::new();
+        out.try_reserve_exact(len).map_err(|_| too_large())?;
+
+        let resized;
+        let img = if model == original {
+            image
+        } else {
+            resized = resize_bicubic_pil(image, model.width, model.height);
+            &resized
+        };
 
         // Normalised planes [c][y][x]; every level maps through the table built with
         // transformers' arithmetic, so values are bit-identical to numpy's.
-        let mut planes = Vec::new();
-        planes
-            .try_reserve_exact(3 * w * h)
-            .map_err(|_| too_large())?;
         for c in 0..3 {
             planes.extend(img.pixels().map(|px| self.lut[c][usize::from(px.0[c])]));
         }
-        let mut out = Vec::new();
-        out.try_reserve_exact(len).map_err(|_| too_large())?;
         // Patch rows: merge blocks row-major, then patches row-major inside a block.
         // Columns: [channel][frame][py][px]; every frame is the same image.
         for bh in 0..gh / m {
