@@ -282,6 +282,16 @@ impl ImageProcessorConfig {
                 reason: "times patch_size overflows".into(),
             });
         }
+        let p = self.patch_size as usize;
+        if p.checked_mul(p)
+            .and_then(|pp| pp.checked_mul(3 * self.temporal_patch_size as usize))
+            .is_none()
+        {
+            return Err(ProcessorError::InvalidConfig {
+                key: "patch_size",
+                reason: "3 · temporal_patch_size · patch_size² overflows".into(),
+            });
+        }
         if self.image_mean.iter().any(|m| !m.is_finite()) {
             return Err(ProcessorError::InvalidConfig {
                 key: "image_mean",
