@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use pointact::kinematics::{IkOptions, IkSolver, RobotModel};
-use pointact::nalgebra::{Isometry3, Matrix3, Rotation3, Translation3, UnitQuaternion, Vector3};
+use pointact::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 use pointact::sim::{Scene, SimWorld};
 
 /// A scene for `robot` with the given `[[objects]]` TOML on the standard table and camera.
@@ -39,17 +39,8 @@ pub fn model(robot: &str) -> Arc<RobotModel> {
 /// Tool pose pointing straight down at (x, y, z) with the fingers closing along (cos yaw, sin yaw).
 /// xArm's tool approaches along its z axis, WidowX's along x; both close along y.
 pub fn top_down(robot: &str, x: f64, y: f64, z: f64, yaw: f64) -> Isometry3<f64> {
-    let down = Vector3::new(0.0, 0.0, -1.0);
-    let close = Vector3::new(yaw.cos(), yaw.sin(), 0.0);
-    let m = if robot.starts_with("xarm") {
-        Matrix3::from_columns(&[close.cross(&down), close, down])
-    } else {
-        Matrix3::from_columns(&[down, close, down.cross(&close)])
-    };
-    Isometry3::from_parts(
-        Translation3::new(x, y, z),
-        UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(m)),
-    )
+    // The library's top-down pose closes the fingers along `yaw + 90°`.
+    pointact::executor::motion::top_down(&model(robot), x, y, z, yaw - std::f64::consts::FRAC_PI_2)
 }
 
 /// Moves the tool along straight lines with IK at 60 Hz, stepping physics in between.
