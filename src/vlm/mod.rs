@@ -3,19 +3,33 @@
 //! Built so far:
 //! * [`processor`]: the image processor, equal to transformers 4.51.3's `Qwen2VLImageProcessor`
 //!   (RGB, `smart_resize`, Pillow-exact bicubic resize, rescale, CLIP normalisation, temporal
-//!   duplication, patch order, `image_grid_thw`). Plain `Vec<f32>` out, no candle types, so it is
-//!   usable and tested before any tensor library is in the tree.
+//!   duplication, patch order, `image_grid_thw`). Plain `Vec<f32>` out, no candle types.
+//! * [`config`]: `config.json` → [`Qwen25VlConfig`] (text part, [`VisionConfig`], M-RoPE
+//!   sections, special-token ids), from the flat layout of transformers 4.51.3 or the nested
+//!   `text_config` layout of newer releases, validated with typed [`ConfigError`]s.
+//! * [`vision`]: the vision tower [`Qwen25VisionModel`] (`visual.*` weights): patch embedding as
+//!   one Linear, 2-D rotary in f32, window permutation, window/full-attention blocks, patch merger
+//!   with exact GELU, raster-order output. Matches transformers 4.51.3 on the fixture within
+//!   ~1e-6 relative (`tests/vlm_vision.rs`; the fixture's golden run had its rotary `inv_freq`
+//!   rounded to bf16, reproduced by `with_bf16_rotary_freqs`). Load on CPU as F32:
+//!   `VarBuilder::from_mmaped_safetensors(&[path], DType::F32, &Device::Cpu)`, then
+//!   `Qwen25VisionModel::new(&cfg.vision, vb.pp("visual"))`.
 //!
-//! Not built yet (the module has no candle dependency at all): the config parser, the vision
-//! tower, the M-RoPE text model, weight loading from a local Hugging Face folder, the tokenizer
-//! and chat template, and generation. Their golden data already exists:
-//! `tests/fixtures/qwen25vl_tiny/` holds a tiny random-weight Qwen2.5-VL, its tokenizer and chat
-//! template, and reference tensors from transformers 4.51.3 for every stage
-//! (`tests/fixtures/gen_qwen25vl_golden.py` regenerates them).
+//! Not built yet: the M-RoPE text model (`model.*` weights: 3-D position ids, image-row
+//! scatter, decoder, tied lm_head), weight loading from a local Hugging Face folder (sharded
+//! `model.safetensors.index.json`), the tokenizer and chat template, and generation. Their
+//! golden data already exists: `tests/fixtures/qwen25vl_tiny/` holds a tiny random-weight
+//! Qwen2.5-VL, its tokenizer and chat template, and reference tensors from transformers 4.51.3
+//! for every stage (`tests/fixtures/gen_qwen25vl_golden.py` regenerates them).
 
+pub mod config;
 pub mod processor;
+pub mod vision;
+
+pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig};
 
 pub use processor::{
     resize_bicubic_pil, resize_bicubic_pil_with, ImageProcessor, ImageProcessorConfig, PassOrder,
     ProcessedImage, ProcessorError, CLIP_MEAN, CLIP_STD,
 };
+pub use vision::{Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};

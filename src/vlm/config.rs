@@ -1,0 +1,505 @@
+//! Qwen2.5-VL `config.json`: the text (decoder) part, the vision tower part, the M-RoPE sections
+//! and the special-token ids, parsed with `serde` and validated into [`Qwen25VlConfig`].
+//!
+//! Two layouts are accepted:
+//! * the flat one that transformers 4.51.3 writes (and that Qwen2.5-VL-3B-Instruct and the test
+//!   fixture use): text keys at the top level beside `vision_config`;
+//! * the nested one of newer transformers (4.53+): text keys inside `text_config`.
+//!
+//! A key found at the top level wins over the same key in `text_config` (the order transformers
+//! itself reads them in when both are present). `rope_scaling.mrope_section` is read whatever
+//! `rope_scaling.type` says: transformers rewrites `"mrope"` to `"default"` when it saves.
+//!
+//! Defaults for absent keys are transformers 4.51.3's class defaults where the key is optional in
+//! practice (patch size, window size, ...); the sizes that define the network (hidden sizes, layer
+//! and head counts, vocabulary) have no default and are a [`ConfigError::Missing`] error.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Errors from reading or validating a Qwen2.5-VL `config.json`.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read model config {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("model config is not valid Qwen2.5-VL JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("model config lacks `{0}` (neither at the top level nor in `text_config`)")]
+    Missing(&'static str),
+    #[error("model config `{field}` is {value}: {reason}")]
+    Invalid {
+        field: &'static str,
+        value: String,
+        reason: &'static str,
+    },
+    #[error(
+        "rope_scaling.mrope_section {sections:?} sums to {sum}, but must sum to head_dim/2 = {half_head_dim} \
+         (head_dim = hidden_size / num_attention_heads)"
+    )]
+    MropeSection {
+        sections: Vec<usize>,
+        sum: usize,
+        half_head_dim: usize,
+    },
+    #[error(
+        "vision head_dim {head_dim} (hidden_size {hidden_size} / num_heads {num_heads}) must be a multiple of 4: \
+         the 2-D rotary splits half of it into equal row and column parts of even size"
+    )]
+    VisionHeadDim {
+        hidden_size: usize,
+        num_heads: usize,
+        head_dim: usize,
+    },
+    #[error("vision fullatt_block_indexes {indexes:?} must be increasing and below depth {depth}")]
+    FullAttBlocks { indexes: Vec<usize>, depth: usize },
+    #[error("vision out_hidden_size {vision} differs from the text hidden_size {text}: image tokens would not fit")]
+    OutHidden { vision: usize, text: usize },
+}
+
+/// The vision tower's configuration (`vision_config`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct VisionConfig {
+    /// Number of transformer blocks (32 in the 3B/7B models).
+    pub depth: usize,
+    pub hidden_size: usize,
+    /// SwiGLU width of each block's MLP (with biases).
+    pub intermediate_size: usize,
+    pub num_heads: usize,
+    /// Width of the merger's output = the text model's hidden size.
+    pub out_hidden_size: usize,
+    #[serde(default = "default_patch_size")]
+    pub patch_size: usize,
+    #[serde(default = "default_two")]
+    pub temporal_patch_size: usize,
+    #[serde(default = "default_two")]
+    pub spatial_merge_size: usize,
+    /// Attention window side in pixels (112 → 4×4 merged tokens = 8×8 patches).
+    #[serde(default = "default_window_size")]
+    pub window_size: usize,
+    /// Blocks that attend over the whole image; all others attend within windows.
+    #[serde(default = "default_fullatt")]
+    pub fullatt_block_indexes: Vec<usize>,
+    /// The file of Qwen2.5-VL-3B spells it `in_chans`; transformers' class calls it `in_channels`.
+    #[serde(default = "default_in_channels", alias = "in_chans")]
+    pub in_channels: usize,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    /// Video only (temporal position scale). transformers' class default is 4; files carry 2.
+    #[serde(default = "default_tokens_per_second")]
+    pub tokens_per_second: usize,
+}
+
+fn default_patch_size() -> usize {
+    14
+}
+fn default_two() -> usize {
+    2
+}
+fn default_window_size() -> usize {
+    112
+}
+fn default_fullatt() -> Vec<usize> {
+    vec![7, 15, 23, 31]
+}
+fn default_in_channels() -> usize {
+    3
+}
+fn default_act() -> String {
+    "silu".to_owned()
+}
+fn default_tokens_per_second() -> usize {
+    4
+}
+
+/// RMSNorm epsilon of every vision norm (hard-coded to 1e-6 in transformers, not in the file).
+pub const VISION_RMS_NORM_EPS: f64 = 1e-6;
+/// θ of the vision tower's 2-D rotary embedding (hard-coded in transformers).
+pub const VISION_ROPE_THETA: f32 = 10_000.0;
+
+impl VisionConfig {
+    /// Per-head width of the vision attention.
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_heads
+    }
+
+    /// Width of one flattened patch: `in_channels · temporal_patch_size · patch_size²` (1176).
+    pub fn patch_dim(&self) -> usize {
+        self.in_channels * self.temporal_patch_size * self.patch_size * self.patch_size
+    }
+
+    /// Patches merged into one image token (`spatial_merge_size²`, 4).
+    pub fn merge_unit(&self) -> usize {
+        self.spatial_merge_size * self.spatial_merge_size
+    }
+
+    /// Side of an attention window in merged tokens (`window_size / merge / patch`, integer
+    /// division as in transformers; 4 for 112 px).
+    pub fn window_merged_side(&self) -> usize {
+        self.window_size / self.spatial_merge_size / self.patch_size
+    }
+
+    /// Whether block `i` uses full attention (else window attention).
+    pub fn is_full_attention(&self, block: usize) -> bool {
+        self.fullatt_block_indexes.contains(&block)
+    }
+
+    /// Checks the invariants the vision tower relies on.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (field, v) in [
+            ("vision_config.depth", self.depth),
+            ("vision_config.hidden_size", self.hidden_size),
+            ("vision_config.intermediate_size", self.intermediate_size),
+            ("vision_config.num_heads", self.num_heads),
+            ("vision_config.out_hidden_size", self.out_hidden_size),
+            ("vision_config.patch_size", self.patch_size),
+            (
+                "vision_config.temporal_patch_size",
+                self.temporal_patch_size,
+            ),
+            ("vision_config.spatial_merge_size", self.spatial_merge_size),
+            ("vision_config.in_channels", self.in_channels),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Invalid {
+                    field,
+                    value: "0".into(),
+                    reason: "must be positive",
+                });
+            }
+        }
+        if self.hidden_size % self.num_heads != 0 {
+            return Err(ConfigError::Invalid {
+                field: "vision_config.num_heads",
+                value: self.num_heads.to_string(),
+                reason: "must divide vision_config.hidden_size",
+            });
+        }
+        let head_dim = self.head_dim();
+        if head_dim % 4 != 0 {
+            return Err(ConfigError::VisionHeadDim {
+                hidden_size: self.hidden_size,
+                num_heads: self.num_heads,
+                head_dim,
+            });
+        }
+        if self.window_merged_side() == 0 {
+            return Err(ConfigError::Invalid {
+                field: "vision_config.window_size",
+                value: self.window_size.to_string(),
+                reason: "must be at least spatial_merge_size · patch_size pixels",
+            });
+        }
+        let increasing = self.fullatt_block_indexes.windows(2).all(|w| w[0] < w[1]);
+        if !increasing || self.fullatt_block_indexes.iter().any(|&i| i >= self.depth) {
+            return Err(ConfigError::FullAttBlocks {
+                indexes: self.fullatt_block_indexes.clone(),
+                depth: self.depth,
+            });
+        }
+        if self.hidden_act != "silu" {
+            return Err(ConfigError::Invalid {
+                field: "vision_config.hidden_act",
+                value: self.hidden_act.clone(),
+                reason: "only \"silu\" (SwiGLU) is implemented",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The text decoder's configuration (flat keys or `text_config`), with M-RoPE sections.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    /// `hidden_size / num_attention_heads` (Qwen2.5-VL files have no `head_dim` key).
+    pub head_dim: usize,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f64,
+    pub max_position_embeddings: usize,
+    /// `lm_head` = `embed_tokens` (true for 3B; the file then has no `lm_head.weight`).
+    pub tie_word_embeddings: bool,
+    /// `rope_scaling.mrope_section`: how many of the `head_dim/2` rotary frequencies take the
+    /// temporal, height and width position id (`[16, 24, 24]` for 3B).
+    pub mrope_section: Vec<usize>,
+    pub hidden_act: String,
+}
+
+/// Special-token ids the model needs (read from the config, never hard-coded: the tiny fixture
+/// remaps them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenIds {
+    pub bos_token_id: Option<u32>,
+    /// One or more end-of-sequence ids (`eos_token_id` may be an int or a list).
+    pub eos_token_ids: Vec<u32>,
+    pub image_token_id: u32,
+    pub video_token_id: u32,
+    pub vision_start_token_id: u32,
+    pub vision_end_token_id: u32,
+    pub vision_token_id: Option<u32>,
+}
+
+/// A parsed and validated Qwen2.5-VL `config.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Qwen25VlConfig {
+    pub text: TextConfig,
+    pub vision: VisionConfig,
+    pub tokens: TokenIds,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct RawRopeScaling {
+    #[serde(default)]
+    mrope_section: Option<Vec<usize>>,
+}
+
+/// Keys that may sit at the top level (4.51.3) or in `text_config` (4.53+).
+#[derive(Debug, Clone, Default, Deserialize)]
+struct RawText {
+    vocab_size: Option<usize>,
+    hidden_size: Option<usize>,
+    intermediate_size: Option<usize>,
+    num_hidden_layers: Option<usize>,
+    num_attention_heads: Option<usize>,
+    num_key_value_heads: Option<usize>,
+    rms_norm_eps: Option<f64>,
+    rope_theta: Option<f64>,
+    max_position_embeddings: Option<usize>,
+    tie_word_embeddings: Option<bool>,
+    rope_scaling: Option<RawRopeScaling>,
+    hidden_act: Option<String>,
+    bos_token_id: Option<u32>,
+    eos_token_id: Option<OneOrMany>,
+    image_token_id: Option<u32>,
+    video_token_id: Option<u32>,
+    vision_start_token_id: Option<u32>,
+    vision_end_token_id: Option<u32>,
+    vision_token_id: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct RawConfig {
+    #[serde(flatten)]
+    flat: RawText,
+    #[serde(default)]
+    text_config: Option<RawText>,
+    vision_config: Option<VisionConfig>,
+}
+
+impl Qwen25VlConfig {
+    /// Parses and validates the text of a `config.json`.
+    pub fn from_json_str(json: &str) -> Result<Self, ConfigError> {
+        let raw: RawConfig = serde_json::from_str(json)?;
+        Self::from_raw(raw)
+    }
+
+    /// Reads, parses and validates a `config.json` file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let json = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_json_str(&json)
+    }
+
+    fn from_raw(raw: RawConfig) -> Result<Self, ConfigError> {
+        let flat = raw.flat;
+        let nested = raw.text_config.unwrap_or_default();
+        // Top level first, then `text_config`.
+        macro_rules! pick {
+            ($f:ident) => {
+                flat.$f.clone().or_else(|| nested.$f.clone())
+            };
+        }
+        macro_rules! need {
+            ($f:ident) => {
+                pick!($f).ok_or(ConfigError::Missing(stringify!($f)))?
+            };
+        }
+        let hidden_size: usize = need!(hidden_size);
+        let num_attention_heads: usize = need!(num_attention_heads);
+        let mrope_section = flat
+            .rope_scaling
+            .as_ref()
+            .and_then(|r| r.mrope_section.clone())
+            .or_else(|| {
+                nested
+                    .rope_scaling
+                    .as_ref()
+                    .and_then(|r| r.mrope_section.clone())
+            })
+            .ok_or(ConfigError::Missing("rope_scaling.mrope_section"))?;
+        let text = TextConfig {
+            vocab_size: need!(vocab_size),
+            hidden_size,
+            intermediate_size: need!(intermediate_size),
+            num_hidden_layers: need!(num_hidden_layers),
+            num_attention_heads,
+            num_key_value_heads: pick!(num_key_value_heads).unwrap_or(num_attention_heads),
+            // 0 heads is rejected by `validate` below.
+            head_dim: hidden_size.checked_div(num_attention_heads).unwrap_or(0),
+            rms_norm_eps: pick!(rms_norm_eps).unwrap_or(1e-6),
+            rope_theta: pick!(rope_theta).unwrap_or(1_000_000.0),
+            max_position_embeddings: pick!(max_position_embeddings).unwrap_or(128_000),
+            tie_word_embeddings: pick!(tie_word_embeddings).unwrap_or(false),
+            mrope_section,
+            hidden_act: pick!(hidden_act).unwrap_or_else(default_act),
+        };
+        let eos_token_ids = match pick!(eos_token_id) {
+            None => Vec::new(),
+            Some(OneOrMany::One(id)) => vec![id],
+            Some(OneOrMany::Many(ids)) => ids,
+        };
+        let tokens = TokenIds {
+            bos_token_id: pick!(bos_token_id),
+            eos_token_ids,
+            image_token_id: need!(image_token_id),
+            video_token_id: need!(video_token_id),
+            vision_start_token_id: need!(vision_start_token_id),
+            vision_end_token_id: need!(vision_end_token_id),
+            vision_token_id: pick!(vision_token_id),
+        };
+        let vision = raw
+            .vision_config
+            .ok_or(ConfigError::Missing("vision_config"))?;
+        let cfg = Qwen25VlConfig {
+            text,
+            vision,
+            tokens,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks the invariants of both parts and that they fit together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.text.validate()?;
+        self.vision.validate()?;
+        if self.vision.out_hidden_size != self.text.hidden_size {
+            return Err(ConfigError::OutHidden {
+                vision: self.vision.out_hidden_size,
+                text: self.text.hidden_size,
+            });
+        }
+        let vocab = self.text.vocab_size;
+        let t = &self.tokens;
+        for (field, id) in [
+            ("image_token_id", Some(t.image_token_id)),
+            ("video_token_id", Some(t.video_token_id)),
+            ("vision_start_token_id", Some(t.vision_start_token_id)),
+            ("vision_end_token_id", Some(t.vision_end_token_id)),
+            ("vision_token_id", t.vision_token_id),
+            ("bos_token_id", t.bos_token_id),
+        ]
+        .into_iter()
+        .chain(t.eos_token_ids.iter().map(|&id| ("eos_token_id", Some(id))))
+        {
+            if let Some(id) = id {
+                if id as usize >= vocab {
+                    return Err(ConfigError::Invalid {
+                        field,
+                        value: id.to_string(),
+                        reason: "token id is not below vocab_size",
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TextConfig {
+    /// Checks head counts, the M-RoPE sections and the activation.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (field, v) in [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_key_value_heads", self.num_key_value_heads),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Invalid {
+                    field,
+                    value: "0".into(),
+                    reason: "must be positive",
+                });
+            }
+        }
+        if self.hidden_size % self.num_attention_heads != 0 {
+            return Err(ConfigError::Invalid {
+                field: "num_attention_heads",
+                value: self.num_attention_heads.to_string(),
+                reason: "must divide hidden_size",
+            });
+        }
+        if self.num_attention_heads % self.num_key_value_heads != 0 {
+            return Err(ConfigError::Invalid {
+                field: "num_key_value_heads",
+                value: self.num_key_value_heads.to_string(),
+                reason: "must divide num_attention_heads (grouped-query attention)",
+            });
+        }
+        if self.head_dim % 2 != 0 {
+            return Err(ConfigError::Invalid {
+                field: "num_attention_heads",
+                value: self.num_attention_heads.to_string(),
+                reason: "head_dim = hidden_size / num_attention_heads must be even for rotary",
+            });
+        }
+        if self.mrope_section.len() != 3 {
+            return Err(ConfigError::Invalid {
+                field: "rope_scaling.mrope_section",
+                value: format!("{:?}", self.mrope_section),
+                reason: "must have 3 entries (temporal, height, width)",
+            });
+        }
+        let sum: usize = self.mrope_section.iter().sum();
+        if sum != self.head_dim / 2 {
+            return Err(ConfigError::MropeSection {
+                sections: self.mrope_section.clone(),
+                sum,
+                half_head_dim: self.head_dim / 2,
+            });
+        }
+        if !(self.rms_norm_eps > 0.0 && self.rms_norm_eps.is_finite()) {
+            return Err(ConfigError::Invalid {
+                field: "rms_norm_eps",
+                value: self.rms_norm_eps.to_string(),
+                reason: "must be positive and finite",
+            });
+        }
+        if !(self.rope_theta > 0.0 && self.rope_theta.is_finite()) {
+            return Err(ConfigError::Invalid {
+                field: "rope_theta",
+                value: self.rope_theta.to_string(),
+                reason: "must be positive and finite",
+            });
+        }
+        if self.hidden_act != "silu" {
+            return Err(ConfigError::Invalid {
+                field: "hidden_act",
+                value: self.hidden_act.clone(),
+                reason: "only \"silu\" (SwiGLU) is implemented",
+            });
+        }
+        Ok(())
+    }
+}

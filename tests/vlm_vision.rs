@@ -1,0 +1,268 @@
+//! The vision tower against transformers 4.51.3 on the tiny random Qwen2.5-VL of
+//! `tests/fixtures/qwen25vl_tiny/` (golden tensors from `tests/fixtures/gen_qwen25vl_golden.py`).
+//!
+//! Tolerance: max |ours − golden| ≤ 1e-4 · max |golden| per tensor (f32 on both sides; the
+//! weights are the bf16 values of the checkpoint, widened to f32).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use pointact::vlm::{
+    vision::{patch_positions, window_index},
+    ImageProcessor, Qwen25VisionModel, Qwen25VlConfig, VisionError,
+};
+
+const REL_TOL: f32 = 1e-4;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/qwen25vl_tiny")
+        .join(name)
+}
+
+fn golden() -> HashMap<String, Tensor> {
+    candle_core::safetensors::load(fixture("golden.safetensors"), &Device::Cpu)
+        .expect("golden.safetensors")
+}
+
+fn config() -> Qwen25VlConfig {
+    Qwen25VlConfig::from_file(fixture("config.json")).expect("fixture config.json")
+}
+
+/// The tower as the golden run had it: the generator cast the model to bf16 (to save it) and back
+/// to f32, which rounded the rotary `inv_freq` buffer to bf16 (see
+/// [`Qwen25VisionModel::with_bf16_rotary_freqs`]).
+fn model(cfg: &Qwen25VlConfig) -> Qwen25VisionModel {
+    f32_model(cfg).with_bf16_rotary_freqs().unwrap()
+}
+
+/// The tower with exact f32 rotary frequencies (the default).
+fn f32_model(cfg: &Qwen25VlConfig) -> Qwen25VisionModel {
+    // SAFETY: the fixture file is not modified while the test runs.
+    let vb = unsafe {
+        VarBuilder::from_mmaped_safetensors(
+            &[fixture("model.safetensors")],
+            DType::F32,
+            &Device::Cpu,
+        )
+    }
+    .expect("model.safetensors");
+    Qwen25VisionModel::new(&cfg.vision, vb.pp("visual")).expect("vision tower")
+}
+
+fn i64s(g: &HashMap<String, Tensor>, name: &str) -> Vec<i64> {
+    g[name].flatten_all().unwrap().to_vec1::<i64>().unwrap()
+}
+
+fn grid(g: &HashMap<String, Tensor>) -> [usize; 3] {
+    let v = i64s(g, "image_grid_thw");
+    [v[0] as usize, v[1] as usize, v[2] as usize]
+}
+
+/// HF's `pixel_values` `[N, 1176]` from the fixture's level encoding:
+/// `pv[i, c·392 + t·196 + k] = lut[c, levels[i, c·196 + k]]` for both frames t.
+fn golden_pixel_values(g: &HashMap<String, Tensor>) -> Tensor {
+    let lut = g["pixel_values_lut"].to_vec2::<f32>().unwrap();
+    let levels = g["pixel_values_levels"].to_vec2::<u8>().unwrap();
+    let mut pv = Vec::with_capacity(levels.len() * 1176);
+    for row in &levels {
+        assert_eq!(row.len(), 588);
+        for (c, lut_c) in lut.iter().enumerate() {
+            for _t in 0..2 {
+                pv.extend(
+                    row[c * 196..(c + 1) * 196]
+                        .iter()
+                        .map(|&l| lut_c[usize::from(l)]),
+                );
+            }
+        }
+    }
+    Tensor::from_vec(pv, (levels.len(), 1176), &Device::Cpu).unwrap()
+}
+
+/// Returns (max abs error, max abs of golden) and asserts the relative bound.
+fn assert_close(name: &str, ours: &Tensor, want: &Tensor) -> f32 {
+    assert_eq!(ours.dims(), want.dims(), "{name} shape");
+    let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let want = want.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let err = ours
+        .iter()
+        .zip(&want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let rel = err / scale;
+    println!("{name}: max|diff| {err:.3e}, max|golden| {scale:.3e}, relative {rel:.3e}");
+    assert!(
+        rel <= REL_TOL,
+        "{name}: relative error {rel:e} > {REL_TOL:e}"
+    );
+    rel
+}
+
+#[test]
+fn window_index_matches_transformers() {
+    let g = golden();
+    let cfg = config();
+    let w = window_index(&cfg.vision, &[grid(&g)]).unwrap();
+    let want: Vec<usize> = i64s(&g, "window_index")
+        .into_iter()
+        .map(|v| v as usize)
+        .collect();
+    assert_eq!(w.index, want);
+    let raw: Vec<usize> = i64s(&g, "cu_window_seqlens_raw")
+        .into_iter()
+        .map(|v| v as usize)
+        .collect();
+    assert_eq!(w.cu_seqlens_raw, raw);
+    let cu: Vec<usize> = i64s(&g, "cu_window_seqlens")
+        .into_iter()
+        .map(|v| v as usize)
+        .collect();
+    assert_eq!(w.cu_seqlens, cu);
+    assert_eq!(
+        w.cu_seqlens,
+        [0, 64, 128, 192, 256, 320, 384, 400, 416, 432]
+    );
+    // The reference's worked example (grid 1×18×24).
+    assert_eq!(
+        &w.index[..20],
+        &[0, 1, 2, 3, 12, 13, 14, 15, 24, 25, 26, 27, 36, 37, 38, 39, 4, 5, 6, 7]
+    );
+    assert_eq!(
+        w.cu_seqlens_raw,
+        [0, 64, 128, 192, 192, 256, 320, 384, 384, 400, 416, 432, 432]
+    );
+}
+
+#[test]
+fn window_index_handles_several_images_and_frames() {
+    let cfg = config();
+    // Two frames of 4×4 patches (2×2 merged: one window, padded) and a 2×2-patch image.
+    let w = window_index(&cfg.vision, &[[2, 4, 4], [1, 2, 2]]).unwrap();
+    assert_eq!(w.index, (0..9).collect::<Vec<_>>());
+    assert_eq!(w.cu_seqlens, [0, 16, 32, 36]);
+    let pos = patch_positions(&cfg.vision, &[[1, 2, 4]]).unwrap();
+    assert_eq!(
+        pos,
+        [
+            (0, 0),
+            (0, 1),
+            (1, 0),
+            (1, 1),
+            (0, 2),
+            (0, 3),
+            (1, 2),
+            (1, 3)
+        ]
+    );
+    assert!(matches!(
+        window_index(&cfg.vision, &[[1, 3, 4]]),
+        Err(VisionError::Grid { .. })
+    ));
+    assert!(matches!(
+        window_index(&cfg.vision, &[]),
+        Err(VisionError::NoImages)
+    ));
+}
+
+#[test]
+fn vision_tower_matches_transformers_on_golden_pixel_values() {
+    let g = golden();
+    let cfg = config();
+    let m = model(&cfg);
+    let grid = grid(&g);
+    let pv = golden_pixel_values(&g);
+    let tr = m.forward_traced(&pv, &[grid]).unwrap();
+    assert_close("patch_embed", &tr.patch_embed, &g["patch_embed"]);
+    assert_close("rot_pos_emb", &tr.rot_pos_emb, &g["rot_pos_emb"]);
+    assert_eq!(tr.blocks.len(), 4);
+    for (i, b) in tr.blocks.iter().enumerate() {
+        let name = format!("vision_block_{i}");
+        assert_close(&name, b, &g[&name]);
+    }
+    assert_close("vision_embeds", &tr.embeds, &g["vision_embeds"]);
+    assert_eq!(tr.embeds.dims(), [108, 64]);
+    // `forward` is the same computation without the trace.
+    let plain = m.forward(&pv, &[grid]).unwrap();
+    assert_close("vision_embeds (forward)", &plain, &g["vision_embeds"]);
+}
+
+/// The whole path: image.png → our ImageProcessor → our vision tower.
+#[test]
+fn vision_tower_matches_transformers_from_image_png() {
+    let g = golden();
+    let cfg = config();
+    let m = model(&cfg);
+    let processor =
+        ImageProcessor::from_preprocessor_config(fixture("preprocessor_config.json")).unwrap();
+    let img = image::open(fixture("image.png")).expect("image.png");
+    let out = processor.preprocess(&img).unwrap();
+    let grid = out.grid_thw.map(|v| v as usize);
+    assert_eq!(grid, [1, 18, 24]);
+    let pv = Tensor::from_vec(
+        out.pixel_values.clone(),
+        (out.num_patches(), out.patch_dim),
+        &Device::Cpu,
+    )
+    .unwrap();
+    let embeds = m.forward(&pv, &[grid]).unwrap();
+    assert_eq!(embeds.dims()[0], out.num_image_tokens());
+    assert_close("vision_embeds (image.png)", &embeds, &g["vision_embeds"]);
+}
+
+#[test]
+fn vision_tower_rejects_bad_inputs() {
+    let cfg = config();
+    let m = model(&cfg);
+    let pv = Tensor::zeros((16, 1176), DType::F32, &Device::Cpu).unwrap();
+    assert!(matches!(
+        m.forward(&pv, &[[1, 4, 2]]),
+        Err(VisionError::PixelValues { patches: 8, .. })
+    ));
+    let pv = Tensor::zeros((16, 1000), DType::F32, &Device::Cpu).unwrap();
+    assert!(matches!(
+        m.forward(&pv, &[[1, 4, 4]]),
+        Err(VisionError::PixelValues { .. })
+    ));
+    let pv = Tensor::zeros((16, 1176), DType::F32, &Device::Cpu).unwrap();
+    assert_eq!(m.forward(&pv, &[[1, 4, 4]]).unwrap().dims(), [4, 64]);
+}
+
+/// The default f32 rotary frequencies differ from the golden run's bf16-rounded ones only
+/// there: the same computation then agrees to ~2e-4 relative (measured 1.7e-4), not ~1e-6.
+#[test]
+fn f32_rotary_frequencies_differ_from_the_golden_run_only_slightly() {
+    let g = golden();
+    let cfg = config();
+    let exact = f32_model(&cfg);
+    assert_eq!(exact.rotary_inv_freq()[0], 1.0);
+    assert_eq!(exact.rotary_inv_freq()[1], 1.0 / 10_000f32.powf(0.25));
+    let rounded = model(&cfg);
+    assert_eq!(rounded.rotary_inv_freq()[1], 0.100_097_656); // bf16(0.1) = 0.10009765625
+    let pv = golden_pixel_values(&g);
+    let grid = grid(&g);
+    let ours = exact.forward(&pv, &[grid]).unwrap();
+    let want = &g["vision_embeds"];
+    let err = (ours - want)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    let scale = want
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    println!(
+        "vision_embeds with f32 inv_freq: relative {:.3e}",
+        err / scale
+    );
+    assert!(err / scale < 1e-3, "{}", err / scale);
+}
