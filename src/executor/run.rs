@@ -178,7 +178,8 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer>(
         },
         OBSTACLE_VOXEL,
         &keep_out,
-        &robot_spheres(&model, &q0),
+        // Fingers open: the widest the robot gets.
+        &crate::safety::robot_spheres(&model, &q0, 1.0),
     )?;
     on_event(Event::Obstacles {
         count: obstacles.len(),
@@ -238,29 +239,6 @@ async fn execute_step<R: Robot>(
             Ok(None)
         }
     }
-}
-
-/// The robot's sphere cover in the world at joints `q` (fingers open: the widest they get).
-fn robot_spheres(model: &crate::kinematics::RobotModel, q: &[f64]) -> Vec<crate::safety::Sphere> {
-    let Ok(poses) = model.link_poses(q, 1.0) else {
-        return Vec::new();
-    };
-    model
-        .collision_shapes()
-        .iter()
-        .filter_map(|s| {
-            let pose = poses.iter().find(|(n, _)| *n == s.link)?.1 * s.link_from_shape;
-            Some(
-                crate::safety::shape_spheres(&s.shape)
-                    .into_iter()
-                    .map(move |sp| crate::safety::Sphere {
-                        center: pose * sp.center,
-                        radius: sp.radius,
-                    }),
-            )
-        })
-        .flatten()
-        .collect()
 }
 
 /// Every step through the gate, in order, each motion from where the previous one ends.

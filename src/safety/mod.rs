@@ -15,7 +15,7 @@ use crate::geometry::Shape;
 use crate::kinematics::{KinematicsError, LinkShape, RobotModel};
 use crate::planning::Trajectory;
 
-pub use spheres::{shape_spheres, Sphere};
+pub use spheres::{link_spheres, robot_spheres, shape_spheres, Sphere};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SafetyConfig {
@@ -139,21 +139,7 @@ impl<'a> SafetyGate<'a> {
             .into_iter()
             .filter(|s| !fixed.contains(&s.link))
             .collect();
-        let link_spheres = link_shapes
-            .iter()
-            .cloned()
-            .flat_map(|s| {
-                shape_spheres(&s.shape).into_iter().map(move |sp| {
-                    (
-                        s.link.clone(),
-                        Sphere {
-                            center: s.link_from_shape * sp.center,
-                            radius: sp.radius,
-                        },
-                    )
-                })
-            })
-            .collect();
+        let link_spheres = link_spheres(&link_shapes);
         SafetyGate {
             model,
             config,

@@ -4,6 +4,7 @@
 use k::nalgebra::Point3;
 
 use crate::geometry::Shape;
+use crate::kinematics::{LinkShape, RobotModel};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sphere {
@@ -38,6 +39,42 @@ pub fn shape_spheres(shape: &Shape) -> Vec<Sphere> {
             let mut c = Point3::origin();
             c[axis] = -half_len + step * (2 * i + 1) as f64;
             Sphere { center: c, radius }
+        })
+        .collect()
+}
+
+/// The sphere cover of link primitives, each sphere in its link's frame, tagged with the link.
+pub fn link_spheres(shapes: &[LinkShape]) -> Vec<(String, Sphere)> {
+    shapes
+        .iter()
+        .flat_map(|s| {
+            shape_spheres(&s.shape).into_iter().map(move |sp| {
+                (
+                    s.link.clone(),
+                    Sphere {
+                        center: s.link_from_shape * sp.center,
+                        radius: sp.radius,
+                    },
+                )
+            })
+        })
+        .collect()
+}
+
+/// The whole robot's sphere cover in the base frame at joints `q` and gripper opening (0..1);
+/// perception uses it to tell the robot's own points from obstacles.
+pub fn robot_spheres(model: &RobotModel, q: &[f64], gripper_opening: f64) -> Vec<Sphere> {
+    let Ok(poses) = model.link_poses(q, gripper_opening) else {
+        return Vec::new();
+    };
+    link_spheres(&model.collision_shapes())
+        .into_iter()
+        .filter_map(|(link, sp)| {
+            let pose = poses.iter().find(|(n, _)| *n == link)?.1;
+            Some(Sphere {
+                center: pose * sp.center,
+                radius: sp.radius,
+            })
         })
         .collect()
 }

@@ -119,18 +119,9 @@ impl OraclePointer {
             Ability::Reg | Ability::Ofg => {
                 let obj = self.resolve(instruction).ok_or_else(no_object)?;
                 let part = (ability == Ability::Ofg)
-                    .then(|| {
-                        obj.parts
-                            .iter()
-                            .find(|(n, _)| contains_words(&instruction.to_lowercase(), n))
-                            .map(|(_, id)| *id)
-                    })
+                    .then(|| named_part(obj, instruction))
                     .flatten();
-                let mask: Vec<bool> = (0..w * h)
-                    .map(|i| {
-                        seg.instance[i] == obj.instance && part.is_none_or(|p| seg.part[i] == p)
-                    })
-                    .collect();
+                let mask = object_mask(seg, obj, part);
                 let pts = interior_points(&mask, w, h, self.options.points);
                 if pts.is_empty() {
                     return Err(no_object());
@@ -154,17 +145,7 @@ impl OraclePointer {
             Ability::Vtg => {
                 let obj = self.manipulated()?.clone();
                 // Object-centric, starting on the part the instruction names ("by its handle").
-                let lower = instruction.to_lowercase();
-                let part = obj
-                    .parts
-                    .iter()
-                    .find(|(n, _)| contains_words(&lower, n))
-                    .map(|(_, id)| *id);
-                let mask: Vec<bool> = (0..w * h)
-                    .map(|i| {
-                        seg.instance[i] == obj.instance && part.is_none_or(|p| seg.part[i] == p)
-                    })
-                    .collect();
+                let mask = object_mask(seg, &obj, named_part(&obj, instruction));
                 let start_px = *interior_points(&mask, w, h, 1)
                     .first()
                     .ok_or_else(no_object)?;
@@ -241,6 +222,28 @@ impl Pointer for OraclePointer {
             ModelImageMap::new(size, size).map_err(|e| PointerError::Backend(e.to_string()))?;
         Pointing::parse(&raw, ability, map)
     }
+}
+
+/// The id of the object's part that `instruction` names, if any ("by its handle").
+fn named_part(obj: &OracleObject, instruction: &str) -> Option<u8> {
+    let lower = instruction.to_lowercase();
+    obj.parts
+        .iter()
+        .find(|(n, _)| contains_words(&lower, n))
+        .map(|(_, id)| *id)
+}
+
+/// Pixels of the object's instance, restricted to one part when given.
+fn object_mask(
+    seg: &crate::camera::Segmentation,
+    obj: &OracleObject,
+    part: Option<u8>,
+) -> Vec<bool> {
+    seg.instance
+        .iter()
+        .zip(&seg.part)
+        .map(|(i, p)| *i == obj.instance && part.is_none_or(|want| *p == want))
+        .collect()
 }
 
 fn contains_words(haystack: &str, needle: &str) -> bool {
