@@ -23,13 +23,26 @@
 //! for every stage (`tests/fixtures/gen_qwen25vl_golden.py` regenerates them).
 
 pub mod config;
+pub mod generate;
+pub mod linear;
+pub mod model;
 pub mod processor;
+pub mod rope;
+pub mod text;
 pub mod vision;
 
 pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig};
 
+pub use generate::{
+    apply_repetition_penalty, argmax, generate, Generation, GenerationConfig, Sampling, StopReason,
+    Timings,
+};
+pub use linear::{Proj, Quant};
+pub use model::{ImageInput, ModelError, PreparedPrompt, Qwen25Vl};
 pub use processor::{
     resize_bicubic_pil, resize_bicubic_pil_with, ImageProcessor, ImageProcessorConfig, PassOrder,
     ProcessedImage, ProcessorError, CLIP_MEAN, CLIP_STD,
 };
+pub use rope::{rope_index, MRope, RopeError, RopeIndex};
+pub use text::{LogitsAt, TextModel, TextOutput};
 pub use vision::{Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};

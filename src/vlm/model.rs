@@ -1,0 +1,228 @@
+//! Qwen2.5-VL for conditional generation: vision tower + text decoder, joined the way
+//! transformers 4.51.3 joins them — the vision tower's rows replace, in order, the embeddings of
+//! the `<|image_pad|>` tokens, and the prompt gets 3-D M-RoPE position ids.
+
+use candle_core::{Device, Tensor};
+use candle_nn::VarBuilder;
+
+use super::config::Qwen25VlConfig;
+use super::linear::Quant;
+use super::rope::{rope_index, RopeError, RopeIndex};
+use super::text::{LogitsAt, TextModel, TextOutput};
+use super::vision::{Qwen25VisionModel, VisionError};
+use super::ProcessedImage;
+
+/// Errors from running the whole model.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Vision(#[from] VisionError),
+    #[error(transparent)]
+    Rope(#[from] RopeError),
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error("token id {id} at position {pos} is not below the vocabulary size {vocab}")]
+    TokenId { id: u32, pos: usize, vocab: usize },
+    #[error(
+        "the image has {patch_dim}-wide patches but the model needs {want} \
+         (in_channels · temporal_patch_size · patch_size²): processor and model configs disagree"
+    )]
+    PatchDim { patch_dim: usize, want: usize },
+    #[error("decoding past the cache: {needed} positions needed, {capacity} allocated")]
+    CacheFull { needed: usize, capacity: usize },
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+}
+
+/// One image as the model takes it: flattened patches and the patch grid.
+#[derive(Debug, Clone)]
+pub struct ImageInput {
+    /// `[t·h·w, patch_dim]` f32.
+    pub pixel_values: Tensor,
+    pub grid_thw: [usize; 3],
+}
+
+impl ImageInput {
+    /// Moves a processor output onto `device`.
+    pub fn from_processed(img: &ProcessedImage, device: &Device) -> candle_core::Result<Self> {
+        let n = img.num_patches();
+        Ok(Self {
+            pixel_values: Tensor::from_slice(&img.pixel_values, (n, img.patch_dim), device)?,
+            grid_thw: img.grid_thw.map(|g| g as usize),
+        })
+    }
+}
+
+/// A prompt laid out for the decoder: embeddings with image rows spliced in, and positions.
+#[derive(Debug, Clone)]
+pub struct PreparedPrompt {
+    /// `[S, hidden]`.
+    pub embeds: Tensor,
+    pub positions: RopeIndex,
+}
+
+/// The full Qwen2.5-VL model (`Qwen2_5_VLForConditionalGeneration`).
+#[derive(Debug, Clone)]
+pub struct Qwen25Vl {
+    pub vision: Qwen25VisionModel,
+    pub text: TextModel,
+    cfg: Qwen25VlConfig,
+    /// Positions of the prompt currently in the cache (for decode positions).
+    positions: Option<RopeIndex>,
+    capacity: usize,
+}
+
+impl Qwen25Vl {
+    /// Builds both towers from a checkpoint-root `vb` (`visual.*`, `model.*`, maybe `lm_head.*`).
+    /// `quant` applies to the text decoder's linears and `lm_head`; the vision tower stays in
+    /// `vb`'s dtype (its 3420-wide MLP does not fit any block size).
+    pub fn new(cfg: &Qwen25VlConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
+        cfg.validate().map_err(candle_core::Error::wrap)?;
+        Ok(Self {
+            vision: Qwen25VisionModel::new(&cfg.vision, vb.pp("visual"))?,
+            text: TextModel::new(&cfg.text, quant, vb.clone())?,
+            cfg: cfg.clone(),
+            positions: None,
+            capacity: 0,
+        })
+    }
+
+    pub fn config(&self) -> &Qwen25VlConfig {
+        &self.cfg
+    }
+
+    pub fn device(&self) -> &Device {
+        self.text.device()
+    }
+
+    /// Both rotary tables rounded to bf16 (reproduces a transformers model cast to bf16, as in
+    /// the fixture's golden run).
+    pub fn with_bf16_rotary_freqs(mut self) -> candle_core::Result<Self> {
+        self.vision = self.vision.with_bf16_rotary_freqs()?;
+        self.text = self.text.with_bf16_rotary_freqs()?;
+        Ok(self)
+    }
+
+    /// Runs the vision tower on `images` and builds the decoder input for `input_ids`.
+    pub fn prepare(
+        &self,
+        input_ids: &[u32],
+        images: &[ImageInput],
+    ) -> Result<PreparedPrompt, ModelError> {
+        let vision_rows = images
+            .iter()
+            .map(|img| {
+                let want = self.cfg.vision.patch_dim();
+                let got = img.pixel_values.dim(1)?;
+                if got != want {
+                    return Err(ModelError::PatchDim {
+                        patch_dim: got,
+                        want,
+                    });
+                }
+                Ok(self.vision.forward(&img.pixel_values, &[img.grid_thw])?)
+            })
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        self.prepare_with_vision(input_ids, images, &vision_rows)
+    }
+
+    /// [`Self::prepare`] with the vision tower's output already computed (one tensor per image).
+    pub fn prepare_with_vision(
+        &self,
+        input_ids: &[u32],
+        images: &[ImageInput],
+        vision_rows: &[Tensor],
+    ) -> Result<PreparedPrompt, ModelError> {
+        if input_ids.is_empty() {
+            return Err(ModelError::EmptyPrompt);
+        }
+        let vocab = self.cfg.text.vocab_size;
+        if let Some((pos, &id)) = input_ids
+            .iter()
+            .enumerate()
+            .find(|(_, &id)| id as usize >= vocab)
+        {
+            return Err(ModelError::TokenId { id, pos, vocab });
+        }
+        let grids: Vec<[usize; 3]> = images.iter().map(|i| i.grid_thw).collect();
+        // Also checks that each image has exactly its number of pad tokens.
+        let positions = rope_index(
+            input_ids,
+            &grids,
+            self.cfg.vision.spatial_merge_size,
+            &self.cfg.tokens,
+        )?;
+        let text = self.text.embed(input_ids)?;
+        let embeds = if vision_rows.is_empty() {
+            text
+        } else {
+            // Gather from [text rows; image rows]: pad position p takes the next image row.
+            let s = input_ids.len();
+            let image = Tensor::cat(vision_rows, 0)?.to_dtype(text.dtype())?;
+            let mut next = s as u32;
+            let idx: Vec<u32> = input_ids
+                .iter()
+                .enumerate()
+                .map(|(p, &id)| {
+                    if id == self.cfg.tokens.image_token_id {
+                        next += 1;
+                        next - 1
+                    } else {
+                        p as u32
+                    }
+                })
+                .collect();
+            let idx = Tensor::from_vec(idx, s, text.device())?;
+            Tensor::cat(&[&text, &image], 0)?.index_select(&idx, 0)?
+        };
+        Ok(PreparedPrompt { embeds, positions })
+    }
+
+    /// Starts a sequence: a fresh cache for the prompt plus `max_new_tokens`, then the prompt.
+    pub fn prefill(
+        &mut self,
+        prompt: &PreparedPrompt,
+        max_new_tokens: usize,
+        logits_at: LogitsAt,
+        keep_hidden: bool,
+    ) -> Result<TextOutput, ModelError> {
+        self.capacity = prompt.positions.len() + max_new_tokens;
+        self.text.reset_cache(self.capacity);
+        let out = self.text.forward_embeds(
+            &prompt.embeds,
+            &prompt.positions.ids,
+            0,
+            logits_at,
+            keep_hidden,
+        )?;
+        self.positions = Some(prompt.positions.clone());
+        Ok(out)
+    }
+
+    /// Feeds generated token number `k` (0-based) and returns its next-token logits `[vocab]`.
+    pub fn decode(&mut self, token: u32, k: usize) -> Result<Tensor, ModelError> {
+        let positions = self.positions.as_ref().ok_or(ModelError::EmptyPrompt)?;
+        let needed = positions.len() + k + 1;
+        if needed > self.capacity {
+            return Err(ModelError::CacheFull {
+                needed,
+                capacity: self.capacity,
+            });
+        }
+        let vocab = self.cfg.text.vocab_size;
+        if token as usize >= vocab {
+            return Err(ModelError::TokenId {
+                id: token,
+                pos: positions.len() + k,
+                vocab,
+            });
+        }
+        let p = positions.decode_position(k);
+        let pos = [vec![p], vec![p], vec![p]];
+        let embeds = self.text.embed(&[token])?;
+        let out = self
+            .text
+            .forward_embeds(&embeds, &pos, 0, LogitsAt::Last, false)?;
+        Ok(out.logits.squeeze(0)?)
+    }
+}
