@@ -4,14 +4,10 @@
 //! Tolerance: max |ours − golden| ≤ 1e-4 · max |golden| per tensor (f32 on both sides; the
 //! weights are the bf16 values of the checkpoint, widened to f32).
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
 use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
 use pointact::vlm::{
     vision::{patch_positions, window_index},
-    ImageProcessor, Qwen25VisionModel, Qwen25VlConfig, VisionError,
+    ImageProcessor, VisionError,
 };
 
 mod vlm_fixture;

@@ -198,10 +198,16 @@ impl MRope {
         let half = self.inv_freq.len();
         let mut cos = Vec::with_capacity(len * half);
         let mut sin = Vec::with_capacity(len * half);
-        for s in start..start + len {
-            for (j, &f) in self.inv_freq.iter().enumerate() {
+        let (t, h, w) = (
+            &ids[0][start..start + len],
+            &ids[1][start..start + len],
+            &ids[2][start..start + len],
+        );
+        for ((&pt, &ph), &pw) in t.iter().zip(h).zip(w) {
+            let by_axis = [pt as f32, ph as f32, pw as f32];
+            for (&f, &axis) in self.inv_freq.iter().zip(&self.axis_of) {
                 // Position and frequency multiply in f32, as in transformers (autocast off).
-                let angle = ids[self.axis_of[j]][s] as f32 * f;
+                let angle = by_axis[axis] * f;
                 cos.push(angle.cos());
                 sin.push(angle.sin());
             }
