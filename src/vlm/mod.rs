@@ -30,6 +30,7 @@ pub mod processor;
 pub mod rope;
 pub mod text;
 pub mod vision;
+pub mod weights;
 
 pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig};
 
@@ -46,3 +47,4 @@ pub use processor::{
 pub use rope::{rope_index, MRope, RopeError, RopeIndex};
 pub use text::{LogitsAt, TextModel, TextOutput};
 pub use vision::{Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};
+pub use weights::{SafetensorsReader, WeightsError};

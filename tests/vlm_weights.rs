@@ -1,0 +1,185 @@
+//! The tensor-by-tensor safetensors reader: same model as candle's memory map, shards, and
+//! errors that name the tensor or file at fault.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use candle_core::{DType, Device, Tensor};
+use pointact::vlm::{LogitsAt, Quant, Qwen25Vl, SafetensorsReader, WeightsError};
+
+mod vlm_fixture;
+use vlm_fixture::*;
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pointact-weights-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn fixture_tensors() -> HashMap<String, Tensor> {
+    candle_core::safetensors::load(fixture("model.safetensors"), &Device::Cpu).unwrap()
+}
+
+fn last_logits(m: &mut Qwen25Vl) -> Vec<f32> {
+    let g = golden();
+    let ids: Vec<u32> = i64s(&g, "input_ids").iter().map(|&x| x as u32).collect();
+    let img = pointact::vlm::ImageInput {
+        pixel_values: golden_pixel_values(&g),
+        grid_thw: grid(&g),
+    };
+    let p = m.prepare(&ids, &[img]).unwrap();
+    m.prefill(&p, 0, LogitsAt::Last, false)
+        .unwrap()
+        .logits
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap()
+}
+
+#[test]
+fn reader_builds_the_same_model_as_the_memory_map() {
+    let cfg = config();
+    let reader = SafetensorsReader::open(&[fixture("model.safetensors")]).unwrap();
+    assert_eq!(reader.names().len(), 80);
+    assert_eq!(reader.total_bytes(), 238_368 * 2); // bf16
+    let mut ours = Qwen25Vl::new(
+        &cfg,
+        Quant::F32,
+        reader.into_var_builder(DType::F32, &Device::Cpu),
+    )
+    .unwrap();
+    let mut mmap = Qwen25Vl::new(&cfg, Quant::F32, weights()).unwrap();
+    assert_eq!(last_logits(&mut ours), last_logits(&mut mmap));
+}
+
+#[test]
+fn shards_load_like_one_file_and_duplicates_are_refused() {
+    let cfg = config();
+    let dir = tmpdir("shards");
+    let all = fixture_tensors();
+    let (vis, txt): (HashMap<_, _>, HashMap<_, _>) =
+        all.into_iter().partition(|(k, _)| k.starts_with("visual."));
+    let a = dir.join("model-00001-of-00002.safetensors");
+    let b = dir.join("model-00002-of-00002.safetensors");
+    candle_core::safetensors::save(&vis, &a).unwrap();
+    candle_core::safetensors::save(&txt, &b).unwrap();
+    let reader = SafetensorsReader::open(&[a.clone(), b.clone()]).unwrap();
+    let mut sharded = Qwen25Vl::new(
+        &cfg,
+        Quant::F32,
+        reader.into_var_builder(DType::F32, &Device::Cpu),
+    )
+    .unwrap();
+    let mut mmap = Qwen25Vl::new(&cfg, Quant::F32, weights()).unwrap();
+    assert_eq!(last_logits(&mut sharded), last_logits(&mut mmap));
+
+    match SafetensorsReader::open(&[a.clone(), a.clone()]) {
+        Err(WeightsError::Duplicate { name, .. }) => assert!(name.starts_with("visual.")),
+        other => panic!("expected a duplicate error, got {other:?}"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn missing_tensor_and_wrong_shape_are_named() {
+    let cfg = config();
+    let dir = tmpdir("missing");
+    let mut all = fixture_tensors();
+    all.remove("model.layers.1.mlp.up_proj.weight");
+    let path = dir.join("model.safetensors");
+    candle_core::safetensors::save(&all, &path).unwrap();
+    let reader = SafetensorsReader::open(std::slice::from_ref(&path)).unwrap();
+    let err = Qwen25Vl::new(
+        &cfg,
+        Quant::F32,
+        reader.into_var_builder(DType::F32, &Device::Cpu),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("model.layers.1.mlp.up_proj.weight"), "{err}");
+    assert!(err.contains("missing"), "{err}");
+
+    let mut wide = cfg.clone();
+    wide.text.intermediate_size = 256;
+    let reader = SafetensorsReader::open(&[fixture("model.safetensors")]).unwrap();
+    let err = Qwen25Vl::new(
+        &wide,
+        Quant::F32,
+        reader.into_var_builder(DType::F32, &Device::Cpu),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("model.layers.0.mlp.gate_proj.weight"), "{err}");
+    assert!(
+        err.contains("[128, 64]") && err.contains("[256, 64]"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn untied_head_needs_lm_head_weight() {
+    let mut cfg = config();
+    cfg.text.tie_word_embeddings = false;
+    let reader = SafetensorsReader::open(&[fixture("model.safetensors")]).unwrap();
+    let err = Qwen25Vl::new(
+        &cfg,
+        Quant::F32,
+        reader.into_var_builder(DType::F32, &Device::Cpu),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("lm_head.weight"), "{err}");
+    // With its own head (here a copy of the embeddings) the untied model gives the same logits.
+    let dir = tmpdir("untied");
+    let mut all = fixture_tensors();
+    all.insert(
+        "lm_head.weight".into(),
+        all["model.embed_tokens.weight"].clone(),
+    );
+    let path = dir.join("model.safetensors");
+    candle_core::safetensors::save(&all, &path).unwrap();
+    let reader = SafetensorsReader::open(std::slice::from_ref(&path)).unwrap();
+    let mut untied = Qwen25Vl::new(
+        &cfg,
+        Quant::F32,
+        reader.into_var_builder(DType::F32, &Device::Cpu),
+    )
+    .unwrap();
+    let mut tied = Qwen25Vl::new(&config(), Quant::F32, weights()).unwrap();
+    assert_eq!(last_logits(&mut untied), last_logits(&mut tied));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn corrupt_files_are_rejected_with_their_path() {
+    let dir = tmpdir("corrupt");
+    let bytes = std::fs::read(fixture("model.safetensors")).unwrap();
+    let cut = dir.join("truncated.safetensors");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    match SafetensorsReader::open(std::slice::from_ref(&cut)) {
+        Err(WeightsError::Format { path, reason }) => {
+            assert_eq!(path, cut);
+            assert!(reason.contains("offsets"), "{reason}");
+        }
+        other => panic!("expected a format error, got {other:?}"),
+    }
+    let junk = dir.join("junk.safetensors");
+    std::fs::write(&junk, b"hello").unwrap();
+    assert!(matches!(
+        SafetensorsReader::open(std::slice::from_ref(&junk)),
+        Err(WeightsError::Format { .. })
+    ));
+    let gone = dir.join("absent.safetensors");
+    assert!(matches!(
+        SafetensorsReader::open(std::slice::from_ref(&gone)),
+        Err(WeightsError::Io { .. })
+    ));
+    assert!(matches!(
+        SafetensorsReader::open(&[]),
+        Err(WeightsError::Empty)
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
