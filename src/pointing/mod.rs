@@ -28,6 +28,7 @@
 
 pub mod ability;
 pub mod mapping;
+pub mod overlay;
 pub mod parse;
 pub mod pointer;
 
