@@ -6,6 +6,7 @@
 //!   replies, with typed errors and validation (finite, in bounds, VTG has 8 points).
 //! * [`mapping`]: `smart_resize` exactly as Qwen2.5-VL's image processor does it, and the map from
 //!   the model's pixels back to the camera image's pixels.
+//! * [`openai`]: the remote backend, Embodied-R1 behind an OpenAI-compatible server (vLLM, SGLang).
 //!
 //! Parsed points are in model pixels (the model sees a resized image); they become original-image
 //! pixels only through [`ModelImageMap`]. Backends implement the [`Pointer`] trait.
@@ -28,6 +29,7 @@
 
 pub mod ability;
 pub mod mapping;
+pub mod openai;
 pub mod overlay;
 pub mod parse;
 pub mod pointer;
@@ -41,5 +43,6 @@ pub use mapping::{
     ER1_EVAL_MAX_PIXELS, ER1_EVAL_MIN_PIXELS, FACTOR, MAX_ASPECT_RATIO, MERGE_SIZE, PATCH_SIZE,
     PRETRAINED_MAX_PIXELS,
 };
+pub use openai::{OpenAiConfig, OpenAiError, OpenAiPointer};
 pub use parse::{parse_answer, ListProblem, PointAnswer, PointingError};
 pub use pointer::{Pointer, PointerError, Pointing};

@@ -34,6 +34,9 @@ pub enum PointerError {
     NoSuchObject { phrase: String },
     #[error("pointer backend: {0}")]
     Backend(String),
+    /// The OpenAI-compatible server could not be used (unreachable, timed out, HTTP error, bad body).
+    #[error("openai backend: {0}")]
+    Remote(super::openai::OpenAiError),
 }
 
 pub trait Pointer {
