@@ -20,8 +20,8 @@ struct Cli {
 enum Command {
     /// Run one task end to end (default: the built-in simulated tabletop with the oracle pointer).
     Run(RunCli),
-    /// Ask the pointing model for REG/RRG/OFG/VTG points on one image.
-    Point,
+    /// Ask the pointing model for REG/RRG/OFG/VTG points on one image (JSON + overlay PNG).
+    Point(PointCli),
     /// Evaluate over a task suite (simulator or SimplerEnv bridge).
     Eval {
         #[command(subcommand)]
@@ -56,9 +56,12 @@ struct RunCli {
     /// Executor branch: p (affordance: grasp + place points) or v (visual trace).
     #[arg(long, default_value = "p")]
     branch: String,
-    /// Pointing backend: oracle (simulator ground truth); qwen and openai arrive with issue 4.
+    /// Pointing backend: oracle (simulator ground truth), qwen (local model, --model DIR) or
+    /// openai (a vLLM/SGLang server, --endpoint URL).
     #[arg(long, default_value = "oracle")]
     pointer: String,
+    #[command(flatten)]
+    model: ModelCli,
     /// Episode seed (object layout, noise).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -71,6 +74,124 @@ struct RunCli {
     /// Save the observed frame (rgb.png, depth.png, camera.toml) into this folder.
     #[arg(long)]
     record: Option<std::path::PathBuf>,
+}
+
+/// How to reach the pointing model (backends `qwen` and `openai`).
+#[derive(Args, Clone)]
+struct ModelCli {
+    /// qwen: a local Hugging Face folder or a hub repo id (offline: pass a folder);
+    /// openai: the model name the server serves.
+    #[arg(long, default_value = pointact::pointing::openai::DEFAULT_MODEL)]
+    model: String,
+    /// qwen: weight format of the text decoder: f32 (exact), q8_0 or q4k (faster, smaller).
+    #[arg(long, default_value = "f32")]
+    quant: String,
+    /// Pixel budget of the image processor (default: the model's preprocessor_config.json).
+    /// For openai these must equal the server's own limits, or points are scaled wrong.
+    #[arg(long)]
+    min_pixels: Option<u64>,
+    #[arg(long)]
+    max_pixels: Option<u64>,
+    /// Longest reply, in tokens.
+    #[arg(long, default_value_t = 1024)]
+    max_new_tokens: usize,
+    /// 0 = greedy (Embodied-R1's setting); above 0 samples with --top-p.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f64,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f64,
+    /// Seed of the sampler (with --temperature > 0).
+    #[arg(long, default_value_t = 0)]
+    sample_seed: u64,
+    #[arg(long, default_value_t = 1.05)]
+    repetition_penalty: f32,
+    /// openai: base URL of the server (POST {endpoint}/chat/completions).
+    #[arg(long, default_value = pointact::pointing::openai::DEFAULT_ENDPOINT)]
+    endpoint: String,
+    /// openai: bearer token (default: $OPENAI_API_KEY).
+    #[arg(long)]
+    api_key: Option<String>,
+    /// openai: seconds per attempt before giving up on the server.
+    #[arg(long, default_value_t = 120.0)]
+    timeout_s: f64,
+    /// openai: retries after a connection error, timeout, 429 or 5xx.
+    #[arg(long, default_value_t = 3)]
+    retries: u32,
+}
+
+impl ModelCli {
+    fn qwen_options(&self) -> Result<pointact::vlm::pointer::QwenOptions> {
+        use pointact::vlm::{GenerationConfig, Sampling};
+        Ok(pointact::vlm::pointer::QwenOptions {
+            quant: self.quant.parse().map_err(anyhow::Error::msg)?,
+            min_pixels: self.min_pixels,
+            max_pixels: self.max_pixels,
+            generation: GenerationConfig {
+                max_new_tokens: self.max_new_tokens,
+                sampling: if self.temperature > 0.0 {
+                    Sampling::TopP {
+                        temperature: self.temperature,
+                        top_p: self.top_p,
+                    }
+                } else {
+                    Sampling::Greedy
+                },
+                repetition_penalty: self.repetition_penalty,
+                seed: self.sample_seed,
+                ..GenerationConfig::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    /// Loads the local model; its reply is streamed to stderr as it is generated.
+    fn qwen(&self) -> Result<pointact::vlm::pointer::QwenPointer> {
+        eprintln!("model     {} ({})", self.model, self.quant);
+        let p = pointact::vlm::pointer::QwenPointer::load(&self.model, self.qwen_options()?)?;
+        Ok(p.with_text_stream(|piece| {
+            use std::io::Write;
+            eprint!("{piece}");
+            let _ = std::io::stderr().flush();
+        }))
+    }
+
+    fn openai(&self) -> Result<pointact::pointing::openai::OpenAiPointer> {
+        use pointact::pointing::openai::{OpenAiConfig, OpenAiPointer};
+        let base = OpenAiConfig::new(&self.endpoint, &self.model);
+        let cfg = OpenAiConfig {
+            api_key: self.api_key.clone().or(base.api_key.clone()),
+            timeout: std::time::Duration::from_secs_f64(self.timeout_s),
+            retries: self.retries,
+            max_tokens: self.max_new_tokens as u32,
+            temperature: self.temperature,
+            repetition_penalty: f64::from(self.repetition_penalty),
+            min_pixels: self.min_pixels.unwrap_or(base.min_pixels),
+            max_pixels: self.max_pixels.unwrap_or(base.max_pixels),
+            ..base
+        };
+        Ok(OpenAiPointer::new(cfg)?)
+    }
+}
+
+#[derive(Args)]
+struct PointCli {
+    /// The image (PNG or JPEG... any format the `image` crate reads with PNG support: PNG).
+    #[arg(long)]
+    image: std::path::PathBuf,
+    /// reg, rrg, ofg or vtg.
+    #[arg(long)]
+    ability: String,
+    /// The text that fills the ability's prompt template.
+    #[arg(long)]
+    instruction: String,
+    /// qwen (local, default) or openai (remote server).
+    #[arg(long, default_value = "qwen")]
+    pointer: String,
+    #[command(flatten)]
+    model: ModelCli,
+    /// Where to write the overlay PNG (default: <image stem>.<ability>.png beside the image).
+    #[arg(long)]
+    overlay: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -175,7 +296,7 @@ fn main() -> ExitCode {
 fn real_main(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(a) => run(a),
-        Command::Point => not_built("`point` (Qwen2.5-VL on candle: issue 4)"),
+        Command::Point(a) => point(a),
         Command::Eval { which } => match which {
             EvalCommand::Sim(a) => eval_sim(a),
             EvalCommand::Bridge => not_built("`eval bridge` (SimplerEnv bridge)"),
@@ -222,9 +343,6 @@ const DEFAULT_TASK: &str = "tabletop/pepper_in_pan";
 
 fn run(a: RunCli) -> Result<ExitCode> {
     use pointact::sim::{episode, tasks};
-    if a.pointer != "oracle" {
-        return not_built(&format!("pointer `{}` (Qwen2.5-VL: issue 4)", a.pointer));
-    }
     let branch: pointact::executor::plan::Branch = a.branch.parse().map_err(anyhow::Error::msg)?;
     let spec = tasks::task(a.task.as_deref().unwrap_or(DEFAULT_TASK))?;
     let mut ep = spec.instantiate(a.seed)?;
@@ -253,7 +371,7 @@ fn run(a: RunCli) -> Result<ExitCode> {
         ..Default::default()
     };
     let mut record_err = None;
-    let result = episode::run_episode(&ep, &opts, &mut |e| {
+    let mut on_event = |e: pointact::executor::run::Event<'_>| {
         print_event(&e);
         if let (pointact::executor::run::Event::Captured(frame), Some(dir)) = (&e, &a.record) {
             match pointact::camera::record::write_frame(frame, dir) {
@@ -261,7 +379,19 @@ fn run(a: RunCli) -> Result<ExitCode> {
                 Err(err) => record_err = Some(err),
             }
         }
-    })?;
+    };
+    let result = match a.pointer.as_str() {
+        "oracle" => episode::run_episode(&ep, &opts, &mut on_event)?,
+        "qwen" => {
+            let pointer = a.model.qwen()?;
+            episode::run_episode_with(&ep, &opts, |c| c, |_| pointer, &mut on_event)?
+        }
+        "openai" => {
+            let pointer = a.model.openai()?;
+            episode::run_episode_with(&ep, &opts, |c| c, |_| pointer, &mut on_event)?
+        }
+        other => anyhow::bail!("unknown pointer `{other}` (expected oracle, qwen or openai)"),
+    };
     if let Some(err) = record_err {
         return Err(anyhow::anyhow!("--record failed: {err}"));
     }
@@ -284,6 +414,74 @@ fn run(a: RunCli) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `pointact point`: one image, one question, points as JSON on stdout and an overlay PNG.
+fn point(a: PointCli) -> Result<ExitCode> {
+    use pointact::pointing::{overlay, Ability};
+    let ability: Ability = a.ability.parse()?;
+    let img = image::open(&a.image)
+        .map_err(|e| anyhow::anyhow!("cannot read image {}: {e}", a.image.display()))?
+        .to_rgb8();
+    let (reply, pointing) = match a.pointer.as_str() {
+        "qwen" => {
+            let mut p = a.model.qwen()?;
+            let (reply, pointing) = p.ask(&img, ability, &a.instruction)?;
+            eprintln!();
+            if reply.model_size != reply.original_size {
+                eprintln!(
+                    "image     {}x{} seen by the model as {}x{}",
+                    reply.original_size.width,
+                    reply.original_size.height,
+                    reply.model_size.width,
+                    reply.model_size.height
+                );
+            }
+            let t = reply.timings;
+            eprintln!(
+                "timing    vision {:.2} s, prefill {:.2} s ({} tokens), decode {:.2} tok/s",
+                t.vision_s,
+                t.prefill_s,
+                t.prompt_tokens,
+                t.decode_tokens_per_s()
+            );
+            (Some(reply), pointing)
+        }
+        "openai" => {
+            let mut p = a.model.openai()?;
+            (None, p.ask(&img, ability, &a.instruction))
+        }
+        other => anyhow::bail!("unknown pointer `{other}` for point (expected qwen or openai)"),
+    };
+    let report = pointact::pointing::PointReport::new(
+        ability,
+        &a.instruction,
+        pointing.as_ref().ok(),
+        reply.as_ref().map(|r| r.text.as_str()),
+    );
+    let pointing = match pointing {
+        Ok(p) => p,
+        Err(e) => {
+            println!("{}", serde_json::to_string_pretty(&report.with_error(&e))?);
+            return Err(e.into());
+        }
+    };
+    let overlay_path = a.overlay.clone().unwrap_or_else(|| {
+        let stem = a
+            .image
+            .file_stem()
+            .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
+        a.image
+            .with_file_name(format!("{stem}.{}.png", ability.as_str()))
+    });
+    overlay::draw_points(&img, ability, &pointing.points_px())
+        .save(&overlay_path)
+        .map_err(|e| anyhow::anyhow!("cannot write overlay {}: {e}", overlay_path.display()))?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report.with_overlay(&overlay_path))?
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_event(e: &pointact::executor::run::Event<'_>) {

@@ -33,6 +33,7 @@ pub mod openai;
 pub mod overlay;
 pub mod parse;
 pub mod pointer;
+pub mod report;
 
 pub use ability::{
     Ability, ParseAbilityError, INSTRUCTION_PLACEHOLDER, OFG_TEMPLATE, REG_TEMPLATE, RRG_TEMPLATE,
@@ -45,4 +46,5 @@ pub use mapping::{
 };
 pub use openai::{OpenAiConfig, OpenAiError, OpenAiPointer};
 pub use parse::{parse_answer, ListProblem, PointAnswer, PointingError};
+pub use report::PointReport;
 pub use pointer::{Pointer, PointerError, Pointing};

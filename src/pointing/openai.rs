@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-use image::{ExtendedColorType, ImageEncoder};
+use image::{ExtendedColorType, ImageEncoder, RgbImage};
 use serde_json::{json, Value};
 
 use super::pointer::{Pointer, PointerError, Pointing};
@@ -268,11 +268,11 @@ impl OpenAiPointer {
     /// The JSON body for one request: image first, then the prompt (Embodied-R1's order).
     pub fn request_body(
         &self,
-        frame: &Frame,
+        image: &RgbImage,
         ability: Ability,
         instruction: &str,
     ) -> Result<Value, OpenAiError> {
-        let png = encode_png(frame)?;
+        let png = encode_png(image)?;
         let data_url = format!(
             "data:image/png;base64,{}",
             base64::engine::general_purpose::STANDARD.encode(png)
@@ -348,11 +348,23 @@ impl Pointer for OpenAiPointer {
         ability: Ability,
         instruction: &str,
     ) -> Result<Pointing, PointerError> {
-        let size = ImageSize::new(frame.rgb.width(), frame.rgb.height());
+        self.ask(&frame.rgb, ability, instruction)
+    }
+}
+
+impl OpenAiPointer {
+    /// Asks about a bare image (no depth needed): what `pointact point` uses.
+    pub fn ask(
+        &mut self,
+        image: &RgbImage,
+        ability: Ability,
+        instruction: &str,
+    ) -> Result<Pointing, PointerError> {
+        let size = ImageSize::new(image.width(), image.height());
         // Before the request: a frame the processor would reject should not cost a round trip.
         let map = ModelImageMap::for_qwen25vl(size, self.config.min_pixels, self.config.max_pixels)
             .map_err(OpenAiError::from)?;
-        let body = self.request_body(frame, ability, instruction)?;
+        let body = self.request_body(image, ability, instruction)?;
         let text = self.post_with_retries(&body.to_string())?;
         let raw = completion_text(&text).map_err(|reason| OpenAiError::BadResponse {
             url: self.url.clone(),
@@ -366,8 +378,7 @@ impl Pointer for OpenAiPointer {
 
 /// Lossless so the server sees the camera's exact pixels; fast compression because the image is
 /// sent once and encode time is on the critical path.
-fn encode_png(frame: &Frame) -> Result<Vec<u8>, OpenAiError> {
-    let rgb = &frame.rgb;
+fn encode_png(rgb: &RgbImage) -> Result<Vec<u8>, OpenAiError> {
     let mut png = Vec::new();
     PngEncoder::new_with_quality(&mut png, CompressionType::Fast, FilterType::Adaptive)
         .write_image(

@@ -28,8 +28,9 @@ impl Pointing {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PointerError {
+    /// (No `#[source]`: the message already holds the parser's, and error chains would repeat it.)
     #[error("the model's answer is unusable: {0}")]
-    Answer(#[from] PointingError),
+    Answer(PointingError),
     #[error("no object in view matches `{phrase}`")]
     NoSuchObject { phrase: String },
     #[error("pointer backend: {0}")]
@@ -37,6 +38,12 @@ pub enum PointerError {
     /// The OpenAI-compatible server could not be used (unreachable, timed out, HTTP error, bad body).
     #[error("openai backend: {0}")]
     Remote(super::openai::OpenAiError),
+}
+
+impl From<PointingError> for PointerError {
+    fn from(e: PointingError) -> Self {
+        PointerError::Answer(e)
+    }
 }
 
 pub trait Pointer {
@@ -49,4 +56,20 @@ pub trait Pointer {
         ability: Ability,
         instruction: &str,
     ) -> Result<Pointing, PointerError>;
+}
+
+/// A boxed backend is a backend, so the CLI can choose one at run time.
+impl<P: Pointer + ?Sized> Pointer for Box<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn point(
+        &mut self,
+        frame: &Frame,
+        ability: Ability,
+        instruction: &str,
+    ) -> Result<Pointing, PointerError> {
+        (**self).point(frame, ability, instruction)
+    }
 }

@@ -1,6 +1,15 @@
 //! Qwen2.5-VL (Embodied-R1-3B) on candle — issue 4, being built in pieces.
 //!
 //! Built so far:
+//! * [`files`]: a `--model` spec → [`ModelFiles`]: a local folder (`config.json`, single or
+//!   sharded safetensors via `model.safetensors.index.json`, `tokenizer.json`, optional side
+//!   files), or a Hugging Face repo id looked up in the hub cache first and downloaded with
+//!   `hf-hub` otherwise (never with `HF_HUB_OFFLINE`); failures say how to pass a local folder.
+//! * [`tokenizer`]: [`Qwen25Tokenizer`]: `tokenizer.json` through the `tokenizers` crate, the chat
+//!   template rendered with `minijinja` as transformers renders it (trim/lstrip blocks,
+//!   `raise_exception`), the single `<|image_pad|>` expanded to the image's token count, and
+//!   one-shot and streaming ([`TokenStream`]) decoding. Equal to transformers 4.51.3's
+//!   `Qwen2_5_VLProcessor` ids on the fixture (`tests/vlm_tokenizer.rs`).
 //! * [`processor`]: the image processor, equal to transformers 4.51.3's `Qwen2VLImageProcessor`
 //!   (RGB, `smart_resize`, Pillow-exact bicubic resize, rescale, CLIP normalisation, temporal
 //!   duplication, patch order, `image_grid_thw`). Plain `Vec<f32>` out, no candle types.
@@ -16,23 +25,26 @@
 //!   `Qwen25VisionModel::new(&cfg.vision, vb.pp("visual"))`.
 //!
 //! Not built yet: the M-RoPE text model (`model.*` weights: 3-D position ids, image-row
-//! scatter, decoder, tied lm_head), weight loading from a local Hugging Face folder (sharded
-//! `model.safetensors.index.json`), the tokenizer and chat template, and generation. Their
+//! scatter, decoder, tied lm_head) and generation, and the CLI wiring of the pieces above. Their
 //! golden data already exists: `tests/fixtures/qwen25vl_tiny/` holds a tiny random-weight
 //! Qwen2.5-VL, its tokenizer and chat template, and reference tensors from transformers 4.51.3
 //! for every stage (`tests/fixtures/gen_qwen25vl_golden.py` regenerates them).
 
 pub mod config;
+pub mod files;
 pub mod generate;
 pub mod linear;
 pub mod model;
+pub mod pointer;
 pub mod processor;
 pub mod rope;
 pub mod text;
+pub mod tokenizer;
 pub mod vision;
 pub mod weights;
 
 pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig};
+pub use files::{is_repo_id, FilesError, HubOptions, ModelFiles, ModelOrigin, ModelSpec};
 
 pub use generate::{
     apply_repetition_penalty, argmax, generate, Generation, GenerationConfig, Sampling, StopReason,
@@ -46,5 +58,9 @@ pub use processor::{
 };
 pub use rope::{rope_index, MRope, RopeError, RopeIndex};
 pub use text::{LogitsAt, TextModel, TextOutput};
+pub use tokenizer::{
+    Qwen25Tokenizer, SpecialTokenIds, TemplateSource, TokenStream, TokenizerError,
+    QWEN2_VL_CHAT_TEMPLATE,
+};
 pub use vision::{Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};
 pub use weights::{SafetensorsReader, WeightsError};

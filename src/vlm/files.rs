@@ -1,0 +1,400 @@
+//! Where a model's files are: a `--model` spec (a local folder or a Hugging Face repo id) resolved
+//! to the paths of `config.json`, the weights, the tokenizer and the optional side files.
+//!
+//! * A local folder is used as is; nothing is downloaded. Weights are either one
+//!   `model.safetensors` or shards listed by `model.safetensors.index.json` (`weight_map`: tensor
+//!   name → shard file). Shards are returned sorted by name, the order transformers loads them in
+//!   (`sorted(set(weight_map.values()))`), and each must exist.
+//! * A repo id (`owner/name`, and no such local path) is looked up in the Hugging Face hub cache
+//!   first (`HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`; the layout
+//!   `models--owner--name/snapshots/<commit>/` that `huggingface-cli` and Python write). A
+//!   complete cached snapshot is used without touching the network. Otherwise the files are
+//!   downloaded with the `hf-hub` crate into that cache (progress bars on the terminal), unless
+//!   `HF_HUB_OFFLINE` is set. When that fails the error says how to download the model elsewhere
+//!   and pass the folder instead.
+//!
+//! The cache root and offline switch are explicit in [`HubOptions`] ([`HubOptions::from_env`]
+//! reads the environment), so tests and callers need not rely on process-wide variables.
+
+use std::path::{Path, PathBuf};
+
+use hf_hub::{Cache, Repo, RepoType};
+
+/// `config.json`: the model configuration (required).
+pub const CONFIG_FILE: &str = "config.json";
+/// Single-file weights.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+/// Index of sharded weights.
+pub const WEIGHTS_INDEX_FILE: &str = "model.safetensors.index.json";
+/// The tokenizer (required).
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+/// Optional side files, fetched from the hub when the repo has them.
+pub const OPTIONAL_FILES: [&str; 5] = [
+    "preprocessor_config.json",
+    "chat_template.json",
+    "chat_template.jinja",
+    "tokenizer_config.json",
+    "generation_config.json",
+];
+/// The public hub, used unless `HF_ENDPOINT` says otherwise.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+/// Why a model spec cannot be resolved to files.
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    /// Neither an existing folder nor something shaped like `owner/name`.
+    #[error(
+        "model {spec:?} is neither an existing folder nor a Hugging Face repo id (owner/name)"
+    )]
+    NotFound { spec: String },
+    /// The spec names a file, not the model folder.
+    #[error("model path {path} is a file; pass the folder that holds config.json")]
+    NotADirectory { path: PathBuf },
+    /// A required file is not in the folder.
+    #[error("model folder {dir} has no {file}")]
+    Missing { dir: PathBuf, file: &'static str },
+    /// Neither `model.safetensors` nor `model.safetensors.index.json` is in the folder.
+    #[error("model folder {dir} has no weights: neither {WEIGHTS_FILE} nor {WEIGHTS_INDEX_FILE}")]
+    MissingWeights { dir: PathBuf },
+    /// A shard named by the index is not in the folder.
+    #[error("model folder {dir} lacks weight shard {shard} (listed in {WEIGHTS_INDEX_FILE})")]
+    MissingShard { dir: PathBuf, shard: String },
+    /// The index names a shard that is not a plain file name (it would point outside the folder).
+    #[error("{path} names shard {shard:?}, which is not a plain file name")]
+    BadShardName { path: PathBuf, shard: String },
+    /// The index is not valid JSON with a `weight_map` object of strings.
+    #[error("{path} is not a valid safetensors index: {reason}")]
+    BadIndex { path: PathBuf, reason: String },
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A repo id could not be fetched: offline, no network, unknown repo, or a failed download.
+    #[error(
+        "could not fetch {repo} from {endpoint} ({reason}). Download it on a machine with \
+         internet (`huggingface-cli download {repo} --local-dir DIR`) and pass `--model DIR`"
+    )]
+    Fetch {
+        repo: String,
+        endpoint: String,
+        reason: String,
+    },
+}
+
+/// What a `--model` argument names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSpec {
+    /// An existing local path (checked to be a folder when resolving).
+    Local(PathBuf),
+    /// A Hugging Face model repo id, `owner/name`.
+    Repo(String),
+}
+
+impl ModelSpec {
+    /// An existing path wins over a repo id of the same spelling (as in transformers'
+    /// `from_pretrained`).
+    pub fn parse(spec: &str) -> Result<Self, FilesError> {
+        let path = Path::new(spec);
+        if path.exists() {
+            Ok(ModelSpec::Local(path.to_path_buf()))
+        } else if is_repo_id(spec) {
+            Ok(ModelSpec::Repo(spec.to_owned()))
+        } else {
+            Err(FilesError::NotFound {
+                spec: spec.to_owned(),
+            })
+        }
+    }
+}
+
+/// Whether `s` is shaped like a hub model id `owner/name`: two non-empty parts of ASCII letters,
+/// digits, `-`, `_`, `.`, not starting or ending with `-`/`.`, without `--` or `..` (the rules
+/// of `huggingface_hub`'s `validate_repo_id`, with the owner required).
+pub fn is_repo_id(s: &str) -> bool {
+    let part_ok = |p: &str| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && !p.starts_with(['-', '.'])
+            && !p.ends_with(['-', '.'])
+    };
+    s.len() <= 96
+        && !s.contains("--")
+        && !s.contains("..")
+        && matches!(s.split_once('/'), Some((owner, name)) if part_ok(owner) && part_ok(name))
+}
+
+/// How the hub is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubOptions {
+    /// The hub cache root (the folder holding `models--owner--name/`).
+    pub cache_dir: PathBuf,
+    /// Never touch the network (`HF_HUB_OFFLINE`).
+    pub offline: bool,
+    /// Hub URL (`HF_ENDPOINT`, else [`DEFAULT_ENDPOINT`]).
+    pub endpoint: String,
+    /// Branch, tag or commit.
+    pub revision: String,
+    /// Access token (`HF_TOKEN`, else the token file `huggingface-cli login` writes).
+    pub token: Option<String>,
+    /// Show download progress bars.
+    pub progress: bool,
+}
+
+impl HubOptions {
+    /// Options from the environment, as `huggingface_hub` reads it: `HF_HUB_CACHE` (or the older
+    /// `HUGGINGFACE_HUB_CACHE`), `HF_HOME`, `HF_HUB_OFFLINE`, `HF_ENDPOINT`, `HF_TOKEN`.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let cache_dir = var("HF_HUB_CACHE")
+            .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
+            .map(PathBuf::from)
+            .or_else(|| var("HF_HOME").map(|h| PathBuf::from(h).join("hub")))
+            .unwrap_or_else(|| Cache::default().path().clone());
+        let token = var("HF_TOKEN").or_else(|| Cache::new(cache_dir.clone()).token());
+        HubOptions {
+            offline: var("HF_HUB_OFFLINE").is_some_and(|v| env_true(&v)),
+            endpoint: var("HF_ENDPOINT").unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()),
+            revision: "main".to_owned(),
+            token,
+            progress: true,
+            cache_dir,
+        }
+    }
+
+    /// Cache-only options for a given cache root: no network, no token, revision `main`.
+    pub fn offline(cache_dir: impl Into<PathBuf>) -> Self {
+        HubOptions {
+            cache_dir: cache_dir.into(),
+            offline: true,
+            endpoint: DEFAULT_ENDPOINT.to_owned(),
+            revision: "main".to_owned(),
+            token: None,
+            progress: false,
+        }
+    }
+}
+
+/// `huggingface_hub`'s truthy values for boolean environment variables.
+fn env_true(v: &str) -> bool {
+    ["1", "on", "yes", "true"].contains(&v.trim().to_ascii_lowercase().as_str())
+}
+
+/// Where resolved files came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelOrigin {
+    /// A local folder given by path.
+    Local,
+    /// A complete snapshot already in the hub cache (no network used).
+    HubCache { repo: String },
+    /// Fetched (at least in part) from the hub into its cache.
+    Downloaded { repo: String },
+}
+
+/// The resolved files of one model, all in [`dir`](Self::dir).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFiles {
+    /// The model folder (for a hub model, its cache snapshot folder).
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    /// `model.safetensors`, or the shards of the index sorted by name.
+    pub weights: Vec<PathBuf>,
+    /// `model.safetensors.index.json` when the weights are sharded.
+    pub weights_index: Option<PathBuf>,
+    pub tokenizer: PathBuf,
+    pub tokenizer_config: Option<PathBuf>,
+    /// `chat_template.jinja` if present, else `chat_template.json` (the order
+    /// [`crate::vlm::Qwen25Tokenizer::from_dir`] reads them in).
+    pub chat_template: Option<PathBuf>,
+    pub preprocessor_config: Option<PathBuf>,
+    pub generation_config: Option<PathBuf>,
+    pub origin: ModelOrigin,
+}
+
+impl ModelFiles {
+    /// Resolves a `--model` spec with options from the environment ([`HubOptions::from_env`]).
+    pub fn resolve(spec: &str) -> Result<Self, FilesError> {
+        Self::resolve_with(spec, &HubOptions::from_env())
+    }
+
+    /// Resolves a `--model` spec: a local folder, else a hub repo id through `opts`.
+    pub fn resolve_with(spec: &str, opts: &HubOptions) -> Result<Self, FilesError> {
+        match ModelSpec::parse(spec)? {
+            ModelSpec::Local(dir) => Self::from_dir(dir),
+            ModelSpec::Repo(repo) => Self::from_hub(&repo, opts),
+        }
+    }
+
+    /// The files of a local model folder.
+    pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self, FilesError> {
+        let dir = dir.as_ref();
+        if !dir.is_dir() {
+            return Err(if dir.exists() {
+                FilesError::NotADirectory {
+                    path: dir.to_path_buf(),
+                }
+            } else {
+                FilesError::Missing {
+                    dir: dir.to_path_buf(),
+                    file: CONFIG_FILE,
+                }
+            });
+        }
+        let required = |file: &'static str| {
+            let p = dir.join(file);
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(FilesError::Missing {
+                    dir: dir.to_path_buf(),
+                    file,
+                })
+            }
+        };
+        let optional = |file: &str| Some(dir.join(file)).filter(|p| p.is_file());
+        let config = required(CONFIG_FILE)?;
+        let (weights, weights_index) = if let Some(single) = optional(WEIGHTS_FILE) {
+            (vec![single], None)
+        } else if let Some(index) = optional(WEIGHTS_INDEX_FILE) {
+            let shards = shard_names(&index)?;
+            let mut paths = Vec::with_capacity(shards.len());
+            for shard in shards {
+                let p = dir.join(&shard);
+                if !p.is_file() {
+                    return Err(FilesError::MissingShard {
+                        dir: dir.to_path_buf(),
+                        shard,
+                    });
+                }
+                paths.push(p);
+            }
+            (paths, Some(index))
+        } else {
+            return Err(FilesError::MissingWeights {
+                dir: dir.to_path_buf(),
+            });
+        };
+        Ok(ModelFiles {
+            dir: dir.to_path_buf(),
+            config,
+            weights,
+            weights_index,
+            tokenizer: required(TOKENIZER_FILE)?,
+            tokenizer_config: optional("tokenizer_config.json"),
+            chat_template: optional("chat_template.jinja")
+                .or_else(|| optional("chat_template.json")),
+            preprocessor_config: optional("preprocessor_config.json"),
+            generation_config: optional("generation_config.json"),
+            origin: ModelOrigin::Local,
+        })
+    }
+
+    /// The files of a hub model: from the cache when a complete snapshot is there, else
+    /// downloaded (unless `opts.offline`).
+    pub fn from_hub(repo_id: &str, opts: &HubOptions) -> Result<Self, FilesError> {
+        let repo = Repo::with_revision(repo_id.to_owned(), RepoType::Model, opts.revision.clone());
+        let cache = Cache::new(opts.cache_dir.clone());
+        let fetch_error = |reason: String| FilesError::Fetch {
+            repo: repo_id.to_owned(),
+            endpoint: opts.endpoint.clone(),
+            reason,
+        };
+        // A cached snapshot: every file of one revision sits in snapshots/<commit>/.
+        let cached = cache
+            .repo(repo.clone())
+            .get(CONFIG_FILE)
+            .and_then(|config| config.parent().map(Path::to_path_buf))
+            .map(|snapshot| Self::from_dir(snapshot));
+        let cache_problem = match cached {
+            Some(Ok(mut files)) => {
+                files.origin = ModelOrigin::HubCache {
+                    repo: repo_id.to_owned(),
+                };
+                return Ok(files);
+            }
+            Some(Err(e)) => format!("the cached snapshot is incomplete: {e}"),
+            None => format!("it is not in the cache {}", opts.cache_dir.display()),
+        };
+        if opts.offline {
+            return Err(fetch_error(format!(
+                "HF_HUB_OFFLINE is set and {cache_problem}"
+            )));
+        }
+        let mut files = download(&repo, cache, opts)
+            .map_err(|e| fetch_error(format!("{cache_problem}; download failed: {e}")))?;
+        files.origin = ModelOrigin::Downloaded {
+            repo: repo_id.to_owned(),
+        };
+        Ok(files)
+    }
+}
+
+/// Downloads what [`ModelFiles::from_dir`] needs (files already cached are not fetched again)
+/// and resolves the snapshot folder. Errors are strings: they only end up in
+/// [`FilesError::Fetch`]'s reason.
+fn download(repo: &Repo, cache: Cache, opts: &HubOptions) -> Result<ModelFiles, String> {
+    let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
+        .with_endpoint(opts.endpoint.clone())
+        .with_token(opts.token.clone())
+        .with_progress(opts.progress)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let api_repo = api.repo(repo.clone());
+    let info = api_repo.info().map_err(|e| e.to_string())?;
+    let listed = |f: &str| info.siblings.iter().any(|s| s.rfilename == f);
+    let get = |f: &str| api_repo.get(f).map_err(|e| format!("{f}: {e}"));
+    let config = get(CONFIG_FILE)?;
+    get(TOKENIZER_FILE)?;
+    if listed(WEIGHTS_FILE) || !listed(WEIGHTS_INDEX_FILE) {
+        get(WEIGHTS_FILE)?;
+    } else {
+        let index = get(WEIGHTS_INDEX_FILE)?;
+        for shard in shard_names(&index).map_err(|e| e.to_string())? {
+            get(&shard)?;
+        }
+    }
+    for f in OPTIONAL_FILES.into_iter().filter(|f| listed(f)) {
+        get(f)?;
+    }
+    let snapshot = config
+        .parent()
+        .ok_or_else(|| format!("{} has no parent folder", config.display()))?;
+    ModelFiles::from_dir(snapshot).map_err(|e| e.to_string())
+}
+
+/// The distinct shard files of a safetensors index, sorted (transformers' loading order).
+pub fn shard_names(index: &Path) -> Result<Vec<String>, FilesError> {
+    let text = std::fs::read_to_string(index).map_err(|source| FilesError::Io {
+        path: index.to_path_buf(),
+        source,
+    })?;
+    let bad = |reason: String| FilesError::BadIndex {
+        path: index.to_path_buf(),
+        reason,
+    };
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let map = json
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| bad("no `weight_map` object".to_owned()))?;
+    let mut shards = std::collections::BTreeSet::new();
+    for (tensor, shard) in map {
+        let shard = shard
+            .as_str()
+            .ok_or_else(|| bad(format!("weight_map[{tensor:?}] is not a file name")))?;
+        let plain = Path::new(shard).file_name().and_then(|n| n.to_str()) == Some(shard);
+        if !plain {
+            return Err(FilesError::BadShardName {
+                path: index.to_path_buf(),
+                shard: shard.to_owned(),
+            });
+        }
+        shards.insert(shard.to_owned());
+    }
+    if shards.is_empty() {
+        return Err(bad("`weight_map` is empty".to_owned()));
+    }
+    Ok(shards.into_iter().collect())
+}

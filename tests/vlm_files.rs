@@ -1,0 +1,271 @@
+//! Model spec → files: local folders (single-file and sharded weights), the Hugging Face cache
+//! layout, and the offline error. No test touches the network.
+
+use std::path::{Path, PathBuf};
+
+use pointact::vlm::{is_repo_id, FilesError, HubOptions, ModelFiles, ModelOrigin, ModelSpec};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/qwen25vl_tiny")
+        .join(name)
+}
+
+/// A fresh empty folder under the system temp dir.
+fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pointact-vlm-files-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const SHARD_1: &str = "model-00001-of-00002.safetensors";
+const SHARD_2: &str = "model-00002-of-00002.safetensors";
+
+/// A folder with config, tokenizer and two weight shards; the index lists shard 2 first.
+fn sharded_folder(tag: &str) -> PathBuf {
+    let dir = temp_dir(tag);
+    std::fs::copy(fixture("config.json"), dir.join("config.json")).unwrap();
+    std::fs::copy(fixture("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    let index = serde_json::json!({
+        "metadata": { "total_size": 16 },
+        "weight_map": {
+            "model.embed_tokens.weight": SHARD_2,
+            "visual.patch_embed.proj.weight": SHARD_1,
+            "model.norm.weight": SHARD_2,
+        }
+    });
+    std::fs::write(
+        dir.join("model.safetensors.index.json"),
+        serde_json::to_string_pretty(&index).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(dir.join(SHARD_1), b"shard one").unwrap();
+    std::fs::write(dir.join(SHARD_2), b"shard two").unwrap();
+    dir
+}
+
+#[test]
+fn fixture_folder_resolves() {
+    let dir = fixture("");
+    let files = ModelFiles::from_dir(&dir).unwrap();
+    assert_eq!(files.config, dir.join("config.json"));
+    assert_eq!(files.weights, vec![dir.join("model.safetensors")]);
+    assert_eq!(files.weights_index, None);
+    assert_eq!(files.tokenizer, dir.join("tokenizer.json"));
+    assert_eq!(
+        files.tokenizer_config,
+        Some(dir.join("tokenizer_config.json"))
+    );
+    assert_eq!(files.chat_template, None);
+    assert_eq!(
+        files.preprocessor_config,
+        Some(dir.join("preprocessor_config.json"))
+    );
+    assert_eq!(
+        files.generation_config,
+        Some(dir.join("generation_config.json"))
+    );
+    assert_eq!(files.origin, ModelOrigin::Local);
+
+    // Through a spec string, too (a path wins; the hub is never asked).
+    let cache = temp_dir("unused-cache");
+    let spec = dir.to_str().unwrap();
+    let via_spec = ModelFiles::resolve_with(spec, &HubOptions::offline(&cache)).unwrap();
+    assert_eq!(via_spec, files);
+    std::fs::remove_dir_all(&cache).unwrap();
+}
+
+#[test]
+fn sharded_folder_lists_distinct_shards_in_order() {
+    let dir = sharded_folder("sharded");
+    let files = ModelFiles::from_dir(&dir).unwrap();
+    assert_eq!(files.weights, vec![dir.join(SHARD_1), dir.join(SHARD_2)]);
+    assert_eq!(
+        files.weights_index,
+        Some(dir.join("model.safetensors.index.json"))
+    );
+    assert_eq!(files.tokenizer_config, None);
+    assert_eq!(files.generation_config, None);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn missing_shard_is_named() {
+    let dir = sharded_folder("missing-shard");
+    std::fs::remove_file(dir.join(SHARD_2)).unwrap();
+    let err = ModelFiles::from_dir(&dir).unwrap_err();
+    assert!(
+        matches!(&err, FilesError::MissingShard { dir: d, shard } if *d == dir && shard == SHARD_2),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains(SHARD_2) && msg.contains(&dir.display().to_string()),
+        "{msg}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn shard_names_must_stay_in_the_folder() {
+    let dir = sharded_folder("bad-shard");
+    let index = serde_json::json!({ "weight_map": { "a": "../elsewhere.safetensors" } });
+    std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+    let err = ModelFiles::from_dir(&dir).unwrap_err();
+    assert!(matches!(err, FilesError::BadShardName { .. }), "{err:?}");
+
+    std::fs::write(dir.join("model.safetensors.index.json"), "{}").unwrap();
+    let err = ModelFiles::from_dir(&dir).unwrap_err();
+    assert!(matches!(err, FilesError::BadIndex { .. }), "{err:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn missing_required_files_name_file_and_folder() {
+    let dir = sharded_folder("missing");
+    let folder = dir.display().to_string();
+
+    std::fs::remove_file(dir.join("tokenizer.json")).unwrap();
+    let err = ModelFiles::from_dir(&dir).unwrap_err();
+    assert!(
+        matches!(&err, FilesError::Missing { file: "tokenizer.json", dir: d } if *d == dir),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("tokenizer.json") && err.to_string().contains(&folder));
+
+    std::fs::remove_file(dir.join("model.safetensors.index.json")).unwrap();
+    let err = ModelFiles::from_dir(&dir).unwrap_err();
+    assert!(matches!(&err, FilesError::MissingWeights { .. }), "{err:?}");
+    assert!(err.to_string().contains("model.safetensors") && err.to_string().contains(&folder));
+
+    std::fs::remove_file(dir.join("config.json")).unwrap();
+    let err = ModelFiles::from_dir(&dir).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            FilesError::Missing {
+                file: "config.json",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(&folder));
+
+    let err = ModelFiles::from_dir(dir.join(SHARD_1)).unwrap_err();
+    assert!(matches!(err, FilesError::NotADirectory { .. }), "{err:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn spec_parsing() {
+    for id in [
+        "IffYuan/Embodied-R1-3B-v1",
+        "Qwen/Qwen2.5-VL-3B-Instruct",
+        "a/b",
+        "user_1/model.v2",
+    ] {
+        assert!(is_repo_id(id), "{id}");
+    }
+    for not in [
+        "gpt2",
+        "a/b/c",
+        "/abs/path",
+        "./rel/x",
+        "owner/",
+        "/name",
+        "own..er/x",
+        "owner/na--me",
+        "-owner/x",
+        "owner/x.",
+        "ow ner/x",
+    ] {
+        assert!(!is_repo_id(not), "{not}");
+    }
+    let fixture_dir = fixture("");
+    assert_eq!(
+        ModelSpec::parse(fixture_dir.to_str().unwrap()).unwrap(),
+        ModelSpec::Local(fixture_dir.clone())
+    );
+    assert_eq!(
+        ModelSpec::parse("IffYuan/Embodied-R1-3B-v1").unwrap(),
+        ModelSpec::Repo("IffYuan/Embodied-R1-3B-v1".into())
+    );
+    let err = ModelSpec::parse("no/such/folder").unwrap_err();
+    assert!(matches!(err, FilesError::NotFound { .. }), "{err:?}");
+}
+
+/// Writes the cache layout `huggingface-cli download` leaves: `refs/main` holds the commit,
+/// `snapshots/<commit>/` holds the files.
+fn cache_snapshot(cache: &Path, repo: &str, files: &[&str]) -> PathBuf {
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let repo_dir = cache.join(format!("models--{}", repo.replace('/', "--")));
+    std::fs::create_dir_all(repo_dir.join("refs")).unwrap();
+    std::fs::write(repo_dir.join("refs/main"), commit).unwrap();
+    let snapshot = repo_dir.join("snapshots").join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    for f in files {
+        std::fs::copy(fixture(f), snapshot.join(f)).unwrap();
+    }
+    snapshot
+}
+
+#[test]
+fn cached_repo_resolves_offline() {
+    let cache = temp_dir("hub-cache");
+    let repo = "pointact-test/qwen25vl-tiny";
+    let snapshot = cache_snapshot(
+        &cache,
+        repo,
+        &[
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "preprocessor_config.json",
+        ],
+    );
+    let files = ModelFiles::resolve_with(repo, &HubOptions::offline(&cache)).unwrap();
+    assert_eq!(files.dir, snapshot);
+    assert_eq!(files.weights, vec![snapshot.join("model.safetensors")]);
+    assert_eq!(files.origin, ModelOrigin::HubCache { repo: repo.into() });
+    assert_eq!(files.generation_config, None);
+    std::fs::remove_dir_all(&cache).unwrap();
+}
+
+#[test]
+fn incomplete_cached_snapshot_offline_says_what_is_missing() {
+    let cache = temp_dir("hub-incomplete");
+    let repo = "pointact-test/qwen25vl-tiny";
+    cache_snapshot(&cache, repo, &["config.json", "model.safetensors"]);
+    let err = ModelFiles::resolve_with(repo, &HubOptions::offline(&cache)).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, FilesError::Fetch { .. }), "{err:?}");
+    assert!(
+        msg.contains("tokenizer.json") && msg.contains("--model"),
+        "{msg}"
+    );
+    std::fs::remove_dir_all(&cache).unwrap();
+}
+
+#[test]
+fn uncached_repo_offline_explains_how_to_pass_a_folder() {
+    let cache = temp_dir("hub-empty");
+    let repo = "IffYuan/Embodied-R1-3B-v1";
+    let err = ModelFiles::resolve_with(repo, &HubOptions::offline(&cache)).unwrap_err();
+    assert!(
+        matches!(&err, FilesError::Fetch { repo: r, .. } if r == repo),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    for part in [
+        "could not fetch IffYuan/Embodied-R1-3B-v1 from https://huggingface.co",
+        "HF_HUB_OFFLINE",
+        "`huggingface-cli download IffYuan/Embodied-R1-3B-v1 --local-dir DIR`",
+        "`--model DIR`",
+    ] {
+        assert!(msg.contains(part), "{part:?} not in {msg}");
+    }
+    std::fs::remove_dir_all(&cache).unwrap();
+}
