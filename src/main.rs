@@ -150,6 +150,9 @@ impl ModelCli {
         let p = pointact::vlm::pointer::QwenPointer::load(&self.model, self.qwen_options()?)?;
         Ok(p.with_text_stream(|piece| {
             use std::io::Write;
+            if !STREAMING.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                eprint!("reply     ");
+            }
             eprint!("{piece}");
             let _ = std::io::stderr().flush();
         }))
@@ -267,6 +270,16 @@ struct RenderBenchCli {
     /// Frames timed for our renderer (the brute-force peer times a fifth of them).
     #[arg(long, default_value_t = 30)]
     frames: usize,
+}
+
+/// Whether a model reply is being streamed to stderr (the next printed line must start fresh).
+static STREAMING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Ends a streamed reply's line, if one is open.
+fn end_stream() {
+    if STREAMING.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!();
+    }
 }
 
 /// Exit code for subcommands whose issue has not landed: distinct from success (0) and failure (1).
@@ -392,6 +405,7 @@ fn run(a: RunCli) -> Result<ExitCode> {
         }
         other => anyhow::bail!("unknown pointer `{other}` (expected oracle, qwen or openai)"),
     };
+    end_stream();
     if let Some(err) = record_err {
         return Err(anyhow::anyhow!("--record failed: {err}"));
     }
@@ -427,7 +441,7 @@ fn point(a: PointCli) -> Result<ExitCode> {
         "qwen" => {
             let mut p = a.model.qwen()?;
             let (reply, pointing) = p.ask(&img, ability, &a.instruction)?;
-            eprintln!();
+            end_stream();
             if reply.model_size != reply.original_size {
                 eprintln!(
                     "image     {}x{} seen by the model as {}x{}",
@@ -485,6 +499,7 @@ fn point(a: PointCli) -> Result<ExitCode> {
 }
 
 fn print_event(e: &pointact::executor::run::Event<'_>) {
+    end_stream();
     use pointact::executor::plan::Step;
     use pointact::executor::run::Event;
     match e {

@@ -269,3 +269,88 @@ fn uncached_repo_offline_explains_how_to_pass_a_folder() {
     }
     std::fs::remove_dir_all(&cache).unwrap();
 }
+
+/// The environment is read as `huggingface_hub` reads it (through a lookup, not the process
+/// environment, so tests stay independent).
+#[test]
+fn hub_options_follow_huggingface_hub_variables() {
+    let opts = |vars: &[(&str, &str)]| {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        HubOptions::from_vars(move |k| {
+            vars.iter()
+                .find(|(name, _)| name == k)
+                .map(|(_, v)| v.clone())
+        })
+    };
+    let o = opts(&[("HOME", "/home/u")]);
+    assert_eq!(o.cache_dir, PathBuf::from("/home/u/.cache/huggingface/hub"));
+    assert!(!o.offline);
+    assert_eq!(o.endpoint, "https://huggingface.co");
+    assert_eq!(o.revision, "main");
+    assert_eq!(o.token, None);
+
+    let o = opts(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/xdg")]);
+    assert_eq!(o.cache_dir, PathBuf::from("/xdg/huggingface/hub"));
+    let o = opts(&[("XDG_CACHE_HOME", "/xdg"), ("HF_HOME", "/hf")]);
+    assert_eq!(o.cache_dir, PathBuf::from("/hf/hub"));
+    let o = opts(&[("HF_HOME", "/hf"), ("HF_HUB_CACHE", "/hub-cache")]);
+    assert_eq!(o.cache_dir, PathBuf::from("/hub-cache"));
+
+    for (value, offline) in [
+        ("1", true),
+        ("ON", true),
+        ("yes", true),
+        ("True", true),
+        ("0", false),
+        ("", false),
+        ("no", false),
+    ] {
+        assert_eq!(
+            opts(&[("HF_HUB_OFFLINE", value)]).offline,
+            offline,
+            "{value:?}"
+        );
+    }
+    let o = opts(&[
+        ("HF_ENDPOINT", "https://mirror.example"),
+        ("HF_TOKEN", "hf_x"),
+    ]);
+    assert_eq!(o.endpoint, "https://mirror.example");
+    assert_eq!(o.token.as_deref(), Some("hf_x"));
+
+    // The token file `huggingface-cli login` writes, under HF_HOME.
+    let home = temp_dir("hf-home");
+    std::fs::write(home.join("token"), "hf_from_file\n").unwrap();
+    let o = opts(&[("HF_HOME", home.to_str().unwrap())]);
+    assert_eq!(o.token.as_deref(), Some("hf_from_file"));
+    assert_eq!(o.cache_dir, home.join("hub"));
+    std::fs::remove_dir_all(&home).unwrap();
+}
+
+/// Online but the hub cannot be reached (a closed local port stands in for "no network"): the
+/// error carries the download failure and the same advice.
+#[test]
+fn unreachable_hub_explains_how_to_pass_a_folder() {
+    let cache = temp_dir("hub-unreachable");
+    let opts = HubOptions {
+        offline: false,
+        endpoint: "http://127.0.0.1:1".into(),
+        ..HubOptions::offline(&cache)
+    };
+    let repo = "IffYuan/Embodied-R1-3B-v1";
+    let err = ModelFiles::resolve_with(repo, &opts).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, FilesError::Fetch { .. }), "{err:?}");
+    for part in [
+        "could not fetch IffYuan/Embodied-R1-3B-v1 from http://127.0.0.1:1",
+        "download failed",
+        "--local-dir DIR",
+        "`--model DIR`",
+    ] {
+        assert!(msg.contains(part), "{part:?} not in {msg}");
+    }
+    std::fs::remove_dir_all(&cache).unwrap();
+}

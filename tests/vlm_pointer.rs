@@ -43,7 +43,10 @@ fn image_to_tokens_matches_transformers_and_no_points_is_a_typed_error() {
     assert_eq!(reply.model_size, reply.original_size); // 336x252: no resize
     match pointing {
         Err(PointerError::Answer(e)) => {
-            assert!(matches!(e, PointingError::MissingPointBlock { .. }), "{e:?}");
+            assert!(
+                matches!(e, PointingError::MissingPointBlock { .. }),
+                "{e:?}"
+            );
             assert_eq!(e.raw(), reply.text);
         }
         other => panic!("random weights cannot answer with points: {other:?}"),
@@ -61,7 +64,10 @@ fn streamed_text_equals_the_decoded_reply() {
     assert_eq!(reply.tokens.len(), 12);
     assert_eq!(*streamed.borrow(), reply.text);
     // 300x200 is resized for the model to 308x196.
-    assert_eq!((reply.model_size.width, reply.model_size.height), (308, 196));
+    assert_eq!(
+        (reply.model_size.width, reply.model_size.height),
+        (308, 196)
+    );
 }
 
 #[test]

@@ -46,5 +46,5 @@ pub use mapping::{
 };
 pub use openai::{OpenAiConfig, OpenAiError, OpenAiPointer};
 pub use parse::{parse_answer, ListProblem, PointAnswer, PointingError};
-pub use report::PointReport;
 pub use pointer::{Pointer, PointerError, Pointing};
+pub use report::PointReport;

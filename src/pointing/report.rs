@@ -51,7 +51,9 @@ impl PointReport {
             ability: ability.as_str().to_string(),
             instruction: instruction.to_string(),
             points: pointing.map(Pointing::points_px).unwrap_or_default(),
-            model_points: pointing.map(|p| p.answer.points.clone()).unwrap_or_default(),
+            model_points: pointing
+                .map(|p| p.answer.points.clone())
+                .unwrap_or_default(),
             image: pointing.map(|p| size(p.map.original())),
             model_image: pointing.map(|p| size(p.map.model())),
             reasoning: pointing.and_then(|p| p.answer.reasoning.clone()),

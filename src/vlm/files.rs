@@ -144,16 +144,43 @@ pub struct HubOptions {
 }
 
 impl HubOptions {
-    /// Options from the environment, as `huggingface_hub` reads it: `HF_HUB_CACHE` (or the older
-    /// `HUGGINGFACE_HUB_CACHE`), `HF_HOME`, `HF_HUB_OFFLINE`, `HF_ENDPOINT`, `HF_TOKEN`.
+    /// Options from the environment, as `huggingface_hub` reads it: the cache root is
+    /// `HF_HUB_CACHE` (or the older `HUGGINGFACE_HUB_CACHE`), else `HF_HOME/hub`, else
+    /// `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`; `HF_HUB_OFFLINE`,
+    /// `HF_ENDPOINT`; the token is `HF_TOKEN`, else the file `HF_TOKEN_PATH`, else `HF_HOME/token`
+    /// (where `huggingface-cli login` writes it).
     pub fn from_env() -> Self {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with the variables looked up through `lookup` (for tests and
+    /// callers that keep their own environment). Empty values count as unset.
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let var = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
+        let hf_home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
+            var("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    var("HOME")
+                        .or_else(|| var("USERPROFILE"))
+                        .map(|h| PathBuf::from(h).join(".cache"))
+                })
+                .unwrap_or_else(|| PathBuf::from(".cache"))
+                .join("huggingface")
+        });
         let cache_dir = var("HF_HUB_CACHE")
             .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
             .map(PathBuf::from)
-            .or_else(|| var("HF_HOME").map(|h| PathBuf::from(h).join("hub")))
-            .unwrap_or_else(|| Cache::default().path().clone());
-        let token = var("HF_TOKEN").or_else(|| Cache::new(cache_dir.clone()).token());
+            .unwrap_or_else(|| hf_home.join("hub"));
+        let token_path = var("HF_TOKEN_PATH")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| hf_home.join("token"));
+        let token = var("HF_TOKEN").or_else(|| {
+            std::fs::read_to_string(token_path)
+                .ok()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+        });
         HubOptions {
             offline: var("HF_HUB_OFFLINE").is_some_and(|v| env_true(&v)),
             endpoint: var("HF_ENDPOINT").unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()),
@@ -306,7 +333,7 @@ impl ModelFiles {
             .repo(repo.clone())
             .get(CONFIG_FILE)
             .and_then(|config| config.parent().map(Path::to_path_buf))
-            .map(|snapshot| Self::from_dir(snapshot));
+            .map(Self::from_dir);
         let cache_problem = match cached {
             Some(Ok(mut files)) => {
                 files.origin = ModelOrigin::HubCache {
@@ -319,7 +346,7 @@ impl ModelFiles {
         };
         if opts.offline {
             return Err(fetch_error(format!(
-                "HF_HUB_OFFLINE is set and {cache_problem}"
+                "offline mode (HF_HUB_OFFLINE) and {cache_problem}"
             )));
         }
         let mut files = download(&repo, cache, opts)

@@ -87,6 +87,9 @@ pub struct QwenReply {
     pub original_size: ImageSize,
 }
 
+/// Receives decoded reply text as it is generated.
+type TextSink = Box<dyn FnMut(&str)>;
+
 /// Embodied-R1 / Qwen2.5-VL in process.
 pub struct QwenPointer {
     model: Qwen25Vl,
@@ -94,7 +97,7 @@ pub struct QwenPointer {
     processor: ImageProcessor,
     options: QwenOptions,
     files: ModelFiles,
-    on_text: Option<Box<dyn FnMut(&str)>>,
+    on_text: Option<TextSink>,
     last: Option<QwenReply>,
 }
 
@@ -149,11 +152,10 @@ impl QwenPointer {
             reader = reader.with_progress(bar);
         }
         let vb = reader.into_var_builder(DType::F32, &Device::Cpu);
-        let model =
-            Qwen25Vl::new(&cfg, options.quant, vb).map_err(|source| LoadError::Model {
-                dir: files.dir.display().to_string(),
-                source,
-            })?;
+        let model = Qwen25Vl::new(&cfg, options.quant, vb).map_err(|source| LoadError::Model {
+            dir: files.dir.display().to_string(),
+            source,
+        })?;
         if options.generation.stop_ids.is_empty() {
             let special = tokenizer.special_ids();
             let mut stop = cfg.tokens.eos_token_ids.clone();

@@ -315,8 +315,9 @@ impl Qwen25Tokenizer {
         self.render_messages(Value::from(messages), true)
     }
 
-    /// Renders the chat template for arbitrary `messages` (a list of `{role, content}` maps).
-    pub fn render_messages(
+    /// Renders the chat template for `messages` (a list of `{role, content}` maps) with the
+    /// variables transformers passes.
+    fn render_messages(
         &self,
         messages: Value,
         add_generation_prompt: bool,
