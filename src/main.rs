@@ -86,6 +86,10 @@ struct ModelCli {
     /// qwen: weight format of the text decoder: f32 (exact), q8_0 or q4k (faster, smaller).
     #[arg(long, default_value = "f32")]
     quant: String,
+    /// qwen: weight format of the vision tower's linears (f32 keeps the image features exact;
+    /// layers whose width fits no block stay f32 anyway).
+    #[arg(long, default_value = "f32")]
+    vision_quant: String,
     /// Pixel budget of the image processor (default: the model's preprocessor_config.json).
     /// For openai these must equal the server's own limits, or points are scaled wrong.
     #[arg(long)]
@@ -124,6 +128,7 @@ impl ModelCli {
         use pointact::vlm::{GenerationConfig, Sampling};
         Ok(pointact::vlm::pointer::QwenOptions {
             quant: self.quant.parse().map_err(anyhow::Error::msg)?,
+            vision_quant: self.vision_quant.parse().map_err(anyhow::Error::msg)?,
             min_pixels: self.min_pixels,
             max_pixels: self.max_pixels,
             generation: GenerationConfig {

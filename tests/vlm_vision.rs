@@ -7,7 +7,7 @@
 use candle_core::{DType, Device, Tensor};
 use pointact::vlm::{
     vision::{patch_positions, window_index},
-    ImageProcessor, VisionError,
+    ImageProcessor, Qwen25VisionModel, VisionError,
 };
 
 mod vlm_fixture;
@@ -177,4 +177,32 @@ fn f32_rotary_frequencies_differ_from_the_golden_run_only_slightly() {
         err / scale
     );
     assert!(err / scale < 1e-3, "{}", err / scale);
+}
+
+/// Q8_0 vision linears: the tiny tower's 32-wide inputs fit Q8_0's 32-blocks (its 48-wide MLP
+/// `down_proj` does not and stays dense); the image features move a little, not a lot.
+#[test]
+fn quantized_vision_tower_stays_close() {
+    use pointact::vlm::Quant;
+    let g = golden();
+    let cfg = config();
+    let q = Qwen25VisionModel::new_quantized(&cfg.vision, Quant::Q8_0, weights().pp("visual"))
+        .unwrap()
+        .with_bf16_rotary_freqs()
+        .unwrap();
+    let ours = q.forward(&golden_pixel_values(&g), &[grid(&g)]).unwrap();
+    let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let want = g["vision_embeds"]
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let err = ours
+        .iter()
+        .zip(&want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    println!("q8_0 vision_embeds: relative {:.3e}", err / scale);
+    assert!(err / scale > 1e-6, "q8_0 must actually quantize");
+    assert!(err / scale < 0.05, "q8_0 vision drifted: {}", err / scale);
 }

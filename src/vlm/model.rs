@@ -74,12 +74,23 @@ pub struct Qwen25Vl {
 
 impl Qwen25Vl {
     /// Builds both towers from a checkpoint-root `vb` (`visual.*`, `model.*`, maybe `lm_head.*`).
-    /// `quant` applies to the text decoder's linears and `lm_head`; the vision tower stays in
-    /// `vb`'s dtype (its 3420-wide MLP does not fit any block size).
+    /// `quant` applies to the text decoder's linears and `lm_head`; the vision tower stays dense.
     pub fn new(cfg: &Qwen25VlConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
+        Self::new_quantized(cfg, quant, Quant::F32, vb)
+    }
+
+    /// [`Self::new`] with the vision tower's linears in `vision_quant` where they fit (for 3B:
+    /// all but the 3420-wide MLP `down_proj` and the patch embedding). Why the tower is dense by
+    /// default: it runs once per query, and its errors move every point the model answers with.
+    pub fn new_quantized(
+        cfg: &Qwen25VlConfig,
+        quant: Quant,
+        vision_quant: Quant,
+        vb: VarBuilder,
+    ) -> candle_core::Result<Self> {
         cfg.validate().map_err(candle_core::Error::wrap)?;
         Ok(Self {
-            vision: Qwen25VisionModel::new(&cfg.vision, vb.pp("visual"))?,
+            vision: Qwen25VisionModel::new_quantized(&cfg.vision, vision_quant, vb.pp("visual"))?,
             text: TextModel::new(&cfg.text, quant, vb.clone())?,
             cfg: cfg.clone(),
             positions: None,

@@ -28,8 +28,10 @@ use crate::pointing::{Ability, ImageSize, Pointer, PointerError, Pointing};
 /// Settings of the local backend.
 #[derive(Debug, Clone)]
 pub struct QwenOptions {
-    /// Weight format of the text decoder (the vision tower stays f32).
+    /// Weight format of the text decoder.
     pub quant: Quant,
+    /// Weight format of the vision tower's linears that fit the block size (default f32).
+    pub vision_quant: Quant,
     /// Override the preprocessor's pixel budget (fewer pixels = fewer image tokens = faster).
     pub min_pixels: Option<u64>,
     pub max_pixels: Option<u64>,
@@ -46,6 +48,7 @@ impl Default for QwenOptions {
     fn default() -> Self {
         Self {
             quant: Quant::F32,
+            vision_quant: Quant::F32,
             min_pixels: None,
             max_pixels: None,
             generation: GenerationConfig::default(),

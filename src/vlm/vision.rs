@@ -16,9 +16,10 @@
 //! whatever the weight dtype; on CPU load the weights as F32 (candle has no bf16 CPU gemm).
 
 use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{linear, rms_norm, Linear, RmsNorm, VarBuilder};
+use candle_nn::{rms_norm, Linear, RmsNorm, VarBuilder};
 
 use super::config::{VisionConfig, VISION_RMS_NORM_EPS, VISION_ROPE_THETA};
+use super::linear::{Proj, Quant};
 
 /// Errors from running the vision tower.
 #[derive(Debug, thiserror::Error)]
@@ -219,18 +220,18 @@ impl PatchEmbed {
 /// `visual.blocks.i.attn`: fused qkv, 2-D rotary on q and k, segment-wise softmax attention.
 #[derive(Debug, Clone)]
 struct VisionAttention {
-    qkv: Linear,
-    proj: Linear,
+    qkv: Proj,
+    proj: Proj,
     num_heads: usize,
     head_dim: usize,
 }
 
 impl VisionAttention {
-    fn new(cfg: &VisionConfig, vb: VarBuilder) -> candle_core::Result<Self> {
+    fn new(cfg: &VisionConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
         let h = cfg.hidden_size;
         Ok(Self {
-            qkv: linear(h, 3 * h, vb.pp("qkv"))?,
-            proj: linear(h, h, vb.pp("proj"))?,
+            qkv: Proj::load(h, 3 * h, true, quant, vb.pp("qkv"))?,
+            proj: Proj::load(h, h, true, quant, vb.pp("proj"))?,
             num_heads: cfg.num_heads,
             head_dim: cfg.head_dim(),
         })
@@ -286,18 +287,19 @@ impl VisionAttention {
 /// `visual.blocks.i.mlp`: SwiGLU with biases.
 #[derive(Debug, Clone)]
 struct VisionMlp {
-    gate_proj: Linear,
-    up_proj: Linear,
-    down_proj: Linear,
+    gate_proj: Proj,
+    up_proj: Proj,
+    down_proj: Proj,
 }
 
 impl VisionMlp {
-    fn new(cfg: &VisionConfig, vb: VarBuilder) -> candle_core::Result<Self> {
+    fn new(cfg: &VisionConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
         let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
         Ok(Self {
-            gate_proj: linear(h, i, vb.pp("gate_proj"))?,
-            up_proj: linear(h, i, vb.pp("up_proj"))?,
-            down_proj: linear(i, h, vb.pp("down_proj"))?,
+            gate_proj: Proj::load(h, i, true, quant, vb.pp("gate_proj"))?,
+            up_proj: Proj::load(h, i, true, quant, vb.pp("up_proj"))?,
+            // 3B: k = 3420 fits no block size, so this one stays f32 whatever `quant` says.
+            down_proj: Proj::load(i, h, true, quant, vb.pp("down_proj"))?,
         })
     }
 
@@ -318,12 +320,12 @@ struct VisionBlock {
 }
 
 impl VisionBlock {
-    fn new(cfg: &VisionConfig, vb: VarBuilder) -> candle_core::Result<Self> {
+    fn new(cfg: &VisionConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
         Ok(Self {
             norm1: rms_norm(cfg.hidden_size, VISION_RMS_NORM_EPS, vb.pp("norm1"))?,
             norm2: rms_norm(cfg.hidden_size, VISION_RMS_NORM_EPS, vb.pp("norm2"))?,
-            attn: VisionAttention::new(cfg, vb.pp("attn"))?,
-            mlp: VisionMlp::new(cfg, vb.pp("mlp"))?,
+            attn: VisionAttention::new(cfg, quant, vb.pp("attn"))?,
+            mlp: VisionMlp::new(cfg, quant, vb.pp("mlp"))?,
         })
     }
 
@@ -346,18 +348,19 @@ impl VisionBlock {
 #[derive(Debug, Clone)]
 struct PatchMerger {
     ln_q: RmsNorm,
-    fc1: Linear,
-    fc2: Linear,
+    fc1: Proj,
+    fc2: Proj,
     merged_dim: usize,
 }
 
 impl PatchMerger {
-    fn new(cfg: &VisionConfig, vb: VarBuilder) -> candle_core::Result<Self> {
+    fn new(cfg: &VisionConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
         let merged_dim = cfg.hidden_size * cfg.merge_unit();
+        let mlp = vb.pp("mlp");
         Ok(Self {
             ln_q: rms_norm(cfg.hidden_size, VISION_RMS_NORM_EPS, vb.pp("ln_q"))?,
-            fc1: linear(merged_dim, merged_dim, vb.pp("mlp").pp("0"))?,
-            fc2: linear(merged_dim, cfg.out_hidden_size, vb.pp("mlp").pp("2"))?,
+            fc1: Proj::load(merged_dim, merged_dim, true, quant, mlp.pp("0"))?,
+            fc2: Proj::load(merged_dim, cfg.out_hidden_size, true, quant, mlp.pp("2"))?,
             merged_dim,
         })
     }
@@ -387,12 +390,22 @@ impl Qwen25VisionModel {
     /// Builds the tower from `vb` (usually `vb.pp("visual")`). The config must be valid
     /// ([`VisionConfig::validate`]); a wrong config is reported as a candle error.
     pub fn new(cfg: &VisionConfig, vb: VarBuilder) -> candle_core::Result<Self> {
+        Self::new_quantized(cfg, Quant::F32, vb)
+    }
+
+    /// [`Self::new`] with the block and merger linears in `quant` where their input width fits
+    /// the block size (the rest, and the patch embedding, stay dense).
+    pub fn new_quantized(
+        cfg: &VisionConfig,
+        quant: Quant,
+        vb: VarBuilder,
+    ) -> candle_core::Result<Self> {
         cfg.validate().map_err(candle_core::Error::wrap)?;
         let patch_embed = PatchEmbed::new(cfg, vb.pp("patch_embed"))?;
         let blocks = (0..cfg.depth)
-            .map(|i| VisionBlock::new(cfg, vb.pp("blocks").pp(i)))
+            .map(|i| VisionBlock::new(cfg, quant, vb.pp("blocks").pp(i)))
             .collect::<candle_core::Result<Vec<_>>>()?;
-        let merger = PatchMerger::new(cfg, vb.pp("merger"))?;
+        let merger = PatchMerger::new(cfg, quant, vb.pp("merger"))?;
         // VisionRotaryEmbedding(dim = head_dim/2): inv_freq = 1/θ^(2j/dim), all in f32.
         let dim = cfg.head_dim() / 2;
         let inv_freq = (0..dim)
