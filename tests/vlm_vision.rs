@@ -191,17 +191,7 @@ fn quantized_vision_tower_stays_close() {
         .with_bf16_rotary_freqs()
         .unwrap();
     let ours = q.forward(&golden_pixel_values(&g), &[grid(&g)]).unwrap();
-    let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    let want = g["vision_embeds"]
-        .flatten_all()
-        .unwrap()
-        .to_vec1::<f32>()
-        .unwrap();
-    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let err = ours
-        .iter()
-        .zip(&want)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let (err, scale) = max_errors("q8_0 vision_embeds", &ours, &g["vision_embeds"]);
     println!("q8_0 vision_embeds: relative {:.3e}", err / scale);
     assert!(err / scale > 1e-6, "q8_0 must actually quantize");
     assert!(err / scale < 0.05, "q8_0 vision drifted: {}", err / scale);

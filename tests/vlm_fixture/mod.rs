@@ -71,8 +71,8 @@ pub fn golden_pixel_values(g: &HashMap<String, Tensor>) -> Tensor {
     Tensor::from_vec(pv, (levels.len(), 1176), &Device::Cpu).unwrap()
 }
 
-/// Returns (max abs error, max abs of golden) and asserts the relative bound.
-pub fn assert_close(name: &str, ours: &Tensor, want: &Tensor) -> f32 {
+/// `(max |ours − want|, max |want|)` over all elements (shapes must agree).
+pub fn max_errors(name: &str, ours: &Tensor, want: &Tensor) -> (f32, f32) {
     assert_eq!(ours.dims(), want.dims(), "{name} shape");
     let ours = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     let want = want.flatten_all().unwrap().to_vec1::<f32>().unwrap();
@@ -81,6 +81,12 @@ pub fn assert_close(name: &str, ours: &Tensor, want: &Tensor) -> f32 {
         .iter()
         .zip(&want)
         .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    (err, scale)
+}
+
+/// Asserts the relative bound [`REL_TOL`] and returns the relative error.
+pub fn assert_close(name: &str, ours: &Tensor, want: &Tensor) -> f32 {
+    let (err, scale) = max_errors(name, ours, want);
     let rel = err / scale;
     println!("{name}: max|diff| {err:.3e}, max|golden| {scale:.3e}, relative {rel:.3e}");
     assert!(
