@@ -167,7 +167,7 @@ impl RobustDepthOptions {
 
     /// Checks the ranges documented on the fields.
     pub fn validate(&self) -> Result<(), GeometryError> {
-        if self.window == 0 || self.window % 2 == 0 {
+        if self.window == 0 || self.window.is_multiple_of(2) {
             return Err(GeometryError::InvalidOption {
                 field: "window",
                 reason: format!("must be odd and >= 1, got {}", self.window),

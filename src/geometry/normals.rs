@@ -146,7 +146,7 @@ pub fn normal_at_pixel(
     opts: &NormalAtPixelOptions,
 ) -> Result<Vector3<f64>, GeometryError> {
     rays.check_depth(depth)?;
-    if opts.window < 3 || opts.window % 2 == 0 {
+    if opts.window < 3 || opts.window.is_multiple_of(2) {
         return Err(GeometryError::InvalidOption {
             field: "window",
             reason: format!("must be odd and >= 3, got {}", opts.window),

@@ -171,7 +171,7 @@ impl VisionConfig {
                 });
             }
         }
-        if self.hidden_size % self.num_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(ConfigError::Invalid {
                 field: "vision_config.num_heads",
                 value: self.num_heads.to_string(),
@@ -179,7 +179,7 @@ impl VisionConfig {
             });
         }
         let head_dim = self.head_dim();
-        if head_dim % 4 != 0 {
+        if !head_dim.is_multiple_of(4) {
             return Err(ConfigError::VisionHeadDim {
                 hidden_size: self.hidden_size,
                 num_heads: self.num_heads,
@@ -443,21 +443,24 @@ impl TextConfig {
                 });
             }
         }
-        if self.hidden_size % self.num_attention_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(ConfigError::Invalid {
                 field: "num_attention_heads",
                 value: self.num_attention_heads.to_string(),
                 reason: "must divide hidden_size",
             });
         }
-        if self.num_attention_heads % self.num_key_value_heads != 0 {
+        if !self
+            .num_attention_heads
+            .is_multiple_of(self.num_key_value_heads)
+        {
             return Err(ConfigError::Invalid {
                 field: "num_key_value_heads",
                 value: self.num_key_value_heads.to_string(),
                 reason: "must divide num_attention_heads (grouped-query attention)",
             });
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return Err(ConfigError::Invalid {
                 field: "num_attention_heads",
                 value: self.num_attention_heads.to_string(),

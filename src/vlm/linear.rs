@@ -37,7 +37,8 @@ impl Quant {
 
     /// Whether a weight with input width `in_dim` can be stored in this format.
     pub fn fits(self, in_dim: usize) -> bool {
-        self.ggml().is_none_or(|d| in_dim % d.block_size() == 0)
+        self.ggml()
+            .is_none_or(|d| in_dim.is_multiple_of(d.block_size()))
     }
 }
 
