@@ -47,4 +47,4 @@ pub use processor::{
 pub use rope::{rope_index, MRope, RopeError, RopeIndex};
 pub use text::{LogitsAt, TextModel, TextOutput};
 pub use vision::{Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};
-pub use weights::{SafetensorsReader, WeightsError};
+pub use weights::{checkpoint_files, SafetensorsReader, WeightsError};

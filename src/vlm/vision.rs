@@ -19,6 +19,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{linear, rms_norm, Linear, RmsNorm, VarBuilder};
 
 use super::config::{VisionConfig, VISION_RMS_NORM_EPS, VISION_ROPE_THETA};
+use super::linear::{linear_bytes, tensor_bytes};
 
 /// Errors from running the vision tower.
 #[derive(Debug, thiserror::Error)]
@@ -431,6 +432,29 @@ impl Qwen25VisionModel {
     /// The `head_dim/4` rotary frequencies in use (f32).
     pub fn rotary_inv_freq(&self) -> &[f32] {
         &self.inv_freq
+    }
+
+    /// Bytes held by the tower's weights (for memory reports: peak RSS against model size).
+    pub fn weight_bytes(&self) -> usize {
+        let blocks: usize = self
+            .blocks
+            .iter()
+            .map(|b| {
+                tensor_bytes(b.norm1.weight())
+                    + tensor_bytes(b.norm2.weight())
+                    + linear_bytes(&b.attn.qkv)
+                    + linear_bytes(&b.attn.proj)
+                    + linear_bytes(&b.mlp.gate_proj)
+                    + linear_bytes(&b.mlp.up_proj)
+                    + linear_bytes(&b.mlp.down_proj)
+            })
+            .sum();
+        let m = &self.merger;
+        linear_bytes(&self.patch_embed.proj)
+            + blocks
+            + tensor_bytes(m.ln_q.weight())
+            + linear_bytes(&m.fc1)
+            + linear_bytes(&m.fc2)
     }
 
     /// Image-token embeddings `[Σ t·h·w/4, out_hidden]` (raster order per image) for
