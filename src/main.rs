@@ -240,8 +240,11 @@ enum BenchCommand {
     Cloud(CloudBenchCli),
     /// Simulator camera frames per second on one thread, vs the same renderer without culling.
     Render(RenderBenchCli),
-    /// Qwen2.5-VL-3B on candle vs PyTorch transformers.
-    Vlm,
+    /// Qwen2.5-VL-3B on candle vs PyTorch transformers, full size, same random weights.
+    Vlm(VlmBenchCli),
+    /// One configuration of `bench vlm`, run by it in a child process (internal).
+    #[command(name = "vlm-worker", hide = true)]
+    VlmWorker(VlmWorkerCli),
 }
 
 #[derive(Args)]
@@ -285,6 +288,50 @@ fn end_stream() {
     if STREAMING.swap(false, std::sync::atomic::Ordering::Relaxed) {
         eprintln!();
     }
+}
+
+#[derive(Args)]
+struct VlmBenchCli {
+    /// Threads on both sides (default: all available).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// New tokens per run; the first comes from prefill, the rest are timed as decode.
+    #[arg(long, default_value_t = 32)]
+    decode_tokens: usize,
+    /// Our configurations, comma-separated: f32, q8_0, q4k.
+    #[arg(long, value_delimiter = ',', default_value = "f32,q4k")]
+    quant: Vec<pointact::vlm::Quant>,
+    /// Checkpoint folder (generated once, reused while seed and config match);
+    /// default ~/.cache/pointact/bench-vlm-3b (…-L<N> with --layers).
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// Python interpreter for the transformers peer (it installs a venv when torch is missing).
+    #[arg(long, default_value = "python3")]
+    python: String,
+    /// Cut both towers to N layers for quick runs (default: full size, 36 text / 32 vision).
+    #[arg(long)]
+    layers: Option<usize>,
+    /// Input image size, WIDTHxHEIGHT.
+    #[arg(long, default_value = "640x480", value_parser = pointact::bench::vlm::parse_size)]
+    image: (u32, u32),
+    /// Measure our side only.
+    #[arg(long)]
+    skip_peer: bool,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = pointact::bench::vlm::checkpoint::DEFAULT_SEED)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct VlmWorkerCli {
+    /// request.json written by `bench vlm`.
+    #[arg(long)]
+    request: std::path::PathBuf,
+    #[arg(long)]
+    quant: pointact::vlm::Quant,
 }
 
 /// Exit code for subcommands whose issue has not landed: distinct from success (0) and failure (1).
@@ -351,18 +398,44 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
                 println!("{report}");
                 Ok(ExitCode::SUCCESS)
             }
-            BenchCommand::Vlm => not_built("`bench vlm` (Qwen2.5-VL on candle: issue 4)"),
+            BenchCommand::Vlm(a) => bench_vlm(a),
+            BenchCommand::VlmWorker(a) => {
+                let m = pointact::bench::vlm::worker::run(&a.request, a.quant)?;
+                println!("{}", serde_json::to_string(&m)?);
+                Ok(ExitCode::SUCCESS)
+            }
         },
     }
 }
 
-/// The embedded default of `pointact run`: Embodied-R1's own RRG example task, in the simulator.
-const DEFAULT_TASK: &str = "tabletop/pepper_in_pan";
+fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
+    use pointact::bench::vlm;
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let report = vlm::run(&vlm::VlmBenchArgs {
+        threads,
+        decode_tokens: a.decode_tokens,
+        quants: a.quant,
+        dir: a.dir,
+        python: a.python,
+        layers: a.layers,
+        image: a.image,
+        skip_peer: a.skip_peer,
+        seed: a.seed,
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{report}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 fn run(a: RunCli) -> Result<ExitCode> {
     use pointact::sim::{episode, tasks};
     let branch: pointact::executor::plan::Branch = a.branch.parse().map_err(anyhow::Error::msg)?;
-    let spec = tasks::task(a.task.as_deref().unwrap_or(DEFAULT_TASK))?;
+    let spec = tasks::task(a.task.as_deref().unwrap_or(tasks::DEFAULT_TASK))?;
     let mut ep = spec.instantiate(a.seed)?;
     if let Some(path) = &a.scene {
         // The file's own layout replaces the seeded one; object names must match the task's.

@@ -183,3 +183,64 @@ fn corrupt_files_are_rejected_with_their_path() {
     ));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn weight_bytes_count_every_stored_tensor_once() {
+    let cfg = config();
+    let dense = Qwen25Vl::new(&cfg, Quant::F32, weights()).unwrap();
+    // All 238 368 parameters as f32; the tied lm_head shares the embedding table.
+    assert_eq!(dense.weight_bytes(), 238_368 * 4);
+    // Q8_0 (34 bytes per block of 32) replaces the 7 linears of both layers and adds a quantized
+    // copy of the tied head (the f32 table stays for the lookup).
+    let t = &cfg.text;
+    let (h, kv, i) = (
+        t.hidden_size,
+        t.num_key_value_heads * t.head_dim,
+        t.intermediate_size,
+    );
+    let linears = t.num_hidden_layers * (2 * h * h + 2 * kv * h + 3 * i * h);
+    let head = t.vocab_size * h;
+    let q8 = |n: usize| n / 32 * 34;
+    let quantized = Qwen25Vl::new(&cfg, Quant::Q8_0, weights()).unwrap();
+    assert_eq!(
+        quantized.weight_bytes(),
+        238_368 * 4 - linears * 4 + q8(linears) + q8(head)
+    );
+}
+
+#[test]
+fn checkpoint_files_follow_the_shard_index() {
+    use pointact::vlm::checkpoint_files;
+    let dir = tmpdir("index");
+    match checkpoint_files(&dir) {
+        Err(WeightsError::Io { path, .. }) => assert!(path.ends_with("model.safetensors")),
+        other => panic!("expected a missing-file error, got {other:?}"),
+    }
+    std::fs::write(dir.join("model.safetensors"), b"").unwrap();
+    assert_eq!(
+        checkpoint_files(&dir).unwrap(),
+        vec![dir.join("model.safetensors")]
+    );
+    let index = r#"{"metadata": {"total_size": 8}, "weight_map": {
+        "b": "model-00002-of-00002.safetensors",
+        "a": "model-00001-of-00002.safetensors",
+        "c": "model-00001-of-00002.safetensors"}}"#;
+    std::fs::write(dir.join("model.safetensors.index.json"), index).unwrap();
+    assert_eq!(
+        checkpoint_files(&dir).unwrap(),
+        vec![
+            dir.join("model-00001-of-00002.safetensors"),
+            dir.join("model-00002-of-00002.safetensors")
+        ]
+    );
+    std::fs::write(
+        dir.join("model.safetensors.index.json"),
+        r#"{"weight_map": {"a": "../elsewhere.safetensors"}}"#,
+    )
+    .unwrap();
+    assert!(matches!(
+        checkpoint_files(&dir),
+        Err(WeightsError::Index { .. })
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,3 +4,4 @@
 pub mod cloud;
 pub mod ik;
 pub mod render;
+pub mod vlm;

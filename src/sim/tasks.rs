@@ -24,6 +24,10 @@ use crate::kinematics::{KinematicsError, RobotModel};
 /// Episodes per task in an evaluation (as in SimplerEnv).
 pub const EPISODES_PER_TASK: u64 = 24;
 
+/// The task `pointact run` uses without `--task` (Embodied-R1's own RRG example, in the
+/// simulator); the VLM benchmark renders its first frame too.
+pub const DEFAULT_TASK: &str = "tabletop/pepper_in_pan";
+
 /// Gap kept between object footprints when sampling poses, m.
 const CLEARANCE_M: f64 = 0.02;
 /// Objects' centres must project at least this far inside the image, px.
@@ -580,8 +584,9 @@ fn sample(rng: &mut ChaCha8Rng, r: [f64; 2]) -> f64 {
     }
 }
 
-/// FNV-1a: a stable hash of the task id, so each task gets its own random stream.
-fn fnv1a(s: &str) -> u64 {
+/// FNV-1a: a stable hash (same value on every platform and Rust release, unlike `std`'s
+/// hasher), so each task gets its own random stream; the benchmarks seed from it too.
+pub(crate) fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })

@@ -111,6 +111,30 @@ impl Proj {
     pub fn is_quantized(&self) -> bool {
         matches!(self, Proj::Quantized { .. })
     }
+
+    /// Bytes held by the weight and bias, as stored (quantized blocks count at their size).
+    pub fn weight_bytes(&self) -> usize {
+        match self {
+            Proj::Dense(l) => linear_bytes(l),
+            Proj::Quantized { w, bias } => {
+                let w = match w {
+                    QMatMul::QTensor(q) => q.storage_size_in_bytes(),
+                    QMatMul::Tensor(t) | QMatMul::TensorF16(t) => tensor_bytes(t),
+                };
+                w + bias.as_ref().map_or(0, tensor_bytes)
+            }
+        }
+    }
+}
+
+/// Bytes of a tensor's elements (what a contiguous copy of it occupies).
+pub(crate) fn tensor_bytes(t: &Tensor) -> usize {
+    t.elem_count() * t.dtype().size_in_bytes()
+}
+
+/// Bytes of a dense linear's weight and bias.
+pub(crate) fn linear_bytes(l: &candle_nn::Linear) -> usize {
+    tensor_bytes(l.weight()) + l.bias().map_or(0, tensor_bytes)
 }
 
 impl Module for Proj {

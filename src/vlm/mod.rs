@@ -63,4 +63,4 @@ pub use tokenizer::{
     QWEN2_VL_CHAT_TEMPLATE,
 };
 pub use vision::{Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};
-pub use weights::{SafetensorsReader, WeightsError};
+pub use weights::{checkpoint_files, SafetensorsReader, WeightsError};

@@ -106,6 +106,11 @@ impl Qwen25Vl {
         self.text.device()
     }
 
+    /// Bytes held by both towers' weights, as stored (dense f32 or quantized blocks).
+    pub fn weight_bytes(&self) -> usize {
+        self.vision.weight_bytes() + self.text.weight_bytes()
+    }
+
     /// Both rotary tables rounded to bf16 (reproduces a transformers model cast to bf16, as in
     /// the fixture's golden run).
     pub fn with_bf16_rotary_freqs(mut self) -> candle_core::Result<Self> {

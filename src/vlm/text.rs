@@ -15,7 +15,7 @@ use candle_nn::kv_cache::KvCache;
 use candle_nn::{rms_norm, RmsNorm, VarBuilder};
 
 use super::config::TextConfig;
-use super::linear::{Proj, Quant};
+use super::linear::{tensor_bytes, Proj, Quant};
 use super::rope::MRope;
 
 #[derive(Debug, Clone)]
@@ -241,6 +241,33 @@ impl TextModel {
 
     pub fn rope(&self) -> &MRope {
         &self.rope
+    }
+
+    /// Bytes held by the decoder's weights. A tied dense `lm_head` shares the embedding table's
+    /// storage and is not counted twice; a quantized one is a second, smaller copy and is.
+    pub fn weight_bytes(&self) -> usize {
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| {
+                let (a, m) = (&l.self_attn, &l.mlp);
+                tensor_bytes(l.input_layernorm.weight())
+                    + tensor_bytes(l.post_attention_layernorm.weight())
+                    + [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj]
+                        .iter()
+                        .chain([&m.gate_proj, &m.up_proj, &m.down_proj].iter())
+                        .map(|p| p.weight_bytes())
+                        .sum::<usize>()
+            })
+            .sum();
+        let shares_embedding =
+            matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
+        let head = if shares_embedding {
+            0
+        } else {
+            self.lm_head.weight_bytes()
+        };
+        tensor_bytes(&self.embed_tokens) + layers + tensor_bytes(self.norm.weight()) + head
     }
 
     /// Token embeddings `[S, hidden]` for `ids`.

@@ -19,7 +19,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{rms_norm, Linear, RmsNorm, VarBuilder};
 
 use super::config::{VisionConfig, VISION_RMS_NORM_EPS, VISION_ROPE_THETA};
-use super::linear::{Proj, Quant};
+use super::linear::{linear_bytes, tensor_bytes, Proj, Quant};
 
 /// Errors from running the vision tower.
 #[derive(Debug, thiserror::Error)]
@@ -444,6 +444,29 @@ impl Qwen25VisionModel {
     /// The `head_dim/4` rotary frequencies in use (f32).
     pub fn rotary_inv_freq(&self) -> &[f32] {
         &self.inv_freq
+    }
+
+    /// Bytes held by the tower's weights (for memory reports: peak RSS against model size).
+    pub fn weight_bytes(&self) -> usize {
+        let blocks: usize = self
+            .blocks
+            .iter()
+            .map(|b| {
+                tensor_bytes(b.norm1.weight())
+                    + tensor_bytes(b.norm2.weight())
+                    + b.attn.qkv.weight_bytes()
+                    + b.attn.proj.weight_bytes()
+                    + b.mlp.gate_proj.weight_bytes()
+                    + b.mlp.up_proj.weight_bytes()
+                    + b.mlp.down_proj.weight_bytes()
+            })
+            .sum();
+        let m = &self.merger;
+        linear_bytes(&self.patch_embed.proj)
+            + blocks
+            + tensor_bytes(m.ln_q.weight())
+            + m.fc1.weight_bytes()
+            + m.fc2.weight_bytes()
     }
 
     /// Image-token embeddings `[Σ t·h·w/4, out_hidden]` (raster order per image) for

@@ -1,0 +1,311 @@
+//! `pointact bench vlm`: our Qwen2.5-VL-3B on candle against PyTorch transformers, on the same
+//! full-size random weights, image, prompt ids and thread count, in one run.
+//!
+//! Steps: write (or reuse) the checkpoint folder ([`checkpoint`]); render the simulator's view
+//! of the default task and build Embodied-R1's prompt around it ([`inputs`]); measure each of
+//! our configurations (`f32`, `q8_0`, `q4k`) in its own child process so that each has its own
+//! peak RSS ([`worker`]); then measure transformers in float32 ([`peer`]); print one table with
+//! ratios and the goals ([`report`]). The peer runs after ours, never at the same time: the two
+//! f32 models would not fit next to each other on a small machine, and they would share cores.
+//!
+//! Both sides time the same three phases: the vision tower, prefill up to the first token
+//! (vision excluded), and decode throughput over the remaining tokens (greedy, no stop token,
+//! exactly `--decode-tokens` tokens), after one identical untimed warm-up.
+
+pub mod checkpoint;
+pub mod inputs;
+pub mod peer;
+pub mod report;
+pub mod worker;
+
+use std::path::{Path, PathBuf};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::vlm::{
+    resize_bicubic_pil, ConfigError, ImageProcessor, ModelError, ProcessorError, Quant,
+    WeightsError,
+};
+pub use report::{OursColumn, Outcome, VlmBenchReport};
+
+/// Options of `pointact bench vlm`.
+#[derive(Debug, Clone)]
+pub struct VlmBenchArgs {
+    /// Threads for both sides.
+    pub threads: usize,
+    /// New tokens per run (the first comes from prefill, the rest are decode steps).
+    pub decode_tokens: usize,
+    /// Our configurations, in column order.
+    pub quants: Vec<Quant>,
+    /// Checkpoint folder; default under `~/.cache/pointact/`.
+    pub dir: Option<PathBuf>,
+    /// Python interpreter for the peer.
+    pub python: String,
+    /// Cut both towers to this many layers (quick runs); `None` = full size.
+    pub layers: Option<usize>,
+    /// Input image size.
+    pub image: (u32, u32),
+    pub skip_peer: bool,
+    /// Seed of the random weights.
+    pub seed: u64,
+}
+
+/// Errors that stop the benchmark (a failing configuration is not one: it is reported).
+#[derive(Debug, thiserror::Error)]
+pub enum VlmBenchError {
+    #[error("bench vlm: {0}")]
+    Args(String),
+    #[error("bench vlm: cannot write or read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("bench vlm: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("bench vlm: {0}")]
+    Config(#[from] ConfigError),
+    #[error("bench vlm: {0}")]
+    Weights(#[from] WeightsError),
+    #[error("bench vlm: {0}")]
+    Model(#[from] ModelError),
+    #[error("bench vlm: {0}")]
+    Processor(#[from] ProcessorError),
+    #[error("bench vlm: {0}")]
+    Candle(#[from] candle_core::Error),
+    #[error("bench vlm: image {}: {reason}", path.display())]
+    Image { path: PathBuf, reason: String },
+    #[error("bench vlm: rendering the simulator frame: {0}")]
+    Sim(String),
+    /// The two sides were given different inputs (a bug).
+    #[error("bench vlm: {0}")]
+    Mismatch(String),
+}
+
+/// `~/.cache/pointact/bench-vlm-3b`, or `…-3b-L{n}` for a cut model (so quick runs do not
+/// overwrite the full checkpoint).
+pub fn default_dir(layers: Option<usize>) -> PathBuf {
+    let base = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+        .join(".cache")
+        .join("pointact");
+    base.join(match layers {
+        Some(n) => format!("bench-vlm-3b-L{n}"),
+        None => "bench-vlm-3b".to_owned(),
+    })
+}
+
+/// `MemAvailable` from `/proc/meminfo`, bytes.
+fn mem_available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// A reason to skip an f32 run whose weights alone (`need` bytes) would not fit in the memory
+/// available now: on a shared machine an out-of-memory kill can hit someone else's process.
+fn memory_guard(need: u64) -> Option<String> {
+    let avail = mem_available_bytes()?;
+    (avail < need + need / 10).then(|| {
+        format!(
+            "needs ~{:.1} GB for its f32 weights, {:.1} GB available (free memory, or use --layers)",
+            need as f64 / 1e9,
+            avail as f64 / 1e9
+        )
+    })
+}
+
+fn bar(template: &str) -> ProgressBar {
+    ProgressBar::new(0).with_style(
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+    )
+}
+
+/// A fresh temporary folder for the image, the request and the peer script.
+fn work_dir() -> Result<PathBuf, VlmBenchError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir =
+        std::env::temp_dir().join(format!("pointact-bench-vlm-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|source| VlmBenchError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(dir)
+}
+
+fn save_png(img: &image::RgbImage, path: &Path) -> Result<(), VlmBenchError> {
+    img.save(path).map_err(|e| VlmBenchError::Image {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// Runs the benchmark (see the module doc). Must run inside the `pointact` binary: the workers
+/// are this executable re-run with [`worker::WORKER_ARGS`].
+pub fn run(args: &VlmBenchArgs) -> Result<VlmBenchReport, VlmBenchError> {
+    if args.threads == 0 {
+        return Err(VlmBenchError::Args("--threads must be at least 1".into()));
+    }
+    if args.decode_tokens < 2 {
+        return Err(VlmBenchError::Args(
+            "--decode-tokens must be at least 2 (the first token comes from prefill)".into(),
+        ));
+    }
+    if args.layers == Some(0) {
+        return Err(VlmBenchError::Args("--layers must be at least 1".into()));
+    }
+    let dir = args.dir.clone().unwrap_or_else(|| default_dir(args.layers));
+    let gen_bar = bar("  generating weights {bar:30} {bytes}/{total_bytes} ({eta}) {msg}");
+    let ckpt = checkpoint::ensure(&dir, args.seed, args.layers, &gen_bar)?;
+    gen_bar.finish_and_clear();
+    eprintln!(
+        "bench vlm: checkpoint {} ({})",
+        ckpt.dir.display(),
+        if ckpt.reused {
+            "reused".to_owned()
+        } else {
+            format!("generated in {:.0} s", ckpt.generate_s)
+        }
+    );
+
+    let work = work_dir()?;
+    let result = measure(args, &ckpt, &work);
+    let _ = std::fs::remove_dir_all(&work); // best effort: it is a temporary folder
+    result
+}
+
+fn measure(
+    args: &VlmBenchArgs,
+    ckpt: &checkpoint::Checkpoint,
+    work: &Path,
+) -> Result<VlmBenchReport, VlmBenchError> {
+    let processor =
+        ImageProcessor::from_preprocessor_config(ckpt.dir.join("preprocessor_config.json"))?;
+    let tokens = &ckpt.config.tokens;
+    let (w, h) = args.image;
+    let (img, object) = inputs::scene(w, h)?;
+    let processed = processor.preprocess_rgb(&img)?;
+    let small = resize_bicubic_pil(&img, inputs::WARMUP_SIDE, inputs::WARMUP_SIDE);
+    let small_tokens = processor.preprocess_rgb(&small)?.num_image_tokens();
+    let (image_path, warmup_path) = (work.join("image.png"), work.join("warmup.png"));
+    save_png(&img, &image_path)?;
+    save_png(&small, &warmup_path)?;
+
+    let query = inputs::Query {
+        image: image_path,
+        input_ids: inputs::embodied_r1_prompt(processed.num_image_tokens(), &object, tokens),
+        image_tokens: processed.num_image_tokens(),
+        max_new_tokens: args.decode_tokens,
+    };
+    let request = inputs::Request {
+        model_dir: ckpt.dir.clone(),
+        threads: args.threads,
+        warmup: inputs::Query {
+            image: warmup_path,
+            input_ids: inputs::warmup_prompt(small_tokens, tokens),
+            image_tokens: small_tokens,
+            max_new_tokens: inputs::WARMUP_NEW_TOKENS,
+        },
+        query,
+    };
+    let request_path = work.join("request.json");
+    std::fs::write(&request_path, serde_json::to_string(&request)?).map_err(|source| {
+        VlmBenchError::Io {
+            path: request_path.clone(),
+            source,
+        }
+    })?;
+
+    let f32_bytes = ckpt.params * 4;
+    let mut ours = Vec::new();
+    for &quant in &args.quants {
+        let guard = (quant == Quant::F32)
+            .then(|| memory_guard(f32_bytes))
+            .flatten();
+        let outcome = match guard {
+            Some(reason) => Outcome::Skipped { reason },
+            None => {
+                eprintln!("bench vlm: ours {quant} ({} threads)", args.threads);
+                match worker::spawn(&request_path, quant, args.threads) {
+                    Ok(m) => Outcome::Measured(m),
+                    Err(reason) => Outcome::Failed { reason },
+                }
+            }
+        };
+        ours.push((quant, outcome));
+    }
+
+    let transformers = if args.skip_peer {
+        Outcome::Skipped {
+            reason: "--skip-peer".into(),
+        }
+    } else if let Some(reason) = memory_guard(f32_bytes) {
+        Outcome::Skipped { reason }
+    } else {
+        eprintln!(
+            "bench vlm: transformers f32 ({} threads, {})",
+            args.threads, args.python
+        );
+        match peer::run(&args.python, work, &request_path, args.threads)? {
+            Ok(m) => Outcome::Measured(m),
+            Err(reason) => Outcome::Failed { reason },
+        }
+    };
+
+    let peer = transformers.measured();
+    let ours = ours
+        .into_iter()
+        .map(|(quant, outcome)| {
+            let pair = outcome.measured().zip(peer);
+            OursColumn {
+                quant: quant.to_string(),
+                ratios: pair.map(|(o, p)| report::Ratios::of(o, p)),
+                tokens_vs_transformers: pair
+                    .map(|(o, p)| report::Agreement::of(&o.tokens, &p.tokens)),
+                outcome,
+            }
+        })
+        .collect();
+    let m = processed.model_size;
+    Ok(VlmBenchReport {
+        checkpoint: report::CheckpointInfo {
+            dir: ckpt.dir.clone(),
+            seed: args.seed,
+            text_layers: ckpt.config.text.num_hidden_layers,
+            vision_depth: ckpt.config.vision.depth,
+            params: ckpt.params,
+            bytes: ckpt.bytes,
+            shards: ckpt.files.len(),
+            reused: ckpt.reused,
+            generate_s: ckpt.generate_s,
+        },
+        image: [w, h],
+        model_image: [m.width, m.height],
+        image_tokens: request.query.image_tokens,
+        prompt_tokens: request.query.input_ids.len(),
+        decode_tokens: args.decode_tokens,
+        threads: args.threads,
+        transformers,
+        ours,
+    })
+}
+
+/// Parses `WxH` (e.g. `640x480`).
+pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("`{s}` is not WIDTHxHEIGHT (e.g. 640x480)"))?;
+    let num = |v: &str| {
+        v.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("`{s}`: `{v}` is not a positive integer"))
+    };
+    Ok((num(w)?, num(h)?))
+}

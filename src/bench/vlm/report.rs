@@ -1,0 +1,337 @@
+//! The result of `pointact bench vlm`: figures per column, ratios against transformers, the
+//! goals, as a table (`Display`) or JSON (`Serialize`).
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::worker::Measured;
+
+/// Parity smoke check: how many of the first generated tokens are compared.
+pub const COMPARE_TOKENS: usize = 8;
+/// Goals printed next to the numbers (not asserted: timings vary from machine to machine).
+pub const GOAL_F32_VS_TRANSFORMERS: f64 = 1.0;
+pub const GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32: f64 = 3.0;
+pub const GOAL_PEAK_RSS_OVER_WEIGHTS: f64 = 1.2;
+
+/// What happened to one column.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    Measured(Measured),
+    /// It ran and failed (killed for memory, Python missing, ...).
+    Failed {
+        reason: String,
+    },
+    /// It was not run (`--skip-peer`, not enough free memory).
+    Skipped {
+        reason: String,
+    },
+}
+
+impl Outcome {
+    pub fn measured(&self) -> Option<&Measured> {
+        match self {
+            Outcome::Measured(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+/// Ours ÷ transformers, oriented so that > 1 means ours is better (faster, smaller).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Ratios {
+    pub vision: f64,
+    pub prefill: f64,
+    pub decode: f64,
+    pub peak_rss: f64,
+    pub weights: f64,
+    pub load: f64,
+}
+
+impl Ratios {
+    pub fn of(ours: &Measured, peer: &Measured) -> Self {
+        Ratios {
+            vision: peer.vision_ms / ours.vision_ms,
+            prefill: peer.prefill_ms / ours.prefill_ms,
+            decode: ours.decode_tok_s / peer.decode_tok_s,
+            peak_rss: peer.peak_rss_bytes as f64 / ours.peak_rss_bytes as f64,
+            weights: peer.weight_bytes as f64 / ours.weight_bytes as f64,
+            load: peer.load_s / ours.load_s,
+        }
+    }
+}
+
+/// Agreement of the first [`COMPARE_TOKENS`] generated tokens with transformers'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Agreement {
+    /// Positions with the same token.
+    pub same: usize,
+    /// Positions compared.
+    pub compared: usize,
+    /// Length of the identical prefix (greedy decoding diverges for good after a difference).
+    pub prefix: usize,
+}
+
+impl Agreement {
+    pub fn of(ours: &[u32], peer: &[u32]) -> Self {
+        let pairs: Vec<(u32, u32)> = ours
+            .iter()
+            .copied()
+            .zip(peer.iter().copied())
+            .take(COMPARE_TOKENS)
+            .collect();
+        Agreement {
+            same: pairs.iter().filter(|(a, b)| a == b).count(),
+            compared: pairs.len(),
+            prefix: pairs.iter().take_while(|(a, b)| a == b).count(),
+        }
+    }
+}
+
+/// One of our configurations.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OursColumn {
+    /// `f32`, `q8_0`, `q4k`.
+    pub quant: String,
+    pub outcome: Outcome,
+    /// Against transformers, when both were measured.
+    pub ratios: Option<Ratios>,
+    pub tokens_vs_transformers: Option<Agreement>,
+}
+
+/// The checkpoint both sides loaded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckpointInfo {
+    pub dir: PathBuf,
+    pub seed: u64,
+    pub text_layers: usize,
+    pub vision_depth: usize,
+    pub params: u64,
+    /// bf16 tensor bytes on disk.
+    pub bytes: u64,
+    pub shards: usize,
+    pub reused: bool,
+    pub generate_s: f64,
+}
+
+/// Everything `pointact bench vlm` measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VlmBenchReport {
+    pub checkpoint: CheckpointInfo,
+    /// Input image `[width, height]` and the processor's resized image.
+    pub image: [u32; 2],
+    pub model_image: [u32; 2],
+    pub image_tokens: usize,
+    pub prompt_tokens: usize,
+    pub decode_tokens: usize,
+    pub threads: usize,
+    pub transformers: Outcome,
+    pub ours: Vec<OursColumn>,
+}
+
+const GB: f64 = 1e9;
+const CELL: usize = 20;
+
+fn ms(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+impl VlmBenchReport {
+    fn peer(&self) -> Option<&Measured> {
+        self.transformers.measured()
+    }
+
+    /// One table row: the label, transformers' value, then ours with the ratio in brackets.
+    fn row(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        label: &str,
+        value: impl Fn(&Measured) -> String,
+        ratio: impl Fn(&Ratios) -> f64,
+    ) -> fmt::Result {
+        write!(f, "  {label:<14}")?;
+        let peer = self.peer().map_or_else(|| "-".to_owned(), &value);
+        write!(f, "{peer:>CELL$}")?;
+        for c in &self.ours {
+            let cell = match (c.outcome.measured(), &c.ratios) {
+                (Some(m), Some(r)) => format!("{} ({:.2}x)", value(m), ratio(r)),
+                (Some(m), None) => value(m),
+                _ => "-".to_owned(),
+            };
+            write!(f, "{cell:>CELL$}")?;
+        }
+        writeln!(f)
+    }
+
+    fn goals(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "  goals (printed, not asserted):")?;
+        let peer = self.peer();
+        for c in &self.ours {
+            let Some(m) = c.outcome.measured() else {
+                continue;
+            };
+            if let Some(r) = &c.ratios {
+                if c.quant == "f32" {
+                    for (what, x) in [
+                        ("vision", r.vision),
+                        ("prefill", r.prefill),
+                        ("decode", r.decode),
+                    ] {
+                        writeln!(
+                            f,
+                            "    ours f32 {what:<7} >= {GOAL_F32_VS_TRANSFORMERS:.1}x transformers f32: {x:.2}x  {}",
+                            met(x >= GOAL_F32_VS_TRANSFORMERS)
+                        )?;
+                    }
+                } else if let Some(p) = peer {
+                    let x = m.decode_tok_s / p.decode_tok_s;
+                    writeln!(
+                        f,
+                        "    ours {:<4} decode  >= {GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32:.1}x transformers f32 decode: {x:.2}x  {}",
+                        c.quant,
+                        met(x >= GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32)
+                    )?;
+                }
+            }
+            let x = m.peak_rss_bytes as f64 / m.weight_bytes as f64;
+            writeln!(
+                f,
+                "    ours {:<4} peak RSS <= {GOAL_PEAK_RSS_OVER_WEIGHTS:.1}x its weights: {:.2} GB / {:.2} GB = {x:.3}x  {}",
+                c.quant,
+                m.peak_rss_bytes as f64 / GB,
+                m.weight_bytes as f64 / GB,
+                met(x <= GOAL_PEAK_RSS_OVER_WEIGHTS)
+            )?;
+        }
+        if let Some(p) = peer {
+            writeln!(
+                f,
+                "    (transformers f32 peak RSS / its weights: {:.2}x)",
+                p.peak_rss_bytes as f64 / p.weight_bytes as f64
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for VlmBenchReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.checkpoint;
+        writeln!(
+            f,
+            "bench vlm: Qwen2.5-VL-3B layout (Embodied-R1-3B), random weights (seed {:#x}), \
+             {:.3} B parameters, {} text layers, {} vision blocks",
+            c.seed,
+            c.params as f64 / 1e9,
+            c.text_layers,
+            c.vision_depth
+        )?;
+        writeln!(
+            f,
+            "  checkpoint  {}: {} bf16 shards, {:.2} GB ({})",
+            c.dir.display(),
+            c.shards,
+            c.bytes as f64 / GB,
+            if c.reused {
+                "reused".to_owned()
+            } else {
+                format!("generated in {:.0} s", c.generate_s)
+            }
+        )?;
+        writeln!(
+            f,
+            "  input       {}x{} simulator frame -> {}x{} model image = {} image tokens; \
+             prompt {} tokens; {} new tokens, greedy",
+            self.image[0],
+            self.image[1],
+            self.model_image[0],
+            self.model_image[1],
+            self.image_tokens,
+            self.prompt_tokens,
+            self.decode_tokens
+        )?;
+        writeln!(
+            f,
+            "  threads     {} on both sides; one untimed warm-up each (56x56 image, 2 tokens)",
+            self.threads
+        )?;
+        writeln!(f)?;
+        write!(f, "  {:<14}{:>CELL$}", "", "transformers f32")?;
+        for c in &self.ours {
+            write!(f, "{:>CELL$}", format!("ours {}", c.quant))?;
+        }
+        writeln!(f)?;
+        self.row(f, "vision ms", |m| ms(m.vision_ms), |r| r.vision)?;
+        self.row(f, "prefill ms", |m| ms(m.prefill_ms), |r| r.prefill)?;
+        self.row(
+            f,
+            "decode tok/s",
+            |m| format!("{:.2}", m.decode_tok_s),
+            |r| r.decode,
+        )?;
+        self.row(
+            f,
+            "peak RSS GB",
+            |m| format!("{:.2}", m.peak_rss_bytes as f64 / GB),
+            |r| r.peak_rss,
+        )?;
+        self.row(
+            f,
+            "weights GB",
+            |m| format!("{:.2}", m.weight_bytes as f64 / GB),
+            |r| r.weights,
+        )?;
+        self.row(f, "load s", |m| format!("{:.1}", m.load_s), |r| r.load)?;
+        write!(
+            f,
+            "  {:<14}{:>CELL$}",
+            format!("= tokens ({COMPARE_TOKENS})"),
+            "-"
+        )?;
+        for c in &self.ours {
+            let cell = c.tokens_vs_transformers.map_or_else(
+                || "-".to_owned(),
+                |a| format!("{}/{} (prefix {})", a.same, a.compared, a.prefix),
+            );
+            write!(f, "{cell:>CELL$}")?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "  (x) = transformers / ours for times and memory, ours / transformers for tok/s: \
+             > 1 means ours is faster or smaller"
+        )?;
+        if let Some(p) = self.peer() {
+            writeln!(f, "  transformers: {}", p.version)?;
+        }
+        for (name, outcome) in std::iter::once(("transformers f32".to_owned(), &self.transformers))
+            .chain(
+                self.ours
+                    .iter()
+                    .map(|c| (format!("ours {}", c.quant), &c.outcome)),
+            )
+        {
+            match outcome {
+                Outcome::Measured(_) => {}
+                Outcome::Failed { reason } => writeln!(f, "  {name}: FAILED: {reason}")?,
+                Outcome::Skipped { reason } => writeln!(f, "  {name}: skipped: {reason}")?,
+            }
+        }
+        writeln!(f)?;
+        self.goals(f)
+    }
+}
