@@ -1,8 +1,10 @@
-//! Frames in: colour + aligned depth + intrinsics + where the camera is, from the simulator today,
-//! from recorded-frame folders and RealSense devices later (issue 5). Everything downstream takes a
+//! Frames in: colour + aligned depth + intrinsics + where the camera is, from the simulator
+//! (`sim::devices::SimCamera`) or from recorded-frame folders ([`replay::ReplayCamera`], written by
+//! [`record::write_frame`]); RealSense devices come later (issue 5). Everything downstream takes a
 //! `Frame`, so a pointer or executor never knows which camera produced it.
 
 pub mod record;
+pub mod replay;
 
 use k::nalgebra::Isometry3;
 
@@ -45,6 +47,9 @@ pub enum CameraError {
     Geometry(#[from] GeometryError),
     #[error("camera: {0}")]
     Device(String),
+    /// Reading recorded frames; the error names the file.
+    #[error(transparent)]
+    Replay(#[from] replay::ReplayError),
 }
 
 impl Frame {

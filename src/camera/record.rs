@@ -1,6 +1,6 @@
 //! Recorded frames on disk: `rgb.png` (8-bit RGB), `depth.png` (16-bit, metres = value × scale),
 //! `camera.toml` (intrinsics and extrinsics), `frame.toml` (depth scale, capture time). `pointact run --record DIR` writes one
-//! folder per capture; the replay camera (issue 5) reads the same format.
+//! folder per capture; [`super::replay`] reads the same format back.
 
 use std::path::Path;
 
