@@ -71,7 +71,7 @@ struct RunCli {
     /// Plan and check every motion, move nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Save the observed frame (rgb.png, depth.png, camera.toml) into this folder.
+    /// Save every observed frame as DIR/0000, DIR/0001, … (rgb.png, depth.png, camera.toml, frame.toml).
     #[arg(long)]
     record: Option<std::path::PathBuf>,
 }
@@ -462,10 +462,14 @@ fn run(a: RunCli) -> Result<ExitCode> {
         ..Default::default()
     };
     let mut record_err = None;
+    let mut captures = 0usize;
     let mut on_event = |e: pointact::executor::run::Event<'_>| {
         print_event(&e);
         if let (pointact::executor::run::Event::Captured(frame), Some(dir)) = (&e, &a.record) {
-            match pointact::camera::record::write_frame(frame, dir) {
+            // One numbered folder per capture: what `camera::replay::ReplayCamera` plays back.
+            let dir = dir.join(format!("{captures:04}"));
+            captures += 1;
+            match pointact::camera::record::write_frame(frame, &dir) {
                 Ok(()) => println!("recorded  {}", dir.display()),
                 Err(err) => record_err = Some(err),
             }
