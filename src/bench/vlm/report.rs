@@ -318,6 +318,16 @@ impl fmt::Display for VlmBenchReport {
         if let Some(p) = self.peer() {
             writeln!(f, "  transformers: {}", p.version)?;
         }
+        let first = |m: &Measured| format!("{:?}", &m.tokens[..m.tokens.len().min(COMPARE_TOKENS)]);
+        let peer_tokens = self.peer().map(|p| ("transformers f32".to_owned(), p));
+        let our_tokens = self.ours.iter().filter_map(|c| {
+            c.outcome
+                .measured()
+                .map(|m| (format!("ours {}", c.quant), m))
+        });
+        for (name, m) in peer_tokens.into_iter().chain(our_tokens) {
+            writeln!(f, "  first tokens, {name:<16}: {}", first(m))?;
+        }
         for (name, outcome) in std::iter::once(("transformers f32".to_owned(), &self.transformers))
             .chain(
                 self.ours
