@@ -17,6 +17,18 @@ fn tmpdir(tag: &str) -> PathBuf {
     d
 }
 
+/// The model from `reader` (F32 on the CPU).
+fn load(
+    cfg: &pointact::vlm::Qwen25VlConfig,
+    reader: SafetensorsReader,
+) -> candle_core::Result<Qwen25Vl> {
+    Qwen25Vl::new(
+        cfg,
+        Quant::F32,
+        reader.into_var_builder(DType::F32, &Device::Cpu),
+    )
+}
+
 fn fixture_tensors() -> HashMap<String, Tensor> {
     candle_core::safetensors::load(fixture("model.safetensors"), &Device::Cpu).unwrap()
 }
@@ -44,12 +56,7 @@ fn reader_builds_the_same_model_as_the_memory_map() {
     let reader = SafetensorsReader::open(&[fixture("model.safetensors")]).unwrap();
     assert_eq!(reader.names().len(), 80);
     assert_eq!(reader.total_bytes(), 238_368 * 2); // bf16
-    let mut ours = Qwen25Vl::new(
-        &cfg,
-        Quant::F32,
-        reader.into_var_builder(DType::F32, &Device::Cpu),
-    )
-    .unwrap();
+    let mut ours = load(&cfg, reader).unwrap();
     let mut mmap = Qwen25Vl::new(&cfg, Quant::F32, weights()).unwrap();
     assert_eq!(last_logits(&mut ours), last_logits(&mut mmap));
 }
@@ -66,12 +73,7 @@ fn shards_load_like_one_file_and_duplicates_are_refused() {
     candle_core::safetensors::save(&vis, &a).unwrap();
     candle_core::safetensors::save(&txt, &b).unwrap();
     let reader = SafetensorsReader::open(&[a.clone(), b.clone()]).unwrap();
-    let mut sharded = Qwen25Vl::new(
-        &cfg,
-        Quant::F32,
-        reader.into_var_builder(DType::F32, &Device::Cpu),
-    )
-    .unwrap();
+    let mut sharded = load(&cfg, reader).unwrap();
     let mut mmap = Qwen25Vl::new(&cfg, Quant::F32, weights()).unwrap();
     assert_eq!(last_logits(&mut sharded), last_logits(&mut mmap));
 
@@ -91,26 +93,14 @@ fn missing_tensor_and_wrong_shape_are_named() {
     let path = dir.join("model.safetensors");
     candle_core::safetensors::save(&all, &path).unwrap();
     let reader = SafetensorsReader::open(std::slice::from_ref(&path)).unwrap();
-    let err = Qwen25Vl::new(
-        &cfg,
-        Quant::F32,
-        reader.into_var_builder(DType::F32, &Device::Cpu),
-    )
-    .unwrap_err()
-    .to_string();
+    let err = load(&cfg, reader).unwrap_err().to_string();
     assert!(err.contains("model.layers.1.mlp.up_proj.weight"), "{err}");
     assert!(err.contains("missing"), "{err}");
 
     let mut wide = cfg.clone();
     wide.text.intermediate_size = 256;
     let reader = SafetensorsReader::open(&[fixture("model.safetensors")]).unwrap();
-    let err = Qwen25Vl::new(
-        &wide,
-        Quant::F32,
-        reader.into_var_builder(DType::F32, &Device::Cpu),
-    )
-    .unwrap_err()
-    .to_string();
+    let err = load(&wide, reader).unwrap_err().to_string();
     assert!(err.contains("model.layers.0.mlp.gate_proj.weight"), "{err}");
     assert!(
         err.contains("[128, 64]") && err.contains("[256, 64]"),
@@ -124,13 +114,7 @@ fn untied_head_needs_lm_head_weight() {
     let mut cfg = config();
     cfg.text.tie_word_embeddings = false;
     let reader = SafetensorsReader::open(&[fixture("model.safetensors")]).unwrap();
-    let err = Qwen25Vl::new(
-        &cfg,
-        Quant::F32,
-        reader.into_var_builder(DType::F32, &Device::Cpu),
-    )
-    .unwrap_err()
-    .to_string();
+    let err = load(&cfg, reader).unwrap_err().to_string();
     assert!(err.contains("lm_head.weight"), "{err}");
     // With its own head (here a copy of the embeddings) the untied model gives the same logits.
     let dir = tmpdir("untied");
@@ -142,12 +126,7 @@ fn untied_head_needs_lm_head_weight() {
     let path = dir.join("model.safetensors");
     candle_core::safetensors::save(&all, &path).unwrap();
     let reader = SafetensorsReader::open(std::slice::from_ref(&path)).unwrap();
-    let mut untied = Qwen25Vl::new(
-        &cfg,
-        Quant::F32,
-        reader.into_var_builder(DType::F32, &Device::Cpu),
-    )
-    .unwrap();
+    let mut untied = load(&cfg, reader).unwrap();
     let mut tied = Qwen25Vl::new(&config(), Quant::F32, weights()).unwrap();
     assert_eq!(last_logits(&mut untied), last_logits(&mut tied));
     std::fs::remove_dir_all(&dir).unwrap();
