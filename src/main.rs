@@ -183,7 +183,7 @@ impl ModelCli {
 
 #[derive(Args)]
 struct PointCli {
-    /// The image (PNG or JPEG... any format the `image` crate reads with PNG support: PNG).
+    /// The image, a PNG (8- or 16-bit, RGB/RGBA/gray; converted to 8-bit RGB).
     #[arg(long)]
     image: std::path::PathBuf,
     /// reg, rrg, ofg or vtg.
