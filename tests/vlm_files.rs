@@ -354,3 +354,39 @@ fn unreachable_hub_explains_how_to_pass_a_folder() {
     }
     std::fs::remove_dir_all(&cache).unwrap();
 }
+
+/// `weight_files` alone (what a folder without tokenizer, e.g. the benchmark's, is loaded with):
+/// no weights, one file, then shards in name order with their index.
+#[test]
+fn weight_files_without_the_rest_of_a_model_folder() {
+    use pointact::vlm::weight_files;
+    let dir = std::env::temp_dir().join(format!("pointact-weight-files-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(matches!(
+        weight_files(&dir),
+        Err(FilesError::MissingWeights { .. })
+    ));
+    let index = r#"{"metadata": {"total_size": 8}, "weight_map": {
+        "b": "model-00002-of-00002.safetensors",
+        "a": "model-00001-of-00002.safetensors",
+        "c": "model-00001-of-00002.safetensors"}}"#;
+    std::fs::write(dir.join("model.safetensors.index.json"), index).unwrap();
+    std::fs::write(dir.join("model-00001-of-00002.safetensors"), b"").unwrap();
+    std::fs::write(dir.join("model-00002-of-00002.safetensors"), b"").unwrap();
+    let (files, idx) = weight_files(&dir).unwrap();
+    assert_eq!(
+        files,
+        vec![
+            dir.join("model-00001-of-00002.safetensors"),
+            dir.join("model-00002-of-00002.safetensors")
+        ]
+    );
+    assert_eq!(idx, Some(dir.join("model.safetensors.index.json")));
+    std::fs::write(dir.join("model.safetensors"), b"").unwrap();
+    assert_eq!(
+        weight_files(&dir).unwrap(),
+        (vec![dir.join("model.safetensors")], None)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

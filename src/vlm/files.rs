@@ -282,27 +282,7 @@ impl ModelFiles {
         };
         let optional = |file: &str| Some(dir.join(file)).filter(|p| p.is_file());
         let config = required(CONFIG_FILE)?;
-        let (weights, weights_index) = if let Some(single) = optional(WEIGHTS_FILE) {
-            (vec![single], None)
-        } else if let Some(index) = optional(WEIGHTS_INDEX_FILE) {
-            let shards = shard_names(&index)?;
-            let mut paths = Vec::with_capacity(shards.len());
-            for shard in shards {
-                let p = dir.join(&shard);
-                if !p.is_file() {
-                    return Err(FilesError::MissingShard {
-                        dir: dir.to_path_buf(),
-                        shard,
-                    });
-                }
-                paths.push(p);
-            }
-            (paths, Some(index))
-        } else {
-            return Err(FilesError::MissingWeights {
-                dir: dir.to_path_buf(),
-            });
-        };
+        let (weights, weights_index) = weight_files(dir)?;
         Ok(ModelFiles {
             dir: dir.to_path_buf(),
             config,
@@ -389,6 +369,34 @@ fn download(repo: &Repo, cache: Cache, opts: &HubOptions) -> Result<ModelFiles, 
         .parent()
         .ok_or_else(|| format!("{} has no parent folder", config.display()))?;
     ModelFiles::from_dir(snapshot).map_err(|e| e.to_string())
+}
+
+/// The safetensors files of a model folder: `model.safetensors`, else the shards named by
+/// `model.safetensors.index.json` (each once, sorted; each checked to exist) and the index.
+/// Which file holds which tensor is left to [`crate::vlm::SafetensorsReader::open`], which reads
+/// every shard's own header rather than trusting the index.
+pub fn weight_files(dir: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), FilesError> {
+    let optional = |file: &str| Some(dir.join(file)).filter(|p| p.is_file());
+    if let Some(single) = optional(WEIGHTS_FILE) {
+        return Ok((vec![single], None));
+    }
+    let Some(index) = optional(WEIGHTS_INDEX_FILE) else {
+        return Err(FilesError::MissingWeights {
+            dir: dir.to_path_buf(),
+        });
+    };
+    let mut paths = Vec::new();
+    for shard in shard_names(&index)? {
+        let p = dir.join(&shard);
+        if !p.is_file() {
+            return Err(FilesError::MissingShard {
+                dir: dir.to_path_buf(),
+                shard,
+            });
+        }
+        paths.push(p);
+    }
+    Ok((paths, Some(index)))
 }
 
 /// The distinct shard files of a safetensors index, sorted (transformers' loading order).

@@ -48,7 +48,9 @@ pub mod vision;
 pub mod weights;
 
 pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig};
-pub use files::{is_repo_id, FilesError, HubOptions, ModelFiles, ModelOrigin, ModelSpec};
+pub use files::{
+    is_repo_id, weight_files, FilesError, HubOptions, ModelFiles, ModelOrigin, ModelSpec,
+};
 
 pub use generate::{
     apply_repetition_penalty, argmax, generate, Generation, GenerationConfig, Sampling, StopReason,
@@ -67,4 +69,4 @@ pub use tokenizer::{
     QWEN2_VL_CHAT_TEMPLATE,
 };
 pub use vision::{Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};
-pub use weights::{checkpoint_files, SafetensorsReader, WeightsError};
+pub use weights::{SafetensorsReader, WeightsError};

@@ -148,6 +148,16 @@ fn count_images(input_ids: &[u32], tokens: &TokenIds) -> usize {
         .count()
 }
 
+/// `values` rounded to bf16 and widened back to f32 — what a transformers module cast to bf16 does
+/// to its non-persistent rotary `inv_freq` buffers (both towers have one).
+pub fn round_to_bf16(values: Vec<f32>) -> candle_core::Result<Vec<f32>> {
+    let n = values.len();
+    Tensor::from_vec(values, n, &Device::Cpu)?
+        .to_dtype(candle_core::DType::BF16)?
+        .to_dtype(candle_core::DType::F32)?
+        .to_vec1()
+}
+
 /// The text model's rotary frequencies and M-RoPE sections.
 #[derive(Debug, Clone)]
 pub struct MRope {
@@ -175,11 +185,7 @@ impl MRope {
     /// f32 `pow` and ours agree to the last ulp on the fixture, but a module cast to bf16 rounds
     /// this buffer — see [`super::Qwen25VisionModel::with_bf16_rotary_freqs`].
     pub fn round_to_bf16(&mut self) -> candle_core::Result<()> {
-        let n = self.inv_freq.len();
-        self.inv_freq = Tensor::from_vec(std::mem::take(&mut self.inv_freq), n, &Device::Cpu)?
-            .to_dtype(candle_core::DType::BF16)?
-            .to_dtype(candle_core::DType::F32)?
-            .to_vec1()?;
+        self.inv_freq = round_to_bf16(std::mem::take(&mut self.inv_freq))?;
         Ok(())
     }
 

@@ -433,11 +433,7 @@ impl Qwen25VisionModel {
     /// (its `rot_pos_emb` holds 0.10009765625 for 0.1). A model loaded straight in f32 or with
     /// `torch_dtype` keeps f32 frequencies, which is this type's default.
     pub fn with_bf16_rotary_freqs(mut self) -> candle_core::Result<Self> {
-        let n = self.inv_freq.len();
-        self.inv_freq = Tensor::from_vec(self.inv_freq, n, &Device::Cpu)?
-            .to_dtype(DType::BF16)?
-            .to_dtype(DType::F32)?
-            .to_vec1::<f32>()?;
+        self.inv_freq = super::rope::round_to_bf16(self.inv_freq)?;
         Ok(self)
     }
 

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use candle_core::{DType, Device, Shape, Tensor};
 use candle_nn::var_builder::SimpleBackend;
@@ -37,65 +37,6 @@ pub enum WeightsError {
     },
     #[error("no weights files given")]
     Empty,
-    #[error("{path} is not a usable shard index: {reason}")]
-    Index { path: PathBuf, reason: String },
-}
-
-/// Index of a sharded Hugging Face checkpoint (`model.safetensors.index.json`).
-pub const SHARD_INDEX_FILE: &str = "model.safetensors.index.json";
-/// The single file of an unsharded Hugging Face checkpoint.
-pub const SINGLE_FILE: &str = "model.safetensors";
-
-#[derive(Debug, Deserialize)]
-struct RawIndex {
-    weight_map: HashMap<String, String>,
-}
-
-/// The safetensors files of a Hugging Face model folder: the shards named by
-/// `model.safetensors.index.json` (each once, sorted), else `model.safetensors`. Which file holds
-/// which tensor is left to [`SafetensorsReader::open`], which reads every shard's own header
-/// rather than trusting the index.
-pub fn checkpoint_files(dir: &Path) -> Result<Vec<PathBuf>, WeightsError> {
-    let index = dir.join(SHARD_INDEX_FILE);
-    if !index.exists() {
-        let single = dir.join(SINGLE_FILE);
-        return if single.exists() {
-            Ok(vec![single])
-        } else {
-            Err(WeightsError::Io {
-                path: single,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    format!("neither {SHARD_INDEX_FILE} nor {SINGLE_FILE} is in the folder"),
-                ),
-            })
-        };
-    }
-    let text = std::fs::read_to_string(&index).map_err(|source| WeightsError::Io {
-        path: index.clone(),
-        source,
-    })?;
-    let raw: RawIndex = serde_json::from_str(&text).map_err(|e| WeightsError::Index {
-        path: index.clone(),
-        reason: e.to_string(),
-    })?;
-    let mut files: Vec<&str> = raw.weight_map.values().map(String::as_str).collect();
-    files.sort_unstable();
-    files.dedup();
-    if files.is_empty() {
-        return Err(WeightsError::Index {
-            path: index,
-            reason: "its weight_map is empty".into(),
-        });
-    }
-    // A shard name with a path separator could point outside the folder.
-    if let Some(bad) = files.iter().find(|f| f.contains('/') || f.contains('\\')) {
-        return Err(WeightsError::Index {
-            path: index.clone(),
-            reason: format!("shard name `{bad}` is not a plain file name"),
-        });
-    }
-    Ok(files.into_iter().map(|f| dir.join(f)).collect())
 }
 
 #[derive(Debug, Clone, Deserialize)]

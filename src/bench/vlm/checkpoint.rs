@@ -26,7 +26,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::VlmBenchError;
-use crate::vlm::weights::SHARD_INDEX_FILE;
+use crate::vlm::files::WEIGHTS_INDEX_FILE as SHARD_INDEX_FILE;
 use crate::vlm::{ImageProcessorConfig, Qwen25VlConfig};
 
 /// Seed of the benchmark's weights unless `--seed` says otherwise.

@@ -68,6 +68,8 @@ pub enum VlmBenchError {
     #[error("bench vlm: {0}")]
     Weights(#[from] WeightsError),
     #[error("bench vlm: {0}")]
+    Files(#[from] crate::vlm::FilesError),
+    #[error("bench vlm: {0}")]
     Model(#[from] ModelError),
     #[error("bench vlm: {0}")]
     Processor(#[from] ProcessorError),

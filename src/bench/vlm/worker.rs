@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::inputs::{Query, Request};
 use super::VlmBenchError;
 use crate::vlm::{
-    checkpoint_files, generate, GenerationConfig, ImageInput, ImageProcessor, Quant, Qwen25Vl,
+    generate, weight_files, GenerationConfig, ImageInput, ImageProcessor, Quant, Qwen25Vl,
     Qwen25VlConfig, SafetensorsReader, Sampling,
 };
 
@@ -75,7 +75,7 @@ pub fn run(request: &Path, quant: Quant) -> Result<Measured, VlmBenchError> {
     let processor = ImageProcessor::from_preprocessor_config(dir.join("preprocessor_config.json"))?;
 
     let t0 = Instant::now();
-    let reader = SafetensorsReader::open(&checkpoint_files(dir)?)?;
+    let reader = SafetensorsReader::open(&weight_files(dir)?.0)?;
     let bar = ProgressBar::new(reader.total_bytes()).with_style(
         ProgressStyle::with_template(&format!(
             "  ours {quant}: loading {{bar:30}} {{bytes}}/{{total_bytes}} ({{eta}})"
