@@ -15,14 +15,13 @@ use candle_nn::kv_cache::KvCache;
 use candle_nn::{rms_norm, RmsNorm, VarBuilder};
 
 use super::config::TextConfig;
-use super::linear::{tensor_bytes, Proj, Quant};
+use super::linear::{tensor_bytes, FusedProj, Proj, Quant};
 use super::rope::MRope;
 
 #[derive(Debug, Clone)]
 struct Attention {
-    q_proj: Proj,
-    k_proj: Proj,
-    v_proj: Proj,
+    /// q | k | v in one product (see [`FusedProj`]).
+    qkv: FusedProj,
     o_proj: Proj,
     num_heads: usize,
     num_kv_heads: usize,
@@ -34,9 +33,17 @@ impl Attention {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim);
         let (nh, nkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
         Ok(Self {
-            q_proj: Proj::load(h, nh * hd, true, quant, vb.pp("q_proj"))?,
-            k_proj: Proj::load(h, nkv * hd, true, quant, vb.pp("k_proj"))?,
-            v_proj: Proj::load(h, nkv * hd, true, quant, vb.pp("v_proj"))?,
+            qkv: FusedProj::load(
+                h,
+                &[
+                    ("q_proj", nh * hd),
+                    ("k_proj", nkv * hd),
+                    ("v_proj", nkv * hd),
+                ],
+                true,
+                quant,
+                vb.clone(),
+            )?,
             o_proj: Proj::load(nh * hd, h, false, quant, vb.pp("o_proj"))?,
             num_heads: nh,
             num_kv_heads: nkv,
@@ -59,9 +66,14 @@ impl Attention {
         let heads = |t: Tensor, n: usize| -> candle_core::Result<Tensor> {
             t.reshape((b, s, n, hd))?.transpose(1, 2)?.contiguous()
         };
-        let q = heads(self.q_proj.forward(xs)?, self.num_heads)?;
-        let k = heads(self.k_proj.forward(xs)?, self.num_kv_heads)?;
-        let v = heads(self.v_proj.forward(xs)?, self.num_kv_heads)?;
+        let [q, k, v]: [Tensor; 3] = self
+            .qkv
+            .forward(xs)?
+            .try_into()
+            .expect("qkv has three parts");
+        let q = heads(q, self.num_heads)?;
+        let k = heads(k, self.num_kv_heads)?;
+        let v = heads(v, self.num_kv_heads)?;
         let q = candle_nn::rotary_emb::rope(&q.to_dtype(DType::F32)?, cos, sin)?;
         let k = candle_nn::rotary_emb::rope(&k.to_dtype(DType::F32)?, cos, sin)?;
         let v = v.to_dtype(DType::F32)?;
@@ -93,8 +105,8 @@ impl Attention {
 
 #[derive(Debug, Clone)]
 struct Mlp {
-    gate_proj: Proj,
-    up_proj: Proj,
+    /// gate | up in one product (see [`FusedProj`]).
+    gate_up: FusedProj,
     down_proj: Proj,
 }
 
@@ -102,15 +114,24 @@ impl Mlp {
     fn new(cfg: &TextConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
         let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
         Ok(Self {
-            gate_proj: Proj::load(h, i, false, quant, vb.pp("gate_proj"))?,
-            up_proj: Proj::load(h, i, false, quant, vb.pp("up_proj"))?,
+            gate_up: FusedProj::load(
+                h,
+                &[("gate_proj", i), ("up_proj", i)],
+                false,
+                quant,
+                vb.clone(),
+            )?,
             down_proj: Proj::load(i, h, false, quant, vb.pp("down_proj"))?,
         })
     }
 
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let gate = self.gate_proj.forward(xs)?.silu()?;
-        self.down_proj.forward(&(gate * self.up_proj.forward(xs)?)?)
+        let [gate, up]: [Tensor; 2] = self
+            .gate_up
+            .forward(xs)?
+            .try_into()
+            .expect("gate_up has two parts");
+        self.down_proj.forward(&(gate.silu()? * up)?)
     }
 }
 
@@ -253,11 +274,10 @@ impl TextModel {
                 let (a, m) = (&l.self_attn, &l.mlp);
                 tensor_bytes(l.input_layernorm.weight())
                     + tensor_bytes(l.post_attention_layernorm.weight())
-                    + [&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj]
-                        .iter()
-                        .chain([&m.gate_proj, &m.up_proj, &m.down_proj].iter())
-                        .map(|p| p.weight_bytes())
-                        .sum::<usize>()
+                    + a.qkv.weight_bytes()
+                    + a.o_proj.weight_bytes()
+                    + m.gate_up.weight_bytes()
+                    + m.down_proj.weight_bytes()
             })
             .sum();
         let shares_embedding =

@@ -19,7 +19,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{rms_norm, Linear, RmsNorm, VarBuilder};
 
 use super::config::{VisionConfig, VISION_RMS_NORM_EPS, VISION_ROPE_THETA};
-use super::linear::{linear_bytes, tensor_bytes, Proj, Quant};
+use super::linear::{linear_bytes, tensor_bytes, FusedProj, Proj, Quant};
 
 /// Errors from running the vision tower.
 #[derive(Debug, thiserror::Error)]
@@ -287,8 +287,8 @@ impl VisionAttention {
 /// `visual.blocks.i.mlp`: SwiGLU with biases.
 #[derive(Debug, Clone)]
 struct VisionMlp {
-    gate_proj: Proj,
-    up_proj: Proj,
+    /// gate | up in one product (see [`FusedProj`]).
+    gate_up: FusedProj,
     down_proj: Proj,
 }
 
@@ -296,17 +296,25 @@ impl VisionMlp {
     fn new(cfg: &VisionConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
         let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
         Ok(Self {
-            gate_proj: Proj::load(h, i, true, quant, vb.pp("gate_proj"))?,
-            up_proj: Proj::load(h, i, true, quant, vb.pp("up_proj"))?,
+            gate_up: FusedProj::load(
+                h,
+                &[("gate_proj", i), ("up_proj", i)],
+                true,
+                quant,
+                vb.clone(),
+            )?,
             // 3B: k = 3420 fits no block size, so this one stays f32 whatever `quant` says.
             down_proj: Proj::load(i, h, true, quant, vb.pp("down_proj"))?,
         })
     }
 
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let gate = self.gate_proj.forward(xs)?.silu()?;
-        let up = self.up_proj.forward(xs)?;
-        self.down_proj.forward(&(gate * up)?)
+        let [gate, up]: [Tensor; 2] = self
+            .gate_up
+            .forward(xs)?
+            .try_into()
+            .expect("gate_up has two parts");
+        self.down_proj.forward(&(gate.silu()? * up)?)
     }
 }
 
@@ -452,8 +460,7 @@ impl Qwen25VisionModel {
                     + tensor_bytes(b.norm2.weight())
                     + b.attn.qkv.weight_bytes()
                     + b.attn.proj.weight_bytes()
-                    + b.mlp.gate_proj.weight_bytes()
-                    + b.mlp.up_proj.weight_bytes()
+                    + b.mlp.gate_up.weight_bytes()
                     + b.mlp.down_proj.weight_bytes()
             })
             .sum();
