@@ -245,7 +245,7 @@ fn rotations_about_one_axis_are_degenerate() {
     for method in METHODS {
         let e = solve_eye_to_hand(&input, method).expect_err("single axis");
         match &e {
-            HandEyeError::SingleAxis { spread_deg, .. } => assert!(*spread_deg < 1e-6, "{e:?}"),
+            HandEyeError::SingleAxis { spread_deg, .. } => assert!(*spread_deg < 1e-3, "{e:?}"),
             other => panic!("{method}: expected SingleAxis, got {other:?}"),
         }
         let msg = e.to_string();
