@@ -445,7 +445,9 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
 fn calibrate_hand_eye(a: HandEyeCli) -> Result<ExitCode> {
     use pointact::calibrate::file;
     if a.frames.is_some() || a.sim {
-        return not_built("`calibrate hand-eye --frames/--sim` (tag detection); use --samples FILE.json");
+        return not_built(
+            "`calibrate hand-eye --frames/--sim` (tag detection); use --samples FILE.json",
+        );
     }
     let Some(samples_path) = a.samples else {
         anyhow::bail!(
@@ -454,10 +456,17 @@ fn calibrate_hand_eye(a: HandEyeCli) -> Result<ExitCode> {
     };
     let samples = file::load_samples(&samples_path)?;
     let (s, path) = file::solve_and_write(&samples, a.method, &a.out, &a.camera)?;
-    println!("hand-eye  {} ({} poses, eye-to-hand)", s.method, samples.len());
+    println!(
+        "hand-eye  {} ({} poses, eye-to-hand)",
+        s.method,
+        samples.len()
+    );
     println!("sample    rotation (deg)  translation (mm)");
     for (i, r) in s.residuals.per_sample.iter().enumerate() {
-        println!("{i:>6}    {:>14.4}  {:>16.3}", r.rotation_deg, r.translation_mm);
+        println!(
+            "{i:>6}    {:>14.4}  {:>16.3}",
+            r.rotation_deg, r.translation_mm
+        );
     }
     let r = &s.residuals;
     println!(

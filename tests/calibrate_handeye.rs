@@ -59,11 +59,17 @@ fn look_at(eye: [f64; 3], target: [f64; 3]) -> Isometry3<f64> {
     let x = z.cross(&Vector3::z()).normalize();
     let y = z.cross(&x);
     let r = Rotation3::from_matrix_unchecked(Matrix3::from_columns(&[x, y, z]));
-    Isometry3::from_parts(Translation3::from(eye), UnitQuaternion::from_rotation_matrix(&r))
+    Isometry3::from_parts(
+        Translation3::from(eye),
+        UnitQuaternion::from_rotation_matrix(&r),
+    )
 }
 
 fn gripper_from_target() -> Isometry3<f64> {
-    Isometry3::new(Vector3::new(0.01, -0.02, 0.06), Vector3::new(0.05, -0.08, 0.3))
+    Isometry3::new(
+        Vector3::new(0.01, -0.02, 0.06),
+        Vector3::new(0.05, -0.08, 0.3),
+    )
 }
 
 fn random_axis(rng: &mut ChaCha8Rng) -> Unit<Vector3<f64>> {
@@ -123,7 +129,8 @@ fn tsai_and_park_match_opencv_within_1mm_and_0_1_degree() {
     for case in cases {
         let name = case["name"].as_str().expect("name");
         let text = serde_json::json!({ "samples": case["samples"] }).to_string();
-        let input = samples_from_json_str(&text, Path::new("handeye_golden.json")).expect("samples");
+        let input =
+            samples_from_json_str(&text, Path::new("handeye_golden.json")).expect("samples");
         assert_eq!(input.len(), 18, "{name}");
         let truth = pose_from_json(&case["truth"]["base_from_camera"]);
         for (method, key) in [(Method::TsaiLenz, "tsai"), (Method::ParkMartin, "park")] {
@@ -135,18 +142,27 @@ fn tsai_and_park_match_opencv_within_1mm_and_0_1_degree() {
             assert!(deg < 0.1, "{name} {method}: {deg} deg from OpenCV");
             // Both are estimates from noisy data (0.5 mm / 0.05° per pose): close to the truth.
             let (mm, deg) = distance(&ours.base_from_camera, &truth);
-            assert!(mm < 5.0 && deg < 0.5, "{name} {method}: {mm} mm, {deg} deg from truth");
+            assert!(
+                mm < 5.0 && deg < 0.5,
+                "{name} {method}: {mm} mm, {deg} deg from truth"
+            );
             // The tag offset is recovered too, and the residuals reflect the injected noise.
             let y = pose_from_json(&case["truth"]["gripper_from_target"]);
             let (mm, deg) = distance(&ours.gripper_from_target, &y);
-            assert!(mm < 5.0 && deg < 0.5, "{name} {method} Y: {mm} mm, {deg} deg");
+            assert!(
+                mm < 5.0 && deg < 0.5,
+                "{name} {method} Y: {mm} mm, {deg} deg"
+            );
             let r = &ours.residuals;
             assert_eq!(r.per_sample.len(), 18);
             assert!(
                 r.translation_rms_mm > 0.1 && r.translation_rms_mm < 5.0,
                 "{name} {method}: {r:?}"
             );
-            assert!(r.rotation_rms_deg > 0.01 && r.rotation_rms_deg < 0.5, "{r:?}");
+            assert!(
+                r.rotation_rms_deg > 0.01 && r.rotation_rms_deg < 0.5,
+                "{r:?}"
+            );
             assert!(r.translation_max_mm >= r.translation_rms_mm);
             assert!(r.rotation_max_deg >= r.rotation_rms_deg);
         }
@@ -159,12 +175,21 @@ fn tsai_and_park_match_opencv_within_1mm_and_0_1_degree() {
 fn noiseless_samples_recover_the_truth_to_1e9() {
     let y = gripper_from_target();
     let cameras = [
-        ("front (~146°)", look_at([0.95, 0.05, 0.55], [0.38, 0.0, 0.1])),
+        (
+            "front (~146°)",
+            look_at([0.95, 0.05, 0.55], [0.38, 0.0, 0.1]),
+        ),
         ("side (~104°)", look_at([0.0, -0.9, 0.4], [0.4, 0.0, 0.2])),
         // Level camera beside the robot: base_from_camera turns exactly 180°, where Tsai's
         // tan(φ/2) parameter is infinite (the pre-rotated solve handles it).
-        ("level side (180°)", look_at([0.4, 0.9, 0.2], [0.4, 0.0, 0.2])),
-        ("near identity", Isometry3::new(Vector3::new(0.2, 0.1, 0.9), Vector3::new(0.1, 0.2, 0.05))),
+        (
+            "level side (180°)",
+            look_at([0.4, 0.9, 0.2], [0.4, 0.0, 0.2]),
+        ),
+        (
+            "near identity",
+            Isometry3::new(Vector3::new(0.2, 0.1, 0.9), Vector3::new(0.1, 0.2, 0.05)),
+        ),
     ];
     assert!(
         (cameras[2].1.rotation.angle().to_degrees() - 180.0).abs() < 1e-9,
@@ -178,7 +203,10 @@ fn noiseless_samples_recover_the_truth_to_1e9() {
             assert!(mm * 1e-3 < 1e-9, "{name} {method}: {mm} mm");
             assert!(deg.to_radians() < 1e-9, "{name} {method}: {deg} deg");
             let (mm, deg) = distance(&s.gripper_from_target, &y);
-            assert!(mm * 1e-3 < 1e-9 && deg.to_radians() < 1e-9, "{name} {method} Y");
+            assert!(
+                mm * 1e-3 < 1e-9 && deg.to_radians() < 1e-9,
+                "{name} {method} Y"
+            );
             assert!(s.residuals.translation_max_mm < 1e-6, "{:?}", s.residuals);
             assert!(s.residuals.rotation_max_deg < 1e-7, "{:?}", s.residuals);
             assert_eq!(s.method, method);
@@ -249,7 +277,10 @@ fn rotations_about_one_axis_are_degenerate() {
             other => panic!("{method}: expected SingleAxis, got {other:?}"),
         }
         let msg = e.to_string();
-        assert!(msg.contains("about one axis") && msg.contains("second axis"), "{msg}");
+        assert!(
+            msg.contains("about one axis") && msg.contains("second axis"),
+            "{msg}"
+        );
     }
 }
 
@@ -281,14 +312,26 @@ fn non_finite_input_is_a_typed_error() {
     bad[4].camera_from_target.translation.vector.y = f64::NAN;
     let e = solve_eye_to_hand(&bad, Method::ParkMartin).expect_err("NaN");
     assert!(
-        matches!(e, HandEyeError::NonFinite { sample: 4, field: "camera_from_target" }),
+        matches!(
+            e,
+            HandEyeError::NonFinite {
+                sample: 4,
+                field: "camera_from_target"
+            }
+        ),
         "{e:?}"
     );
     let mut bad = good;
     bad[1].base_from_gripper.translation.vector.z = f64::INFINITY;
     let e = solve_eye_to_hand(&bad, Method::TsaiLenz).expect_err("inf");
     assert!(
-        matches!(e, HandEyeError::NonFinite { sample: 1, field: "base_from_gripper" }),
+        matches!(
+            e,
+            HandEyeError::NonFinite {
+                sample: 1,
+                field: "base_from_gripper"
+            }
+        ),
         "{e:?}"
     );
 }
@@ -392,8 +435,15 @@ fn a_failed_solve_leaves_the_existing_file_untouched() {
     for input in [degenerate, too_few] {
         let e = solve_and_write(&input, Method::ParkMartin, &dir, "front").expect_err("fails");
         assert!(matches!(e, CalibrateError::Solve(_)), "{e:?}");
-        assert_eq!(std::fs::read_to_string(&path).expect("still there"), EXISTING);
-        assert_eq!(entries(&dir), vec!["front.toml".to_string()], "no temp file left");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("still there"),
+            EXISTING
+        );
+        assert_eq!(
+            entries(&dir),
+            vec!["front.toml".to_string()],
+            "no temp file left"
+        );
     }
     // A bad camera name fails before anything is touched.
     let good = samples(&x, &y, 8, 5, free_tilt);
@@ -404,7 +454,10 @@ fn a_failed_solve_leaves_the_existing_file_untouched() {
     let e = solve_and_write(&good, Method::ParkMartin, &dir, "front").expect_err("corrupt");
     assert!(matches!(e, CalibrateError::Existing { .. }), "{e:?}");
     assert!(e.to_string().contains("move it aside"), "{e}");
-    assert_eq!(std::fs::read_to_string(&path).expect("read"), "[intrinsics\nwidth = ");
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("read"),
+        "[intrinsics\nwidth = "
+    );
     assert_eq!(entries(&dir), vec!["front.toml".to_string()]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -432,12 +485,21 @@ fn a_successful_write_round_trips_and_keeps_existing_intrinsics() {
     assert_eq!(meta["method"].as_str(), Some("tsai-lenz"));
     assert_eq!(meta["samples"].as_integer(), Some(10));
     let date = meta["date"].as_str().expect("date");
-    assert!(date.len() == 20 && date.ends_with('Z') && date.starts_with("20"), "{date}");
+    assert!(
+        date.len() == 20 && date.ends_with('Z') && date.starts_with("20"),
+        "{date}"
+    );
     let res = meta["residuals"].as_table().expect("[meta.residuals]");
-    assert_eq!(res["per_sample_translation_mm"].as_array().map(Vec::len), Some(10));
+    assert_eq!(
+        res["per_sample_translation_mm"].as_array().map(Vec::len),
+        Some(10)
+    );
     assert!(res["translation_rms_mm"].as_float().expect("rms") < 1e-6);
     assert!(!table.contains_key("intrinsics"));
-    assert!(Intrinsics::load(&path).is_err(), "no [intrinsics] written from nothing");
+    assert!(
+        Intrinsics::load(&path).is_err(),
+        "no [intrinsics] written from nothing"
+    );
 
     // Existing file with a lens model: its [intrinsics] survive, the extrinsics are replaced.
     let path = dir.join("front.toml");
@@ -450,7 +512,10 @@ fn a_successful_write_round_trips_and_keeps_existing_intrinsics() {
     assert_eq!(cal.intrinsics, before);
     let (mm, deg) = distance(&cal.extrinsics.base_from_camera, &x);
     assert!(mm < 1e-6 && deg < 1e-6, "{mm} mm {deg} deg");
-    assert_eq!(entries(&dir), vec!["front.toml".to_string(), "sub".to_string()]);
+    assert_eq!(
+        entries(&dir),
+        vec!["front.toml".to_string(), "sub".to_string()]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -496,8 +561,15 @@ fn cli_solves_a_samples_file_and_writes_the_calibration() {
         .output()
         .expect("runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("tsai-lenz") && stdout.contains("rms"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("tsai-lenz") && stdout.contains("rms"),
+        "{stdout}"
+    );
     let ex = Extrinsics::load(&dir.join("side.toml")).expect("written");
     let (mm, deg) = distance(&ex.base_from_camera, &x);
     assert!(mm < 1e-6 && deg < 1e-6, "{mm} mm {deg} deg");

@@ -233,9 +233,11 @@ impl RawPose {
                 UnitQuaternion::from_quaternion(v)
             }
             _ => {
-                return Err(": give exactly one of `rotation` (3x3, rows) or `quaternion` \
+                return Err(
+                    ": give exactly one of `rotation` (3x3, rows) or `quaternion` \
                             ({w, x, y, z})"
-                    .into())
+                        .into(),
+                )
             }
         };
         Ok(Isometry3::from_parts(Translation3::from(t), rotation))
@@ -272,7 +274,10 @@ pub fn solution_meta(solution: &HandEyeSolution, date_utc: &str) -> toml::Table 
         toml::Value::Array(r.per_sample.iter().map(|s| f(s).into()).collect())
     };
     res.insert("per_sample_rotation_deg".into(), list(|s| s.rotation_deg));
-    res.insert("per_sample_translation_mm".into(), list(|s| s.translation_mm));
+    res.insert(
+        "per_sample_translation_mm".into(),
+        list(|s| s.translation_mm),
+    );
     res.insert(
         "definition".into(),
         "per sample: target pose via robot (base_from_gripper * gripper_from_target) vs via \
@@ -293,7 +298,10 @@ pub fn solution_meta(solution: &HandEyeSolution, date_utc: &str) -> toml::Table 
     );
 
     let mut meta = toml::Table::new();
-    meta.insert("source".into(), "pointact calibrate hand-eye (eye-to-hand)".into());
+    meta.insert(
+        "source".into(),
+        "pointact calibrate hand-eye (eye-to-hand)".into(),
+    );
     meta.insert("method".into(), solution.method.name().into());
     meta.insert("samples".into(), (r.per_sample.len() as i64).into());
     meta.insert("date".into(), date_utc.into());
@@ -383,9 +391,10 @@ fn existing_intrinsics(path: &Path) -> Result<Option<Intrinsics>, CalibrateError
 fn write_atomic(path: &Path, text: &str) -> Result<(), CalibrateError> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map_or_else(|| "calibration".into(), |n| n.to_string_lossy().into_owned());
+    let name = path.file_name().map_or_else(
+        || "calibration".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let io = |file: &Path, action, source| CalibrateError::Io {
         file: file.to_path_buf(),
@@ -429,7 +438,7 @@ pub fn format_utc(secs: u64) -> String {
 /// Days since 1970-01-01 → (year, month, day), by walking whole years then months: a few dozen
 /// steps, plain enough to check by eye.
 fn civil_from_days(mut days: u64) -> (u64, u32, u32) {
-    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
     let mut year = 1970;
     loop {
         let len = if leap(year) { 366 } else { 365 };

@@ -336,6 +336,13 @@ fn motions(samples: &[HandEyeSample]) -> Vec<Motion> {
     out
 }
 
+/// Whether a system whose extreme singular values (or eigenvalues) are `min` and `max` has a
+/// unique solution in floating point: `max` positive and finite, `min` not lost in rounding
+/// against it. NaN fails every comparison, so it counts as rank deficient.
+fn full_rank(min: f64, max: f64) -> bool {
+    max.is_finite() && max > 0.0 && min > max * 1e-12
+}
+
 fn skew(v: &Vector3<f64>) -> Matrix3<f64> {
     Matrix3::new(0.0, -v.z, v.y, v.z, 0.0, -v.x, -v.y, v.x, 0.0)
 }
@@ -394,10 +401,7 @@ fn tsai_rotation(motions: &[Motion]) -> Result<Matrix3<f64>, HandEyeError> {
 
 /// Solves Tsai's rotation system for `X' = X R₀ᵀ` (motions `A`, `R₀ B R₀ᵀ`). Returns `X'` and
 /// the system's smallest-to-largest singular value ratio, or `None` when it is rank deficient.
-fn tsai_rotation_in(
-    motions: &[Motion],
-    r0: &UnitQuaternion<f64>,
-) -> Option<(Matrix3<f64>, f64)> {
+fn tsai_rotation_in(motions: &[Motion], r0: &UnitQuaternion<f64>) -> Option<(Matrix3<f64>, f64)> {
     let n = motions.len();
     let mut lhs = DMatrix::<f64>::zeros(3 * n, 3);
     let mut rhs = DVector::<f64>::zeros(3 * n);
@@ -411,7 +415,7 @@ fn tsai_rotation_in(
     let svd = lhs.svd(true, true);
     let s_max = svd.singular_values.max();
     let s_min = svd.singular_values.min();
-    if !(s_max > 0.0) || s_min <= s_max * 1e-12 {
+    if !full_rank(s_min, s_max) {
         return None;
     }
     let c = svd.solve(&rhs, 0.0).ok()?;
@@ -440,7 +444,7 @@ fn park_rotation(motions: &[Motion]) -> Result<Matrix3<f64>, HandEyeError> {
     };
     let eig = (m.transpose() * m).symmetric_eigen();
     let max = eig.eigenvalues.max();
-    if !(max > 0.0) || eig.eigenvalues.min() <= max * 1e-12 {
+    if !full_rank(eig.eigenvalues.min(), max) {
         return Err(singular);
     }
     let inv_sqrt = eig.eigenvalues.map(|l| 1.0 / l.sqrt());
@@ -480,7 +484,7 @@ fn translation(
     };
     let svd = lhs.svd(true, true);
     let s_max = svd.singular_values.max();
-    if !(s_max > 0.0) || svd.singular_values.min() <= s_max * 1e-12 {
+    if !full_rank(svd.singular_values.min(), s_max) {
         return Err(singular);
     }
     let t = svd.solve(&rhs, 0.0).map_err(|_| singular)?;
