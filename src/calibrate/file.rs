@@ -292,10 +292,11 @@ pub fn solution_meta(solution: &HandEyeSolution, date_utc: &str) -> toml::Table 
         "translation".into(),
         toml::Value::Array(y.translation.vector.iter().map(|&x| x.into()).collect()),
     );
-    target.insert(
-        "quaternion".into(),
-        toml::Value::Array([q.w, q.i, q.j, q.k].iter().map(|&x| x.into()).collect()),
-    );
+    let mut quaternion = toml::Table::new();
+    for (k, v) in [("w", q.w), ("x", q.i), ("y", q.j), ("z", q.k)] {
+        quaternion.insert(k.into(), v.into());
+    }
+    target.insert("quaternion".into(), toml::Value::Table(quaternion));
 
     let mut meta = toml::Table::new();
     meta.insert(
