@@ -14,7 +14,7 @@ use pointact::calibrate::file::{
 use pointact::calibrate::{solve_eye_to_hand, HandEyeError, HandEyeSample, Method};
 use pointact::geometry::{CameraCalibration, Extrinsics, Intrinsics};
 use pointact::nalgebra::{
-    Isometry3, Matrix3, Rotation3, Translation3, Unit, UnitQuaternion, Vector3,
+    Isometry3, Matrix3, Quaternion, Rotation3, Translation3, Unit, UnitQuaternion, Vector3,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -342,7 +342,7 @@ fn non_finite_input_is_a_typed_error() {
         ),
         "{e:?}"
     );
-    let mut bad = good;
+    let mut bad = good.clone();
     bad[1].base_from_gripper.translation.vector.z = f64::INFINITY;
     let e = solve_eye_to_hand(&bad, Method::TsaiLenz).expect_err("inf");
     assert!(
@@ -353,6 +353,15 @@ fn non_finite_input_is_a_typed_error() {
                 field: "base_from_gripper"
             }
         ),
+        "{e:?}"
+    );
+    // A quaternion that is not unit (built unchecked by a caller) is not a rotation.
+    let mut bad = good;
+    bad[2].camera_from_target.rotation =
+        UnitQuaternion::new_unchecked(Quaternion::new(2.0, 0.0, 0.0, 0.0));
+    let e = solve_eye_to_hand(&bad, Method::TsaiLenz).expect_err("not unit");
+    assert!(
+        matches!(e, HandEyeError::NotARotation { sample: 2, field: "camera_from_target", norm } if norm == 2.0),
         "{e:?}"
     );
 }

@@ -298,12 +298,16 @@ fn check_motion(samples: &[HandEyeSample]) -> Result<(), HandEyeError> {
             needed_deg: MIN_ROTATION_DEG,
         });
     }
-    // Angle between axis *lines* (n and −n are the same axis), 0..90°.
+    // Angle between axis *lines* (n and −n are the same axis), 0..90°. Stops at the first pair
+    // that passes, so good data costs little however many poses it has.
     let mut spread_deg: f64 = 0.0;
-    for (i, a) in axes.iter().enumerate() {
+    'pairs: for (i, a) in axes.iter().enumerate() {
         for b in &axes[i + 1..] {
             let c = a.dot(b).abs().min(1.0);
             spread_deg = spread_deg.max(c.acos().to_degrees());
+            if spread_deg >= MIN_AXIS_SPREAD_DEG {
+                break 'pairs;
+            }
         }
     }
     if spread_deg < MIN_AXIS_SPREAD_DEG {
