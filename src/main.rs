@@ -32,7 +32,10 @@ enum Command {
     /// Emulate robot controllers (xArm controller, Dynamixel bus) for tests and demos.
     Emulate,
     /// Calibrate the camera (hand-eye).
-    Calibrate,
+    Calibrate {
+        #[command(subcommand)]
+        which: CalibrateCommand,
+    },
     /// Fine-tune the pointing model with GRPO.
     Train,
     /// Benchmarks against a peer measured in the same run.
@@ -203,6 +206,35 @@ struct PointCli {
 }
 
 #[derive(Subcommand)]
+enum CalibrateCommand {
+    /// Eye-to-hand: where a fixed camera is in the robot base frame, from pose pairs of a target
+    /// held by the gripper. Writes DIR/<camera>.toml only when the solve succeeds.
+    HandEye(HandEyeCli),
+}
+
+#[derive(Args)]
+struct HandEyeCli {
+    /// Recorded pose pairs, JSON (format: calibration/README.md, "Recorded pose pairs").
+    #[arg(long)]
+    samples: Option<std::path::PathBuf>,
+    /// Camera name: the file written is DIR/<camera>.toml.
+    #[arg(long, default_value = "front")]
+    camera: String,
+    /// tsai (Tsai-Lenz 1989) or park (Park-Martin 1994).
+    #[arg(long, default_value = "park")]
+    method: pointact::calibrate::Method,
+    /// Folder of the calibration files.
+    #[arg(long, default_value = "calibration")]
+    out: std::path::PathBuf,
+    /// Recorded frames + robot poses (tag detection): not built yet.
+    #[arg(long)]
+    frames: Option<std::path::PathBuf>,
+    /// Calibrate the simulator's camera (tag on the sim gripper): not built yet.
+    #[arg(long)]
+    sim: bool,
+}
+
+#[derive(Subcommand)]
 enum EvalCommand {
     /// All tasks of a simulated suite over seeded episodes.
     Sim(EvalSimCli),
@@ -368,7 +400,9 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         },
         Command::Serve => not_built("`serve` (SimplerEnv bridge)"),
         Command::Emulate => not_built("`emulate` (xArm / Dynamixel emulators)"),
-        Command::Calibrate => not_built("`calibrate` (hand-eye calibration: issue 5)"),
+        Command::Calibrate { which } => match which {
+            CalibrateCommand::HandEye(a) => calibrate_hand_eye(a),
+        },
         Command::Train => not_built("`train` (GRPO trainer)"),
         Command::Bench { which } => match which {
             BenchCommand::Ik(a) => {
@@ -406,6 +440,51 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             }
         },
     }
+}
+
+fn calibrate_hand_eye(a: HandEyeCli) -> Result<ExitCode> {
+    use pointact::calibrate::file;
+    if a.frames.is_some() || a.sim {
+        return not_built(
+            "`calibrate hand-eye --frames/--sim` (tag detection); use --samples FILE.json",
+        );
+    }
+    let Some(samples_path) = a.samples else {
+        anyhow::bail!(
+            "give --samples FILE.json with the recorded pose pairs (format: calibration/README.md)"
+        );
+    };
+    let samples = file::load_samples(&samples_path)?;
+    let (s, path) = file::solve_and_write(&samples, a.method, &a.out, &a.camera)?;
+    println!(
+        "hand-eye  {} ({} poses, eye-to-hand)",
+        s.method,
+        samples.len()
+    );
+    println!("sample    rotation (deg)  translation (mm)");
+    for (i, r) in s.residuals.per_sample.iter().enumerate() {
+        println!(
+            "{i:>6}    {:>14.4}  {:>16.3}",
+            r.rotation_deg, r.translation_mm
+        );
+    }
+    let r = &s.residuals;
+    println!(
+        "rms       {:>14.4}  {:>16.3}\nmax       {:>14.4}  {:>16.3}",
+        r.rotation_rms_deg, r.translation_rms_mm, r.rotation_max_deg, r.translation_max_mm
+    );
+    let print_pose = |name: &str, iso: &pointact::nalgebra::Isometry3<f64>| {
+        let t = iso.translation.vector;
+        let q = iso.rotation;
+        println!(
+            "{name} t = ({:.4}, {:.4}, {:.4}) m, q = (w {:.6}, x {:.6}, y {:.6}, z {:.6})",
+            t.x, t.y, t.z, q.w, q.i, q.j, q.k
+        );
+    };
+    print_pose("base_from_camera   ", &s.base_from_camera);
+    print_pose("gripper_from_target", &s.gripper_from_target);
+    println!("wrote     {}", path.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {

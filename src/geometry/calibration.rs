@@ -112,34 +112,7 @@ impl CameraCalibration {
     /// The file text: rotation written as a matrix (rows), numbers in shortest round-trip form,
     /// so loading it back gives the same calibration.
     pub fn to_toml_string(&self) -> Result<String, GeometryError> {
-        let k = &self.intrinsics;
-        let iso = &self.extrinsics.base_from_camera;
-        let m = iso.rotation.to_rotation_matrix().into_inner();
-        let out = OutFile {
-            intrinsics: OutIntrinsics {
-                width: k.width,
-                height: k.height,
-                fx: k.fx,
-                fy: k.fy,
-                cx: k.cx,
-                cy: k.cy,
-                model: k.model.name().to_string(),
-                coeffs: k.coeffs,
-            },
-            extrinsics: OutExtrinsics {
-                camera: self.extrinsics.camera.clone(),
-                translation: iso.translation.vector.into(),
-                rotation: [0, 1, 2].map(|r| [m[(r, 0)], m[(r, 1)], m[(r, 2)]]),
-            },
-        };
-        let body = toml::to_string(&out).map_err(|e| GeometryError::Parse {
-            file: PathBuf::from("<calibration being written>"),
-            message: e.to_string(),
-        })?;
-        Ok(format!(
-            "# pointact camera calibration (format: calibration/README.md)\n\
-             # extrinsics.rotation rows of base_from_camera; translation in metres.\n\n{body}"
-        ))
+        calibration_file_text(Some(&self.intrinsics), Some(&self.extrinsics), None)
     }
 
     /// Writes [`CameraCalibration::to_toml_string`] to `path`.
@@ -150,6 +123,48 @@ impl CameraCalibration {
             source,
         })
     }
+}
+
+/// Calibration-file text holding any of the three tables: what every writer uses, so there is one
+/// format. The hand-eye procedure writes `[extrinsics]` and `[meta]` (and keeps `[intrinsics]`
+/// when the camera's file already has them); [`CameraCalibration::to_toml_string`] writes the
+/// first two. Rotation written as a matrix (rows), numbers in shortest round-trip form, so
+/// loading the text back gives the same values.
+pub fn calibration_file_text(
+    intrinsics: Option<&Intrinsics>,
+    extrinsics: Option<&Extrinsics>,
+    meta: Option<&toml::Table>,
+) -> Result<String, GeometryError> {
+    let out = OutFile {
+        meta: meta.cloned(),
+        intrinsics: intrinsics.map(|k| OutIntrinsics {
+            width: k.width,
+            height: k.height,
+            fx: k.fx,
+            fy: k.fy,
+            cx: k.cx,
+            cy: k.cy,
+            model: k.model.name().to_string(),
+            coeffs: k.coeffs,
+        }),
+        extrinsics: extrinsics.map(|e| {
+            let iso = &e.base_from_camera;
+            let m = iso.rotation.to_rotation_matrix().into_inner();
+            OutExtrinsics {
+                camera: e.camera.clone(),
+                translation: iso.translation.vector.into(),
+                rotation: [0, 1, 2].map(|r| [m[(r, 0)], m[(r, 1)], m[(r, 2)]]),
+            }
+        }),
+    };
+    let body = toml::to_string(&out).map_err(|e| GeometryError::Parse {
+        file: PathBuf::from("<calibration being written>"),
+        message: e.to_string(),
+    })?;
+    Ok(format!(
+        "# pointact camera calibration (format: calibration/README.md)\n\
+         # extrinsics.rotation rows of base_from_camera; translation in metres.\n\n{body}"
+    ))
 }
 
 // ---- file shapes -------------------------------------------------------------------------------
@@ -195,10 +210,16 @@ struct RawQuaternion {
     z: f64,
 }
 
+/// Tables in file order; absent ones are left out. `meta` first: TOML puts plain keys before
+/// tables, and `[meta]` on top reads as a header saying where the numbers came from.
 #[derive(Serialize)]
 struct OutFile {
-    intrinsics: OutIntrinsics,
-    extrinsics: OutExtrinsics,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    meta: Option<toml::Table>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    intrinsics: Option<OutIntrinsics>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extrinsics: Option<OutExtrinsics>,
 }
 
 #[derive(Serialize)]
