@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod bridge;
+pub mod calibrate;
 pub mod camera;
 pub mod executor;
 pub mod geometry;
