@@ -68,7 +68,7 @@ pub fn tag_cells(id: u16) -> Result<TagCells, TargetError> {
         }
     }
     for i in 0..f.nbits {
-        if code >> (f.nbits - 1 - i) & 1 == 1 {
+        if (code >> (f.nbits - 1 - i)) & 1 == 1 {
             let x = start as isize + isize::from(f.bit_x[i]);
             let y = start as isize + isize::from(f.bit_y[i]);
             if !(0..n as isize).contains(&x) || !(0..n as isize).contains(&y) {

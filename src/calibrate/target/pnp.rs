@@ -243,9 +243,9 @@ fn refine(
             );
             // d(camera point)/d(δω, δt): -[Rp]× and I.
             let mut dp = SMatrix::<f64, 3, 6>::zeros();
-            dp.fixed_view_mut::<3, 3>(0, 0)
+            dp.fixed_slice_mut::<3, 3>(0, 0)
                 .copy_from(&(-rp.cross_matrix()));
-            dp.fixed_view_mut::<3, 3>(0, 3)
+            dp.fixed_slice_mut::<3, 3>(0, 3)
                 .copy_from(&Matrix3::identity());
             let j = dproj * dp;
             let res = k::nalgebra::Vector2::new(fx * (c.x * iz - r[0]), fy * (c.y * iz - r[1]));

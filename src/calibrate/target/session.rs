@@ -53,8 +53,9 @@ pub struct Session {
 struct PosesFile {
     format: String,
     version: u32,
-    #[serde(flatten)]
-    info: SessionInfo,
+    robot: String,
+    gripper_frame: String,
+    target: TagTarget,
     views: Vec<ViewEntry>,
 }
 
@@ -100,7 +101,9 @@ pub fn write_session(
     let file = PosesFile {
         format: FORMAT.into(),
         version: VERSION,
-        info: info.clone(),
+        robot: info.robot.clone(),
+        gripper_frame: info.gripper_frame.clone(),
+        target: info.target.clone(),
         views: entries,
     };
     let path = dir.join(POSES_FILE);
@@ -132,8 +135,7 @@ pub fn read_session(dir: &Path) -> Result<Session, TargetError> {
             ),
         ));
     }
-    file.info
-        .target
+    file.target
         .validate()
         .map_err(|e| session_err(&path, format!("target: {e}")))?;
     let mut views = Vec::with_capacity(file.views.len());
@@ -158,7 +160,11 @@ pub fn read_session(dir: &Path) -> Result<Session, TargetError> {
         });
     }
     Ok(Session {
-        info: file.info,
+        info: SessionInfo {
+            robot: file.robot,
+            gripper_frame: file.gripper_frame,
+            target: file.target,
+        },
         views,
     })
 }
