@@ -262,8 +262,8 @@ fn render_impl(
                 _ => None,
             }
             .unwrap_or(prim.color);
-            for c in 0..3 {
-                out.rgb[3 * i + c] = lut.encode(albedo[c] as f64 * shade);
+            for (o, a) in out.rgb[3 * i..3 * i + 3].iter_mut().zip(albedo) {
+                *o = lut.encode(a as f64 * shade);
             }
             out.depth_m[i] = t as f32;
             out.instance[i] = prim.instance;
