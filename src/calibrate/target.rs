@@ -22,6 +22,17 @@
 //! `(−s, s)`, `(s, s)`, `(s, −s)`, `(−s, −s)` with `s` = size / 2 — OpenCV's
 //! `SOLVEPNP_IPPE_SQUARE` order and axes.
 
+//!
+//! # Measured (`tests/calibrate_target.rs`, 8 cm tag, 640 × 480, fx = 605)
+//!
+//! * Corners of tags drawn by the simulator: worst 0.21 px from the exact projection.
+//! * Detection + PnP on rendered tags at 0.5–0.8 m: mean 0.54 mm / 0.41°, worst 0.81 mm / 1.43° (the
+//!   rotation outlier is a frontal view: four corners of a small square pin down its tilt poorly).
+//! * The simulated calibration capture (xArm 6, 10 views at 0.75–0.81 m, tag tilted ±25° about
+//!   both in-plane axes and rolled ±40°): mean 0.71 mm / 0.32°, worst 1.46 mm / 0.74°.
+//! * PnP alone with 0.1 px corner noise: RMS 0.4–2.1 mm and 0.1–0.8° from 0.4 m to 1.0 m; noiseless,
+//!   under 0.05 mm and 0.005° with or without Brown-Conrady distortion.
+
 pub mod detect;
 pub mod pattern;
 pub mod pnp;
