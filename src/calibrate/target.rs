@@ -21,7 +21,6 @@
 //! top-left, top-right, bottom-right, bottom-left of the printed tag, i.e. at
 //! `(−s, s)`, `(s, s)`, `(s, −s)`, `(−s, −s)` with `s` = size / 2 — OpenCV's
 //! `SOLVEPNP_IPPE_SQUARE` order and axes.
-
 //!
 //! # Measured (`tests/calibrate_target.rs`, 8 cm tag, 640 × 480, fx = 605)
 //!
