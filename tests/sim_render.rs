@@ -48,6 +48,7 @@ fn prim(shape: Shape, pose: Isometry3<f64>, instance: u16, part: u8) -> Primitiv
         color: [0.5, 0.5, 0.5],
         instance,
         part,
+        texture: None,
     }
 }
 
@@ -288,6 +289,7 @@ fn tilted_plate(y: f64, alpha: f64, instance: u16) -> (Primitive, Point3<f64>) {
         color: [0.8, 0.6, 0.4],
         instance,
         part: NO_PART,
+        texture: None,
     };
     (plate, Point3::from(centre + 0.005 * normal))
 }
@@ -381,6 +383,7 @@ fn random_scene(seed: u64, n: usize) -> RenderScene {
                 color: [rng.gen(), rng.gen(), rng.gen()],
                 instance: 2 + k as u16,
                 part: (k % 3) as u8,
+                texture: None,
             }
         })
         .collect();

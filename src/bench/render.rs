@@ -77,6 +77,7 @@ pub fn typical_scene(seed: u64) -> RenderScene {
         color: [0.45, 0.32, 0.2],
         instance: TABLE_INSTANCE,
         part: NO_PART,
+        texture: None,
     }];
     for k in 0..10u16 {
         let x = rng.gen_range(0.25..0.8);
@@ -96,6 +97,7 @@ pub fn typical_scene(seed: u64) -> RenderScene {
                 color,
                 instance,
                 part,
+                texture: None,
             })
         };
         match k % 5 {
@@ -160,6 +162,7 @@ pub fn typical_scene(seed: u64) -> RenderScene {
         color: [0.85, 0.85, 0.88],
         instance: ROBOT_INSTANCE,
         part,
+        texture: None,
     };
     let from_to = |a: Vector3<f64>, b: Vector3<f64>| {
         let axis = b - a;

@@ -18,7 +18,7 @@ pub mod scene;
 pub mod tasks;
 
 pub use judge::{judge, Judgement};
-pub use physics::{Contact, ContactWith, PhysicsError, SimWorld};
+pub use physics::{Contact, ContactWith, PhysicsError, SimWorld, ToolVisual};
 pub use scene::{look_at, CameraSpec, Region, Scene, SceneError, SceneObject};
 pub use tasks::{Episode, Goal, Side, Suite, Target, TaskError, TaskSpec};
 
@@ -45,6 +45,9 @@ pub struct Primitive {
     pub instance: u16,
     /// Functional part (e.g. a mug's handle) within the instance; `NO_PART` for none.
     pub part: u8,
+    /// A pattern printed on the shape's +z face (cuboids only; `color` shades the other faces).
+    /// `None` for plain solids: everything but calibration targets.
+    pub texture: Option<std::sync::Arc<render::FaceTexture>>,
 }
 
 /// Everything the renderer needs; produced by the physics world each frame.

@@ -116,6 +116,20 @@ pub enum ContactWith {
     },
 }
 
+/// A solid fixed to the tool point (the `tip_link` frame, what IK and FK place) that only the
+/// camera sees: no collider, no mass, unknown to the safety gate. For things the gripper holds
+/// rigidly for a measurement, such as the hand-eye calibration target; keep them thin and close
+/// to the fingers, since nothing checks them against the table or the arm.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolVisual {
+    pub shape: Shape,
+    /// Pose of the shape in the tool-point frame.
+    pub tcp_from_shape: Isometry3<f64>,
+    /// Linear RGB albedo (of the faces the texture does not cover).
+    pub color: [f32; 3],
+    pub texture: Option<Arc<crate::sim::render::FaceTexture>>,
+}
+
 /// One touching pair: which part of the queried object touches what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Contact {
@@ -158,6 +172,9 @@ pub struct SimWorld {
     tcp_body: RigidBodyHandle,
     cmd_tcp: Isometry3<f64>,
     attachment: Option<Attachment>,
+    /// Solids carried at the tool point that the camera sees but physics ignores (a calibration
+    /// target); see [`SimWorld::mount_on_tool`].
+    tool_visuals: Vec<ToolVisual>,
     dt: f64,
     time: f64,
     steps: u64,
@@ -307,6 +324,7 @@ impl SimWorld {
             tcp_body,
             cmd_tcp,
             attachment: None,
+            tool_visuals: Vec::new(),
             dt: DEFAULT_DT,
             time: 0.0,
             steps: 0,
@@ -641,7 +659,20 @@ impl SimWorld {
         Owner::decode(self.pw.colliders.get(ch)?.user_data)
     }
 
-    /// What the camera sees now: the table, the objects (with part ids), the robot links.
+    /// Fixes a camera-only solid to the tool point from now on (drawn with the robot's instance
+    /// id, `ROBOT_INSTANCE`). Returns how many tool visuals there are.
+    pub fn mount_on_tool(&mut self, visual: ToolVisual) -> usize {
+        self.tool_visuals.push(visual);
+        self.tool_visuals.len()
+    }
+
+    /// Removes every tool visual.
+    pub fn clear_tool_visuals(&mut self) {
+        self.tool_visuals.clear();
+    }
+
+    /// What the camera sees now: the table, the objects (with part ids), the robot links and what
+    /// is mounted on the tool.
     pub fn render_scene(&self) -> RenderScene {
         let mut primitives = Vec::new();
         let (shape, pose) = self.scene.table.primitive();
@@ -651,6 +682,7 @@ impl SimWorld {
             color: self.scene.table.color,
             instance: TABLE_INSTANCE,
             part: NO_PART,
+            texture: None,
         });
         for (i, obj) in self.scene.objects.iter().enumerate() {
             let Some(pose) = self
@@ -670,6 +702,7 @@ impl SimWorld {
                     color: p.color,
                     instance,
                     part: p.part,
+                    texture: None,
                 });
             }
         }
@@ -683,7 +716,25 @@ impl SimWorld {
                 color: self.robot_color,
                 instance: ROBOT_INSTANCE,
                 part: NO_PART,
+                texture: None,
             });
+        }
+        if let Some(tcp) = self
+            .pw
+            .bodies
+            .get(self.tcp_body)
+            .map(|b| from_pose(b.position()))
+        {
+            for v in &self.tool_visuals {
+                primitives.push(Primitive {
+                    shape: v.shape,
+                    world_from_shape: tcp * v.tcp_from_shape,
+                    color: v.color,
+                    instance: ROBOT_INSTANCE,
+                    part: NO_PART,
+                    texture: v.texture.clone(),
+                });
+            }
         }
         RenderScene { primitives }
     }

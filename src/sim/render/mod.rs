@@ -19,12 +19,14 @@
 mod camera;
 pub mod intersect;
 mod noise;
+mod texture;
 
 use k::nalgebra::{Isometry3, Vector3};
 
 pub use camera::PinholeCamera;
 use intersect::{intersect, local_normal, Surface};
 pub use noise::{linear_to_srgb, srgb_to_linear};
+pub use texture::FaceTexture;
 
 use super::{RenderScene, BACKGROUND_INSTANCE, NO_PART};
 use crate::geometry::Shape;
@@ -255,8 +257,13 @@ fn render_impl(
             let lambert =
                 (nrm[0] * pp.light[0] + nrm[1] * pp.light[1] + nrm[2] * pp.light[2]).max(0.0);
             let shade = ambient + (1.0 - ambient) * lambert;
-            for c in 0..3 {
-                out.rgb[3 * i + c] = lut.encode(prim.color[c] as f64 * shade);
+            let albedo = match (&prim.texture, vis.surface[i]) {
+                (Some(tex), Surface::PosZ) => printed_albedo(pp, tex, camera, x, y),
+                _ => None,
+            }
+            .unwrap_or(prim.color);
+            for (o, a) in out.rgb[3 * i..3 * i + 3].iter_mut().zip(albedo) {
+                *o = lut.encode(a as f64 * shade);
             }
             out.depth_m[i] = t as f32;
             out.instance[i] = prim.instance;
@@ -298,6 +305,51 @@ fn prepare(
             None
         },
     }
+}
+
+/// Mean albedo of a printed +z face over `supersample²` sub-rays of the pixel whose centre ray is
+/// `(x, y, 1)`; `None` when the shape is not a cuboid, the texture is unusable or no sub-ray hits
+/// the face (the caller falls back to the plain colour).
+fn printed_albedo(
+    pp: &Prepared,
+    tex: &FaceTexture,
+    camera: &PinholeCamera,
+    x: f64,
+    y: f64,
+) -> Option<[f32; 3]> {
+    let Shape::Cuboid { half_extents: h } = pp.shape else {
+        return None;
+    };
+    if !tex.is_valid() {
+        return None;
+    }
+    let n = tex.supersample.max(1) as usize;
+    let mut sum = [0.0f64; 3];
+    let mut hits = 0usize;
+    for j in 0..n {
+        // Sub-ray offsets on a regular grid inside the pixel, in pixels from its centre.
+        let dv = (j as f64 + 0.5) / n as f64 - 0.5;
+        for i in 0..n {
+            let du = (i as f64 + 0.5) / n as f64 - 0.5;
+            let d = ray_dir(pp, x + du / camera.fx, y + dv / camera.fy);
+            if d[2] == 0.0 {
+                continue;
+            }
+            let t = (h.z - pp.origin[2]) / d[2];
+            if t <= MIN_DEPTH_M {
+                continue;
+            }
+            let px = pp.origin[0] + t * d[0];
+            let py = pp.origin[1] + t * d[1];
+            if let Some(c) = tex.albedo_at(px, py, h.x, h.y) {
+                for k in 0..3 {
+                    sum[k] += c[k] as f64;
+                }
+                hits += 1;
+            }
+        }
+    }
+    (hits > 0).then(|| sum.map(|s| (s / hits as f64) as f32))
 }
 
 #[inline(always)]
