@@ -633,6 +633,7 @@ fn point(a: PointCli) -> Result<ExitCode> {
 }
 
 /// What `capture` and `--camera realsense` say in a build without the feature (exit code 2).
+#[cfg(not(feature = "realsense"))]
 const NO_REALSENSE: &str = "pointact was built without the `realsense` feature; rebuild with `--features realsense` (see README)";
 
 /// One frame from a `--camera` spec: `sim[:TASK]` (the task's seed-0 scene, settled),
