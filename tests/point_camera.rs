@@ -273,3 +273,110 @@ fn point_needs_an_image_or_a_camera() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// One-request OpenAI-compatible server on loopback that answers `content`.
+fn mock_server(content: &'static str) -> (String, std::thread::JoinHandle<()>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap() == 0 {
+                return;
+            }
+            let line = line.trim_end().to_ascii_lowercase();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let reply = serde_json::json!({
+            "id": "mock", "object": "chat.completion", "model": "embodied-r1",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": "stop"}],
+        })
+        .to_string();
+        let mut stream = stream;
+        write!(
+            stream,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+            reply.len()
+        )
+        .unwrap();
+    });
+    (url, handle)
+}
+
+/// The whole CLI path: `point --camera replay:DIR` sends the recorded RGB to the pointer and the
+/// JSON carries the answered points lifted with the recorded depth: a point on the analytic table
+/// lands at z = 0 in the base frame, and its camera-frame coordinates map to the same point.
+#[test]
+fn point_with_a_replay_camera_reports_lifted_points() {
+    let frame = analytic_frame();
+    let tmp = TempDir::new("cli");
+    write_frame(&frame, &frame_dir(&tmp.0, 0)).unwrap();
+    // The table point (0.5, -0.2, 0) is at about image pixel (434.6, 195.9); 640x480 is seen by the
+    // model as 644x476, and any pixel near it is still on the table.
+    let uv = frame
+        .intrinsics
+        .project(&(frame.base_from_camera.inverse() * Point3::new(0.5, -0.2, 0.0)).coords)
+        .unwrap();
+    assert!(
+        (uv[0] - 434.6).abs() < 1.0 && (uv[1] - 195.9).abs() < 1.0,
+        "{uv:?}"
+    );
+    let (url, server) = mock_server("<answer><point>[[437, 194]]</point></answer>");
+    let overlay = tmp.0.join("overlay.png");
+    let o = pointact(&[
+        "point",
+        "--camera",
+        &format!("replay:{}", tmp.0.display()),
+        "--pointer",
+        "openai",
+        "--endpoint",
+        &url,
+        "--ability",
+        "reg",
+        "--instruction",
+        "the table",
+        "--overlay",
+        overlay.to_str().unwrap(),
+    ]);
+    server.join().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let points = json["points"].as_array().unwrap();
+    let lifted = json["lifted"].as_array().unwrap();
+    assert_eq!((points.len(), lifted.len()), (1, 1));
+    assert_eq!(lifted[0]["pixel"], points[0]);
+    let v = |x: &serde_json::Value| -> Vec<f64> {
+        x.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_f64().unwrap())
+            .collect()
+    };
+    let base = v(&lifted[0]["base"]);
+    let cam = v(&lifted[0]["camera"]);
+    assert!(base[2].abs() < 3e-3, "table point lifted to {base:?}");
+    assert!(
+        (base[0] - 0.5).abs() < 0.01 && (base[1] + 0.2).abs() < 0.01,
+        "{base:?}"
+    );
+    let back = frame.base_from_camera * Point3::new(cam[0], cam[1], cam[2]);
+    assert!((back - Point3::new(base[0], base[1], base[2])).norm() < 1e-6);
+    assert!(overlay.is_file());
+}
