@@ -114,8 +114,12 @@ pyver="$("$vpy" -c 'import sys; print(f"{sys.version_info.major}.{sys.version_in
 [ "$libpython" != "-" ] || die "no shared libpython$pyver found for $vpy (the wheel's module needs its symbols): apt-get install libpython$pyver"
 
 # Runtime libraries the module itself needs (the wheel does not bundle them).
+# (ldconfig is in /sbin, often not on a normal user's PATH; its list is read whole, not piped into
+# `grep -q`, which under pipefail could fail the check when grep stops reading early.)
+ldconfig_bin="$(command -v ldconfig || echo /sbin/ldconfig)"
+known_libs="$("$ldconfig_bin" -p 2>/dev/null || true)"
 for need in libusb-1.0.so.0 libudev.so.1; do
-  if ! ldconfig -p 2>/dev/null | grep -q "$need"; then
+  if ! grep -qF "$need" <<<"$known_libs"; then
     die "$need is missing: apt-get install libusb-1.0-0 libudev1"
   fi
 done
