@@ -36,6 +36,8 @@ enum Command {
         #[command(subcommand)]
         which: CalibrateCommand,
     },
+    /// Grab RGB-D frames from a RealSense into a recorded-frames folder (DIR/0000, DIR/0001, …).
+    Capture(CaptureCli),
     /// Fine-tune the pointing model with GRPO.
     Train,
     /// Benchmarks against a peer measured in the same run.
@@ -187,8 +189,13 @@ impl ModelCli {
 #[derive(Args)]
 struct PointCli {
     /// The image, a PNG (8- or 16-bit, RGB/RGBA/gray; converted to 8-bit RGB).
-    #[arg(long)]
-    image: std::path::PathBuf,
+    #[arg(long, required_unless_present = "camera")]
+    image: Option<std::path::PathBuf>,
+    /// Instead of --image, one frame from a camera: sim[:TASK], replay:DIR or realsense[:SERIAL].
+    /// The model sees its RGB; the JSON adds the points lifted to 3D (camera and base frame)
+    /// with the frame's depth, intrinsics and extrinsics.
+    #[arg(long, conflicts_with = "image")]
+    camera: Option<String>,
     /// reg, rrg, ofg or vtg.
     #[arg(long)]
     ability: String,
@@ -203,6 +210,30 @@ struct PointCli {
     /// Where to write the overlay PNG (default: <image stem>.<ability>.png beside the image).
     #[arg(long)]
     overlay: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct CaptureCli {
+    /// Output folder; frames go to DIR/0000, DIR/0001, … (rgb.png, depth.png, camera.toml, frame.toml).
+    #[arg(long)]
+    out: std::path::PathBuf,
+    /// How many frames to write.
+    #[arg(long, default_value_t = 1)]
+    frames: usize,
+    /// Device frames per written frame: their depth is combined by a per-pixel temporal median
+    /// (zeros ignored); 1 = no median.
+    #[arg(long, default_value_t = 1)]
+    median: usize,
+    /// Serial number of the RealSense to open (default: the first one found).
+    #[arg(long)]
+    serial: Option<String>,
+    /// A calibration file whose [extrinsics] place the camera in the robot base frame (default:
+    /// identity, i.e. points stay in the camera frame).
+    #[arg(long)]
+    calibration: Option<std::path::PathBuf>,
+    /// Replace the frames of a non-empty --out folder.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Subcommand)]
@@ -403,6 +434,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         Command::Calibrate { which } => match which {
             CalibrateCommand::HandEye(a) => calibrate_hand_eye(a),
         },
+        Command::Capture(a) => capture(a),
         Command::Train => not_built("`train` (GRPO trainer)"),
         Command::Bench { which } => match which {
             BenchCommand::Ik(a) => {
@@ -595,9 +627,19 @@ fn run(a: RunCli) -> Result<ExitCode> {
 fn point(a: PointCli) -> Result<ExitCode> {
     use pointact::pointing::{overlay, Ability};
     let ability: Ability = a.ability.parse()?;
-    let img = image::open(&a.image)
-        .map_err(|e| anyhow::anyhow!("cannot read image {}: {e}", a.image.display()))?
-        .to_rgb8();
+    let (img, frame) = match (&a.image, &a.camera) {
+        (Some(path), _) => (
+            image::open(path)
+                .map_err(|e| anyhow::anyhow!("cannot read image {}: {e}", path.display()))?
+                .to_rgb8(),
+            None,
+        ),
+        (None, Some(spec)) => match frame_from_spec(spec)? {
+            Some(f) => (f.rgb.clone(), Some(f)),
+            None => return Ok(ExitCode::from(NOT_BUILT)),
+        },
+        (None, None) => anyhow::bail!("give --image PNG or --camera SPEC"),
+    };
     let (reply, pointing) = match a.pointer.as_str() {
         "qwen" => {
             let mut p = a.model.qwen()?;
@@ -641,22 +683,121 @@ fn point(a: PointCli) -> Result<ExitCode> {
             return Err(e.into());
         }
     };
-    let overlay_path = a.overlay.clone().unwrap_or_else(|| {
-        let stem = a
-            .image
-            .file_stem()
-            .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
-        a.image
-            .with_file_name(format!("{stem}.{}.png", ability.as_str()))
+    let overlay_path = a.overlay.clone().unwrap_or_else(|| match &a.image {
+        Some(image) => {
+            let stem = image
+                .file_stem()
+                .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
+            image.with_file_name(format!("{stem}.{}.png", ability.as_str()))
+        }
+        None => format!("camera.{}.png", ability.as_str()).into(),
     });
     overlay::draw_points(&img, ability, &pointing.points_px())
         .save(&overlay_path)
         .map_err(|e| anyhow::anyhow!("cannot write overlay {}: {e}", overlay_path.display()))?;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&report.with_overlay(&overlay_path))?
-    );
+    let mut json = serde_json::to_value(report.with_overlay(&overlay_path))?;
+    if let Some(frame) = &frame {
+        // Objects (REG/OFG/VTG) by a low depth percentile, places (RRG) by the median, as the
+        // executor lifts them.
+        use pointact::geometry::RobustDepthOptions;
+        let opts = match ability {
+            Ability::Rrg => RobustDepthOptions::surface(),
+            _ => RobustDepthOptions::grasp(),
+        };
+        let lifted = pointact::executor::perceive::lift_points(frame, &pointing.points_px(), &opts);
+        json["lifted"] = serde_json::to_value(lifted)?;
+    }
+    println!("{}", serde_json::to_string_pretty(&json)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `capture` and `--camera realsense` say in a build without the feature (exit code 2).
+#[cfg(not(feature = "realsense"))]
+const NO_REALSENSE: &str = "pointact was built without the `realsense` feature; rebuild with `--features realsense` (see README)";
+
+/// One frame from a `--camera` spec: `sim[:TASK]` (the task's seed-0 scene, settled),
+/// `replay:DIR` (its first frame) or `realsense[:SERIAL]`. `None` = not in this build (the
+/// message is printed; exit 2).
+fn frame_from_spec(spec: &str) -> Result<Option<pointact::camera::Frame>> {
+    use pointact::camera::Camera;
+    let (scheme, rest) = spec.split_once(':').unwrap_or((spec, ""));
+    match scheme {
+        "sim" => {
+            use pointact::sim::{devices::SimCamera, tasks};
+            let task = if rest.is_empty() {
+                tasks::DEFAULT_TASK
+            } else {
+                rest
+            };
+            let ep = tasks::task(task)?.instantiate(0)?;
+            let mut world = ep.world(ep.robot_model()?)?;
+            world.settle(2.0);
+            let world = std::rc::Rc::new(std::cell::RefCell::new(world));
+            Ok(Some(SimCamera::new(world, Default::default()).capture()?))
+        }
+        "realsense" => {
+            #[cfg(feature = "realsense")]
+            {
+                use pointact::camera::realsense::{device::RealSenseCamera, RealSenseOptions};
+                let serial = (!rest.is_empty()).then(|| rest.to_string());
+                let mut cam = RealSenseCamera::open(RealSenseOptions {
+                    serial,
+                    ..Default::default()
+                })?;
+                Ok(Some(cam.capture()?))
+            }
+            #[cfg(not(feature = "realsense"))]
+            {
+                eprintln!("{NO_REALSENSE}");
+                Ok(None)
+            }
+        }
+        _ => Ok(Some(pointact::camera::replay::from_spec(spec)?.capture()?)),
+    }
+}
+
+/// `pointact capture`: frames from a RealSense into a recorded-frames folder.
+fn capture(a: CaptureCli) -> Result<ExitCode> {
+    #[cfg(not(feature = "realsense"))]
+    {
+        let _ = a;
+        eprintln!("{NO_REALSENSE}");
+        Ok(ExitCode::from(NOT_BUILT))
+    }
+    #[cfg(feature = "realsense")]
+    {
+        use pointact::camera::realsense::{device::RealSenseCamera, RealSenseOptions};
+        use pointact::camera::{record, Camera};
+        anyhow::ensure!(a.frames >= 1, "--frames must be at least 1");
+        let base_from_camera = match &a.calibration {
+            Some(path) => pointact::geometry::Extrinsics::load(path)?.base_from_camera,
+            None => pointact::nalgebra::Isometry3::identity(),
+        };
+        // The device first: a failed open leaves --out untouched.
+        let mut cam = RealSenseCamera::open(RealSenseOptions {
+            serial: a.serial.clone(),
+            median_frames: a.median,
+            base_from_camera,
+            ..Default::default()
+        })?;
+        let info = cam.info().clone();
+        println!(
+            "camera    {} serial {} firmware {}, depth scale {} m/unit",
+            info.name, info.serial, info.firmware, info.depth_scale_m
+        );
+        record::prepare_out_dir(&a.out, a.force)?;
+        for i in 0..a.frames {
+            let frame = cam.capture()?;
+            let dir = record::frame_dir(&a.out, i);
+            record::write_frame(&frame, &dir)?;
+            println!(
+                "captured  {} ({} valid depth pixels)",
+                dir.display(),
+                frame.depth.valid_count()
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    }
 }
 
 fn print_event(e: &pointact::executor::run::Event<'_>) {

@@ -1,8 +1,10 @@
 //! Frames in: colour + aligned depth + intrinsics + where the camera is, from the simulator
 //! (`sim::devices::SimCamera`) or from recorded-frame folders ([`replay::ReplayCamera`], written by
-//! [`record::write_frame`]); RealSense devices come later (issue 5). Everything downstream takes a
+//! [`record::write_frame`]) and from RealSense devices ([`realsense`], the device itself behind the
+//! `realsense` feature). Everything downstream takes a
 //! `Frame`, so a pointer or executor never knows which camera produced it.
 
+pub mod realsense;
 pub mod record;
 pub mod replay;
 
@@ -50,6 +52,9 @@ pub enum CameraError {
     /// Reading recorded frames; the error names the file.
     #[error(transparent)]
     Replay(#[from] replay::ReplayError),
+    /// Opening or reading a RealSense device.
+    #[error(transparent)]
+    RealSense(#[from] realsense::RealSenseError),
 }
 
 impl Frame {

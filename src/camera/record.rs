@@ -57,3 +57,46 @@ pub fn write_frame(frame: &Frame, dir: &Path) -> Result<(), CameraError> {
     .map_err(io)?;
     Ok(())
 }
+
+/// The folder of frame `index` in a recording: `root/0000`, `root/0001`, … (zero-padded, so name
+/// order is capture order, which is how [`super::replay::ReplayCamera`] plays them).
+pub fn frame_dir(root: &Path, index: usize) -> std::path::PathBuf {
+    root.join(format!("{index:04}"))
+}
+
+/// Makes `dir` ready for a new recording without ever mixing two: a missing or empty folder is
+/// fine; a non-empty one is an error unless `force`, and then its numbered frame folders (names of
+/// digits only) are removed so that no frame of the old recording plays after the new ones. Other
+/// entries are left alone.
+pub fn prepare_out_dir(dir: &Path, force: bool) -> Result<(), CameraError> {
+    let io = |e: std::io::Error| CameraError::Device(format!("{}: {e}", dir.display()));
+    if dir.exists() && !dir.is_dir() {
+        return Err(CameraError::Device(format!(
+            "{} exists and is not a folder",
+            dir.display()
+        )));
+    }
+    if dir.is_dir() {
+        let entries: Vec<_> = std::fs::read_dir(dir)
+            .map_err(io)?
+            .collect::<Result<_, _>>()
+            .map_err(io)?;
+        if !entries.is_empty() && !force {
+            return Err(CameraError::Device(format!(
+                "{} is not empty ({} entries): choose another folder, or pass --force to replace its frames",
+                dir.display(),
+                entries.len()
+            )));
+        }
+        for e in entries {
+            let name = e.file_name();
+            let numbered = name
+                .to_str()
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if numbered && e.path().is_dir() {
+                std::fs::remove_dir_all(e.path()).map_err(io)?;
+            }
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(io)
+}

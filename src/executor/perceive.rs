@@ -47,6 +47,50 @@ pub fn lift(
     Ok(frame.base_from_camera * Point3::from(p_cam))
 }
 
+/// One answered pixel lifted to 3D, as `pointact point --camera` reports it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LiftedPoint {
+    /// `[u, v]` in the frame's pixels.
+    pub pixel: [f64; 2],
+    /// Camera optical frame (x right, y down, z forward), metres; `None` without usable depth.
+    pub camera: Option<[f64; 3]>,
+    /// Robot base frame, metres (through the frame's `base_from_camera`).
+    pub base: Option<[f64; 3]>,
+    /// Why the point could not be lifted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// [`lift`] for each pixel, keeping failures per point (one pixel without depth does not hide the
+/// others) and giving the camera-frame point too, so a report can be checked against either frame.
+pub fn lift_points(
+    frame: &Frame,
+    pixels: &[[f64; 2]],
+    opts: &RobustDepthOptions,
+) -> Vec<LiftedPoint> {
+    let camera_from_base = frame.base_from_camera.inverse();
+    pixels
+        .iter()
+        .map(|&px| match lift(frame, px, opts) {
+            Ok(base) => {
+                let cam = camera_from_base * base;
+                LiftedPoint {
+                    pixel: px,
+                    camera: Some([cam.x, cam.y, cam.z]),
+                    base: Some([base.x, base.y, base.z]),
+                    error: None,
+                }
+            }
+            Err(e) => LiftedPoint {
+                pixel: px,
+                camera: None,
+                base: None,
+                error: Some(e.to_string()),
+            },
+        })
+        .collect()
+}
+
 /// Where the ray through pixel `px` meets the horizontal plane at height `z` (base frame). Used for
 /// the middle points of a visual trace, whose own depth would hit the table behind them.
 pub fn ray_to_height(frame: &Frame, px: [f64; 2], z: f64) -> Result<Point3<f64>, PerceiveError> {
