@@ -74,6 +74,40 @@ struct RunCli {
     /// Save every observed frame as DIR/0000, DIR/0001, … (rgb.png, depth.png, camera.toml, frame.toml).
     #[arg(long)]
     record: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    rerun: RerunCli,
+}
+
+/// `--rerun`: log the run to rerun (feature `viz`).
+#[derive(Args)]
+struct RerunCli {
+    /// Log to rerun: save:FILE.rrd (open later with `rerun FILE.rrd`), spawn (start a `rerun`
+    /// viewer from PATH, listening on 127.0.0.1) or connect[:URL] (a running viewer; default
+    /// rerun+http://127.0.0.1:9876/proxy).
+    #[arg(long, value_name = "save:FILE.rrd|spawn|connect[:URL]")]
+    rerun: Option<pointact::viz::Sink>,
+}
+
+impl RerunCli {
+    /// The recording, when `--rerun` was given.
+    fn open(&self, app_id: &str) -> Result<Option<pointact::viz::Viz>> {
+        let Some(sink) = &self.rerun else {
+            return Ok(None);
+        };
+        let viz = pointact::viz::Viz::open(app_id, sink)?;
+        if let pointact::viz::Sink::Save(path) = sink {
+            eprintln!("rerun     recording to {}", path.display());
+        }
+        Ok(Some(viz))
+    }
+}
+
+/// Flushes the recording; a logging error fails the command after its own output.
+fn finish_viz(viz: Option<pointact::viz::Viz>) -> Result<()> {
+    if let Some(v) = viz {
+        v.finish()?;
+    }
+    Ok(())
 }
 
 /// How to reach the pointing model (backends `qwen` and `openai`).
@@ -200,6 +234,8 @@ struct PointCli {
     /// Where to write the overlay PNG (default: <image stem>.<ability>.png beside the image).
     #[arg(long)]
     overlay: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    rerun: RerunCli,
 }
 
 #[derive(Subcommand)]
@@ -230,6 +266,8 @@ struct EvalSimCli {
     /// Write every episode's result here.
     #[arg(long, default_value = "eval-sim.json")]
     json: std::path::PathBuf,
+    #[command(flatten)]
+    rerun: RerunCli,
 }
 
 #[derive(Subcommand)]
@@ -461,10 +499,14 @@ fn run(a: RunCli) -> Result<ExitCode> {
         dry_run: a.dry_run,
         ..Default::default()
     };
+    let mut viz = a.rerun.open("pointact-run")?;
     let mut record_err = None;
     let mut captures = 0usize;
     let mut on_event = |e: pointact::executor::run::Event<'_>| {
         print_event(&e);
+        if let Some(v) = viz.as_mut() {
+            v.on_event(&e);
+        }
         if let (pointact::executor::run::Event::Captured(frame), Some(dir)) = (&e, &a.record) {
             // One numbered folder per capture: what `camera::replay::ReplayCamera` plays back.
             let dir = dir.join(format!("{captures:04}"));
@@ -488,6 +530,10 @@ fn run(a: RunCli) -> Result<ExitCode> {
         other => anyhow::bail!("unknown pointer `{other}` (expected oracle, qwen or openai)"),
     };
     end_stream();
+    if let Some(v) = viz.as_mut() {
+        v.log_outcome(result.success, &result.detail);
+    }
+    finish_viz(viz)?;
     if let Some(err) = record_err {
         return Err(anyhow::anyhow!("--record failed: {err}"));
     }
@@ -516,6 +562,7 @@ fn run(a: RunCli) -> Result<ExitCode> {
 fn point(a: PointCli) -> Result<ExitCode> {
     use pointact::pointing::{overlay, Ability};
     let ability: Ability = a.ability.parse()?;
+    let mut viz = a.rerun.open("pointact-point")?;
     let img = image::open(&a.image)
         .map_err(|e| anyhow::anyhow!("cannot read image {}: {e}", a.image.display()))?
         .to_rgb8();
@@ -534,6 +581,11 @@ fn point(a: PointCli) -> Result<ExitCode> {
                 );
             }
             let t = reply.timings;
+            if let Some(v) = viz.as_mut() {
+                v.log_timing("vlm/vision", t.vision_s);
+                v.log_timing("vlm/prefill", t.prefill_s);
+                v.log_timing("vlm/decode", t.decode_s);
+            }
             eprintln!(
                 "timing    vision {:.2} s, prefill {:.2} s ({} tokens), decode {:.2} tok/s",
                 t.vision_s,
@@ -555,6 +607,13 @@ fn point(a: PointCli) -> Result<ExitCode> {
         pointing.as_ref().ok(),
         reply.as_ref().map(|r| r.text.as_str()),
     );
+    if let Some(v) = viz.as_mut() {
+        v.log_image(&img);
+        if let Ok(p) = &pointing {
+            v.log_answer(ability, &a.instruction, p);
+        }
+    }
+    finish_viz(viz)?;
     let pointing = match pointing {
         Ok(p) => p,
         Err(e) => {
@@ -650,6 +709,8 @@ fn print_event(e: &pointact::executor::run::Event<'_>) {
         Event::DryRun => println!("dry run   nothing will move"),
         Event::Step { index, label } => println!("execute {index:>2} {label}"),
         Event::GraspHeld { width } => println!("grasp     held, fingers at {:.1} mm", width * 1e3),
+        // Robot states are for the rerun log; the step lines already say what moved.
+        Event::Robot { .. } | Event::Moved { .. } => {}
     }
 }
 
@@ -672,13 +733,34 @@ fn eval_sim(a: EvalSimCli) -> Result<ExitCode> {
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} episodes ({eta}) {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    let mut viz = a.rerun.open("pointact-eval")?;
     let mut ok = 0;
-    let report = eval::run_suite(suite, &seeds, &opts, &mut |done, _, r| {
-        ok += r.success as usize;
-        bar.set_position(done as u64);
-        bar.set_message(format!("{ok}/{done} succeeded"));
+    let report = eval::run_suite_observed(suite, &seeds, &opts, &mut |e| match e {
+        eval::SuiteEvent::Started { task, seed } => {
+            if let Some(v) = viz.as_mut() {
+                v.begin_episode(&format!("{task} seed {seed}"));
+            }
+        }
+        eval::SuiteEvent::Episode(e) => {
+            if let Some(v) = viz.as_mut() {
+                v.on_event(&e);
+            }
+        }
+        eval::SuiteEvent::Finished {
+            done,
+            total: _,
+            record: r,
+        } => {
+            ok += r.success as usize;
+            bar.set_position(done as u64);
+            bar.set_message(format!("{ok}/{done} succeeded"));
+            if let Some(v) = viz.as_mut() {
+                v.log_outcome(r.success, &r.detail);
+            }
+        }
     });
     bar.finish_and_clear();
+    finish_viz(viz)?;
     println!("{report}");
     std::fs::write(&a.json, serde_json::to_string_pretty(&report)?)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", a.json.display()))?;
