@@ -90,7 +90,7 @@ struct RerunCli {
 
 impl RerunCli {
     /// The recording, when `--rerun` was given.
-    fn open(&self, app_id: &str) -> Result<Option<pointact::viz::Viz>> {
+    fn open(&self, app_id: &'static str) -> Result<Option<pointact::viz::Viz>> {
         let Some(sink) = &self.rerun else {
             return Ok(None);
         };

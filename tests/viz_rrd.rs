@@ -142,9 +142,8 @@ mod with_rerun {
 
         let rrd = read_rrd(&file);
         let get = |p: &str| {
-            rrd.get(p).unwrap_or_else(|| {
-                panic!("no entity {p} in the file; it has {:?}", rrd.keys())
-            })
+            rrd.get(p)
+                .unwrap_or_else(|| panic!("no entity {p} in the file; it has {:?}", rrd.keys()))
         };
 
         // Camera: one RGB image, depth (with its meter), pinhole and extrinsics per frame.
@@ -166,10 +165,7 @@ mod with_rerun {
         }
         assert!(seen.points.contains_key(&Ability::Reg) && seen.points.contains_key(&Ability::Rrg));
         assert_eq!(seen.points[&Ability::Vtg], 8);
-        assert_eq!(
-            get(&paths::trace_2d("vtg")).count("LineStrips2D:strips"),
-            1
-        );
+        assert_eq!(get(&paths::trace_2d("vtg")).count("LineStrips2D:strips"), 1);
         for ability in &seen.reasoning {
             assert_eq!(
                 get(&paths::pointing(ability.as_str())).count("TextDocument:text"),
@@ -225,8 +221,8 @@ mod with_rerun {
             assert_eq!(e.count("Scalars:scalars"), seen.states, "{joint}");
         }
         let j1 = get(&paths::joint("joint1"));
-        let span_s = (j1.sim_time.iter().max().unwrap() - j1.sim_time.iter().min().unwrap()) as f64
-            * 1e-9;
+        let span_s =
+            (j1.sim_time.iter().max().unwrap() - j1.sim_time.iter().min().unwrap()) as f64 * 1e-9;
         assert!(
             span_s >= seen.move_seconds,
             "states span {span_s:.2} s, motions last {:.2} s",
@@ -238,7 +234,10 @@ mod with_rerun {
         );
 
         // The plan: one tool-path strip per motion, planned joints on their own timeline.
-        assert_eq!(get(paths::PLAN_TCP).count("LineStrips3D:strips"), seen.moves);
+        assert_eq!(
+            get(paths::PLAN_TCP).count("LineStrips3D:strips"),
+            seen.moves
+        );
         assert_eq!(get(paths::PLAN_STEPS).rows, 2);
         let planned = get(&paths::planned_joint("joint1"));
         assert!(planned.timelines.contains(timelines::PLAN_TIME));
@@ -247,7 +246,10 @@ mod with_rerun {
 
         // Timings, text, and the two episodes' outcomes.
         assert_eq!(get(&paths::timing("plan")).count("Scalars:scalars"), 2);
-        assert_eq!(get(&paths::timing("pointer/vtg")).count("Scalars:scalars"), 1);
+        assert_eq!(
+            get(&paths::timing("pointer/vtg")).count("Scalars:scalars"),
+            1
+        );
         assert!(get(paths::LOG).count("TextLog:text") > 20);
         let outcome = get(paths::EVAL_SUCCESS);
         assert_eq!(outcome.count("Scalars:scalars"), 2);

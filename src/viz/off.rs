@@ -12,7 +12,7 @@ pub struct Viz {
 }
 
 impl Viz {
-    pub fn open(_app_id: &str, _sink: &Sink) -> Result<Viz, VizError> {
+    pub fn open(_app_id: &'static str, _sink: &Sink) -> Result<Viz, VizError> {
         Err(VizError::NotBuilt)
     }
     pub fn on_event(&mut self, _event: &Event<'_>) {

@@ -56,7 +56,7 @@ pub struct Viz {
 
 impl Viz {
     /// Opens a recording named `app_id` on `sink`.
-    pub fn open(app_id: &str, sink: &Sink) -> Result<Viz, VizError> {
+    pub fn open(app_id: &'static str, sink: &Sink) -> Result<Viz, VizError> {
         let builder = rerun::RecordingStreamBuilder::new(app_id);
         let rec = match sink {
             Sink::Save(path) => builder.save(path).map_err(|e| VizError::Open {
@@ -250,7 +250,10 @@ impl Viz {
             Some(r) => doc.push_str(&format!("**Reasoning.** {r}\n\n")),
             None => doc.push_str("*(no reasoning in the reply)*\n\n"),
         }
-        doc.push_str(&format!("**Reply.**\n\n```\n{}\n```\n", pointing.answer.raw));
+        doc.push_str(&format!(
+            "**Reply.**\n\n```\n{}\n```\n",
+            pointing.answer.raw
+        ));
         self.log(paths::pointing(name), &TextDocument::from_markdown(doc));
         let pts: Vec<String> = pointing
             .points_px()
@@ -667,7 +670,7 @@ impl Viz {
         }
     }
 
-    fn log_line(&mut self, level: TextLogLevel, text: &str) {
+    fn log_line(&mut self, level: &str, text: &str) {
         self.log(paths::LOG, &TextLog::new(text).with_level(level));
     }
 
