@@ -29,6 +29,9 @@ const POSE_PERIOD_S: f64 = 1.0 / 30.0;
 const PLAN_SAMPLE_S: f64 = 0.05;
 /// Gap between two episodes on the shared clock of an evaluation (s).
 const EPISODE_GAP_S: f64 = 1.0;
+/// How long [`Viz::finish`] waits for a viewer to take the recording. rerun's own flush waits
+/// forever while a gRPC connection keeps being retried (a viewer that is not running).
+const VIEWER_FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A rerun recording of runs. Logging errors never stop a run: the first one is kept and returned
 /// by [`Viz::finish`].
@@ -52,6 +55,8 @@ pub struct Viz {
     /// Wall clock at the previous event, for the stage timings.
     last_event: Instant,
     error: Option<String>,
+    /// The viewer's address when streaming (`spawn`, `connect`); `None` for a file.
+    viewer: Option<String>,
 }
 
 impl Viz {
@@ -92,6 +97,11 @@ impl Viz {
             place_from: None,
             last_event: Instant::now(),
             error: None,
+            viewer: match sink {
+                Sink::Save(_) => None,
+                Sink::Spawn => Some(super::DEFAULT_CONNECT_URL.to_string()),
+                Sink::Connect(url) => Some(url.clone()),
+            },
         };
         viz.log_static(paths::WORLD, &ViewCoordinates::RIGHT_HAND_Z_UP());
         Ok(viz)
@@ -281,8 +291,26 @@ impl Viz {
 
     /// Flushes everything to the sink; returns the first logging error of the run, if any.
     pub fn finish(self) -> Result<(), VizError> {
-        let flushed = self.rec.flush_blocking();
-        if let Some(e) = self.error {
+        let Viz {
+            rec, error, viewer, ..
+        } = self;
+        let flushed = match &viewer {
+            None => rec.flush_blocking(),
+            Some(url) => match rec.flush_with_timeout(VIEWER_FLUSH_TIMEOUT) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    // Dropping the stream would flush again without a time limit; the process
+                    // is about to report the error, so let the stream's threads go with it.
+                    std::mem::forget(rec);
+                    return Err(VizError::Log(format!(
+                        "the viewer at {url} did not take the recording within {} s ({e}); is \
+                         `rerun` running there? Start one with `rerun`, or use --rerun save:FILE.rrd",
+                        VIEWER_FLUSH_TIMEOUT.as_secs()
+                    )));
+                }
+            },
+        };
+        if let Some(e) = error {
             return Err(VizError::Log(e));
         }
         flushed.map_err(|e| VizError::Log(e.to_string()))
