@@ -533,7 +533,17 @@ fn run(a: RunCli) -> Result<ExitCode> {
     if let Some(v) = viz.as_mut() {
         v.log_outcome(result.success, &result.detail);
     }
+    let code = outcome(&a, &result, record_err);
     finish_viz(viz)?;
+    code
+}
+
+/// What `run` prints and returns once the episode is over.
+fn outcome(
+    a: &RunCli,
+    result: &pointact::sim::episode::EpisodeResult,
+    record_err: Option<pointact::camera::CameraError>,
+) -> Result<ExitCode> {
     if let Some(err) = record_err {
         return Err(anyhow::anyhow!("--record failed: {err}"));
     }

@@ -290,30 +290,38 @@ impl Viz {
     }
 
     /// Flushes everything to the sink; returns the first logging error of the run, if any.
-    pub fn finish(self) -> Result<(), VizError> {
-        let Viz {
-            rec, error, viewer, ..
-        } = self;
-        let flushed = match &viewer {
-            None => rec.flush_blocking(),
+    pub fn finish(mut self) -> Result<(), VizError> {
+        let flushed = self.close();
+        if let Some(e) = self.error.take() {
+            return Err(VizError::Log(e));
+        }
+        flushed
+    }
+
+    /// Flushes and releases the stream. A viewer gets `VIEWER_FLUSH_TIMEOUT`; if it has not taken
+    /// everything by then, the stream is leaked rather than dropped, because its destructor
+    /// flushes again without a time limit and would hang the process on a viewer that is gone.
+    fn close(&mut self) -> Result<(), VizError> {
+        let rec = std::mem::replace(&mut self.rec, RecordingStream::disabled());
+        if !rec.is_enabled() {
+            return Ok(()); // already closed
+        }
+        match &self.viewer {
+            None => rec
+                .flush_blocking()
+                .map_err(|e| VizError::Log(e.to_string())),
             Some(url) => match rec.flush_with_timeout(VIEWER_FLUSH_TIMEOUT) {
                 Ok(()) => Ok(()),
                 Err(e) => {
-                    // Dropping the stream would flush again without a time limit; the process
-                    // is about to report the error, so let the stream's threads go with it.
                     std::mem::forget(rec);
-                    return Err(VizError::Log(format!(
+                    Err(VizError::Log(format!(
                         "the viewer at {url} did not take the recording within {} s ({e}); is \
                          `rerun` running there? Start one with `rerun`, or use --rerun save:FILE.rrd",
                         VIEWER_FLUSH_TIMEOUT.as_secs()
-                    )));
+                    )))
                 }
             },
-        };
-        if let Some(e) = error {
-            return Err(VizError::Log(e));
         }
-        flushed.map_err(|e| VizError::Log(e.to_string()))
     }
 
     // ---- the pieces ----
@@ -717,6 +725,15 @@ impl Viz {
     fn note_error(&mut self, e: String) {
         if self.error.is_none() {
             self.error = Some(e);
+        }
+    }
+}
+
+/// A run that ends early (an error after `--rerun` was opened) still flushes, within the limit.
+impl Drop for Viz {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            tracing::warn!("{e}");
         }
     }
 }
