@@ -79,6 +79,40 @@ struct RunCli {
     /// Save every observed frame as DIR/0000, DIR/0001, … (rgb.png, depth.png, camera.toml, frame.toml).
     #[arg(long)]
     record: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    rerun: RerunCli,
+}
+
+/// `--rerun`: log the run to rerun (feature `viz`).
+#[derive(Args)]
+struct RerunCli {
+    /// Log to rerun: save:FILE.rrd (open later with `rerun FILE.rrd`), spawn (start a `rerun`
+    /// viewer from PATH, listening on 127.0.0.1) or connect[:URL] (a running viewer; default
+    /// rerun+http://127.0.0.1:9876/proxy).
+    #[arg(long, value_name = "save:FILE.rrd|spawn|connect[:URL]")]
+    rerun: Option<pointact::viz::Sink>,
+}
+
+impl RerunCli {
+    /// The recording, when `--rerun` was given.
+    fn open(&self, app_id: &'static str) -> Result<Option<pointact::viz::Viz>> {
+        let Some(sink) = &self.rerun else {
+            return Ok(None);
+        };
+        let viz = pointact::viz::Viz::open(app_id, sink)?;
+        if let pointact::viz::Sink::Save(path) = sink {
+            eprintln!("rerun     recording to {}", path.display());
+        }
+        Ok(Some(viz))
+    }
+}
+
+/// Flushes the recording; a logging error fails the command after its own output.
+fn finish_viz(viz: Option<pointact::viz::Viz>) -> Result<()> {
+    if let Some(v) = viz {
+        v.finish()?;
+    }
+    Ok(())
 }
 
 /// How to reach the pointing model (backends `qwen` and `openai`).
@@ -210,6 +244,8 @@ struct PointCli {
     /// Where to write the overlay PNG (default: <image stem>.<ability>.png beside the image).
     #[arg(long)]
     overlay: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    rerun: RerunCli,
 }
 
 #[derive(Args)]
@@ -248,21 +284,32 @@ struct HandEyeCli {
     /// Recorded pose pairs, JSON (format: calibration/README.md, "Recorded pose pairs").
     #[arg(long)]
     samples: Option<std::path::PathBuf>,
-    /// Camera name: the file written is DIR/<camera>.toml.
-    #[arg(long, default_value = "front")]
-    camera: String,
+    /// Camera name: the file written is DIR/<camera>.toml (default: front; with --sim: sim).
+    #[arg(long)]
+    camera: Option<String>,
     /// tsai (Tsai-Lenz 1989) or park (Park-Martin 1994).
     #[arg(long, default_value = "park")]
     method: pointact::calibrate::Method,
     /// Folder of the calibration files.
     #[arg(long, default_value = "calibration")]
     out: std::path::PathBuf,
-    /// Recorded frames + robot poses (tag detection): not built yet.
-    #[arg(long)]
+    /// A recorded session: numbered frame folders + poses.json (see calibration/README.md);
+    /// the tag is detected in every frame.
+    #[arg(long, conflicts_with = "samples")]
     frames: Option<std::path::PathBuf>,
-    /// Calibrate the simulator's camera (tag on the sim gripper): not built yet.
-    #[arg(long)]
+    /// Calibrate the simulator's camera: the tag rides on the simulated xArm 6's tool, and the
+    /// result is compared with the camera's true pose.
+    #[arg(long, conflicts_with_all = ["samples", "frames"])]
     sim: bool,
+    /// With --sim: views to plan.
+    #[arg(long, default_value_t = 24)]
+    views: usize,
+    /// With --sim: edge of the tag's black square, metres.
+    #[arg(long, default_value_t = 0.10)]
+    tag_size: f64,
+    /// With --sim: also write the captured session here (replayable with --frames).
+    #[arg(long)]
+    save_session: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -293,6 +340,8 @@ struct EvalSimCli {
     /// Write every episode's result here.
     #[arg(long, default_value = "eval-sim.json")]
     json: std::path::PathBuf,
+    #[command(flatten)]
+    rerun: RerunCli,
 }
 
 #[derive(Subcommand)]
@@ -475,24 +524,52 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
 }
 
 fn calibrate_hand_eye(a: HandEyeCli) -> Result<ExitCode> {
-    use pointact::calibrate::file;
-    if a.frames.is_some() || a.sim {
-        return not_built(
-            "`calibrate hand-eye --frames/--sim` (tag detection); use --samples FILE.json",
-        );
-    }
-    let Some(samples_path) = a.samples else {
-        anyhow::bail!(
-            "give --samples FILE.json with the recorded pose pairs (format: calibration/README.md)"
-        );
+    use pointact::calibrate::{self, file, sim, target::session};
+    let camera = a
+        .camera
+        .clone()
+        .unwrap_or_else(|| if a.sim { "sim" } else { "front" }.to_string());
+    let mut truth = None;
+    let (s, path, poses) = if let Some(samples_path) = &a.samples {
+        let samples = file::load_samples(samples_path)?;
+        let (s, path) = file::solve_and_write(&samples, a.method, &a.out, &camera)?;
+        (s, path, samples.len())
+    } else {
+        let (views, target) = if a.sim {
+            let mut opts = sim::SimCalibrationOptions {
+                views: a.views,
+                ..Default::default()
+            };
+            opts.target.size_m = a.tag_size;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()?;
+            let run = rt.block_on(sim::capture_sim_session(&opts))?;
+            for v in &run.skipped {
+                eprintln!("skipped   view {}: {}", v.view, v.reason);
+            }
+            if let Some(dir) = &a.save_session {
+                session::write_session(dir, &run.info, &run.views)?;
+                println!("session   {}", dir.display());
+            }
+            truth = Some(run.base_from_camera);
+            (run.views, run.info.target)
+        } else if let Some(dir) = &a.frames {
+            let s = session::read_session(dir)?;
+            (s.views, s.info.target)
+        } else {
+            anyhow::bail!(
+                "give --samples FILE.json (recorded pose pairs), --frames DIR (a recorded session) \
+                 or --sim (format: calibration/README.md)"
+            );
+        };
+        let c = calibrate::calibrate_views(&views, &target, a.method, &a.out, &camera)?;
+        for v in &c.skipped {
+            eprintln!("no tag    view {}: {}", v.view, v.reason);
+        }
+        (c.solution, c.path, c.used.len())
     };
-    let samples = file::load_samples(&samples_path)?;
-    let (s, path) = file::solve_and_write(&samples, a.method, &a.out, &a.camera)?;
-    println!(
-        "hand-eye  {} ({} poses, eye-to-hand)",
-        s.method,
-        samples.len()
-    );
+    println!("hand-eye  {} ({poses} poses, eye-to-hand)", s.method);
     println!("sample    rotation (deg)  translation (mm)");
     for (i, r) in s.residuals.per_sample.iter().enumerate() {
         println!(
@@ -515,6 +592,14 @@ fn calibrate_hand_eye(a: HandEyeCli) -> Result<ExitCode> {
     };
     print_pose("base_from_camera   ", &s.base_from_camera);
     print_pose("gripper_from_target", &s.gripper_from_target);
+    if let Some(truth) = truth {
+        let d = truth.inverse() * s.base_from_camera;
+        println!(
+            "truth     the simulator's camera: off by {:.3} mm, {:.4} deg",
+            d.translation.vector.norm() * 1e3,
+            d.rotation.angle().to_degrees()
+        );
+    }
     println!("wrote     {}", path.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -572,10 +657,14 @@ fn run(a: RunCli) -> Result<ExitCode> {
         dry_run: a.dry_run,
         ..Default::default()
     };
+    let mut viz = a.rerun.open("pointact-run")?;
     let mut record_err = None;
     let mut captures = 0usize;
     let mut on_event = |e: pointact::executor::run::Event<'_>| {
         print_event(&e);
+        if let Some(v) = viz.as_mut() {
+            v.on_event(&e);
+        }
         if let (pointact::executor::run::Event::Captured(frame), Some(dir)) = (&e, &a.record) {
             // One numbered folder per capture: what `camera::replay::ReplayCamera` plays back.
             let dir = dir.join(format!("{captures:04}"));
@@ -599,6 +688,20 @@ fn run(a: RunCli) -> Result<ExitCode> {
         other => anyhow::bail!("unknown pointer `{other}` (expected oracle, qwen or openai)"),
     };
     end_stream();
+    if let Some(v) = viz.as_mut() {
+        v.log_outcome(result.success, &result.detail);
+    }
+    let code = outcome(&a, &result, record_err);
+    finish_viz(viz)?;
+    code
+}
+
+/// What `run` prints and returns once the episode is over.
+fn outcome(
+    a: &RunCli,
+    result: &pointact::sim::episode::EpisodeResult,
+    record_err: Option<pointact::camera::CameraError>,
+) -> Result<ExitCode> {
     if let Some(err) = record_err {
         return Err(anyhow::anyhow!("--record failed: {err}"));
     }
@@ -627,6 +730,7 @@ fn run(a: RunCli) -> Result<ExitCode> {
 fn point(a: PointCli) -> Result<ExitCode> {
     use pointact::pointing::{overlay, Ability};
     let ability: Ability = a.ability.parse()?;
+    let mut viz = a.rerun.open("pointact-point")?;
     let (img, frame) = match (&a.image, &a.camera) {
         (Some(path), _) => (
             image::open(path)
@@ -655,6 +759,11 @@ fn point(a: PointCli) -> Result<ExitCode> {
                 );
             }
             let t = reply.timings;
+            if let Some(v) = viz.as_mut() {
+                v.log_timing("vlm/vision", t.vision_s);
+                v.log_timing("vlm/prefill", t.prefill_s);
+                v.log_timing("vlm/decode", t.decode_s);
+            }
             eprintln!(
                 "timing    vision {:.2} s, prefill {:.2} s ({} tokens), decode {:.2} tok/s",
                 t.vision_s,
@@ -676,6 +785,13 @@ fn point(a: PointCli) -> Result<ExitCode> {
         pointing.as_ref().ok(),
         reply.as_ref().map(|r| r.text.as_str()),
     );
+    if let Some(v) = viz.as_mut() {
+        v.log_image(&img);
+        if let Ok(p) = &pointing {
+            v.log_answer(ability, &a.instruction, p);
+        }
+    }
+    finish_viz(viz)?;
     let pointing = match pointing {
         Ok(p) => p,
         Err(e) => {
@@ -870,6 +986,8 @@ fn print_event(e: &pointact::executor::run::Event<'_>) {
         Event::DryRun => println!("dry run   nothing will move"),
         Event::Step { index, label } => println!("execute {index:>2} {label}"),
         Event::GraspHeld { width } => println!("grasp     held, fingers at {:.1} mm", width * 1e3),
+        // Robot states are for the rerun log; the step lines already say what moved.
+        Event::Robot { .. } | Event::Moved { .. } => {}
     }
 }
 
@@ -892,13 +1010,34 @@ fn eval_sim(a: EvalSimCli) -> Result<ExitCode> {
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} episodes ({eta}) {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    let mut viz = a.rerun.open("pointact-eval")?;
     let mut ok = 0;
-    let report = eval::run_suite(suite, &seeds, &opts, &mut |done, _, r| {
-        ok += r.success as usize;
-        bar.set_position(done as u64);
-        bar.set_message(format!("{ok}/{done} succeeded"));
+    let report = eval::run_suite_observed(suite, &seeds, &opts, &mut |e| match e {
+        eval::SuiteEvent::Started { task, seed } => {
+            if let Some(v) = viz.as_mut() {
+                v.begin_episode(&format!("{task} seed {seed}"));
+            }
+        }
+        eval::SuiteEvent::Episode(e) => {
+            if let Some(v) = viz.as_mut() {
+                v.on_event(&e);
+            }
+        }
+        eval::SuiteEvent::Finished {
+            done,
+            total: _,
+            record: r,
+        } => {
+            ok += r.success as usize;
+            bar.set_position(done as u64);
+            bar.set_message(format!("{ok}/{done} succeeded"));
+            if let Some(v) = viz.as_mut() {
+                v.log_outcome(r.success, &r.detail);
+            }
+        }
     });
     bar.finish_and_clear();
+    finish_viz(viz)?;
     println!("{report}");
     std::fs::write(&a.json, serde_json::to_string_pretty(&report)?)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", a.json.display()))?;

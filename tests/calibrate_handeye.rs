@@ -623,13 +623,24 @@ fn cli_solves_a_samples_file_and_writes_the_calibration() {
     assert!(stderr.contains("at least 3 robot poses"), "{stderr}");
     assert!(!dir.join("other.toml").exists());
 
-    // The image-based path is not built here: exit 2, `not built yet`.
+    // The image-based path on the simulator's camera: exit 0, the file written, the error against
+    // the true camera pose printed (its accuracy is asserted in tests/calibrate_sim.rs).
     let out = std::process::Command::new(exe)
-        .args(["calibrate", "hand-eye", "--sim", "--camera", "sim", "--out"])
+        .args(["calibrate", "hand-eye", "--sim", "--views", "8", "--out"])
         .arg(&dir)
         .output()
         .expect("runs");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not built yet"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("truth     the simulator's camera: off by"),
+        "{stdout}"
+    );
+    Extrinsics::load(&dir.join("sim.toml")).expect("--sim writes <out>/sim.toml");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -65,6 +65,10 @@ pub enum CalibrateError {
     /// Building the TOML text failed.
     #[error(transparent)]
     Geometry(#[from] GeometryError),
+
+    /// Reading views, detecting the tag or moving the robot to a view failed.
+    #[error(transparent)]
+    Target(#[from] super::target::TargetError),
 }
 
 // ---- samples JSON ------------------------------------------------------------------------------

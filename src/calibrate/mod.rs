@@ -5,6 +5,7 @@
 //! | --- | --- |
 //! | [`handeye`] | eye-to-hand AX = XB: [`solve_eye_to_hand`] with Tsai-Lenz or Park-Martin, residuals, typed errors for too few or degenerate poses |
 //! | [`file`] | the recorded pose pairs (JSON) and the atomic write of `calibration/<camera>.toml` |
+//! | [`sim`] | the whole procedure on the simulator's camera, whose true pose is known |
 //! | [`target`] | the image side: AprilTag detection, the tag pose by PnP, calibration views in the simulator, sessions on disk |
 //!
 //! The image side produces [`HandEyeSample`]s; [`handeye`] works on poses only, so it is tested against OpenCV on synthetic poses
@@ -12,6 +13,7 @@
 
 pub mod file;
 pub mod handeye;
+pub mod sim;
 pub mod target;
 
 pub use file::{load_samples, solve_and_write, write_calibration, CalibrateError};
@@ -19,3 +21,41 @@ pub use handeye::{
     solve_eye_to_hand, HandEyeError, HandEyeSample, HandEyeSolution, Method, Residuals,
     SampleResidual,
 };
+
+use std::path::{Path, PathBuf};
+
+use target::views::{observe_target, CalibrationView, SkippedView};
+use target::TagTarget;
+
+/// What [`calibrate_views`] did.
+#[derive(Debug, Clone)]
+pub struct ViewsCalibration {
+    pub solution: HandEyeSolution,
+    /// The calibration file written.
+    pub path: PathBuf,
+    /// Views whose tag pose went into the solve.
+    pub used: Vec<usize>,
+    /// Views without a usable tag, and why.
+    pub skipped: Vec<SkippedView>,
+}
+
+/// Images to calibration file: the tag's pose in every view (detection + PnP), the eye-to-hand
+/// solve, and the atomic write of `dir/<camera>.toml` — only when the solve succeeds, so a failed
+/// run leaves an existing file as it was.
+pub fn calibrate_views(
+    views: &[CalibrationView],
+    target: &TagTarget,
+    method: Method,
+    dir: &Path,
+    camera: &str,
+) -> Result<ViewsCalibration, CalibrateError> {
+    let (seen, skipped) = observe_target(views, target)?;
+    let samples: Vec<HandEyeSample> = seen.iter().map(HandEyeSample::from).collect();
+    let (solution, path) = solve_and_write(&samples, method, dir, camera)?;
+    Ok(ViewsCalibration {
+        solution,
+        path,
+        used: seen.iter().map(|o| o.view).collect(),
+        skipped,
+    })
+}

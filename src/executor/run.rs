@@ -9,7 +9,7 @@ use crate::executor::motion::MotionPlanner;
 use crate::executor::perceive::{obstacle_voxels, table_height, PerceiveError};
 use crate::geometry::CropBox;
 use crate::pointing::{Ability, Pointer, PointerError, Pointing};
-use crate::robot::{Robot, RobotError};
+use crate::robot::{JointState, Robot, RobotError};
 use crate::safety::{
     CheckedGripper, CheckedTrajectory, Obstacle, SafetyConfig, SafetyError, SafetyGate,
 };
@@ -27,6 +27,11 @@ pub enum Event<'a> {
     Instruction(&'a str),
     /// The frame everything below was computed from.
     Captured(&'a Frame),
+    /// The robot the task runs on and its state before anything moves (for visualisation).
+    Robot {
+        model: &'a std::sync::Arc<crate::kinematics::RobotModel>,
+        state: &'a JointState,
+    },
     Asked {
         ability: Ability,
         query: &'a str,
@@ -48,6 +53,12 @@ pub enum Event<'a> {
     },
     GraspHeld {
         width: f64,
+    },
+    /// What the arm did while step `index` ran: the driver's recorded states, or one state read
+    /// after the step when the driver records none. Sent whether the step succeeded or not.
+    Moved {
+        index: usize,
+        states: &'a [JointState],
     },
 }
 
@@ -107,6 +118,17 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer>(
     frame.validate()?;
     on_event(Event::Captured(&frame));
     let q0 = robot.joint_positions().await?;
+    let start = JointState {
+        stamp_s: None,
+        q: q0.clone(),
+        gripper_width: robot.gripper_width().await?,
+    };
+    // Motions before this point (none in `run_task`) are not part of this run.
+    robot.take_states();
+    on_event(Event::Robot {
+        model: &model,
+        state: &start,
+    });
     let ws = &model.config.workspace;
     let table_z = table_height(
         &frame,
@@ -201,6 +223,22 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer>(
             label: step.label(),
         });
         let result = execute_step(robot, c, &model).await;
+        let mut states = robot.take_states();
+        if states.is_empty() {
+            if let (Ok(q), Ok(gripper_width)) =
+                (robot.joint_positions().await, robot.gripper_width().await)
+            {
+                states.push(JointState {
+                    stamp_s: None,
+                    q,
+                    gripper_width,
+                });
+            }
+        }
+        on_event(Event::Moved {
+            index,
+            states: &states,
+        });
         match result {
             Ok(Some(width)) => on_event(Event::GraspHeld { width }),
             Ok(None) => {}

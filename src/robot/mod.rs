@@ -24,6 +24,18 @@ pub enum RobotError {
     Sim(String),
 }
 
+/// One observed state of the arm: what was executed, as opposed to what was planned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JointState {
+    /// The driver's clock (s): simulation time, or the controller report's stamp; `None` when the
+    /// driver keeps no clock (the state was read once after a command).
+    pub stamp_s: Option<f64>,
+    /// Arm joint positions (rad), in `model().config.arm_joints` order.
+    pub q: Vec<f64>,
+    /// Distance between the fingers (m).
+    pub gripper_width: f64,
+}
+
 /// What every driver offers. Implementations stop the arm before returning any error from a motion.
 // The futures are awaited on the caller's task (no spawning), so they need not be `Send`.
 #[allow(async_fn_in_trait)]
@@ -41,4 +53,10 @@ pub trait Robot {
     async fn set_gripper(&mut self, command: CheckedGripper) -> Result<(), RobotError>;
     /// Stops all motion now.
     async fn stop(&mut self) -> Result<(), RobotError>;
+    /// The states observed while the commands since the last call ran, oldest first, and forgets
+    /// them. Drivers that receive a state stream (or step a simulation) record it so the executed
+    /// motion can be shown over time; the default records nothing.
+    fn take_states(&mut self) -> Vec<JointState> {
+        Vec::new()
+    }
 }

@@ -11,7 +11,7 @@ use super::render::{render, PinholeCamera, RenderOptions};
 use crate::camera::{Camera, CameraError, Frame, RgbImage, Segmentation};
 use crate::geometry::{DepthImage, Intrinsics};
 use crate::kinematics::RobotModel;
-use crate::robot::{Robot, RobotError};
+use crate::robot::{JointState, Robot, RobotError};
 use crate::safety::{CheckedGripper, CheckedTrajectory};
 
 /// One world shared by the simulated devices (single-threaded: the executor awaits on one task).
@@ -22,6 +22,8 @@ pub struct SimRobot {
     model: Arc<RobotModel>,
     /// Joint positions after the last command.
     q: Vec<f64>,
+    /// Every simulation step's state since the last `take_states` (what the arm executed).
+    states: Vec<JointState>,
 }
 
 impl SimRobot {
@@ -37,7 +39,22 @@ impl SimRobot {
             w.set_robot(&q, opening).map_err(sim)?;
             w.step();
         }
-        Ok(SimRobot { world, model, q })
+        Ok(SimRobot {
+            world,
+            model,
+            q,
+            states: Vec::new(),
+        })
+    }
+
+    /// Records the state after a simulation step.
+    fn record(&mut self, w: &SimWorld) {
+        let g = &self.model.config.gripper;
+        self.states.push(JointState {
+            stamp_s: Some(w.time()),
+            q: self.q.clone(),
+            gripper_width: g.closed_width + w.gripper_opening() * (g.open_width - g.closed_width),
+        });
     }
 }
 
@@ -62,7 +79,8 @@ impl Robot for SimRobot {
 
     async fn execute(&mut self, trajectory: &CheckedTrajectory) -> Result<(), RobotError> {
         let traj = trajectory.trajectory();
-        let mut w = self.world.borrow_mut();
+        let world = self.world.clone();
+        let mut w = world.borrow_mut();
         let (_, opening) = w.robot_command();
         let dt = w.dt();
         let n = (traj.duration() / dt).ceil() as usize;
@@ -71,6 +89,7 @@ impl Robot for SimRobot {
             w.set_robot(&q, opening).map_err(sim)?;
             w.step();
             self.q = q;
+            self.record(&w);
         }
         Ok(())
     }
@@ -79,7 +98,8 @@ impl Robot for SimRobot {
         let g = &self.model.config.gripper;
         let target =
             ((command.width() - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0);
-        let mut w = self.world.borrow_mut();
+        let world = self.world.clone();
+        let mut w = world.borrow_mut();
         w.set_robot(&self.q, target).map_err(sim)?;
         // Wait until the fingers stop (reached the command or closed on an object), at most 2 s.
         let dt = w.dt();
@@ -88,6 +108,7 @@ impl Robot for SimRobot {
         let mut t = 0.0;
         while t < 2.0 && still < 0.1 {
             w.step();
+            self.record(&w);
             t += dt;
             let o = w.gripper_opening();
             still = if (o - last).abs() < 1e-5 {
@@ -103,6 +124,10 @@ impl Robot for SimRobot {
     async fn stop(&mut self) -> Result<(), RobotError> {
         // Kinematic arm: it holds the last commanded pose by construction.
         Ok(())
+    }
+
+    fn take_states(&mut self) -> Vec<JointState> {
+        std::mem::take(&mut self.states)
     }
 }
 

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::episode::{run_episode, EpisodeOptions};
 use super::tasks::Suite;
+use crate::executor::run::Event;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EpisodeRecord {
@@ -50,6 +51,39 @@ pub fn run_suite(
     options: &EpisodeOptions,
     progress: &mut dyn FnMut(usize, usize, &EpisodeRecord),
 ) -> EvalReport {
+    run_suite_observed(suite, seeds, options, &mut |e| {
+        if let SuiteEvent::Finished {
+            done,
+            total,
+            record,
+        } = e
+        {
+            progress(done, total, record)
+        }
+    })
+}
+
+/// What happens during a suite, in order, for observers that follow every episode (`--rerun`).
+pub enum SuiteEvent<'a> {
+    /// An episode begins (before its scene is built).
+    Started { task: &'a str, seed: u64 },
+    /// The executor's events of the running episode.
+    Episode(Event<'a>),
+    /// An episode ended; `done` of `total` are finished.
+    Finished {
+        done: usize,
+        total: usize,
+        record: &'a EpisodeRecord,
+    },
+}
+
+/// [`run_suite`], with every episode's executor events passed on.
+pub fn run_suite_observed(
+    suite: Suite,
+    seeds: &[u64],
+    options: &EpisodeOptions,
+    observe: &mut dyn FnMut(SuiteEvent<'_>),
+) -> EvalReport {
     let tasks = suite.tasks();
     let total = tasks.len() * seeds.len();
     let mut episodes = Vec::with_capacity(total);
@@ -60,8 +94,10 @@ pub fn run_suite(
             let mut opts = options.clone();
             // Noise differs per episode but is reproducible from the seed.
             opts.oracle.seed = seed ^ 0x9e37_79b9_7f4a_7c15;
+            let task = spec.full_id();
+            observe(SuiteEvent::Started { task: &task, seed });
             let record = match spec.instantiate(seed) {
-                Ok(ep) => match run_episode(&ep, &opts, &mut |_| {}) {
+                Ok(ep) => match run_episode(&ep, &opts, &mut |e| observe(SuiteEvent::Episode(e))) {
                     Ok(r) => EpisodeRecord {
                         task: spec.full_id(),
                         seed,
@@ -76,7 +112,11 @@ pub fn run_suite(
             };
             successes += record.success as usize;
             episodes.push(record);
-            progress(episodes.len(), total, episodes.last().expect("just pushed"));
+            observe(SuiteEvent::Finished {
+                done: episodes.len(),
+                total,
+                record: episodes.last().expect("just pushed"),
+            });
         }
         summaries.push(TaskSummary {
             task: spec.full_id(),

@@ -1,0 +1,108 @@
+//! Hand-eye calibration of the simulator's own camera, end to end: the tag plate is mounted on
+//! the simulated xArm 6's tool, the arm visits seeded views through the safety gate, the
+//! renderer's frames go through detection + PnP, and the solver recovers the camera pose.
+//!
+//! Why it exists: it is the one setting where the true camera pose is known exactly, so it
+//! checks the whole chain (tag rendering, corner conventions, PnP, the AX = XB convention, the
+//! file written) against ground truth — `calibrate hand-eye --sim` and
+//! `tests/calibrate_sim.rs` both run it.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::target::pattern::sim_tag_plate;
+use super::target::session::SessionInfo;
+use super::target::views::{
+    capture_views, default_tcp_from_target, view_poses, CalibrationView, SkippedView,
+};
+use super::target::{TagTarget, TargetError};
+use crate::kinematics::RobotModel;
+use crate::nalgebra::{Isometry3, Point3, Vector3};
+use crate::safety::SafetyConfig;
+use crate::sim::devices::{SimCamera, SimRobot};
+use crate::sim::render::RenderOptions;
+use crate::sim::{Scene, SimWorld};
+
+/// What the simulated calibration run uses.
+#[derive(Debug, Clone)]
+pub struct SimCalibrationOptions {
+    /// Views to plan (unreachable or refused ones are skipped and reported).
+    pub views: usize,
+    /// Seed of the view poses.
+    pub seed: u64,
+    pub target: TagTarget,
+}
+
+impl Default for SimCalibrationOptions {
+    fn default() -> Self {
+        Self {
+            // Measured with `calibrate hand-eye --sim` (error against the true camera pose): 12
+            // views of an 8 cm tag 4.3 mm / 0.20°; 24 views of a 10 cm tag 1.5 mm / 0.09°; more
+            // views or a 12 cm tag stay at 1.1–1.9 mm (a floor whose cause is not yet found).
+            views: 24,
+            seed: 11,
+            target: TagTarget::tag36h11(4, 0.10),
+        }
+    }
+}
+
+/// Captured views with the truth they should reproduce.
+#[derive(Debug, Clone)]
+pub struct SimSession {
+    pub info: SessionInfo,
+    pub views: Vec<CalibrationView>,
+    /// Planned views that were not visited, and why.
+    pub skipped: Vec<SkippedView>,
+    /// The simulator camera's true pose (the robot base is the world origin).
+    pub base_from_camera: Isometry3<f64>,
+}
+
+/// The scene of the default task without its objects (nothing for the arm to hit), the xArm 6
+/// at home with the tag on its tool, and the task's camera.
+pub async fn capture_sim_session(opts: &SimCalibrationOptions) -> Result<SimSession, TargetError> {
+    opts.target.validate()?;
+    let sim = |e: String| TargetError::Robot(format!("simulator: {e}"));
+    let mut scene = Scene::builtin("tabletop_pepper_in_pan").map_err(|e| sim(e.to_string()))?;
+    scene.objects.clear();
+    let model = Arc::new(RobotModel::builtin("xarm6").map_err(|e| sim(e.to_string()))?);
+    let mut world = SimWorld::new(&scene, model.clone()).map_err(|e| sim(e.to_string()))?;
+    let tcp_from_target = default_tcp_from_target(&model, 0.02);
+    world.mount_on_tool(sim_tag_plate(&opts.target, &tcp_from_target, 0.004)?);
+    let world = Rc::new(RefCell::new(world));
+    let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec())
+        .map_err(|e| sim(e.to_string()))?;
+    let mut camera = SimCamera::new(world, RenderOptions::default());
+    let base_from_camera = camera.pinhole().world_from_camera;
+    // The tag's centre over a 10 x 24 x 8 cm box in front of the camera's line of sight, tilted up
+    // to 25° about both in-plane axes and rolled up to 40°: rotation about two axes, as the
+    // solver needs, with the tag never seen edge-on.
+    let poses = view_poses(
+        &Point3::from(scene.camera.eye),
+        &Point3::new(0.5, 0.0, 0.3),
+        &Vector3::new(0.05, 0.12, 0.04),
+        25f64.to_radians(),
+        40f64.to_radians(),
+        &tcp_from_target,
+        opts.views,
+        opts.seed,
+    );
+    let run = capture_views(
+        &mut robot,
+        &mut camera,
+        &poses,
+        SafetyConfig::default(),
+        &[],
+    )
+    .await?;
+    Ok(SimSession {
+        info: SessionInfo {
+            robot: "xarm6".into(),
+            gripper_frame: model.config.tip_link.clone(),
+            target: opts.target.clone(),
+        },
+        views: run.views,
+        skipped: run.skipped,
+        base_from_camera,
+    })
+}

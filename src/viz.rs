@@ -1,1 +1,0 @@
-//! rerun logging. Not built yet: issue 5.

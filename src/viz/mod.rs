@@ -1,0 +1,207 @@
+//! rerun logging: an observer of a run, never a stage of it.
+//!
+//! The pipeline flows one way (camera → pointer → geometry → executor → robot) and reports what it
+//! did through [`crate::executor::run::Event`]s; [`Viz::on_event`] turns each event into rerun
+//! entities, so nothing in the pipeline knows that it is being watched. The few calls that are not
+//! events (an image without depth for `pointact point`, the model's timings, an episode's outcome)
+//! have their own intention-named methods. Entity paths live only in this module.
+//!
+//! Where it goes ([`Sink`], the CLI's `--rerun`): `save:FILE.rrd`, `spawn` (starts a `rerun`
+//! viewer found in PATH, listening on 127.0.0.1 only) or `connect[:URL]` (a running viewer,
+//! default `rerun+http://127.0.0.1:9876/proxy`).
+//!
+//! Built without the `viz` feature, [`Viz::open`] fails with [`VizError::NotBuilt`] and every
+//! other method is unreachable (a `Viz` cannot exist), so the CLI keeps its flag and says why it
+//! cannot honour it.
+//!
+//! # What is logged where (timeline `sim_time`: the camera's and the robot's clock)
+//! | entity | what |
+//! | --- | --- |
+//! | `world` | robot base frame, z up (static) |
+//! | `world/camera` | `base_from_camera` (the calibrated extrinsics) |
+//! | `world/camera/image` | pinhole, OpenCV/RealSense optical frame (RDF) |
+//! | `world/camera/image/rgb`, `…/depth` | colour; depth as u16 millimetres with meter 1000 |
+//! | `world/camera/image/points/<ability>`, `…/trace/<ability>` | the answer's points (labelled) and, for VTG, its trace |
+//! | `world/cloud` | the frame's point cloud in the base frame, coloured |
+//! | `world/table` | the estimated table plane (a thin box) |
+//! | `world/targets/{grasp,place,trace}` | the answers lifted to 3D |
+//! | `world/robot/<robot>/<link>` | each link's pose by forward kinematics of the executed states; URDF primitives below it (static) |
+//! | `world/plan/tcp` | the planned tool path, one strip per motion |
+//! | `plan/joints/<joint>` | planned joint positions over the `plan_time` timeline |
+//! | `robot/joints/<joint>`, `robot/gripper_width` | every executed state as scalars |
+//! | `pointing/<ability>` | the query and the model's reasoning (markdown) |
+//! | `plan/steps` | the plan as a table (markdown) |
+//! | `timings/<stage>` | wall-clock seconds per stage, as the observer saw them |
+//! | `log` | one text line per event |
+//! | `eval/success` | per episode, on the `episode` timeline (`eval sim`) |
+
+#[cfg(feature = "viz")]
+mod record;
+#[cfg(feature = "viz")]
+pub use record::Viz;
+
+#[cfg(not(feature = "viz"))]
+mod off;
+#[cfg(not(feature = "viz"))]
+pub use off::Viz;
+
+use std::path::PathBuf;
+
+/// Default address of a viewer started with `rerun` (gRPC proxy on loopback).
+pub const DEFAULT_CONNECT_URL: &str = "rerun+http://127.0.0.1:9876/proxy";
+
+/// Entity paths, in one place (the module table above lists them).
+pub mod paths {
+    pub const WORLD: &str = "world";
+    pub const CAMERA: &str = "world/camera";
+    pub const PINHOLE: &str = "world/camera/image";
+    pub const RGB: &str = "world/camera/image/rgb";
+    pub const DEPTH: &str = "world/camera/image/depth";
+    pub const CLOUD: &str = "world/cloud";
+    pub const TABLE: &str = "world/table";
+    pub const GRASP: &str = "world/targets/grasp";
+    pub const PLACE: &str = "world/targets/place";
+    pub const TRACE_3D: &str = "world/targets/trace";
+    pub const PLAN_TCP: &str = "world/plan/tcp";
+    pub const PLAN_STEPS: &str = "plan/steps";
+    pub const LOG: &str = "log";
+    pub const GRIPPER_WIDTH: &str = "robot/gripper_width";
+    pub const EVAL_SUCCESS: &str = "eval/success";
+
+    /// The answer's 2D points for one ability (`reg`, `rrg`, `ofg`, `vtg`).
+    pub fn points_2d(ability: &str) -> String {
+        format!("world/camera/image/points/{ability}")
+    }
+    /// The answer's 2D trace (VTG).
+    pub fn trace_2d(ability: &str) -> String {
+        format!("world/camera/image/trace/{ability}")
+    }
+    /// Query and reasoning of one ability.
+    pub fn pointing(ability: &str) -> String {
+        format!("pointing/{ability}")
+    }
+    /// One link of one robot (its pose; the geometry sits below it).
+    pub fn link(robot: &str, link: &str) -> String {
+        format!("world/robot/{robot}/{link}")
+    }
+    /// An executed joint position.
+    pub fn joint(joint: &str) -> String {
+        format!("robot/joints/{joint}")
+    }
+    /// A planned joint position.
+    pub fn planned_joint(joint: &str) -> String {
+        format!("plan/joints/{joint}")
+    }
+    /// Seconds spent in a stage.
+    pub fn timing(stage: &str) -> String {
+        format!("timings/{stage}")
+    }
+}
+
+/// Timeline names.
+pub mod timelines {
+    /// The camera's and the robot's clock (simulation time in the simulator), seconds.
+    pub const SIM_TIME: &str = "sim_time";
+    /// Seconds since the plan starts, for planned joint positions.
+    pub const PLAN_TIME: &str = "plan_time";
+    /// Episode number of an evaluation.
+    pub const EPISODE: &str = "episode";
+}
+
+/// Where the recording goes (`--rerun`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sink {
+    /// Write an `.rrd` file (`save:FILE.rrd`); open it later with `rerun FILE.rrd`.
+    Save(PathBuf),
+    /// Start a viewer (`rerun` in PATH) bound to loopback and stream to it (`spawn`).
+    Spawn,
+    /// Stream to a running viewer (`connect` or `connect:URL`).
+    Connect(String),
+}
+
+impl std::str::FromStr for Sink {
+    type Err = VizError;
+
+    fn from_str(s: &str) -> Result<Self, VizError> {
+        let bad = |why: &str| VizError::BadSink {
+            given: s.to_string(),
+            why: why.to_string(),
+        };
+        if s == "spawn" {
+            return Ok(Sink::Spawn);
+        }
+        if s == "connect" {
+            return Ok(Sink::Connect(DEFAULT_CONNECT_URL.to_string()));
+        }
+        if let Some(url) = s.strip_prefix("connect:") {
+            if url.is_empty() {
+                return Err(bad("`connect:` needs a URL (or write plain `connect`)"));
+            }
+            return Ok(Sink::Connect(url.to_string()));
+        }
+        if let Some(file) = s.strip_prefix("save:") {
+            if file.is_empty() {
+                return Err(bad("`save:` needs a file name, e.g. save:run.rrd"));
+            }
+            return Ok(Sink::Save(PathBuf::from(file)));
+        }
+        Err(bad("unknown form"))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VizError {
+    /// The binary was built with `--no-default-features`.
+    #[error(
+        "--rerun: built without the viz feature; rebuild with it (`cargo build --release`, the \
+         default, or `--features viz`) to log to rerun"
+    )]
+    NotBuilt,
+    #[error(
+        "--rerun `{given}`: {why}; use save:FILE.rrd, spawn, connect or connect:URL \
+         (e.g. connect:{DEFAULT_CONNECT_URL})"
+    )]
+    BadSink { given: String, why: String },
+    #[error(
+        "cannot start the rerun viewer: {0}. Install one of the same version (`cargo install \
+         rerun-cli --version 0.36.3` or `pip install rerun-sdk==0.36.3`) or use --rerun save:FILE.rrd"
+    )]
+    Spawn(String),
+    #[error("cannot open the rerun recording ({sink}): {detail}")]
+    Open { sink: String, detail: String },
+    /// The first logging error of the run (later ones are dropped: logging never stops a run).
+    #[error("rerun logging failed: {0}")]
+    Log(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_three_sink_forms() {
+        assert_eq!(
+            "save:out/run.rrd".parse::<Sink>().unwrap(),
+            Sink::Save(PathBuf::from("out/run.rrd"))
+        );
+        assert_eq!("spawn".parse::<Sink>().unwrap(), Sink::Spawn);
+        assert_eq!(
+            "connect".parse::<Sink>().unwrap(),
+            Sink::Connect(DEFAULT_CONNECT_URL.into())
+        );
+        assert_eq!(
+            "connect:rerun+http://127.0.0.1:9000/proxy"
+                .parse::<Sink>()
+                .unwrap(),
+            Sink::Connect("rerun+http://127.0.0.1:9000/proxy".into())
+        );
+    }
+
+    #[test]
+    fn rejects_unknown_and_empty_forms_naming_the_valid_ones() {
+        for bad in ["", "save:", "connect:", "file.rrd", "serve"] {
+            let e = bad.parse::<Sink>().unwrap_err().to_string();
+            assert!(e.contains("save:FILE.rrd, spawn, connect"), "{bad}: {e}");
+        }
+    }
+}
