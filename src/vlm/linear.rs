@@ -190,6 +190,53 @@ impl FusedProj {
     }
 }
 
+/// `down(silu(gate(x)) * up(x))`, the MLP of both Qwen2.5-VL towers (`mlp.gate_proj`,
+/// `mlp.up_proj`, `mlp.down_proj`; biases in the vision tower only), gate and up fused.
+#[derive(Debug, Clone)]
+pub struct SwiGlu {
+    gate_up: FusedProj,
+    down_proj: Proj,
+}
+
+impl SwiGlu {
+    /// Reads `gate_proj`, `up_proj` (`[inter, hidden]`) and `down_proj` (`[hidden, inter]`) under
+    /// `vb`. Each is stored in `quant` where its input width fits the block size (3B vision:
+    /// `down_proj`'s 3420 does not, so it stays f32).
+    pub fn load(
+        hidden: usize,
+        inter: usize,
+        bias: bool,
+        quant: Quant,
+        vb: VarBuilder,
+    ) -> candle_core::Result<Self> {
+        Ok(Self {
+            gate_up: FusedProj::load(
+                hidden,
+                &[("gate_proj", inter), ("up_proj", inter)],
+                bias,
+                quant,
+                vb.clone(),
+            )?,
+            down_proj: Proj::load(inter, hidden, bias, quant, vb.pp("down_proj"))?,
+        })
+    }
+
+    pub fn weight_bytes(&self) -> usize {
+        self.gate_up.weight_bytes() + self.down_proj.weight_bytes()
+    }
+}
+
+impl Module for SwiGlu {
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        let [gate, up]: [Tensor; 2] = self
+            .gate_up
+            .forward(xs)?
+            .try_into()
+            .expect("gate_up has two parts");
+        self.down_proj.forward(&(gate.silu()? * up)?)
+    }
+}
+
 /// A quantized weight `[n, k]` in ggml blocks, row after row, owned by us rather than by a
 /// candle `QTensor`.
 ///

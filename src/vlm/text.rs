@@ -15,7 +15,7 @@ use candle_nn::kv_cache::KvCache;
 use candle_nn::{rms_norm, RmsNorm, VarBuilder};
 
 use super::config::TextConfig;
-use super::linear::{tensor_bytes, FusedProj, Proj, Quant};
+use super::linear::{tensor_bytes, FusedProj, Proj, Quant, SwiGlu};
 use super::rope::MRope;
 
 #[derive(Debug, Clone)]
@@ -104,43 +104,11 @@ impl Attention {
 }
 
 #[derive(Debug, Clone)]
-struct Mlp {
-    /// gate | up in one product (see [`FusedProj`]).
-    gate_up: FusedProj,
-    down_proj: Proj,
-}
-
-impl Mlp {
-    fn new(cfg: &TextConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
-        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
-        Ok(Self {
-            gate_up: FusedProj::load(
-                h,
-                &[("gate_proj", i), ("up_proj", i)],
-                false,
-                quant,
-                vb.clone(),
-            )?,
-            down_proj: Proj::load(i, h, false, quant, vb.pp("down_proj"))?,
-        })
-    }
-
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let [gate, up]: [Tensor; 2] = self
-            .gate_up
-            .forward(xs)?
-            .try_into()
-            .expect("gate_up has two parts");
-        self.down_proj.forward(&(gate.silu()? * up)?)
-    }
-}
-
-#[derive(Debug, Clone)]
 struct DecoderLayer {
     input_layernorm: RmsNorm,
     post_attention_layernorm: RmsNorm,
     self_attn: Attention,
-    mlp: Mlp,
+    mlp: SwiGlu,
 }
 
 impl DecoderLayer {
@@ -153,7 +121,13 @@ impl DecoderLayer {
                 vb.pp("post_attention_layernorm"),
             )?,
             self_attn: Attention::new(cfg, quant, vb.pp("self_attn"))?,
-            mlp: Mlp::new(cfg, quant, vb.pp("mlp"))?,
+            mlp: SwiGlu::load(
+                cfg.hidden_size,
+                cfg.intermediate_size,
+                false,
+                quant,
+                vb.pp("mlp"),
+            )?,
         })
     }
 
@@ -276,8 +250,7 @@ impl TextModel {
                     + tensor_bytes(l.post_attention_layernorm.weight())
                     + a.qkv.weight_bytes()
                     + a.o_proj.weight_bytes()
-                    + m.gate_up.weight_bytes()
-                    + m.down_proj.weight_bytes()
+                    + m.weight_bytes()
             })
             .sum();
         let shares_embedding =

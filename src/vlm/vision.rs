@@ -19,7 +19,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{rms_norm, Linear, RmsNorm, VarBuilder};
 
 use super::config::{VisionConfig, VISION_RMS_NORM_EPS, VISION_ROPE_THETA};
-use super::linear::{linear_bytes, tensor_bytes, FusedProj, Proj, Quant};
+use super::linear::{linear_bytes, tensor_bytes, Proj, Quant, SwiGlu};
 
 /// Errors from running the vision tower.
 #[derive(Debug, thiserror::Error)]
@@ -284,47 +284,14 @@ impl VisionAttention {
     }
 }
 
-/// `visual.blocks.i.mlp`: SwiGLU with biases.
-#[derive(Debug, Clone)]
-struct VisionMlp {
-    /// gate | up in one product (see [`FusedProj`]).
-    gate_up: FusedProj,
-    down_proj: Proj,
-}
-
-impl VisionMlp {
-    fn new(cfg: &VisionConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
-        let (h, i) = (cfg.hidden_size, cfg.intermediate_size);
-        Ok(Self {
-            gate_up: FusedProj::load(
-                h,
-                &[("gate_proj", i), ("up_proj", i)],
-                true,
-                quant,
-                vb.clone(),
-            )?,
-            // 3B: k = 3420 fits no block size, so this one stays f32 whatever `quant` says.
-            down_proj: Proj::load(i, h, true, quant, vb.pp("down_proj"))?,
-        })
-    }
-
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let [gate, up]: [Tensor; 2] = self
-            .gate_up
-            .forward(xs)?
-            .try_into()
-            .expect("gate_up has two parts");
-        self.down_proj.forward(&(gate.silu()? * up)?)
-    }
-}
-
 /// `visual.blocks.i`: pre-RMSNorm attention and MLP with residuals.
 #[derive(Debug, Clone)]
 struct VisionBlock {
     norm1: RmsNorm,
     norm2: RmsNorm,
     attn: VisionAttention,
-    mlp: VisionMlp,
+    /// SwiGLU with biases (`visual.blocks.i.mlp`).
+    mlp: SwiGlu,
 }
 
 impl VisionBlock {
@@ -333,7 +300,13 @@ impl VisionBlock {
             norm1: rms_norm(cfg.hidden_size, VISION_RMS_NORM_EPS, vb.pp("norm1"))?,
             norm2: rms_norm(cfg.hidden_size, VISION_RMS_NORM_EPS, vb.pp("norm2"))?,
             attn: VisionAttention::new(cfg, quant, vb.pp("attn"))?,
-            mlp: VisionMlp::new(cfg, quant, vb.pp("mlp"))?,
+            mlp: SwiGlu::load(
+                cfg.hidden_size,
+                cfg.intermediate_size,
+                true,
+                quant,
+                vb.pp("mlp"),
+            )?,
         })
     }
 
@@ -460,8 +433,7 @@ impl Qwen25VisionModel {
                     + tensor_bytes(b.norm2.weight())
                     + b.attn.qkv.weight_bytes()
                     + b.attn.proj.weight_bytes()
-                    + b.mlp.gate_up.weight_bytes()
-                    + b.mlp.down_proj.weight_bytes()
+                    + b.mlp.weight_bytes()
             })
             .sum();
         let m = &self.merger;
