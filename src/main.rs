@@ -786,7 +786,11 @@ fn point(a: PointCli) -> Result<ExitCode> {
         reply.as_ref().map(|r| r.text.as_str()),
     );
     if let Some(v) = viz.as_mut() {
-        v.log_image(&img);
+        // A camera frame brings depth and a pose: log it whole (as `run` does), else the image.
+        match &frame {
+            Some(f) => v.on_event(&pointact::executor::run::Event::Captured(f)),
+            None => v.log_image(&img),
+        }
         if let Ok(p) = &pointing {
             v.log_answer(ability, &a.instruction, p);
         }
