@@ -14,6 +14,7 @@ pub mod kinematics;
 pub mod planning;
 pub mod pointing;
 pub mod robot;
+pub mod runner;
 pub mod safety;
 pub mod sim;
 pub mod train;

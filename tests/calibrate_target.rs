@@ -6,27 +6,21 @@
 //! The hand-eye solve itself lives in `calibrate::handeye` (tested there); everything here is
 //! checked against the simulator's exact poses.
 
-use std::cell::RefCell;
 use std::f64::consts::PI;
-use std::rc::Rc;
-use std::sync::Arc;
 
+use pointact::calibrate::sim::SimRig;
 use pointact::calibrate::target::pattern::{sim_tag_plate, tag_cells};
 use pointact::calibrate::target::pnp::{project_tag_corners, solve_tag_pose, tag_corners};
 use pointact::calibrate::target::session::{read_session, write_session, SessionInfo, POSES_FILE};
-use pointact::calibrate::target::views::{
-    capture_views, default_tcp_from_target, observe_target, view_poses, CalibrationView,
-};
+use pointact::calibrate::target::views::{capture_views, observe_target, CalibrationView};
 use pointact::calibrate::target::{TagDetector, TagTarget, TargetError};
 use pointact::camera::{Camera, RgbImage};
 use pointact::geometry::{Distortion, Intrinsics};
-use pointact::kinematics::RobotModel;
 use pointact::nalgebra::{Isometry3, Point3, Translation3, UnitQuaternion, Vector3};
 use pointact::robot::Robot;
 use pointact::safety::SafetyConfig;
-use pointact::sim::devices::{SimCamera, SimRobot};
 use pointact::sim::render::{render, render_brute_force, PinholeCamera, RenderOptions};
-use pointact::sim::{Primitive, RenderScene, Scene, SimWorld, ROBOT_INSTANCE};
+use pointact::sim::{Primitive, RenderScene, ROBOT_INSTANCE};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr_like::normal;
@@ -195,12 +189,7 @@ fn pnp_rejects_what_has_no_pose() {
 fn origin_camera() -> PinholeCamera {
     let i = d435();
     PinholeCamera {
-        width: 640,
-        height: 480,
-        fx: i.fx,
-        fy: i.fy,
-        cx: i.cx,
-        cy: i.cy,
+        intrinsics: Intrinsics::pinhole(640, 480, i.fx, i.fy, i.cx, i.cy),
         world_from_camera: Isometry3::identity(),
     }
 }
@@ -386,46 +375,12 @@ fn rendered_tag_poses_match_the_truth() {
 // ---------------------------------------------------------------------------------------------
 // The simulated calibration capture.
 
-struct SimRig {
-    world: Rc<RefCell<SimWorld>>,
-    robot: SimRobot,
-    camera: SimCamera,
-    model: Arc<RobotModel>,
-    tcp_from_target: Isometry3<f64>,
-    eye: Point3<f64>,
-}
-
 fn sim_rig(target: &TagTarget) -> SimRig {
-    let mut scene = Scene::builtin("tabletop_pepper_in_pan").unwrap();
-    scene.objects.clear();
-    let model = Arc::new(RobotModel::builtin("xarm6").unwrap());
-    let mut world = SimWorld::new(&scene, model.clone()).unwrap();
-    let tcp_from_target = default_tcp_from_target(&model, 0.02);
-    world.mount_on_tool(sim_tag_plate(target, &tcp_from_target, 0.004).unwrap());
-    let world = Rc::new(RefCell::new(world));
-    let robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec()).unwrap();
-    let camera = SimCamera::new(world.clone(), RenderOptions::default());
-    SimRig {
-        world,
-        robot,
-        camera,
-        model,
-        tcp_from_target,
-        eye: Point3::from(scene.camera.eye),
-    }
+    SimRig::new(target).unwrap()
 }
 
 fn rig_poses(rig: &SimRig, n: usize) -> Vec<Isometry3<f64>> {
-    view_poses(
-        &rig.eye,
-        &Point3::new(0.5, 0.0, 0.3),
-        &Vector3::new(0.05, 0.12, 0.04),
-        25f64.to_radians(),
-        40f64.to_radians(),
-        &rig.tcp_from_target,
-        n,
-        11,
-    )
+    rig.view_poses(n, 11)
 }
 
 fn capture(rig: &mut SimRig, poses: &[Isometry3<f64>]) -> Vec<CalibrationView> {
@@ -501,7 +456,6 @@ fn simulated_views_see_the_tag_where_it_is() {
         worst_r
     );
     assert!(worst_t < 3e-3 && worst_r < 1.0, "{worst_t} m {worst_r}°");
-    drop(rig.world);
 }
 
 #[test]

@@ -2,33 +2,18 @@
 //! `--camera replay:DIR` reports), the recording folder rules, and the CLI's answers when the
 //! RealSense is not built in or not connected.
 
-use std::path::PathBuf;
 use std::process::Command;
 
+use pointact::camera::lift::lift_points;
 use pointact::camera::record::{frame_dir, prepare_out_dir, write_frame};
 use pointact::camera::replay::from_spec;
 use pointact::camera::{Camera, Frame, RgbImage};
-use pointact::executor::perceive::lift_points;
 use pointact::geometry::synthetic::TabletopScene;
 use pointact::geometry::{camera_look_at, Intrinsics, RayTable, RobustDepthOptions};
 use pointact::nalgebra::{Point3, Vector3};
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let p =
-            std::env::temp_dir().join(format!("pointact-pointcam-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::TempDir;
 
 /// The analytic tabletop (table at z = 0, boxes of known size) seen by a 640x480 camera.
 fn analytic_frame() -> Frame {
@@ -45,7 +30,6 @@ fn analytic_frame() -> Frame {
         depth,
         intrinsics: k,
         base_from_camera,
-        segmentation: None,
         stamp_s: 1.25,
     }
 }
@@ -55,7 +39,7 @@ fn analytic_frame() -> Frame {
 #[test]
 fn replayed_frame_lifts_to_the_known_scene_points() {
     let original = analytic_frame();
-    let tmp = TempDir::new("lift");
+    let tmp = TempDir::unmade("lift");
     write_frame(&original, &frame_dir(&tmp.0, 0)).unwrap();
     let spec = format!("replay:{}", tmp.0.display());
     let frame = from_spec(&spec).unwrap().capture().unwrap();
@@ -147,9 +131,9 @@ fn recorded_sim_frame_lifts_like_the_live_one() {
         .instantiate(0)
         .unwrap();
     let world = ep.world(ep.robot_model().unwrap()).unwrap();
-    let world = std::rc::Rc::new(std::cell::RefCell::new(world));
+    let world = pointact::sim::devices::SharedWorld::new(world);
     let live = SimCamera::new(world, Default::default()).capture().unwrap();
-    let tmp = TempDir::new("sim");
+    let tmp = TempDir::unmade("sim");
     write_frame(&live, &frame_dir(&tmp.0, 0)).unwrap();
     let replayed = from_spec(&format!("replay:{}", tmp.0.display()))
         .unwrap()
@@ -174,7 +158,7 @@ fn recorded_sim_frame_lifts_like_the_live_one() {
 
 #[test]
 fn out_dir_is_never_mixed_or_overwritten_without_force() {
-    let tmp = TempDir::new("outdir");
+    let tmp = TempDir::unmade("outdir");
     // Missing: created.
     prepare_out_dir(&tmp.0, false).unwrap();
     assert!(tmp.0.is_dir());
@@ -212,7 +196,7 @@ fn pointact(args: &[&str]) -> std::process::Output {
 #[cfg(not(feature = "realsense"))]
 #[test]
 fn without_the_feature_capture_and_camera_realsense_exit_2() {
-    let tmp = TempDir::new("nofeature");
+    let tmp = TempDir::unmade("nofeature");
     let out = tmp.0.to_str().unwrap();
     let want = "pointact was built without the `realsense` feature; rebuild with `--features realsense` (see README)";
     let o = pointact(&["capture", "--out", out]);
@@ -240,7 +224,7 @@ fn with_the_feature_and_no_device_capture_fails_clearly_and_writes_nothing() {
         eprintln!("a RealSense is connected: the no-device case cannot be checked here");
         return;
     }
-    let tmp = TempDir::new("nodevice");
+    let tmp = TempDir::unmade("nodevice");
     let o = pointact(&["capture", "--out", tmp.0.to_str().unwrap(), "--frames", "2"]);
     assert_eq!(o.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -321,7 +305,7 @@ fn mock_server(content: &'static str) -> (String, std::thread::JoinHandle<()>) {
 #[test]
 fn point_with_a_replay_camera_reports_lifted_points() {
     let frame = analytic_frame();
-    let tmp = TempDir::new("cli");
+    let tmp = TempDir::unmade("cli");
     write_frame(&frame, &frame_dir(&tmp.0, 0)).unwrap();
     // The table point (0.5, -0.2, 0) is at about image pixel (434.6, 195.9); 640x480 is seen by the
     // model as 644x476, and any pixel near it is still on the table.

@@ -156,7 +156,6 @@ fn frame() -> Frame {
         depth: DepthImage::new(wu, hu, vec![1.0; wu * hu]).unwrap(),
         intrinsics: Intrinsics::pinhole(wu, hu, 600.0, 600.0, 320.0, 240.0),
         base_from_camera: Isometry3::identity(),
-        segmentation: None,
         stamp_s: 0.0,
     }
 }

@@ -3,8 +3,8 @@
 use pointact::geometry::Shape;
 use pointact::kinematics::{IkOptions, IkSolver, RobotModel};
 use pointact::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
-use pointact::planning::{limit_tool_speed, JointPath, Trajectory};
-use pointact::safety::{Obstacle, SafetyConfig, SafetyError, SafetyGate};
+use pointact::planning::{limit_tool_speed, JointPath, Obstacle, Trajectory};
+use pointact::safety::{SafetyConfig, SafetyError, SafetyGate};
 
 fn xarm() -> RobotModel {
     RobotModel::builtin("xarm6").unwrap()

@@ -2,16 +2,21 @@
 //! makes a failed episode (the judge can fail), and bad input ends in a clear error with the robot
 //! at rest.
 
+mod common;
+
+use common::block_on;
+use pointact::camera::lift::LiftError;
 use pointact::camera::{Camera, CameraError, Frame};
 use pointact::executor::perceive::PerceiveError;
-use pointact::executor::plan::Branch;
-use pointact::executor::run::ExecError;
+use pointact::executor::{Branch, TaskError};
 use pointact::nalgebra::Point3;
 use pointact::pointing::{
     Ability, ImageSize, ModelImageMap, Pointer, PointerError, Pointing, PointingError,
 };
-use pointact::sim::episode::{run_episode, run_episode_with, EpisodeOptions, EpisodeResult};
-use pointact::sim::eval::run_suite;
+use pointact::runner::{
+    run_episode, run_episode_with, run_suite, EpisodeOptions, EpisodeResult, RunError,
+};
+use pointact::sim::devices::SharedWorld;
 use pointact::sim::oracle::{OracleOptions, OraclePointer};
 use pointact::sim::tasks::{task, Episode, Suite};
 
@@ -29,7 +34,7 @@ fn rate(suites: &[Suite], branch: Branch, noise_px: f64) -> (f64, Vec<String>) {
     };
     let (mut ok, mut n, mut failures) = (0, 0, Vec::new());
     for suite in suites {
-        let report = run_suite(*suite, &SEEDS, &opts, &mut |_, _, _| {});
+        let report = block_on(run_suite(*suite, &SEEDS, &opts, &mut |_, _, _| {}));
         for e in &report.episodes {
             n += 1;
             if e.success {
@@ -120,8 +125,8 @@ fn empty_table_pixel(ep: &Episode, clear: f64, keep: impl Fn(&Point3<f64>) -> bo
             if let Some(px) = cam.project(&p) {
                 if px[0] > 20.0
                     && px[1] > 20.0
-                    && px[0] < cam.width as f64 - 20.0
-                    && px[1] < cam.height as f64 - 20.0
+                    && px[0] < cam.intrinsics().width as f64 - 20.0
+                    && px[1] < cam.intrinsics().height as f64 - 20.0
                 {
                     return px;
                 }
@@ -141,7 +146,7 @@ fn run_with(ep: &Episode, branch: Branch, ability: Ability, raw: String) -> Epis
         branch,
         ..EpisodeOptions::default()
     };
-    run_episode_with(
+    block_on(run_episode_with(
         ep,
         &opts,
         |c| c,
@@ -151,7 +156,7 @@ fn run_with(ep: &Episode, branch: Branch, ability: Ability, raw: String) -> Epis
             raw,
         },
         &mut |_| {},
-    )
+    ))
     .unwrap()
 }
 
@@ -159,7 +164,7 @@ fn run_with(ep: &Episode, branch: Branch, ability: Ability, raw: String) -> Epis
 fn a_wrong_place_point_executes_and_the_judge_fails_it() {
     let ep = episode("tabletop/pepper_in_pan", 3);
     // The same episode with the oracle succeeds...
-    let good = run_episode(&ep, &EpisodeOptions::default(), &mut |_| {}).unwrap();
+    let good = block_on(run_episode(&ep, &EpisodeOptions::default(), &mut |_| {})).unwrap();
     assert!(good.success, "{}", good.detail);
     // ...and with the place point on empty table it runs to the end but fails.
     let px = empty_table_pixel(&ep, 0.2, inside_workspace);
@@ -182,7 +187,11 @@ fn a_grasp_point_on_empty_table_stops_before_moving() {
         "{}",
         r.detail
     );
-    assert!(matches!(r.error, Some(ExecError::Plan(_))), "{:?}", r.error);
+    assert!(
+        matches!(r.error, Some(RunError::Task(TaskError::Plan(_)))),
+        "{:?}",
+        r.error
+    );
 }
 
 #[test]
@@ -198,7 +207,7 @@ fn an_unreachable_place_is_refused_before_any_motion() {
     assert!(
         matches!(
             r.error,
-            Some(ExecError::Plan(_)) | Some(ExecError::Safety { .. })
+            Some(RunError::Task(TaskError::Plan(_))) | Some(RunError::Safety { .. })
         ),
         "{:?}",
         r.error
@@ -212,7 +221,7 @@ fn a_trace_with_fewer_than_eight_points_is_refused() {
     let r = run_with(&ep, Branch::Trace, Ability::Vtg, raw.to_string());
     assert!(!r.moved && r.steps_executed == 0, "{}", r.detail);
     match r.error {
-        Some(ExecError::Pointer {
+        Some(RunError::Task(TaskError::Pointer {
             source:
                 PointerError::Answer(PointingError::WrongPointCount {
                     expected: 8,
@@ -220,7 +229,7 @@ fn a_trace_with_fewer_than_eight_points_is_refused() {
                     ..
                 }),
             ..
-        }) => {}
+        })) => {}
         other => panic!("expected a point-count error, got {other:?}"),
     }
 }
@@ -229,15 +238,15 @@ fn a_trace_with_fewer_than_eight_points_is_refused() {
 fn an_instruction_naming_no_object_in_the_scene_is_refused() {
     let mut ep = episode("tabletop/pepper_in_pan", 3);
     ep.instruction = "put the banana in the pan".into();
-    let r = run_episode(&ep, &EpisodeOptions::default(), &mut |_| {}).unwrap();
+    let r = block_on(run_episode(&ep, &EpisodeOptions::default(), &mut |_| {})).unwrap();
     assert!(!r.moved && r.steps_executed == 0, "{}", r.detail);
     assert!(
         matches!(
             r.error,
-            Some(ExecError::Pointer {
+            Some(RunError::Task(TaskError::Pointer {
                 source: PointerError::NoSuchObject { .. },
                 ..
-            })
+            }))
         ),
         "{:?}",
         r.error
@@ -245,16 +254,17 @@ fn an_instruction_naming_no_object_in_the_scene_is_refused() {
 }
 
 /// The simulated camera with every depth pixel of one instance blanked (NaN or 0), as a RealSense
-/// does on a black or shiny object.
+/// does on a black or shiny object. The labels come from the simulated world, not the frame.
 struct Blanked<C> {
     inner: C,
+    world: SharedWorld,
     instance: u16,
 }
 
 impl<C: Camera> Camera for Blanked<C> {
     fn capture(&mut self) -> Result<Frame, CameraError> {
         let mut f = self.inner.capture()?;
-        let seg = f.segmentation.clone().expect("simulator labels");
+        let seg = self.world.labels_of(&f).expect("simulator labels");
         for (i, d) in f.depth.data.iter_mut().enumerate() {
             if seg.instance[i] == self.instance {
                 *d = if i % 2 == 0 { f32::NAN } else { 0.0 };
@@ -269,24 +279,30 @@ fn no_valid_depth_at_the_object_is_a_clear_error() {
     let ep = episode("tabletop/pepper_in_pan", 3);
     let model = ep.robot_model().unwrap();
     let instance = ep.world(model).unwrap().instance_of(&ep.object).unwrap();
-    let r = run_episode_with(
+    let r = block_on(run_episode_with(
         &ep,
         &EpisodeOptions::default(),
-        |c| Blanked { inner: c, instance },
+        |c| Blanked {
+            world: c.world().clone(),
+            inner: c,
+            instance,
+        },
         |truth| OraclePointer::new(truth, OracleOptions::default()),
         &mut |_| {},
-    )
+    ))
     .unwrap();
     assert!(!r.moved && r.steps_executed == 0, "{}", r.detail);
     match &r.error {
-        Some(ExecError::Plan(e)) => {
+        Some(RunError::Task(TaskError::Plan(e))) => {
             let msg = e.to_string();
             assert!(
                 msg.contains("depth") || msg.contains("nothing stands"),
                 "{msg}"
             );
         }
-        Some(ExecError::Perceive(PerceiveError::Depth { .. })) => {}
+        Some(RunError::Task(TaskError::Perceive(PerceiveError::Lift(LiftError::Depth {
+            ..
+        })))) => {}
         other => panic!("expected a depth error, got {other:?}"),
     }
 }
@@ -298,7 +314,7 @@ fn dry_run_checks_everything_and_moves_nothing() {
         dry_run: true,
         ..EpisodeOptions::default()
     };
-    let r = run_episode(&ep, &opts, &mut |_| {}).unwrap();
+    let r = block_on(run_episode(&ep, &opts, &mut |_| {})).unwrap();
     assert!(r.error.is_none(), "{}", r.detail);
     assert!(!r.executed && !r.moved && r.steps_executed == 0);
     assert!(!r.success, "a dry run never counts as success");
@@ -306,14 +322,14 @@ fn dry_run_checks_everything_and_moves_nothing() {
 
 #[test]
 fn transit_moves_are_checked_against_the_objects_seen_on_the_table() {
-    use pointact::executor::run::Event;
+    use pointact::executor::Event;
     let ep = episode("tabletop/can_in_basket", 3);
     let mut obstacles = None;
-    let r = run_episode(&ep, &EpisodeOptions::default(), &mut |e| {
+    let r = block_on(run_episode(&ep, &EpisodeOptions::default(), &mut |e| {
         if let Event::Obstacles { count } = e {
             obstacles = Some(count);
         }
-    })
+    }))
     .unwrap();
     assert!(r.success, "{}", r.detail);
     // The basket's walls and the other objects are seen; the arm itself and the can are not.

@@ -190,7 +190,7 @@ fn the_nearest_object_is_the_one_nearest_the_camera() {
     let mut chosen = std::collections::BTreeSet::new();
     for seed in 0..EPISODES_PER_TASK {
         let ep = spec.instantiate(seed).unwrap();
-        let eye = Point3::from(ep.scene.camera.eye);
+        let eye = ep.scene.camera.eye;
         let dist = |name: &str| {
             let o = ep.scene.object(name).unwrap();
             (o.world_from_object * Point3::new(0.0, 0.0, o.height() / 2.0) - eye).norm()

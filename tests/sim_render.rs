@@ -4,7 +4,7 @@
 
 use std::f64::consts::PI;
 
-use pointact::geometry::Shape;
+use pointact::geometry::{Intrinsics, Shape};
 use pointact::nalgebra::{Isometry3, Point3, Vector3};
 use pointact::sim::render::{
     linear_to_srgb, render, render_brute_force, PinholeCamera, RenderError, RenderOptions,
@@ -26,12 +26,7 @@ fn camera(eye: [f64; 3], target: [f64; 3], up: [f64; 3]) -> PinholeCamera {
         Point3::from(eye),
         Point3::from(target),
         Vector3::from(up),
-        W,
-        H,
-        F,
-        F,
-        CX,
-        CY,
+        Intrinsics::pinhole(W as usize, H as usize, F, F, CX, CY),
     )
     .unwrap()
 }
@@ -428,7 +423,7 @@ fn culled_renderer_equals_brute_force_bit_for_bit() {
     assert!(after == render_brute_force(&s, &forward_camera(), &clean()));
     // A camera with a zero focal length sees nothing rather than garbage.
     let mut blind = forward_camera();
-    blind.fx = 0.0;
+    blind.intrinsics.fx = 0.0;
     let out = render(&s, &blind, &clean());
     assert!(out.instance.iter().all(|&i| i == BACKGROUND_INSTANCE));
     assert!(out.depth_m.iter().all(|&d| d == 0.0));
@@ -538,12 +533,7 @@ fn camera_follows_opencv_axes_and_integer_pixel_centres() {
         Point3::origin(),
         Point3::new(1.0, 0.0, 0.0),
         Vector3::z(),
-        0,
-        48,
-        50.0,
-        50.0,
-        0.0,
-        0.0,
+        Intrinsics::pinhole(0, 48, 50.0, 50.0, 0.0, 0.0),
     );
     assert!(matches!(err, Err(RenderError::InvalidIntrinsics(_))));
 }

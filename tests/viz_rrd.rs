@@ -5,14 +5,17 @@
 //! file must hold what happened, not a fixed number.
 
 #[cfg(feature = "viz")]
+mod common;
+
+#[cfg(feature = "viz")]
 mod with_rerun {
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
 
-    use pointact::executor::plan::{Branch, Step};
-    use pointact::executor::run::Event;
+    use pointact::executor::{Branch, Event, Step};
     use pointact::pointing::Ability;
-    use pointact::sim::{episode, tasks};
+    use pointact::runner::{run_episode, EpisodeOptions};
+    use pointact::sim::tasks;
     use pointact::viz::{paths, timelines, Sink, Viz};
     use rerun::external::arrow::array::Array as _;
 
@@ -100,11 +103,11 @@ mod with_rerun {
         for branch in [Branch::Affordance, Branch::Trace] {
             viz.begin_episode(&format!("{} {branch:?}", spec.full_id()));
             let ep = spec.instantiate(0).unwrap();
-            let opts = episode::EpisodeOptions {
+            let opts = EpisodeOptions {
                 branch,
                 ..Default::default()
             };
-            let result = episode::run_episode(&ep, &opts, &mut |e| {
+            let result = super::common::block_on(run_episode(&ep, &opts, &mut |e| {
                 match &e {
                     Event::Captured(_) => seen.frames += 1,
                     Event::Asked {
@@ -131,7 +134,7 @@ mod with_rerun {
                     _ => {}
                 }
                 viz.on_event(&e);
-            })
+            }))
             .unwrap();
             viz.log_outcome(result.success, &result.detail);
             successes.push(result.success);

@@ -13,7 +13,7 @@ use k::nalgebra::{Isometry3, Point3, Translation3, UnitQuaternion, Vector3};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::geometry::Shape;
+use crate::geometry::{Intrinsics, Shape};
 use crate::sim::render::{
     render, render_brute_force, PinholeCamera, RenderError, RenderOptions, RenderOutput,
 };
@@ -238,12 +238,7 @@ pub fn typical_camera(frame: usize) -> Result<PinholeCamera, RenderError> {
         Point3::from(centre + rotated),
         Point3::new(0.35, 0.0, 0.1),
         Vector3::z(),
-        640,
-        480,
-        615.0,
-        615.0,
-        319.5,
-        239.5,
+        Intrinsics::pinhole(640, 480, 615.0, 615.0, 319.5, 239.5),
     )
 }
 

@@ -7,8 +7,6 @@
 //! file written) against ground truth — `calibrate hand-eye --sim` and
 //! `tests/calibrate_sim.rs` both run it.
 
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::Arc;
 
 use super::target::pattern::sim_tag_plate;
@@ -20,7 +18,7 @@ use super::target::{TagTarget, TargetError};
 use crate::kinematics::RobotModel;
 use crate::nalgebra::{Isometry3, Point3, Vector3};
 use crate::safety::SafetyConfig;
-use crate::sim::devices::{SimCamera, SimRobot};
+use crate::sim::devices::{SharedWorld, SimCamera, SimRobot};
 use crate::sim::render::RenderOptions;
 use crate::sim::{Scene, SimWorld};
 
@@ -58,38 +56,66 @@ pub struct SimSession {
     pub base_from_camera: Isometry3<f64>,
 }
 
-/// The scene of the default task without its objects (nothing for the arm to hit), the xArm 6
-/// at home with the tag on its tool, and the task's camera.
+/// The simulated calibration rig: the scene of the default task without its objects (nothing for
+/// the arm to hit), the xArm 6 at home with the tag plate on its tool, and the task's camera.
+pub struct SimRig {
+    pub robot: SimRobot,
+    pub camera: SimCamera,
+    pub model: Arc<RobotModel>,
+    /// Where the tag sits on the tool.
+    pub tcp_from_target: Isometry3<f64>,
+    /// The camera's position (views are planned to face it).
+    pub eye: Point3<f64>,
+}
+
+impl SimRig {
+    pub fn new(target: &TagTarget) -> Result<Self, TargetError> {
+        target.validate()?;
+        let sim = |e: String| TargetError::Robot(format!("simulator: {e}"));
+        let mut scene = Scene::builtin("tabletop_pepper_in_pan").map_err(|e| sim(e.to_string()))?;
+        scene.objects.clear();
+        let model = Arc::new(RobotModel::builtin("xarm6").map_err(|e| sim(e.to_string()))?);
+        let mut world = SimWorld::new(&scene, model.clone()).map_err(|e| sim(e.to_string()))?;
+        let tcp_from_target = default_tcp_from_target(&model, 0.02);
+        world.mount_on_tool(sim_tag_plate(target, &tcp_from_target, 0.004)?);
+        let world = SharedWorld::new(world);
+        let robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec())
+            .map_err(|e| sim(e.to_string()))?;
+        let camera = SimCamera::new(world, RenderOptions::default());
+        Ok(SimRig {
+            robot,
+            camera,
+            model,
+            tcp_from_target,
+            eye: scene.camera.eye,
+        })
+    }
+
+    /// `n` seeded view poses of the tool: the tag's centre over a 10 x 24 x 8 cm box in front of
+    /// the camera's line of sight, tilted up to 25° about both in-plane axes and rolled up to 40°
+    /// (rotation about two axes, as the solver needs, with the tag never seen edge-on).
+    pub fn view_poses(&self, n: usize, seed: u64) -> Vec<Isometry3<f64>> {
+        view_poses(
+            &self.eye,
+            &Point3::new(0.5, 0.0, 0.3),
+            &Vector3::new(0.05, 0.12, 0.04),
+            25f64.to_radians(),
+            40f64.to_radians(),
+            &self.tcp_from_target,
+            n,
+            seed,
+        )
+    }
+}
+
+/// Plans and captures the views of a [`SimRig`] and keeps the camera's true pose to compare with.
 pub async fn capture_sim_session(opts: &SimCalibrationOptions) -> Result<SimSession, TargetError> {
-    opts.target.validate()?;
-    let sim = |e: String| TargetError::Robot(format!("simulator: {e}"));
-    let mut scene = Scene::builtin("tabletop_pepper_in_pan").map_err(|e| sim(e.to_string()))?;
-    scene.objects.clear();
-    let model = Arc::new(RobotModel::builtin("xarm6").map_err(|e| sim(e.to_string()))?);
-    let mut world = SimWorld::new(&scene, model.clone()).map_err(|e| sim(e.to_string()))?;
-    let tcp_from_target = default_tcp_from_target(&model, 0.02);
-    world.mount_on_tool(sim_tag_plate(&opts.target, &tcp_from_target, 0.004)?);
-    let world = Rc::new(RefCell::new(world));
-    let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec())
-        .map_err(|e| sim(e.to_string()))?;
-    let mut camera = SimCamera::new(world, RenderOptions::default());
-    let base_from_camera = camera.pinhole().world_from_camera;
-    // The tag's centre over a 10 x 24 x 8 cm box in front of the camera's line of sight, tilted up
-    // to 25° about both in-plane axes and rolled up to 40°: rotation about two axes, as the
-    // solver needs, with the tag never seen edge-on.
-    let poses = view_poses(
-        &Point3::from(scene.camera.eye),
-        &Point3::new(0.5, 0.0, 0.3),
-        &Vector3::new(0.05, 0.12, 0.04),
-        25f64.to_radians(),
-        40f64.to_radians(),
-        &tcp_from_target,
-        opts.views,
-        opts.seed,
-    );
+    let mut rig = SimRig::new(&opts.target)?;
+    let base_from_camera = rig.camera.pinhole().world_from_camera;
+    let poses = rig.view_poses(opts.views, opts.seed);
     let run = capture_views(
-        &mut robot,
-        &mut camera,
+        &mut rig.robot,
+        &mut rig.camera,
         &poses,
         SafetyConfig::default(),
         &[],
@@ -98,7 +124,7 @@ pub async fn capture_sim_session(opts: &SimCalibrationOptions) -> Result<SimSess
     Ok(SimSession {
         info: SessionInfo {
             robot: "xarm6".into(),
-            gripper_frame: model.config.tip_link.clone(),
+            gripper_frame: rig.model.config.tip_link.clone(),
             target: opts.target.clone(),
         },
         views: run.views,

@@ -4,6 +4,7 @@
 //! `realsense` feature). Everything downstream takes a
 //! `Frame`, so a pointer or executor never knows which camera produced it.
 
+pub mod lift;
 pub mod realsense;
 pub mod record;
 pub mod replay;
@@ -14,16 +15,9 @@ use crate::geometry::{DepthImage, GeometryError, Intrinsics};
 
 pub use image::RgbImage;
 
-/// Ground-truth labels per pixel; only the simulator has them (the oracle pointer reads them).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Segmentation {
-    /// Instance id per pixel, row-major (see `sim` for the id scheme).
-    pub instance: Vec<u16>,
-    /// Functional-part id per pixel within its instance (0 = none).
-    pub part: Vec<u8>,
-}
-
-/// One RGB-D observation. Depth is aligned to the colour image and uses its intrinsics.
+/// One RGB-D observation. Depth is aligned to the colour image and uses its intrinsics. A frame
+/// carries no ground truth: the simulator keeps its labels to itself (`sim::devices`), so nothing
+/// downstream of a camera can lean on what a real camera does not give.
 #[derive(Debug, Clone)]
 pub struct Frame {
     pub rgb: RgbImage,
@@ -31,7 +25,6 @@ pub struct Frame {
     pub intrinsics: Intrinsics,
     /// Camera (OpenCV optical frame) → robot base.
     pub base_from_camera: Isometry3<f64>,
-    pub segmentation: Option<Segmentation>,
     /// Capture time, seconds (device or simulation clock).
     pub stamp_s: f64,
 }
@@ -55,10 +48,68 @@ pub enum CameraError {
     /// Opening or reading a RealSense device.
     #[error(transparent)]
     RealSense(#[from] realsense::RealSenseError),
+    /// The source exists but this build lacks it (a cargo feature), or another layer opens it.
+    #[error("{0}")]
+    NotInThisBuild(String),
+}
+
+/// What pointact was built without when the `realsense` feature is off (exit code 2 in the CLI).
+pub const NO_REALSENSE: &str = "pointact was built without the `realsense` feature; rebuild with `--features realsense` (see README)";
+
+/// Where frames come from, as the command line names it (`--camera`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CameraSpec {
+    /// `sim[:TASK]`: the built-in simulator's camera over a task's seed-0 scene (opened by the
+    /// runner, which owns simulated worlds).
+    Sim { task: Option<String> },
+    /// `replay:DIR`: recorded frames, in order.
+    Replay { dir: std::path::PathBuf },
+    /// `realsense[:SERIAL]`: a RealSense device (feature `realsense`).
+    RealSense { serial: Option<String> },
+}
+
+impl std::str::FromStr for CameraSpec {
+    type Err = CameraError;
+    fn from_str(spec: &str) -> Result<Self, CameraError> {
+        let (scheme, rest) = spec.split_once(':').unwrap_or((spec, ""));
+        let nonempty = (!rest.is_empty()).then(|| rest.to_string());
+        match scheme {
+            "sim" => Ok(CameraSpec::Sim { task: nonempty }),
+            "realsense" => Ok(CameraSpec::RealSense { serial: nonempty }),
+            // Recorded folders keep their own error wording (it names the spec and the folder).
+            _ => replay::parse_spec(spec).map(|dir| CameraSpec::Replay { dir }),
+        }
+    }
+}
+
+/// Opens a recorded-frames folder or a RealSense. The simulator's camera needs its world: the
+/// runner opens `sim` specs (`runner::open_camera`), so here it is an error.
+pub fn open(spec: &CameraSpec) -> Result<Box<dyn Camera>, CameraError> {
+    match spec {
+        CameraSpec::Replay { dir } => Ok(Box::new(replay::ReplayCamera::open(dir)?)),
+        CameraSpec::RealSense { serial } => open_realsense(serial.clone()),
+        CameraSpec::Sim { .. } => Err(CameraError::NotInThisBuild(
+            "the simulator's camera is opened with its world (runner::open_camera)".into(),
+        )),
+    }
+}
+
+#[cfg(feature = "realsense")]
+fn open_realsense(serial: Option<String>) -> Result<Box<dyn Camera>, CameraError> {
+    use realsense::{device::RealSenseCamera, RealSenseOptions};
+    Ok(Box::new(RealSenseCamera::open(RealSenseOptions {
+        serial,
+        ..Default::default()
+    })?))
+}
+
+#[cfg(not(feature = "realsense"))]
+fn open_realsense(_serial: Option<String>) -> Result<Box<dyn Camera>, CameraError> {
+    Err(CameraError::NotInThisBuild(NO_REALSENSE.into()))
 }
 
 impl Frame {
-    /// Checks that colour, depth, intrinsics and labels describe the same image.
+    /// Checks that colour, depth and intrinsics describe the same image.
     pub fn validate(&self) -> Result<(), CameraError> {
         let (w, h) = (self.rgb.width() as usize, self.rgb.height() as usize);
         if (w, h) != (self.depth.width, self.depth.height) {
@@ -78,14 +129,6 @@ impl Frame {
                 depth_h: self.intrinsics.height,
             });
         }
-        if let Some(s) = &self.segmentation {
-            if s.instance.len() != w * h || s.part.len() != w * h {
-                return Err(CameraError::Device(format!(
-                    "segmentation has {} labels for a {w}x{h} image",
-                    s.instance.len()
-                )));
-            }
-        }
         Ok(())
     }
 }
@@ -93,4 +136,48 @@ impl Frame {
 /// A source of frames.
 pub trait Camera {
     fn capture(&mut self) -> Result<Frame, CameraError>;
+}
+
+/// A boxed camera is a camera, so a source chosen at run time plugs in anywhere.
+impl<C: Camera + ?Sized> Camera for Box<C> {
+    fn capture(&mut self) -> Result<Frame, CameraError> {
+        (**self).capture()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn camera_specs_parse_every_source() {
+        let p = |s: &str| s.parse::<CameraSpec>();
+        assert_eq!(p("sim").unwrap(), CameraSpec::Sim { task: None });
+        assert_eq!(
+            p("sim:bridge/carrot_on_plate").unwrap(),
+            CameraSpec::Sim {
+                task: Some("bridge/carrot_on_plate".into())
+            }
+        );
+        assert_eq!(
+            p("replay:/tmp/frames").unwrap(),
+            CameraSpec::Replay {
+                dir: "/tmp/frames".into()
+            }
+        );
+        assert_eq!(
+            p("realsense:123").unwrap(),
+            CameraSpec::RealSense {
+                serial: Some("123".into())
+            }
+        );
+        // A folder is required, and unknown schemes are named.
+        assert!(p("replay:").unwrap_err().to_string().contains("replay:DIR"));
+        assert!(p("webcam:0").unwrap_err().to_string().contains("webcam"));
+        // The simulator's camera is the runner's to open.
+        assert!(matches!(
+            open(&CameraSpec::Sim { task: None }),
+            Err(CameraError::NotInThisBuild(_))
+        ));
+    }
 }

@@ -83,7 +83,7 @@ struct FrameFile {
 /// Depth value 0 is "no data" and stays 0 (invalid, see [`DepthImage`]). If `frame.toml` has no
 /// `depth_scale_m` (older recordings), [`RECORD_DEPTH_SCALE_M`] is used: that was the only scale
 /// ever written. The camera name in `camera.toml` is not part of a [`Frame`] and is dropped;
-/// recordings carry no segmentation.
+/// frames carry no ground-truth labels.
 pub fn read_frame(dir: &Path) -> Result<Frame, CameraError> {
     std::fs::metadata(dir).map_err(|source| io(dir, source))?;
     let rgb_path = dir.join("rgb.png");
@@ -130,7 +130,6 @@ pub fn read_frame(dir: &Path) -> Result<Frame, CameraError> {
         depth,
         intrinsics: k,
         base_from_camera: cal.extrinsics.base_from_camera,
-        segmentation: None,
         stamp_s: meta.stamp_s,
     };
     frame.validate()?;
@@ -263,9 +262,14 @@ impl Camera for ReplayCamera {
 
 /// Parses the CLI camera string `replay:DIR` into a [`ReplayCamera`] (not looping).
 ///
-/// The other sources are built elsewhere (the simulator's camera needs its world) or not at all
-/// yet (RealSense), so any other spec is an error that lists what exists.
+/// The other sources are opened elsewhere (`camera::open`; the simulator's camera needs its
+/// world), so any other spec is an error that lists what exists.
 pub fn from_spec(spec: &str) -> Result<ReplayCamera, CameraError> {
+    ReplayCamera::open(parse_spec(spec)?)
+}
+
+/// The folder of a `replay:DIR` spec.
+pub(crate) fn parse_spec(spec: &str) -> Result<std::path::PathBuf, CameraError> {
     let err = |reason: String| ReplayError::Spec {
         spec: spec.to_string(),
         reason,
@@ -273,7 +277,7 @@ pub fn from_spec(spec: &str) -> Result<ReplayCamera, CameraError> {
     let (scheme, rest) = spec.split_once(':').unwrap_or((spec, ""));
     match scheme {
         "replay" if rest.is_empty() => Err(err("replay needs a folder: replay:DIR".into()).into()),
-        "replay" => ReplayCamera::open(rest),
+        "replay" => Ok(rest.into()),
         "sim" | "realsense" => {
             Err(err(format!("`{scheme}` is not a recorded-frames source")).into())
         }

@@ -1,11 +1,15 @@
-//! Instruction → plan → checked motions. Two branches: the affordance branch (-P: grasp point from
-//! OFG or REG, place point from RRG) and the visual-trace branch (-V: an 8-point VTG trace lifted to
-//! 3D and followed as an SE(3) path).
+//! Instruction → abilities to ask → a plan. Two branches: the affordance branch (-P: grasp point
+//! from OFG or REG, place point from RRG) and the visual-trace branch (-V: an 8-point VTG trace
+//! lifted to 3D and followed as an SE(3) path). The executor plans and emits events; it moves
+//! nothing: the runner passes its plan through the safety gate to a robot.
 
+pub mod event;
 pub mod instruction;
-pub mod motion;
 pub mod perceive;
 pub mod plan;
-pub mod run;
+pub mod task;
 
+pub use event::Event;
 pub use instruction::{parse_instruction, InstructionError, Intent, Relation};
+pub use plan::{Branch, GraspParams, Plan, PlanError, Step, TaskPlanner};
+pub use task::{plan_task, TaskError, TaskPlan};

@@ -1,24 +1,20 @@
-//! From frame pixels to base-frame geometry: lift a point with robust depth, cast a pixel ray onto a
-//! horizontal plane, find the table, and cut the object under a point out of the depth image to get
+//! From frame pixels to base-frame geometry for the executor (points themselves are lifted by
+//! `camera::lift`): cast a pixel ray onto a horizontal plane, find the table, and cut the object under a point out of the depth image to get
 //! its top, extent and principal axis (the grasp yaw).
 
 use k::nalgebra::{Point3, Vector3};
 
+use crate::camera::lift::LiftError;
 use crate::camera::Frame;
 use crate::geometry::{
-    fit_table_plane, robust_depth, CloudOptions, CropBox, GeometryError, PlaneOptions, RayTable,
-    RobustDepthOptions,
+    fit_table_plane, CloudOptions, CropBox, GeometryError, PlaneOptions, RayTable,
 };
+use crate::planning::{obstacle_voxels, Obstacle, Sphere};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PerceiveError {
-    #[error("no usable depth at pixel ({u:.1}, {v:.1}): {source}")]
-    Depth {
-        u: f64,
-        v: f64,
-        #[source]
-        source: GeometryError,
-    },
+    #[error(transparent)]
+    Lift(#[from] LiftError),
     #[error(
         "pixel ({u:.1}, {v:.1}) does not look at the plane z = {z:.3} m in front of the camera"
     )]
@@ -29,66 +25,6 @@ pub enum PerceiveError {
     NoObject { u: f64, v: f64 },
     #[error(transparent)]
     Geometry(#[from] GeometryError),
-}
-
-/// Base-frame point under pixel `px`, using a robust depth from the window around it.
-pub fn lift(
-    frame: &Frame,
-    px: [f64; 2],
-    opts: &RobustDepthOptions,
-) -> Result<Point3<f64>, PerceiveError> {
-    let d =
-        robust_depth(&frame.depth, px[0], px[1], opts).map_err(|source| PerceiveError::Depth {
-            u: px[0],
-            v: px[1],
-            source,
-        })?;
-    let p_cam = frame.intrinsics.deproject(px, d as f64)?;
-    Ok(frame.base_from_camera * Point3::from(p_cam))
-}
-
-/// One answered pixel lifted to 3D, as `pointact point --camera` reports it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct LiftedPoint {
-    /// `[u, v]` in the frame's pixels.
-    pub pixel: [f64; 2],
-    /// Camera optical frame (x right, y down, z forward), metres; `None` without usable depth.
-    pub camera: Option<[f64; 3]>,
-    /// Robot base frame, metres (through the frame's `base_from_camera`).
-    pub base: Option<[f64; 3]>,
-    /// Why the point could not be lifted.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// [`lift`] for each pixel, keeping failures per point (one pixel without depth does not hide the
-/// others) and giving the camera-frame point too, so a report can be checked against either frame.
-pub fn lift_points(
-    frame: &Frame,
-    pixels: &[[f64; 2]],
-    opts: &RobustDepthOptions,
-) -> Vec<LiftedPoint> {
-    let camera_from_base = frame.base_from_camera.inverse();
-    pixels
-        .iter()
-        .map(|&px| match lift(frame, px, opts) {
-            Ok(base) => {
-                let cam = camera_from_base * base;
-                LiftedPoint {
-                    pixel: px,
-                    camera: Some([cam.x, cam.y, cam.z]),
-                    base: Some([base.x, base.y, base.z]),
-                    error: None,
-                }
-            }
-            Err(e) => LiftedPoint {
-                pixel: px,
-                camera: None,
-                base: None,
-                error: Some(e.to_string()),
-            },
-        })
-        .collect()
 }
 
 /// Where the ray through pixel `px` meets the horizontal plane at height `z` (base frame). Used for
@@ -278,18 +214,16 @@ fn narrowest_direction(points: &[Point3<f64>]) -> (f64, f64) {
     best
 }
 
-/// Known objects for the safety gate, from the depth image: occupied cubes of `voxel` metres over
-/// everything standing more than 1.5 cm on the table inside `crop`, except near the `keep_out`
-/// points (x, y, radius): the object being grasped and the place it goes, which the gripper enters
-/// on purpose, and except points on the robot itself (`robot_spheres`, world frame, grown by 2 cm). Collision-aware planning (a later issue) will use a finer model of the same cloud.
-pub fn obstacle_voxels(
+/// The solids on the table the gate checks transit moves against: planning's occupied voxels over
+/// the frame's cloud inside `crop` (every second pixel), see `planning::obstacle_voxels`.
+pub fn obstacles(
     frame: &Frame,
     table_z: f64,
     crop: CropBox,
     voxel: f64,
     keep_out: &[(f64, f64, f64)],
-    robot_spheres: &[crate::safety::Sphere],
-) -> Result<Vec<crate::safety::Obstacle>, PerceiveError> {
+    robot_spheres: &[Sphere],
+) -> Result<Vec<Obstacle>, PerceiveError> {
     let rays = RayTable::new(&frame.intrinsics)?;
     let cloud = rays.cloud(
         &frame.depth,
@@ -300,50 +234,11 @@ pub fn obstacle_voxels(
             ..CloudOptions::default()
         },
     )?;
-    let mut cells = std::collections::BTreeSet::new();
-    for p in &cloud.points {
-        let (x, y, z) = (p[0] as f64, p[1] as f64, p[2] as f64);
-        if z < table_z + 0.015 {
-            continue;
-        }
-        if keep_out
-            .iter()
-            .any(|(kx, ky, r)| (x - kx).powi(2) + (y - ky).powi(2) < r * r)
-        {
-            continue;
-        }
-        // The robot sees itself: points on its own links (at the joints of the frame) are not obstacles.
-        let q = Point3::new(x, y, z);
-        if robot_spheres
-            .iter()
-            .any(|s| (q - s.center).norm() < s.radius + 0.02)
-        {
-            continue;
-        }
-        cells.insert((
-            (x / voxel).floor() as i64,
-            (y / voxel).floor() as i64,
-            (z / voxel).floor() as i64,
-        ));
-    }
-    let h = voxel / 2.0;
-    Ok(cells
-        .into_iter()
-        .map(|(i, j, k)| crate::safety::Obstacle {
-            name: format!(
-                "object at ({:.2}, {:.2}, {:.2})",
-                (i as f64 + 0.5) * voxel,
-                (j as f64 + 0.5) * voxel,
-                (k as f64 + 0.5) * voxel
-            ),
-            shape: crate::geometry::Shape::Cuboid {
-                half_extents: Vector3::new(h, h, h),
-            },
-            world_from_shape: k::nalgebra::Isometry3::translation(
-                (i as f64 + 0.5) * voxel,
-                (j as f64 + 0.5) * voxel,
-                (k as f64 + 0.5) * voxel,
-            ),
-        })
-        .collect())
+    Ok(obstacle_voxels(
+        &cloud.points,
+        table_z,
+        voxel,
+        keep_out,
+        robot_spheres,
+    ))
 }

@@ -4,12 +4,13 @@
 
 use k::nalgebra::{Isometry3, Point3};
 
-use super::motion::{fold_yaw, top_down, MotionError, MotionPlanner};
-use super::perceive::{lift, object_blob, ray_to_height, ObjectBlob, PerceiveError};
+use super::perceive::{object_blob, ray_to_height, ObjectBlob, PerceiveError};
 use super::Relation;
+use crate::camera::lift::{lift, LiftError};
 use crate::camera::Frame;
 use crate::geometry::RobustDepthOptions;
-use crate::planning::Trajectory;
+use crate::kinematics::RobotModel;
+use crate::planning::{fold_yaw, top_down, MotionError, MotionPlanner, Trajectory};
 
 /// Which executor turns points into motion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +78,12 @@ pub struct Targets {
 pub struct Plan {
     pub steps: Vec<Step>,
     pub targets: Targets,
+}
+
+impl From<LiftError> for PlanError {
+    fn from(e: LiftError) -> Self {
+        PlanError::Perceive(e.into())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -176,13 +183,17 @@ struct Grasp {
     hold_offset: f64,
 }
 
-pub struct Planner<'a> {
-    pub motion: MotionPlanner<'a>,
+/// Turns the points of one task into a [`Plan`] for one robot: grasps from the objects under the
+/// points, places, traces, each motion made by a [`MotionPlanner`]. ("Task" planner, so that
+/// "planner" alone means the motion planner.)
+pub struct TaskPlanner<'a, M: MotionPlanner> {
+    pub model: &'a RobotModel,
+    pub motion: M,
     pub params: GraspParams,
     pub table_z: f64,
 }
 
-impl<'a> Planner<'a> {
+impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
     /// Grasp pose for the object under `px`. `use_point`: grasp at the lifted point itself (a part
     /// from OFG), else at the centre of the object's top.
     fn grasp(
@@ -206,12 +217,12 @@ impl<'a> Planner<'a> {
         };
         let top_here = if use_point { blob.top_z } else { top };
         let height = (top_here - self.table_z).max(0.0);
-        let floor = self.table_z + p.min_tcp_height + self.motion.model().tool_reach_beyond_tip();
+        let floor = self.table_z + p.min_tcp_height + self.model.tool_reach_beyond_tip();
         let z = (top_here - p.grasp_depth.min(0.5 * height)).max(floor);
-        let now_yaw = tool_yaw(self.motion.model(), q_now)?;
+        let now_yaw = tool_yaw(self.model, q_now)?;
         // Fingers close across the narrowest direction; `top_down` takes the yaw 90° from it.
         let yaw = fold_yaw(blob.narrow_yaw - std::f64::consts::FRAC_PI_2, now_yaw);
-        let pose = top_down(self.motion.model(), xy.x, xy.y, z, yaw);
+        let pose = top_down(self.model, xy.x, xy.y, z, yaw);
         Ok((
             Grasp {
                 pose,
@@ -228,7 +239,7 @@ impl<'a> Planner<'a> {
         q0: &[f64],
         steps: &mut Vec<Step>,
     ) -> Result<Vec<f64>, PlanError> {
-        let model = self.motion.model();
+        let model = self.model;
         let g = &model.config.gripper;
         let (open, closed) = (g.open_width, g.closed_width);
         steps.push(Step::Gripper {
@@ -296,11 +307,11 @@ impl<'a> Planner<'a> {
             let release_z = surface.z + grasp.hold_offset + self.params.release_gap;
             let carry_z = lift_z.max(release_z + self.params.approach);
             let place = top_down(
-                self.motion.model(),
+                self.model,
                 surface.x,
                 surface.y,
                 release_z,
-                yaw_of(self.motion.model(), &grasp.pose),
+                yaw_of(self.model, &grasp.pose),
             );
             let t = self
                 .motion
@@ -356,7 +367,7 @@ impl<'a> Planner<'a> {
         };
         let mut steps = Vec::new();
         let mut q = self.pick(&grasp, q0, &mut steps)?;
-        let yaw = yaw_of(self.motion.model(), &grasp.pose);
+        let yaw = yaw_of(self.model, &grasp.pose);
         let n = trace_px.len() - 1;
         let tcp_start = grasp.pose.translation.vector;
         let (tcp_end_z, lift_peak) = if pick_up {
@@ -382,7 +393,7 @@ impl<'a> Planner<'a> {
                 (p, tcp_start.z + (tcp_end_z - tcp_start.z) * s + bump)
             };
             trace.push(p);
-            poses.push(top_down(self.motion.model(), p.x, p.y, tcp_z, yaw));
+            poses.push(top_down(self.model, p.x, p.y, tcp_z, yaw));
         }
         let t = self.motion.path_through("follow the trace", &q, &poses)?;
         q = t.end().to_vec();
@@ -415,7 +426,7 @@ impl<'a> Planner<'a> {
         q: &mut Vec<f64>,
         steps: &mut Vec<Step>,
     ) -> Result<(), PlanError> {
-        let model = self.motion.model();
+        let model = self.model;
         steps.push(Step::Gripper {
             label: "release".into(),
             width: model.config.gripper.open_width,
@@ -450,12 +461,12 @@ fn with_z(p: &Isometry3<f64>, z: f64) -> Isometry3<f64> {
 }
 
 /// Yaw of the fingers' closing direction minus π/2, i.e. the `yaw` that `top_down` was given.
-fn yaw_of(model: &crate::kinematics::RobotModel, pose: &Isometry3<f64>) -> f64 {
+fn yaw_of(model: &RobotModel, pose: &Isometry3<f64>) -> f64 {
     let c = pose.rotation * k::nalgebra::Vector3::from(model.config.closing_axis);
     c.y.atan2(c.x) - std::f64::consts::FRAC_PI_2
 }
 
-fn tool_yaw(model: &crate::kinematics::RobotModel, q: &[f64]) -> Result<f64, PlanError> {
+fn tool_yaw(model: &RobotModel, q: &[f64]) -> Result<f64, PlanError> {
     let pose = model.fk(q).map_err(MotionError::from)?;
     Ok(yaw_of(model, &pose))
 }

@@ -1,7 +1,22 @@
-//! Motion planning. Today: joint-space paths and their time parameterisation under velocity and
-//! acceleration limits (`Trajectory`), the type the safety gate checks. Collision-aware planning
-//! (RRT-Connect on a sphere model of the arm) arrives in a later issue and will produce the same type.
+//! Motion planning, and the collision model it owns.
+//!
+//! * [`collision`]: spheres per link, exact link primitives for the table, obstacles
+//!   ([`ArmCollisionModel`], [`Obstacle`]); the safety gate re-checks with this same model.
+//! * [`world`]: obstacles from the live depth cloud (occupied voxels).
+//! * [`motion`]: the [`MotionPlanner`] seam and [`DirectPlanner`] (straight joint moves, IK-solved
+//!   Cartesian paths); RRT-Connect on the sphere model arrives in a later issue as a second
+//!   implementation producing the same [`Trajectory`].
+//! * `trajectory`: joint-space paths and their time parameterisation under velocity and
+//!   acceleration limits ([`Trajectory`], the type the safety gate checks).
 
+pub mod collision;
+pub mod motion;
 mod trajectory;
+pub mod world;
 
+pub use collision::{
+    link_spheres, robot_spheres, shape_spheres, ArmCollisionModel, Contact, Obstacle, Sphere,
+};
+pub use motion::{fold_yaw, top_down, DirectPlanner, MotionError, MotionPlanner};
 pub use trajectory::{limit_tool_speed, JointPath, Trajectory, TrajectoryError};
+pub use world::obstacle_voxels;

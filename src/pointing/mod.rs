@@ -4,8 +4,10 @@
 //!   interface strings the model was trained on and must match character for character.
 //! * [`parse`]: the tolerant parser for `<think>…</think><answer><point>[[x, y], …]</point></answer>`
 //!   replies, with typed errors and validation (finite, in bounds, VTG has 8 points).
-//! * [`mapping`]: `smart_resize` exactly as Qwen2.5-VL's image processor does it, and the map from
-//!   the model's pixels back to the camera image's pixels.
+//! * `smart_resize` exactly as Qwen2.5-VL's image processor does it, and the map from the model's
+//!   pixels back to the camera image's pixels ([`ModelImageMap`]): owned by `vlm::image_map`
+//!   (the processor needs them), re-exported here because every answer is mapped through them.
+//! * [`qwen`]: the local backend, Embodied-R1 (Qwen2.5-VL) in process on candle (`vlm`).
 //! * [`openai`]: the remote backend, Embodied-R1 behind an OpenAI-compatible server (vLLM, SGLang).
 //!
 //! Parsed points are in model pixels (the model sees a resized image); they become original-image
@@ -28,22 +30,24 @@
 //! ```
 
 pub mod ability;
-pub mod mapping;
+pub mod backend;
 pub mod openai;
 pub mod overlay;
 pub mod parse;
 pub mod pointer;
+pub mod qwen;
 pub mod report;
 
-pub use ability::{
-    Ability, ParseAbilityError, INSTRUCTION_PLACEHOLDER, OFG_TEMPLATE, REG_TEMPLATE, RRG_TEMPLATE,
-    VTG_POINT_COUNT, VTG_TEMPLATE,
-};
-pub use mapping::{
+pub use crate::vlm::image_map::{
     smart_resize, ImageSize, MappingError, ModelImageMap, DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS,
     ER1_EVAL_MAX_PIXELS, ER1_EVAL_MIN_PIXELS, FACTOR, MAX_ASPECT_RATIO, MERGE_SIZE, PATCH_SIZE,
     PRETRAINED_MAX_PIXELS,
 };
+pub use ability::{
+    Ability, ParseAbilityError, INSTRUCTION_PLACEHOLDER, OFG_TEMPLATE, REG_TEMPLATE, RRG_TEMPLATE,
+    VTG_POINT_COUNT, VTG_TEMPLATE,
+};
+pub use backend::{open, ModelOptions, ModelPointer, PointerKind, TextStream};
 pub use openai::{OpenAiConfig, OpenAiError, OpenAiPointer};
 pub use parse::{parse_answer, ListProblem, PointAnswer, PointingError};
 pub use pointer::{Pointer, PointerError, Pointing};

@@ -46,7 +46,7 @@
 use std::fmt;
 
 use super::ability::Ability;
-use super::mapping::{ImageSize, ModelImageMap};
+use crate::vlm::{ImageSize, ModelImageMap};
 
 /// A parsed and validated answer.
 ///

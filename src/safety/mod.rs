@@ -5,17 +5,13 @@
 //! Checks, on samples at the robot's servo period: finite values; the trajectory starts where the
 //! robot is; joint limits; joint speed; the TCP inside the workspace box and below the Cartesian speed
 //! limit; every moving link (its exact primitives) above the table by a clearance; no moving link
-//! sphere (a conservative cover) inside a known obstacle. Gripper commands are checked against the gripper's range.
+//! sphere (a conservative cover) inside a known obstacle. The collision model is planning's
+//! (`planning::ArmCollisionModel`): the gate re-checks with the model the planner used. Gripper commands are checked against the gripper's range.
 
-mod spheres;
+use k::nalgebra::Vector3;
 
-use k::nalgebra::{Isometry3, Point3, Vector3};
-
-use crate::geometry::Shape;
-use crate::kinematics::{KinematicsError, LinkShape, RobotModel};
-use crate::planning::Trajectory;
-
-pub use spheres::{link_spheres, robot_spheres, shape_spheres, Sphere};
+use crate::kinematics::{KinematicsError, RobotModel};
+use crate::planning::{ArmCollisionModel, Contact, Obstacle, Trajectory};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SafetyConfig {
@@ -38,14 +34,6 @@ impl Default for SafetyConfig {
             dry_run: false,
         }
     }
-}
-
-/// A solid the arm must not enter (a known object, a box around a fixture).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Obstacle {
-    pub name: String,
-    pub shape: Shape,
-    pub world_from_shape: Isometry3<f64>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -124,27 +112,15 @@ impl CheckedGripper {
 pub struct SafetyGate<'a> {
     model: &'a RobotModel,
     pub config: SafetyConfig,
-    /// Link spheres in link frames, for links that move (links fixed to the base are skipped).
-    link_spheres: Vec<(String, Sphere)>,
-    /// Exact link primitives of moving links, for the table clearance.
-    link_shapes: Vec<LinkShape>,
+    collision: ArmCollisionModel,
 }
 
 impl<'a> SafetyGate<'a> {
     pub fn new(model: &'a RobotModel, config: SafetyConfig) -> Self {
-        // Links whose pose does not depend on the arm joints sit on the table by design.
-        let fixed = fixed_links(model);
-        let link_shapes: Vec<LinkShape> = model
-            .collision_shapes()
-            .into_iter()
-            .filter(|s| !fixed.contains(&s.link))
-            .collect();
-        let link_spheres = link_spheres(&link_shapes);
         SafetyGate {
             model,
             config,
-            link_spheres,
-            link_shapes,
+            collision: ArmCollisionModel::new(model),
         }
     }
 
@@ -240,7 +216,7 @@ impl<'a> SafetyGate<'a> {
         })
     }
 
-    /// Table clearance and obstacle checks for one joint configuration.
+    /// Table clearance and obstacle checks for one joint configuration, with planning's model.
     pub fn check_pose(
         &self,
         t: f64,
@@ -248,49 +224,32 @@ impl<'a> SafetyGate<'a> {
         gripper_opening: f64,
         obstacles: &[Obstacle],
     ) -> Result<(), SafetyError> {
-        let poses =
-            self.model
-                .link_poses(q, gripper_opening)
-                .map_err(|e| SafetyError::Kinematics {
-                    t,
-                    detail: e.to_string(),
-                })?;
-        let pose_of = |link: &str| poses.iter().find(|(n, _)| n == link).map(|(_, p)| *p);
-        // The table: exact lowest point of every moving primitive.
-        for s in &self.link_shapes {
-            let Some(pose) = pose_of(&s.link) else {
-                continue;
-            };
-            let clearance = s.shape.lowest_z(&(pose * s.link_from_shape)) - self.config.table_z;
-            if clearance < self.config.table_clearance {
-                return Err(SafetyError::TableClearance {
-                    t,
-                    link: s.link.clone(),
-                    clearance,
-                    minimum: self.config.table_clearance,
-                });
+        let contact = self
+            .collision
+            .first_contact(
+                self.model,
+                q,
+                gripper_opening,
+                self.config.table_z,
+                self.config.table_clearance,
+                obstacles,
+            )
+            .map_err(|e| SafetyError::Kinematics {
+                t,
+                detail: e.to_string(),
+            })?;
+        match contact {
+            None => Ok(()),
+            Some(Contact::Table { link, clearance }) => Err(SafetyError::TableClearance {
+                t,
+                link,
+                clearance,
+                minimum: self.config.table_clearance,
+            }),
+            Some(Contact::Obstacle { link, obstacle }) => {
+                Err(SafetyError::Collision { t, link, obstacle })
             }
         }
-        if obstacles.is_empty() {
-            return Ok(());
-        }
-        // Known objects: the sphere cover of every moving link.
-        for (link, sphere) in &self.link_spheres {
-            let Some(pose) = pose_of(link) else {
-                continue;
-            };
-            let c = pose * sphere.center;
-            for o in obstacles {
-                if sphere_hits_shape(&c, sphere.radius, &o.shape, &o.world_from_shape) {
-                    return Err(SafetyError::Collision {
-                        t,
-                        link: link.clone(),
-                        obstacle: o.name.clone(),
-                    });
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Checks a gripper command against the gripper's physical range.
@@ -304,61 +263,6 @@ impl<'a> SafetyGate<'a> {
                 min: g.closed_width,
                 max: g.open_width,
             })
-        }
-    }
-}
-
-/// Links that never move with the arm joints: ancestors of the first arm joint.
-fn fixed_links(model: &RobotModel) -> Vec<String> {
-    let zero = vec![0.0; model.dof()];
-    let other = vec![0.3; model.dof()];
-    let (Ok(a), Ok(b)) = (model.link_poses(&zero, 0.0), model.link_poses(&other, 0.0)) else {
-        return Vec::new();
-    };
-    a.iter()
-        .zip(&b)
-        .filter(|((_, pa), (_, pb))| {
-            let (dp, dr) = crate::kinematics::pose_error(pa, pb);
-            dp < 1e-12 && dr < 1e-12
-        })
-        .map(|((n, _), _)| n.clone())
-        .collect()
-}
-
-/// Whether a sphere (world centre, radius) overlaps a solid. Exact for spheres and boxes; cylinders
-/// and capsules use the exact distance to their axis segment.
-fn sphere_hits_shape(
-    c: &Point3<f64>,
-    r: f64,
-    shape: &Shape,
-    world_from_shape: &Isometry3<f64>,
-) -> bool {
-    let p = world_from_shape.inverse_transform_point(c);
-    match *shape {
-        Shape::Sphere { radius } => p.coords.norm() <= radius + r,
-        Shape::Cuboid { half_extents: h } => {
-            let d = Vector3::new(
-                (p.x.abs() - h.x).max(0.0),
-                (p.y.abs() - h.y).max(0.0),
-                (p.z.abs() - h.z).max(0.0),
-            );
-            d.norm() <= r
-        }
-        Shape::Cylinder {
-            radius,
-            half_height,
-        } => {
-            let radial = (p.x * p.x + p.y * p.y).sqrt();
-            let dr = (radial - radius).max(0.0);
-            let dz = (p.z.abs() - half_height).max(0.0);
-            (dr * dr + dz * dz).sqrt() <= r
-        }
-        Shape::Capsule {
-            radius,
-            half_height,
-        } => {
-            let z = p.z.clamp(-half_height, half_height);
-            Vector3::new(p.x, p.y, p.z - z).norm() <= radius + r
         }
     }
 }

@@ -1,21 +1,79 @@
 //! The simulator behind the `Robot` and `Camera` seams: `SimRobot` streams checked trajectories into
 //! the physics world as kinematic joint targets; `SimCamera` renders the same world. Both share one
 //! world, so the camera sees what the robot did.
+//!
+//! Ground truth stays here: a camera `Frame` carries no labels. `SimCamera` keeps the instance and
+//! part labels of the frames it rendered in the shared world, where only simulator code (the
+//! oracle pointer, tests) can read them.
 
-use std::cell::RefCell;
-use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::physics::SimWorld;
 use super::render::{render, PinholeCamera, RenderOptions};
-use crate::camera::{Camera, CameraError, Frame, RgbImage, Segmentation};
-use crate::geometry::{DepthImage, Intrinsics};
+use crate::camera::{Camera, CameraError, Frame, RgbImage};
+use crate::geometry::DepthImage;
 use crate::kinematics::RobotModel;
 use crate::robot::{JointState, Robot, RobotError};
 use crate::safety::{CheckedGripper, CheckedTrajectory};
 
-/// One world shared by the simulated devices (single-threaded: the executor awaits on one task).
-pub type SharedWorld = Rc<RefCell<SimWorld>>;
+/// Ground-truth labels per pixel of one rendered frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segmentation {
+    /// Instance id per pixel, row-major (see `sim` for the id scheme).
+    pub instance: Vec<u16>,
+    /// Functional-part id per pixel within its instance (0 = none).
+    pub part: Vec<u8>,
+    pub width: usize,
+    pub height: usize,
+}
+
+/// The world shared by the simulated devices of one episode. `Send`, so an episode can run on any
+/// task of a multi-threaded runtime (a server runs many at once); the lock is never held across
+/// an await.
+#[derive(Clone)]
+pub struct SharedWorld {
+    world: Arc<Mutex<SimWorld>>,
+    labels: Arc<Mutex<Option<Labelled>>>,
+}
+
+/// The labels of the last frame rendered, with its simulation time.
+type Labelled = (f64, Arc<Segmentation>);
+
+impl SharedWorld {
+    pub fn new(world: SimWorld) -> Self {
+        SharedWorld {
+            world: Arc::new(Mutex::new(world)),
+            labels: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The world, for stepping or reading. A panic elsewhere while it was held leaves it usable
+    /// (the simulation state is plain data).
+    pub fn lock(&self) -> MutexGuard<'_, SimWorld> {
+        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ground-truth labels of `frame`, if this world's camera rendered it (matched by its
+    /// simulation time and size).
+    pub fn labels_of(&self, frame: &Frame) -> Option<Arc<Segmentation>> {
+        let last = self.labels.lock().unwrap_or_else(|e| e.into_inner());
+        let (stamp, seg) = last.as_ref()?;
+        (*stamp == frame.stamp_s
+            && seg.width == frame.depth.width
+            && seg.height == frame.depth.height)
+            .then(|| seg.clone())
+    }
+
+    fn set_labels(&self, stamp: f64, seg: Segmentation) {
+        *self.labels.lock().unwrap_or_else(|e| e.into_inner()) = Some((stamp, Arc::new(seg)));
+    }
+}
+
+impl std::fmt::Debug for SharedWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedWorld").finish_non_exhaustive()
+    }
+}
 
 pub struct SimRobot {
     world: SharedWorld,
@@ -34,7 +92,7 @@ impl SimRobot {
         q: Vec<f64>,
     ) -> Result<Self, RobotError> {
         {
-            let mut w = world.borrow_mut();
+            let mut w = world.lock();
             let opening = w.gripper_opening();
             w.set_robot(&q, opening).map_err(sim)?;
             w.step();
@@ -73,14 +131,14 @@ impl Robot for SimRobot {
 
     async fn gripper_width(&mut self) -> Result<f64, RobotError> {
         let g = &self.model.config.gripper;
-        let o = self.world.borrow().gripper_opening();
+        let o = self.world.lock().gripper_opening();
         Ok(g.closed_width + o * (g.open_width - g.closed_width))
     }
 
     async fn execute(&mut self, trajectory: &CheckedTrajectory) -> Result<(), RobotError> {
         let traj = trajectory.trajectory();
         let world = self.world.clone();
-        let mut w = world.borrow_mut();
+        let mut w = world.lock();
         let (_, opening) = w.robot_command();
         let dt = w.dt();
         let n = (traj.duration() / dt).ceil() as usize;
@@ -99,7 +157,7 @@ impl Robot for SimRobot {
         let target =
             ((command.width() - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0);
         let world = self.world.clone();
-        let mut w = world.borrow_mut();
+        let mut w = world.lock();
         w.set_robot(&self.q, target).map_err(sim)?;
         // Wait until the fingers stop (reached the command or closed on an object), at most 2 s.
         let dt = w.dt();
@@ -139,16 +197,7 @@ pub struct SimCamera {
 
 impl SimCamera {
     pub fn new(world: SharedWorld, options: RenderOptions) -> Self {
-        let spec = world.borrow().scene().camera.clone();
-        let camera = PinholeCamera {
-            width: spec.width,
-            height: spec.height,
-            fx: spec.fx,
-            fy: spec.fy,
-            cx: spec.cx,
-            cy: spec.cy,
-            world_from_camera: spec.world_from_camera(),
-        };
+        let camera = world.lock().scene().camera.pinhole.clone();
         SimCamera {
             world,
             camera,
@@ -159,29 +208,88 @@ impl SimCamera {
     pub fn pinhole(&self) -> &PinholeCamera {
         &self.camera
     }
+
+    /// The world this camera renders (where the labels of its frames are kept).
+    pub fn world(&self) -> &SharedWorld {
+        &self.world
+    }
 }
 
 impl Camera for SimCamera {
     fn capture(&mut self) -> Result<Frame, CameraError> {
-        let w = self.world.borrow();
-        let out = render(&w.render_scene(), &self.camera, &self.options);
+        let (out, stamp_s) = {
+            let w = self.world.lock();
+            (
+                render(&w.render_scene(), &self.camera, &self.options),
+                w.time(),
+            )
+        };
         let c = &self.camera;
-        let (wd, ht) = (c.width as usize, c.height as usize);
-        let rgb = RgbImage::from_raw(c.width, c.height, out.rgb)
+        let (wd, ht) = (c.intrinsics.width, c.intrinsics.height);
+        let rgb = RgbImage::from_raw(c.width(), c.height(), out.rgb)
             .ok_or_else(|| CameraError::Device("renderer returned a short colour buffer".into()))?;
         let frame = Frame {
             rgb,
             depth: DepthImage::new(wd, ht, out.depth_m)?,
-            intrinsics: Intrinsics::pinhole(wd, ht, c.fx, c.fy, c.cx, c.cy),
+            intrinsics: c.intrinsics.clone(),
             // The simulation's world frame is the robot base frame.
             base_from_camera: c.world_from_camera,
-            segmentation: Some(Segmentation {
-                instance: out.instance,
-                part: out.part,
-            }),
-            stamp_s: w.time(),
+            stamp_s,
         };
         frame.validate()?;
+        if out.instance.len() != wd * ht || out.part.len() != wd * ht {
+            return Err(CameraError::Device(format!(
+                "renderer returned {} labels for a {wd}x{ht} image",
+                out.instance.len()
+            )));
+        }
+        self.world.set_labels(
+            stamp_s,
+            Segmentation {
+                instance: out.instance,
+                part: out.part,
+                width: wd,
+                height: ht,
+            },
+        );
         Ok(frame)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::tasks;
+
+    /// The oracle's ground truth is found for frames this world's camera rendered, and only for
+    /// them: a frame from another moment (or another camera) gets none.
+    #[test]
+    fn labels_belong_to_the_frame_they_were_rendered_for() {
+        let ep = tasks::task(tasks::DEFAULT_TASK)
+            .unwrap()
+            .instantiate(0)
+            .unwrap();
+        let world = SharedWorld::new(ep.world(ep.robot_model().unwrap()).unwrap());
+        let mut camera = SimCamera::new(world.clone(), RenderOptions::default());
+        let frame = camera.capture().unwrap();
+        let seg = world
+            .labels_of(&frame)
+            .expect("labels of the rendered frame");
+        assert_eq!(seg.instance.len(), frame.depth.width * frame.depth.height);
+        let object = world.lock().instance_of(&ep.object).unwrap();
+        assert!(
+            seg.instance.contains(&object),
+            "the task's object is in view"
+        );
+        let mut later = frame.clone();
+        later.stamp_s += 0.1;
+        assert!(world.labels_of(&later).is_none());
+        world.lock().step();
+        let next = camera.capture().unwrap();
+        assert!(
+            world.labels_of(&frame).is_none(),
+            "replaced by the newer frame"
+        );
+        assert!(world.labels_of(&next).is_some());
     }
 }

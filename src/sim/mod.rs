@@ -1,14 +1,14 @@
-//! Built-in tabletop simulator: scenes from TOML, rigid-body physics (rapier3d) for the objects, the
-//! robot driven kinematically from joint commands, a ray-cast RGB-D + segmentation camera, task
-//! suites whose success is judged from the final object poses only.
+//! Built-in tabletop simulator, a *world* for the runner: scenes from TOML, rigid-body physics
+//! (rapier3d) for the objects, the robot driven kinematically from joint commands (`SimRobot`), a
+//! ray-cast RGB-D camera (`SimCamera`) whose ground-truth labels stay in the world, the oracle
+//! pointer that reads them, and task suites whose success is judged from the final object poses
+//! only. It imports no executor: `runner` connects the world to the executor.
 //!
 //! The world frame of a simulation is the robot base frame (x forward, z up, metres); the table top
 //! is the plane z = `scene.table.height` (usually 0: the robot base stands on the table).
 
 mod convert;
 pub mod devices;
-pub mod episode;
-pub mod eval;
 pub mod judge;
 pub mod objects;
 pub mod oracle;
@@ -19,7 +19,7 @@ pub mod tasks;
 
 pub use judge::{judge, Judgement};
 pub use physics::{Contact, ContactWith, PhysicsError, SimWorld, ToolVisual};
-pub use scene::{look_at, CameraSpec, Region, Scene, SceneError, SceneObject};
+pub use scene::{CameraSpec, Region, Scene, SceneError, SceneObject};
 pub use tasks::{Episode, Goal, Side, Suite, Target, TaskError, TaskSpec};
 
 use k::nalgebra::Isometry3;

@@ -243,6 +243,27 @@ fn ring(radius: f64, wall: f64, z0: f64, z1: f64, part: &str) -> Vec<BuiltPrimit
         .collect()
 }
 
+/// The checks every round container (bowl, pan) shares: positive sizes, a wall thinner than half
+/// the radius, and room above the `base` floor.
+fn round_container_args(
+    what: &str,
+    radius: f64,
+    height: f64,
+    wall: f64,
+    base: f64,
+) -> Result<(), String> {
+    positive("radius", radius)?;
+    positive("height", height)?;
+    positive("wall", wall)?;
+    if wall >= radius / 2.0 || height <= base + 0.01 {
+        return Err(format!(
+            "{what} needs wall < radius/2 and height > {:.3} m",
+            base + 0.01
+        ));
+    }
+    Ok(())
+}
+
 /// An open round container: base disc of thickness `base` and a wall ring up to `height`.
 fn round_container(radius: f64, height: f64, wall: f64, base: f64) -> Built {
     let mut primitives = vec![prim(
@@ -548,13 +569,8 @@ impl ObjectKind {
                 height,
                 wall,
             } => {
-                positive("radius", radius)?;
-                positive("height", height)?;
-                positive("wall", wall)?;
                 let base = 0.008;
-                if wall >= radius / 2.0 || height <= base + 0.01 {
-                    return Err("bowl needs wall < radius/2 and height > 0.018 m".into());
-                }
+                round_container_args("bowl", radius, height, wall, base)?;
                 Ok(round_container(radius, height, wall, base))
             }
             ObjectKind::Pan {
@@ -563,14 +579,9 @@ impl ObjectKind {
                 wall,
                 handle_length,
             } => {
-                positive("radius", radius)?;
-                positive("height", height)?;
-                positive("wall", wall)?;
-                positive("handle_length", handle_length)?;
                 let base = 0.006;
-                if wall >= radius / 2.0 || height <= base + 0.01 {
-                    return Err("pan needs wall < radius/2 and height > 0.016 m".into());
-                }
+                round_container_args("pan", radius, height, wall, base)?;
+                positive("handle_length", handle_length)?;
                 let mut built = round_container(radius, height, wall, base);
                 for p in &mut built.primitives {
                     p.part = "body".into();

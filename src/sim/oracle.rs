@@ -7,6 +7,8 @@ use k::nalgebra::Point3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::devices::{Segmentation, SharedWorld};
+use crate::camera::lift::lift;
 use crate::camera::Frame;
 use crate::geometry::RobustDepthOptions;
 use crate::pointing::{Ability, ImageSize, ModelImageMap, Pointer, PointerError, Pointing};
@@ -23,8 +25,11 @@ pub struct OracleObject {
 }
 
 /// What the oracle knows about the episode.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct OracleTruth {
+    /// The simulated world whose camera took the frames asked about: the oracle reads each
+    /// frame's instance and part labels from it (frames themselves carry no ground truth).
+    pub world: SharedWorld,
     pub objects: Vec<OracleObject>,
     /// The object the task moves.
     pub manipulated: String,
@@ -108,9 +113,13 @@ impl OraclePointer {
         ability: Ability,
         instruction: &str,
     ) -> Result<(String, Vec<[f64; 2]>), PointerError> {
-        let seg = frame.segmentation.as_ref().ok_or_else(|| {
-            PointerError::Backend("oracle pointer needs simulator segmentation".into())
+        let seg = self.truth.world.labels_of(frame).ok_or_else(|| {
+            PointerError::Backend(
+                "oracle pointer: no simulator labels for this frame (not rendered by the episode's camera)"
+                    .into(),
+            )
         })?;
+        let seg = seg.as_ref();
         let (w, h) = (frame.depth.width, frame.depth.height);
         let no_object = || PointerError::NoSuchObject {
             phrase: instruction.to_string(),
@@ -149,12 +158,8 @@ impl OraclePointer {
                 let start_px = *interior_points(&mask, w, h, 1)
                     .first()
                     .ok_or_else(no_object)?;
-                let start = crate::executor::perceive::lift(
-                    frame,
-                    start_px,
-                    &RobustDepthOptions::surface(),
-                )
-                .map_err(|e| PointerError::Backend(format!("oracle: {e}")))?;
+                let start = lift(frame, start_px, &RobustDepthOptions::surface())
+                    .map_err(|e| PointerError::Backend(format!("oracle: {e}")))?;
                 // To the place point on an arc; with no place (pick up), straight up.
                 let (end, lift) = match self.truth.place_target {
                     Some(t) => (t, self.truth.trace_lift),
@@ -234,11 +239,7 @@ fn named_part(obj: &OracleObject, instruction: &str) -> Option<u8> {
 }
 
 /// Pixels of the object's instance, restricted to one part when given.
-fn object_mask(
-    seg: &crate::camera::Segmentation,
-    obj: &OracleObject,
-    part: Option<u8>,
-) -> Vec<bool> {
+fn object_mask(seg: &Segmentation, obj: &OracleObject, part: Option<u8>) -> Vec<bool> {
     seg.instance
         .iter()
         .zip(&seg.part)

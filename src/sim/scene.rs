@@ -12,7 +12,8 @@ use k::nalgebra::{Isometry3, Point3, Translation3, UnitQuaternion, Vector2, Vect
 use serde::Deserialize;
 
 use super::objects::{support_extent, ObjectKind, Tint};
-use crate::geometry::Shape;
+use super::render::{PinholeCamera, RenderError};
+use crate::geometry::{Intrinsics, Shape};
 
 /// Scene files compiled into the binary: (name, TOML text).
 pub const BUILTIN_SCENES: &[(&str, &str)] = &[
@@ -120,58 +121,90 @@ impl Table {
     }
 }
 
-/// A pinhole camera looking at the scene: pose from `eye`, `target`, `up` (world points/vector),
-/// intrinsics in pixels of the `width` × `height` image.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The scene's camera: where it stands and looks (`eye`, `target`, `up`: world points/vector, as
+/// the scene file says it) and the crate's one pinhole model for its `width` × `height` image.
+/// The pose is derived by the one look-at (`geometry::camera_look_at`, through
+/// [`PinholeCamera::look_at`]) when the scene is loaded.
+#[derive(Debug, Clone, PartialEq)]
 pub struct CameraSpec {
-    pub eye: [f64; 3],
-    pub target: [f64; 3],
+    pub eye: Point3<f64>,
+    pub target: Point3<f64>,
+    pub up: Vector3<f64>,
+    /// The rendered camera: intrinsics and the pose from `eye`, `target`, `up`.
+    pub pinhole: PinholeCamera,
+}
+
+/// `[camera]` of a scene file, flat as users write it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CameraFile {
+    eye: [f64; 3],
+    target: [f64; 3],
     #[serde(default = "z_up")]
-    pub up: [f64; 3],
-    pub width: u32,
-    pub height: u32,
-    pub fx: f64,
-    pub fy: f64,
-    pub cx: f64,
-    pub cy: f64,
+    up: [f64; 3],
+    width: u32,
+    height: u32,
+    fx: f64,
+    fy: f64,
+    cx: f64,
+    cy: f64,
 }
 
 fn z_up() -> [f64; 3] {
     [0.0, 0.0, 1.0]
 }
 
+impl TryFrom<CameraFile> for CameraSpec {
+    type Error = String;
+    fn try_from(c: CameraFile) -> Result<Self, String> {
+        let vals = c.eye.iter().chain(&c.target).chain(&c.up);
+        if !vals.copied().all(f64::is_finite) {
+            return Err("eye, target and up must be finite".into());
+        }
+        let intrinsics =
+            Intrinsics::pinhole(c.width as usize, c.height as usize, c.fx, c.fy, c.cx, c.cy);
+        CameraSpec::new(c.eye.into(), c.target.into(), c.up.into(), intrinsics)
+    }
+}
+
 impl CameraSpec {
-    /// Camera pose in the OpenCV convention (x right, y down, z forward): maps camera-frame points to
-    /// the world. Validated at load, so this cannot fail for a loaded scene; a hand-built spec with
-    /// eye = target falls back to looking straight down.
-    pub fn world_from_camera(&self) -> Isometry3<f64> {
-        look_at(
-            &Point3::from(self.eye),
-            &Point3::from(self.target),
-            &Vector3::from(self.up),
-        )
-        .unwrap_or_else(|| {
-            Isometry3::from_parts(
-                Translation3::from(Vector3::from(self.eye)),
-                UnitQuaternion::from_euler_angles(
-                    std::f64::consts::PI,
-                    0.0,
-                    -std::f64::consts::FRAC_PI_2,
-                ),
-            )
+    /// A camera at `eye` looking at `target`, image "up" toward `up`. Errors name what is wrong.
+    pub fn new(
+        eye: Point3<f64>,
+        target: Point3<f64>,
+        up: Vector3<f64>,
+        intrinsics: Intrinsics,
+    ) -> Result<Self, String> {
+        let pinhole = PinholeCamera::look_at(eye, target, up, intrinsics).map_err(|e| match e {
+            RenderError::DegenerateLookAt(_) => {
+                "eye must differ from target and the view must not be parallel to up".to_string()
+            }
+            other => other.to_string(),
+        })?;
+        Ok(CameraSpec {
+            eye,
+            target,
+            up,
+            pinhole,
         })
+    }
+
+    /// Camera pose in the OpenCV convention (x right, y down, z forward): maps camera-frame points to
+    /// the world.
+    pub fn world_from_camera(&self) -> Isometry3<f64> {
+        self.pinhole.world_from_camera
+    }
+
+    pub fn intrinsics(&self) -> &Intrinsics {
+        &self.pinhole.intrinsics
     }
 
     /// Pixel (u, v) of a world point, or `None` behind the camera. No bounds check.
     pub fn project(&self, world_point: &Point3<f64>) -> Option<[f64; 2]> {
-        let p = self
-            .world_from_camera()
-            .inverse_transform_point(world_point);
-        if p.z <= 1e-6 {
-            return None;
-        }
-        Some([self.cx + self.fx * p.x / p.z, self.cy + self.fy * p.y / p.z])
+        self.pinhole
+            .project_world(world_point)
+            .filter(|(_, _, z)| *z > 1e-6)
+            .map(|(u, v, _)| [u, v])
     }
 
     /// Unit direction, in the table plane, of "right" in the image: the camera's x axis with its
@@ -186,16 +219,6 @@ impl CameraSpec {
             h / n
         }
     }
-}
-
-/// OpenCV-convention camera pose (x right, y down, z forward) at `eye` looking at `target`, with the
-/// image "up" as close to `up` as possible. `None` when eye = target or the view is parallel to `up`.
-pub fn look_at(
-    eye: &Point3<f64>,
-    target: &Point3<f64>,
-    up: &Vector3<f64>,
-) -> Option<Isometry3<f64>> {
-    crate::geometry::camera_look_at(*eye, *target, *up).ok()
 }
 
 /// Where an object may be put when an episode randomises the scene: uniform in these ranges
@@ -372,7 +395,7 @@ struct SceneFile {
     name: String,
     robot: String,
     table: TableFile,
-    camera: CameraSpec,
+    camera: CameraFile,
     #[serde(default)]
     objects: Vec<ObjectFile>,
 }
@@ -486,7 +509,8 @@ impl Scene {
             color: t.color,
             friction: t.friction,
         };
-        check_camera(&raw.camera).map_err(|d| bad("camera".into(), d))?;
+
+        let camera = CameraSpec::try_from(raw.camera).map_err(|d| bad("camera".into(), d))?;
 
         let mut objects: Vec<SceneObject> = Vec::with_capacity(raw.objects.len());
         for (i, o) in raw.objects.iter().enumerate() {
@@ -510,7 +534,7 @@ impl Scene {
             name: raw.name,
             robot: raw.robot,
             table,
-            camera: raw.camera,
+            camera,
             objects,
         })
     }
@@ -559,31 +583,6 @@ fn check_friction(f: f64) -> Result<(), String> {
     } else {
         Err(format!("{f} must be in [0, 5]"))
     }
-}
-
-fn check_camera(c: &CameraSpec) -> Result<(), String> {
-    let vals = c.eye.iter().chain(&c.target).chain(&c.up);
-    if !vals.copied().all(f64::is_finite) {
-        return Err("eye, target and up must be finite".into());
-    }
-    if c.width == 0 || c.height == 0 {
-        return Err("width and height must be positive".into());
-    }
-    if ![c.fx, c.fy].iter().all(|f| f.is_finite() && *f > 0.0)
-        || ![c.cx, c.cy].iter().all(|v| v.is_finite())
-    {
-        return Err("fx, fy must be positive, cx, cy finite".into());
-    }
-    if look_at(
-        &Point3::from(c.eye),
-        &Point3::from(c.target),
-        &Vector3::from(c.up),
-    )
-    .is_none()
-    {
-        return Err("eye must differ from target and the view must not be parallel to up".into());
-    }
-    Ok(())
 }
 
 fn build_object(o: &ObjectFile, table: &Table) -> Result<SceneObject, (String, String)> {
@@ -681,6 +680,9 @@ mod tests {
     #[test]
     fn look_at_is_opencv() {
         // Looking down from above with up = +x: image right is -y, image down is -x.
+        let look_at = |e: &Point3<f64>, t: &Point3<f64>, u: &Vector3<f64>| {
+            crate::geometry::camera_look_at(*e, *t, *u).ok()
+        };
         let pose = look_at(
             &Point3::new(0.0, 0.0, 1.0),
             &Point3::origin(),
@@ -705,15 +707,16 @@ mod tests {
             let s = Scene::builtin(name).unwrap();
             let c = &s.camera;
             // The target is at the principal point.
-            let [u, v] = c.project(&Point3::from(c.target)).unwrap();
-            assert!((u - c.cx).abs() < 1e-6 && (v - c.cy).abs() < 1e-6, "{name}");
+            let [u, v] = c.project(&c.target).unwrap();
+            let i = c.intrinsics();
+            assert!((u - i.cx).abs() < 1e-6 && (v - i.cy).abs() < 1e-6, "{name}");
             if name.starts_with("tabletop") {
                 // Facing the robot: image right is the robot's +y (its left), down 35-45 degrees.
                 assert!(
                     (c.image_right_on_table() - Vector3::y()).norm() < 1e-9,
                     "{name}"
                 );
-                let d = Vector3::from(c.target) - Vector3::from(c.eye);
+                let d = c.target - c.eye;
                 let pitch = (-d.z / d.xy().norm()).atan().to_degrees();
                 assert!((35.0..=45.0).contains(&pitch), "{name}: {pitch}");
                 assert!((0.9..=1.2).contains(&d.norm()), "{name}");

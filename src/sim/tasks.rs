@@ -476,7 +476,7 @@ impl TaskSpec {
         match self.object {
             ObjectChoice::Named(n) => Some(n.to_string()),
             ObjectChoice::NearestToCamera(cands) => {
-                let eye = Point3::from(scene.camera.eye);
+                let eye = scene.camera.eye;
                 let mut d: Vec<(f64, &str)> = cands
                     .iter()
                     .filter_map(|n| {
@@ -674,8 +674,8 @@ fn layout_ok(scene: &Scene) -> bool {
         let visible = cam.project(&centroid(o)).is_some_and(|[u, v]| {
             u >= IMAGE_MARGIN_PX
                 && v >= IMAGE_MARGIN_PX
-                && u <= f64::from(cam.width) - IMAGE_MARGIN_PX
-                && v <= f64::from(cam.height) - IMAGE_MARGIN_PX
+                && u <= cam.intrinsics().width as f64 - IMAGE_MARGIN_PX
+                && v <= cam.intrinsics().height as f64 - IMAGE_MARGIN_PX
         });
         corners_on_table && visible
     })

@@ -1,7 +1,7 @@
 //! rerun logging: an observer of a run, never a stage of it.
 //!
 //! The pipeline flows one way (camera → pointer → geometry → executor → robot) and reports what it
-//! did through [`crate::executor::run::Event`]s; [`Viz::on_event`] turns each event into rerun
+//! did through [`crate::executor::Event`]s; [`Viz::on_event`] turns each event into rerun
 //! entities, so nothing in the pipeline knows that it is being watched. The few calls that are not
 //! events (an image without depth for `pointact point`, the model's timings, an episode's outcome)
 //! have their own intention-named methods. Entity paths live only in this module.

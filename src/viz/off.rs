@@ -3,7 +3,7 @@
 
 use super::{Sink, VizError};
 use crate::camera::RgbImage;
-use crate::executor::run::Event;
+use crate::executor::Event;
 use crate::pointing::{Ability, Pointing};
 
 /// Uninhabited: [`Viz::open`] always fails with [`VizError::NotBuilt`].

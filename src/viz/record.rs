@@ -15,7 +15,7 @@ use rerun::{
 use super::{paths, timelines, Sink, VizError};
 use crate::camera::{Frame, RgbImage};
 use crate::executor::plan::{Plan, Step};
-use crate::executor::run::Event;
+use crate::executor::Event;
 use crate::geometry::{depth_to_cloud, CloudOptions, Shape};
 use crate::kinematics::RobotModel;
 use crate::pointing::{Ability, Pointing};

@@ -29,7 +29,10 @@
 //!   ids. Golden parity with transformers 4.51.3 in `tests/vlm_text.rs` (logits ~1e-6 relative,
 //!   greedy tokens identical).
 //! * [`linear`]: in-process Q8_0 / Q4K linears; [`weights`]: tensor-by-tensor safetensors reading;
-//!   [`pointer`]: the `qwen` pointing backend over all of the above.
+//!   [`image_map`]: `smart_resize` and the map between the model's pixels and the image's.
+//!
+//! The model knows tensors, images and tokens only: the `qwen` pointing backend that wraps it
+//! (abilities, frames, answer parsing) is `pointing::qwen`.
 //!
 //! Not built: a CUDA path (the `cuda` feature), batch > 1, and a training (backward) path — the
 //! fused candle ops used here (rms_norm, softmax, rope) have no backward pass.
@@ -37,9 +40,9 @@
 pub mod config;
 pub mod files;
 pub mod generate;
+pub mod image_map;
 pub mod linear;
 pub mod model;
-pub mod pointer;
 pub mod processor;
 pub mod rope;
 pub mod text;
@@ -55,6 +58,11 @@ pub use files::{
 pub use generate::{
     apply_repetition_penalty, argmax, generate, Generation, GenerationConfig, Sampling, StopReason,
     Timings,
+};
+pub use image_map::{
+    smart_resize, ImageSize, MappingError, ModelImageMap, DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS,
+    ER1_EVAL_MAX_PIXELS, ER1_EVAL_MIN_PIXELS, FACTOR, MAX_ASPECT_RATIO, MERGE_SIZE, PATCH_SIZE,
+    PRETRAINED_MAX_PIXELS,
 };
 pub use linear::{Proj, Quant};
 pub use model::{ImageInput, ModelError, PreparedPrompt, Qwen25Vl};

@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use image::{DynamicImage, RgbImage};
 use serde::Deserialize;
 
-use crate::pointing::{
+use super::image_map::{
     smart_resize, ImageSize, MappingError, ModelImageMap, DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS,
     PRETRAINED_MAX_PIXELS,
 };

@@ -40,7 +40,7 @@ pub fn model(robot: &str) -> Arc<RobotModel> {
 /// xArm's tool approaches along its z axis, WidowX's along x; both close along y.
 pub fn top_down(robot: &str, x: f64, y: f64, z: f64, yaw: f64) -> Isometry3<f64> {
     // The library's top-down pose closes the fingers along `yaw + 90°`.
-    pointact::executor::motion::top_down(&model(robot), x, y, z, yaw - std::f64::consts::FRAC_PI_2)
+    pointact::planning::top_down(&model(robot), x, y, z, yaw - std::f64::consts::FRAC_PI_2)
 }
 
 /// Moves the tool along straight lines with IK at 60 Hz, stepping physics in between.

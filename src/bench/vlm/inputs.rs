@@ -9,9 +9,7 @@
 //! Speed depends on how many tokens there are, not on which, so this keeps the token count
 //! realistic without shipping a 7 MB tokenizer.
 
-use std::cell::RefCell;
 use std::path::PathBuf;
-use std::rc::Rc;
 
 use image::RgbImage;
 use serde::{Deserialize, Serialize};
@@ -19,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::VlmBenchError;
 use crate::camera::Camera;
 use crate::pointing::Ability;
-use crate::sim::devices::SimCamera;
+use crate::sim::devices::{SharedWorld, SimCamera};
 use crate::sim::render::RenderOptions;
 use crate::sim::tasks;
 use crate::vlm::{resize_bicubic_pil, TokenIds};
@@ -76,7 +74,7 @@ pub fn scene(width: u32, height: u32) -> Result<(RgbImage, String), VlmBenchErro
         .map_err(|e| sim(&e))?;
     let robot = episode.robot_model().map_err(|e| sim(&e))?;
     let world = episode.world(robot).map_err(|e| sim(&e))?;
-    let mut camera = SimCamera::new(Rc::new(RefCell::new(world)), RenderOptions::default());
+    let mut camera = SimCamera::new(SharedWorld::new(world), RenderOptions::default());
     let rgb = camera.capture().map_err(|e| sim(&e))?.rgb;
     let rgb = if rgb.dimensions() == (width, height) {
         rgb

@@ -17,10 +17,10 @@ use super::detect::TagDetector;
 use super::pnp::solve_tag_pose;
 use super::{TagTarget, TargetError};
 use crate::camera::{Camera, Frame};
-use crate::executor::motion::MotionPlanner;
 use crate::kinematics::RobotModel;
+use crate::planning::{DirectPlanner, MotionPlanner, Obstacle};
 use crate::robot::Robot;
-use crate::safety::{Obstacle, SafetyConfig, SafetyGate};
+use crate::safety::{SafetyConfig, SafetyGate};
 
 /// One calibration view: where the gripper was and what the camera saw.
 #[derive(Debug, Clone)]
@@ -188,7 +188,7 @@ pub async fn capture_views<R: Robot, C: Camera>(
 ) -> Result<CaptureRun, TargetError> {
     let model = robot.model().clone();
     let gate = SafetyGate::new(&model, safety);
-    let mut planner = MotionPlanner::new(&model);
+    let mut planner = DirectPlanner::new(&model);
     let g = &model.config.gripper;
     let mut run = CaptureRun {
         views: Vec::new(),

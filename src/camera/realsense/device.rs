@@ -380,7 +380,6 @@ impl Camera for RealSenseCamera {
             depth,
             intrinsics: self.intrinsics.clone(),
             base_from_camera: self.options.base_from_camera,
-            segmentation: None,
             stamp_s: stamp_ms / 1000.0,
         };
         frame.validate()?;

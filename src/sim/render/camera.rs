@@ -3,6 +3,7 @@
 use k::nalgebra::{Isometry3, Point3, Vector3};
 
 use super::RenderError;
+use crate::geometry::{Distortion, Intrinsics};
 
 /// An ideal pinhole camera in the OpenCV optical frame (x right, y down, z forward, metres).
 ///
@@ -16,12 +17,8 @@ use super::RenderError;
 /// (height − 1)/2)`, not `width/2`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PinholeCamera {
-    pub width: u32,
-    pub height: u32,
-    pub fx: f64,
-    pub fy: f64,
-    pub cx: f64,
-    pub cy: f64,
+    /// The crate's one pinhole model; the renderer needs its distortion to be `None`.
+    pub intrinsics: Intrinsics,
     /// Pose of the optical frame in the world (maps camera-frame points to world points).
     pub world_from_camera: Isometry3<f64>,
 }
@@ -29,27 +26,14 @@ pub struct PinholeCamera {
 impl PinholeCamera {
     /// A camera at `eye` whose optical axis points at `target`; `up_hint` is the world direction
     /// that should appear "up" in the image (its component along the optical axis is ignored).
-    /// The argument list mirrors how callers hold the numbers (a pose plus RealSense-style
-    /// intrinsics), which is why it is long.
-    #[allow(clippy::too_many_arguments)]
     pub fn look_at(
         eye: Point3<f64>,
         target: Point3<f64>,
         up_hint: Vector3<f64>,
-        width: u32,
-        height: u32,
-        fx: f64,
-        fy: f64,
-        cx: f64,
-        cy: f64,
+        intrinsics: Intrinsics,
     ) -> Result<Self, RenderError> {
         let cam = PinholeCamera {
-            width,
-            height,
-            fx,
-            fy,
-            cx,
-            cy,
+            intrinsics,
             world_from_camera: look_at_pose(&eye, &target, &up_hint)?,
         };
         cam.validate()?;
@@ -62,8 +46,8 @@ impl PinholeCamera {
         eye: Point3<f64>,
         target: Point3<f64>,
         up_hint: Vector3<f64>,
-        width: u32,
-        height: u32,
+        width: usize,
+        height: usize,
         hfov_rad: f64,
     ) -> Result<Self, RenderError> {
         if !(hfov_rad > 0.0 && hfov_rad < std::f64::consts::PI) {
@@ -72,34 +56,41 @@ impl PinholeCamera {
             )));
         }
         let f = width as f64 / (2.0 * (hfov_rad / 2.0).tan());
+        let c = |n: usize| (n as f64 - 1.0) / 2.0;
         Self::look_at(
             eye,
             target,
             up_hint,
-            width,
-            height,
-            f,
-            f,
-            (width as f64 - 1.0) / 2.0,
-            (height as f64 - 1.0) / 2.0,
+            Intrinsics::pinhole(width, height, f, f, c(width), c(height)),
         )
     }
 
+    /// Image width in pixels.
+    pub fn width(&self) -> u32 {
+        self.intrinsics.width as u32
+    }
+
+    /// Image height in pixels.
+    pub fn height(&self) -> u32 {
+        self.intrinsics.height as u32
+    }
+
     /// Checks what would make rendering meaningless (zero-sized image, non-positive focal length).
+    /// (The renderer shoots ideal pinhole rays: a distortion model is refused, not ignored.)
     pub fn validate(&self) -> Result<(), RenderError> {
-        if self.width == 0 || self.height == 0 {
+        let i = &self.intrinsics;
+        i.validate()
+            .map_err(|e| RenderError::InvalidIntrinsics(e.to_string()))?;
+        if i.width > u32::MAX as usize || i.height > u32::MAX as usize {
             return Err(RenderError::InvalidIntrinsics(format!(
-                "image size {}x{} is empty",
-                self.width, self.height
+                "image size {}x{} is too large",
+                i.width, i.height
             )));
         }
-        let finite = [self.fx, self.fy, self.cx, self.cy]
-            .iter()
-            .all(|x| x.is_finite());
-        if !finite || self.fx <= 0.0 || self.fy <= 0.0 {
+        if i.model != Distortion::None {
             return Err(RenderError::InvalidIntrinsics(format!(
-                "fx={} fy={} cx={} cy={} (need finite values, fx and fy > 0)",
-                self.fx, self.fy, self.cx, self.cy
+                "the renderer is an ideal pinhole; distortion model {} is not drawn",
+                i.model.name()
             )));
         }
         Ok(())
@@ -112,7 +103,8 @@ impl PinholeCamera {
     /// Direction of the ray through pixel coordinates `(u, v)` in the camera frame, scaled so that
     /// its z component is 1: a ray parameter `t` is then directly the z-depth of the point.
     pub fn ray_camera(&self, u: f64, v: f64) -> Vector3<f64> {
-        Vector3::new((u - self.cx) / self.fx, (v - self.cy) / self.fy, 1.0)
+        let i = &self.intrinsics;
+        Vector3::new((u - i.cx) / i.fx, (v - i.cy) / i.fy, 1.0)
     }
 
     /// Camera-frame point seen at pixel coordinates `(u, v)` with z-depth `depth_m`
@@ -128,13 +120,8 @@ impl PinholeCamera {
 
     /// Pixel coordinates `(u, v)` and z-depth of a camera-frame point; `None` behind the camera.
     pub fn project_camera(&self, p: &Point3<f64>) -> Option<(f64, f64, f64)> {
-        (p.z > 0.0).then(|| {
-            (
-                self.fx * p.x / p.z + self.cx,
-                self.fy * p.y / p.z + self.cy,
-                p.z,
-            )
-        })
+        let i = &self.intrinsics;
+        (p.z > 0.0).then(|| (i.fx * p.x / p.z + i.cx, i.fy * p.y / p.z + i.cy, p.z))
     }
 
     /// Pixel coordinates `(u, v)` and z-depth of a world point; `None` behind the camera.

@@ -188,7 +188,7 @@ fn render_impl(
     options: &RenderOptions,
     culled: bool,
 ) -> RenderOutput {
-    let (w, h) = (camera.width as usize, camera.height as usize);
+    let (w, h) = (camera.intrinsics.width, camera.intrinsics.height);
     let no_primitives = RenderScene::default();
     let scene = if camera.validate().is_ok() {
         scene
@@ -196,8 +196,9 @@ fn render_impl(
         &no_primitives
     };
     // The same per-column / per-row ray coordinates feed both paths, so they see identical rays.
-    let xs: Vec<f64> = (0..w).map(|u| (u as f64 - camera.cx) / camera.fx).collect();
-    let ys: Vec<f64> = (0..h).map(|v| (v as f64 - camera.cy) / camera.fy).collect();
+    let i = &camera.intrinsics;
+    let xs: Vec<f64> = (0..w).map(|u| (u as f64 - i.cx) / i.fx).collect();
+    let ys: Vec<f64> = (0..h).map(|v| (v as f64 - i.cy) / i.fy).collect();
     let light = options.light_dir_world.normalize();
     let light = if light.iter().all(|c| c.is_finite()) {
         light
@@ -227,8 +228,8 @@ fn render_impl(
 
     let n = w * h;
     let mut out = RenderOutput {
-        width: camera.width,
-        height: camera.height,
+        width: camera.width(),
+        height: camera.height(),
         rgb: vec![0; 3 * n],
         depth_m: vec![0.0; n],
         instance: vec![BACKGROUND_INSTANCE; n],
@@ -331,7 +332,11 @@ fn printed_albedo(
         let dv = (j as f64 + 0.5) / n as f64 - 0.5;
         for i in 0..n {
             let du = (i as f64 + 0.5) / n as f64 - 0.5;
-            let d = ray_dir(pp, x + du / camera.fx, y + dv / camera.fy);
+            let d = ray_dir(
+                pp,
+                x + du / camera.intrinsics.fx,
+                y + dv / camera.intrinsics.fy,
+            );
             if d[2] == 0.0 {
                 continue;
             }
@@ -495,13 +500,14 @@ fn screen_rect(
         bx = [bx[0].max(sx[0]), bx[1].min(sx[1])];
         by = [by[0].max(sy[0]), by[1].min(sy[1])];
     }
-    let u = pixel_range(bx, cam.fx, cam.cx, cam.width)?;
-    let v = pixel_range(by, cam.fy, cam.cy, cam.height)?;
+    let i = &cam.intrinsics;
+    let u = pixel_range(bx, i.fx, i.cx, i.width)?;
+    let v = pixel_range(by, i.fy, i.cy, i.height)?;
     Some([u.0, u.1, v.0, v.1])
 }
 
 /// Pixel indices whose centres `(i − c)/f` may fall within `[lo, hi]`, with one pixel of margin.
-fn pixel_range(b: [f64; 2], f: f64, c: f64, n: u32) -> Option<(usize, usize)> {
+fn pixel_range(b: [f64; 2], f: f64, c: f64, n: usize) -> Option<(usize, usize)> {
     let lo = (f * b[0] + c).floor() - 1.0;
     let hi = (f * b[1] + c).ceil() + 1.0;
     let max = n as f64 - 1.0;

@@ -1,22 +1,23 @@
-//! One simulated episode end to end: build the seeded scene, put the robot at home, run the executor
-//! with the chosen pointer, let the scene settle, and judge success from the final object poses.
-
-use std::cell::RefCell;
-use std::rc::Rc;
+//! One simulated episode end to end: build the seeded scene (the world: `SimRobot`, `SimCamera`,
+//! the judge), put the robot at home, run the task with the chosen pointer, let the scene settle,
+//! and judge success from the final object poses.
+//!
+//! Async and runtime-free: the caller's runtime drives it (the CLI's, a test's, a server's), and
+//! the future is `Send`, so episodes can run side by side on a multi-threaded runtime.
 
 use k::nalgebra::{Point3, Vector3};
 
-use super::devices::{SimCamera, SimRobot};
-use super::judge::judge;
-use super::oracle::{OracleObject, OracleOptions, OraclePointer, OracleTruth};
-use super::physics::SimWorld;
-use super::render::RenderOptions;
-use super::tasks::{Episode, Target};
+use super::task::{run_task, RunError, RunOutcome};
 use crate::camera::Camera;
-use crate::executor::plan::Branch;
-use crate::executor::run::{run_task, Event, ExecError, RunOutcome};
+use crate::executor::{Branch, Event, GraspParams};
 use crate::pointing::Pointer;
+use crate::robot::Robot;
 use crate::safety::SafetyConfig;
+use crate::sim::devices::{SharedWorld, SimCamera, SimRobot};
+use crate::sim::judge::judge;
+use crate::sim::oracle::{OracleObject, OracleOptions, OraclePointer, OracleTruth};
+use crate::sim::render::RenderOptions;
+use crate::sim::tasks::{self, Episode, ObjectChoice, Target};
 
 #[derive(Debug, Clone)]
 pub struct EpisodeOptions {
@@ -45,8 +46,8 @@ pub struct EpisodeResult {
     pub success: bool,
     /// The judge's explanation, or the error that ended the episode.
     pub detail: String,
-    /// The executor's error, if it stopped early (the robot was left at rest).
-    pub error: Option<ExecError>,
+    /// The run's error, if it stopped early (the robot was left at rest).
+    pub error: Option<RunError>,
     pub executed: bool,
     /// Plan steps that reached the robot.
     pub steps_executed: usize,
@@ -63,13 +64,14 @@ pub enum EpisodeError {
 }
 
 /// What the oracle knows, from the episode's ground truth.
-pub fn oracle_truth(episode: &Episode, world: &SimWorld) -> OracleTruth {
+pub fn oracle_truth(episode: &Episode, shared: &SharedWorld) -> OracleTruth {
+    let world = shared.lock();
     // A task that names its object by a relation ("the nearest object") makes that phrase an alias
     // of the chosen object; taken from the task's own instruction, so an edited instruction cannot
     // invent a referent.
-    let phrase = super::tasks::task(&episode.task)
+    let phrase = tasks::task(&episode.task)
         .ok()
-        .filter(|spec| matches!(spec.object, super::tasks::ObjectChoice::NearestToCamera(_)))
+        .filter(|spec| matches!(spec.object, ObjectChoice::NearestToCamera(_)))
         .and_then(|spec| crate::executor::parse_instruction(spec.instruction).ok())
         .map(|i| i.object);
     let objects = world
@@ -97,28 +99,30 @@ pub fn oracle_truth(episode: &Episode, world: &SimWorld) -> OracleTruth {
         .collect();
     let place_target = match &episode.target {
         Target::None => None,
-        _ => episode.target_region_world(world).map(|r| {
+        _ => episode.target_region_world(&world).map(|r| {
             let c = r.frame_from_region.translation.vector;
             let half = r.shape.local_half_extents();
             let down = r.frame_from_region.rotation * Vector3::new(0.0, 0.0, -half.z);
             Point3::from(c + down)
         }),
     };
+    let grasp = GraspParams::default();
     OracleTruth {
+        world: shared.clone(),
         objects,
         manipulated: episode.object.clone(),
         place_target,
-        trace_lift: crate::executor::plan::GraspParams::default().trace_lift,
-        pick_up_lift: crate::executor::plan::GraspParams::default().pick_up_lift,
+        trace_lift: grasp.trace_lift,
+        pick_up_lift: grasp.pick_up_lift,
     }
 }
 
 /// Runs `episode` with the oracle pointer and the simulated camera; `on_event` sees every stage
 /// (the CLI prints them).
-pub fn run_episode(
+pub async fn run_episode(
     episode: &Episode,
     options: &EpisodeOptions,
-    on_event: &mut dyn FnMut(Event<'_>),
+    on_event: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<EpisodeResult, EpisodeError> {
     let oracle = options.oracle.clone();
     run_episode_with(
@@ -128,36 +132,34 @@ pub fn run_episode(
         |truth| OraclePointer::new(truth, oracle),
         on_event,
     )
+    .await
 }
 
 /// Like `run_episode`, with the camera wrapped and the pointer built by the caller (tests use this
 /// to corrupt depth or to point somewhere wrong on purpose).
-pub fn run_episode_with<C: Camera, P: Pointer>(
+pub async fn run_episode_with<C: Camera, P: Pointer>(
     episode: &Episode,
     options: &EpisodeOptions,
     wrap_camera: impl FnOnce(SimCamera) -> C,
     make_pointer: impl FnOnce(OracleTruth) -> P,
-    on_event: &mut dyn FnMut(Event<'_>),
+    on_event: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<EpisodeResult, EpisodeError> {
     let setup = |e: &dyn std::fmt::Display| EpisodeError::Setup(e.to_string());
     let model = episode.robot_model().map_err(|e| setup(&e))?;
-    let world = episode.world(model.clone()).map_err(|e| setup(&e))?;
+    let world = SharedWorld::new(episode.world(model.clone()).map_err(|e| setup(&e))?);
     let truth = oracle_truth(episode, &world);
-    let world = Rc::new(RefCell::new(world));
-    world.borrow_mut().settle(2.0);
+    world.lock().settle(2.0);
     let home = model.home().to_vec();
     let mut robot =
         SimRobot::new(world.clone(), model.clone(), home.clone()).map_err(|e| setup(&e))?;
     let mut camera = wrap_camera(SimCamera::new(world.clone(), options.render.clone()));
     let mut pointer = make_pointer(truth);
+    let table_z = world.lock().scene().table.height;
     let safety = SafetyConfig {
-        table_z: world.borrow().scene().table.height,
+        table_z,
         dry_run: options.dry_run,
         ..SafetyConfig::default()
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .map_err(|e| EpisodeError::Setup(format!("tokio runtime: {e}")))?;
     let mut steps_executed = 0;
     let mut count = |e: Event<'_>| {
         if let Event::Step { .. } = e {
@@ -165,7 +167,7 @@ pub fn run_episode_with<C: Camera, P: Pointer>(
         }
         on_event(e)
     };
-    let outcome: Result<RunOutcome, ExecError> = rt.block_on(run_task(
+    let outcome: Result<RunOutcome, RunError> = run_task(
         &mut robot,
         &mut camera,
         &mut pointer,
@@ -173,11 +175,10 @@ pub fn run_episode_with<C: Camera, P: Pointer>(
         options.branch,
         safety,
         &mut count,
-    ));
-    let final_q = rt
-        .block_on(crate::robot::Robot::joint_positions(&mut robot))
-        .map_err(|e| setup(&e))?;
-    let mut w = world.borrow_mut();
+    )
+    .await;
+    let final_q = robot.joint_positions().await.map_err(|e| setup(&e))?;
+    let mut w = world.lock();
     w.settle(options.settle_s);
     let judgement = judge(&mut w, episode);
     let sim_time_s = w.time();

@@ -14,16 +14,12 @@ use candle_core::{DType, Device};
 use image::RgbImage;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::files::ModelFiles;
-use super::generate::{generate, GenerationConfig, Timings};
-use super::linear::Quant;
-use super::model::{ImageInput, Qwen25Vl};
-use super::processor::{ImageProcessor, ImageProcessorConfig};
-use super::tokenizer::Qwen25Tokenizer;
-use super::weights::SafetensorsReader;
-use super::Qwen25VlConfig;
+use super::{Ability, ImageSize, Pointer, PointerError, Pointing};
 use crate::camera::Frame;
-use crate::pointing::{Ability, ImageSize, Pointer, PointerError, Pointing};
+use crate::vlm::{
+    generate, GenerationConfig, ImageInput, ImageProcessor, ImageProcessorConfig, ModelFiles,
+    Quant, Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Timings,
+};
 
 /// Settings of the local backend.
 #[derive(Debug, Clone)]
@@ -62,15 +58,15 @@ impl Default for QwenOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error(transparent)]
-    Files(#[from] super::files::FilesError),
+    Files(#[from] crate::vlm::FilesError),
     #[error(transparent)]
-    Config(#[from] super::ConfigError),
+    Config(#[from] crate::vlm::ConfigError),
     #[error(transparent)]
-    Tokenizer(#[from] super::tokenizer::TokenizerError),
+    Tokenizer(#[from] crate::vlm::TokenizerError),
     #[error(transparent)]
-    Processor(#[from] super::ProcessorError),
+    Processor(#[from] crate::vlm::ProcessorError),
     #[error(transparent)]
-    Weights(#[from] super::WeightsError),
+    Weights(#[from] crate::vlm::WeightsError),
     #[error("loading weights from {dir}: {source}")]
     Model {
         dir: String,
@@ -91,7 +87,7 @@ pub struct QwenReply {
 }
 
 /// Receives decoded reply text as it is generated.
-type TextSink = Box<dyn FnMut(&str)>;
+type TextSink = Box<dyn FnMut(&str) + Send>;
 
 /// Embodied-R1 / Qwen2.5-VL in process.
 pub struct QwenPointer {
@@ -180,7 +176,7 @@ impl QwenPointer {
     }
 
     /// Streams decoded text pieces to `f` as tokens are generated (e.g. to the terminal).
-    pub fn with_text_stream(mut self, f: impl FnMut(&str) + 'static) -> Self {
+    pub fn with_text_stream(mut self, f: impl FnMut(&str) + Send + 'static) -> Self {
         self.on_text = Some(Box::new(f));
         self
     }

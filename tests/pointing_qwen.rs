@@ -5,8 +5,8 @@
 //! chain reproduces transformers' greedy tokens for the same image and prompt, and that a reply
 //! without points is a typed error that carries the raw text.
 
+use pointact::pointing::qwen::{QwenOptions, QwenPointer};
 use pointact::pointing::{Ability, PointerError, PointingError};
-use pointact::vlm::pointer::{QwenOptions, QwenPointer};
 use pointact::vlm::{GenerationConfig, Quant};
 
 mod vlm_fixture;
@@ -56,13 +56,13 @@ fn image_to_tokens_matches_transformers_and_no_points_is_a_typed_error() {
 
 #[test]
 fn streamed_text_equals_the_decoded_reply() {
-    let streamed = std::rc::Rc::new(std::cell::RefCell::new(String::new()));
+    let streamed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let sink = streamed.clone();
-    let mut p = pointer(12).with_text_stream(move |s| sink.borrow_mut().push_str(s));
+    let mut p = pointer(12).with_text_stream(move |s| sink.lock().unwrap().push_str(s));
     let img = image::open(fixture("image_resize.png")).unwrap().to_rgb8();
     let (reply, _) = p.ask(&img, Ability::Vtg, "move the block left").unwrap();
     assert_eq!(reply.tokens.len(), 12);
-    assert_eq!(*streamed.borrow(), reply.text);
+    assert_eq!(*streamed.lock().unwrap(), reply.text);
     // 300x200 is resized for the model to 308x196.
     assert_eq!(
         (reply.model_size.width, reply.model_size.height),

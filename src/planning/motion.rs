@@ -1,12 +1,14 @@
-//! Motion primitives the executors compose: a joint move to a pose and a straight (or curved)
-//! Cartesian path, both solved by IK from the previous joints and timed under the robot's limits.
+//! Motion primitives the executors compose, behind the [`MotionPlanner`] seam: a free-space move
+//! between joint configurations and a Cartesian tool path, both solved by IK from the previous
+//! joints and timed under the robot's limits. [`DirectPlanner`] moves in straight joint-space lines
+//! (no search); a collision-aware planner (RRT-Connect, a later issue) is a second implementation.
 //! Nothing here checks safety: every trajectory still goes through the gate before a robot sees it.
 
 use k::nalgebra::{Isometry3, Matrix3, Rotation3, Translation3, UnitQuaternion, Vector3};
 
+use super::{limit_tool_speed, JointPath, Trajectory, TrajectoryError};
 use crate::geometry::SePath;
 use crate::kinematics::{IkError, IkOptions, IkSolver, KinematicsError, RobotModel};
-use crate::planning::{limit_tool_speed, JointPath, Trajectory, TrajectoryError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MotionError {
@@ -62,7 +64,53 @@ pub fn fold_yaw(yaw: f64, reference: f64) -> f64 {
     y
 }
 
-pub struct MotionPlanner<'a> {
+/// Turns tool poses and joint targets into timed trajectories for one robot.
+pub trait MotionPlanner {
+    /// The robot planned for.
+    fn model(&self) -> &RobotModel;
+    /// Joints that reach `pose`, nearest to `seed`.
+    fn solve(
+        &mut self,
+        what: &str,
+        pose: &Isometry3<f64>,
+        seed: &[f64],
+    ) -> Result<Vec<f64>, MotionError>;
+    /// A free-space motion from joints `from` to joints `to`.
+    fn joint_move(&mut self, from: &[f64], to: Vec<f64>) -> Result<Trajectory, MotionError>;
+    /// A smooth tool path through `poses` (the first should be the current tool pose).
+    fn path_through(
+        &mut self,
+        what: &str,
+        from: &[f64],
+        poses: &[Isometry3<f64>],
+    ) -> Result<Trajectory, MotionError>;
+
+    /// Free-space motion to a pose (IK seeded at `from`).
+    fn joint_move_to(
+        &mut self,
+        what: &str,
+        from: &[f64],
+        pose: &Isometry3<f64>,
+    ) -> Result<Trajectory, MotionError> {
+        let q = self.solve(what, pose, from)?;
+        self.joint_move(from, q)
+    }
+
+    /// Straight Cartesian line from the current tool pose to `pose` (position linear, rotation slerp).
+    fn line_to(
+        &mut self,
+        what: &str,
+        from: &[f64],
+        pose: &Isometry3<f64>,
+    ) -> Result<Trajectory, MotionError> {
+        let start = self.model().fk(from)?;
+        self.path_through(what, from, &[start, *pose])
+    }
+}
+
+/// Straight joint-space moves and IK-solved Cartesian paths: no search, no collision model (the
+/// gate checks the result against the table and the known obstacles).
+pub struct DirectPlanner<'a> {
     model: &'a RobotModel,
     ik: IkSolver,
     /// Fraction of the configured speed limits to use (1 = the robot.toml limits).
@@ -71,9 +119,9 @@ pub struct MotionPlanner<'a> {
     pub step: f64,
 }
 
-impl<'a> MotionPlanner<'a> {
+impl<'a> DirectPlanner<'a> {
     pub fn new(model: &'a RobotModel) -> Self {
-        MotionPlanner {
+        DirectPlanner {
             model,
             ik: IkSolver::new(model, IkOptions::default()),
             speed_scale: 1.0,
@@ -81,12 +129,22 @@ impl<'a> MotionPlanner<'a> {
         }
     }
 
-    pub fn model(&self) -> &'a RobotModel {
+    fn timed(&self, path: JointPath) -> Result<Trajectory, MotionError> {
+        let l = &self.model.config.limits;
+        let s = self.speed_scale.clamp(0.01, 1.0);
+        let v: Vec<f64> = l.joint_velocity.iter().map(|x| x * s).collect();
+        let a: Vec<f64> = l.joint_acceleration.iter().map(|x| x * s).collect();
+        let t = Trajectory::time_parameterize(path, &v, &a)?;
+        Ok(limit_tool_speed(t, self.model, l.cartesian_speed * s)?)
+    }
+}
+
+impl MotionPlanner for DirectPlanner<'_> {
+    fn model(&self) -> &RobotModel {
         self.model
     }
 
-    /// Joints that reach `pose`, nearest to `seed`.
-    pub fn solve(
+    fn solve(
         &mut self,
         what: &str,
         pose: &Isometry3<f64>,
@@ -101,38 +159,16 @@ impl<'a> MotionPlanner<'a> {
             })
     }
 
-    /// Straight line in joint space from `from` to joints `to`.
-    pub fn joint_move(&mut self, from: &[f64], to: Vec<f64>) -> Result<Trajectory, MotionError> {
+    /// Straight line in joint space.
+    fn joint_move(&mut self, from: &[f64], to: Vec<f64>) -> Result<Trajectory, MotionError> {
         self.timed(JointPath {
             waypoints: vec![from.to_vec(), to],
         })
     }
 
-    /// Joint move to a pose (IK seeded at `from`).
-    pub fn joint_move_to(
-        &mut self,
-        what: &str,
-        from: &[f64],
-        pose: &Isometry3<f64>,
-    ) -> Result<Trajectory, MotionError> {
-        let q = self.solve(what, pose, from)?;
-        self.joint_move(from, q)
-    }
-
-    /// Straight Cartesian line from the current tool pose to `pose` (position linear, rotation slerp).
-    pub fn line_to(
-        &mut self,
-        what: &str,
-        from: &[f64],
-        pose: &Isometry3<f64>,
-    ) -> Result<Trajectory, MotionError> {
-        let start = self.model.fk(from)?;
-        self.path_through(what, from, &[start, *pose])
-    }
-
     /// A smooth path through tool poses (spline positions, slerp rotations; the first pose should be
     /// the current tool pose), sampled every `step` metres and solved sample by sample.
-    pub fn path_through(
+    fn path_through(
         &mut self,
         what: &str,
         from: &[f64],
@@ -160,14 +196,5 @@ impl<'a> MotionPlanner<'a> {
             waypoints.push(q);
         }
         self.timed(JointPath { waypoints })
-    }
-
-    fn timed(&self, path: JointPath) -> Result<Trajectory, MotionError> {
-        let l = &self.model.config.limits;
-        let s = self.speed_scale.clamp(0.01, 1.0);
-        let v: Vec<f64> = l.joint_velocity.iter().map(|x| x * s).collect();
-        let a: Vec<f64> = l.joint_acceleration.iter().map(|x| x * s).collect();
-        let t = Trajectory::time_parameterize(path, &v, &a)?;
-        Ok(limit_tool_speed(t, self.model, l.cartesian_speed * s)?)
     }
 }

@@ -6,8 +6,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::episode::{run_episode, EpisodeOptions};
-use super::tasks::Suite;
-use crate::executor::run::Event;
+use crate::executor::Event;
+use crate::sim::tasks::Suite;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EpisodeRecord {
@@ -45,11 +45,11 @@ impl EvalReport {
 }
 
 /// Runs `seeds` episodes of every task in `suite`; `progress(done, total, record)` after each.
-pub fn run_suite(
+pub async fn run_suite(
     suite: Suite,
     seeds: &[u64],
     options: &EpisodeOptions,
-    progress: &mut dyn FnMut(usize, usize, &EpisodeRecord),
+    progress: &mut (dyn FnMut(usize, usize, &EpisodeRecord) + Send),
 ) -> EvalReport {
     run_suite_observed(suite, seeds, options, &mut |e| {
         if let SuiteEvent::Finished {
@@ -61,6 +61,7 @@ pub fn run_suite(
             progress(done, total, record)
         }
     })
+    .await
 }
 
 /// What happens during a suite, in order, for observers that follow every episode (`--rerun`).
@@ -78,11 +79,11 @@ pub enum SuiteEvent<'a> {
 }
 
 /// [`run_suite`], with every episode's executor events passed on.
-pub fn run_suite_observed(
+pub async fn run_suite_observed(
     suite: Suite,
     seeds: &[u64],
     options: &EpisodeOptions,
-    observe: &mut dyn FnMut(SuiteEvent<'_>),
+    observe: &mut (dyn FnMut(SuiteEvent<'_>) + Send),
 ) -> EvalReport {
     let tasks = suite.tasks();
     let total = tasks.len() * seeds.len();
@@ -97,17 +98,19 @@ pub fn run_suite_observed(
             let task = spec.full_id();
             observe(SuiteEvent::Started { task: &task, seed });
             let record = match spec.instantiate(seed) {
-                Ok(ep) => match run_episode(&ep, &opts, &mut |e| observe(SuiteEvent::Episode(e))) {
-                    Ok(r) => EpisodeRecord {
-                        task: spec.full_id(),
-                        seed,
-                        success: r.success,
-                        executed: r.executed,
-                        detail: r.detail,
-                        sim_time_s: r.sim_time_s,
-                    },
-                    Err(e) => failed(spec.full_id(), seed, e.to_string()),
-                },
+                Ok(ep) => {
+                    match run_episode(&ep, &opts, &mut |e| observe(SuiteEvent::Episode(e))).await {
+                        Ok(r) => EpisodeRecord {
+                            task: spec.full_id(),
+                            seed,
+                            success: r.success,
+                            executed: r.executed,
+                            detail: r.detail,
+                            sim_time_s: r.sim_time_s,
+                        },
+                        Err(e) => failed(spec.full_id(), seed, e.to_string()),
+                    }
+                }
                 Err(e) => failed(spec.full_id(), seed, e.to_string()),
             };
             successes += record.success as usize;

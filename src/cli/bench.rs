@@ -1,0 +1,159 @@
+//! `pointact bench …`: benchmarks against a peer measured in the same run; each prints its report.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Our IK solver vs k::JacobianIkSolver (and pytracik when installed) on the same random poses.
+    Ik(IkBenchCli),
+    /// Depth image -> base-frame point cloud, vs numpy doing the same vectorised math.
+    Cloud(CloudBenchCli),
+    /// Simulator camera frames per second on one thread, vs the same renderer without culling.
+    Render(RenderBenchCli),
+    /// Qwen2.5-VL-3B on candle vs PyTorch transformers, full size, same random weights.
+    Vlm(VlmBenchCli),
+    /// One configuration of `bench vlm`, run by it in a child process (internal).
+    #[command(name = "vlm-worker", hide = true)]
+    VlmWorker(VlmWorkerCli),
+}
+
+#[derive(Args)]
+pub struct IkBenchCli {
+    /// Built-in robot name (xarm6, widowx250) or a folder holding robot.toml + URDF.
+    #[arg(long, default_value = "xarm6")]
+    robot: String,
+    /// Number of random reachable poses.
+    #[arg(long, default_value_t = 5000)]
+    n: usize,
+    /// Seed of the random joint vectors (same poses for every solver).
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Skip the Python peer (pytracik) even when it is installed.
+    #[arg(long)]
+    no_python: bool,
+}
+
+#[derive(Args)]
+pub struct CloudBenchCli {
+    /// Timed repetitions per implementation.
+    #[arg(long, default_value_t = 50)]
+    iters: usize,
+    /// Python interpreter with numpy for the peer measurement.
+    #[arg(long, default_value = "python3")]
+    python: String,
+}
+
+#[derive(Args)]
+pub struct RenderBenchCli {
+    /// Frames timed for our renderer (the brute-force peer times a fifth of them).
+    #[arg(long, default_value_t = 30)]
+    frames: usize,
+}
+
+#[derive(Args)]
+pub struct VlmBenchCli {
+    /// Threads on both sides (default: all available).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// New tokens per run; the first comes from prefill, the rest are timed as decode.
+    #[arg(long, default_value_t = 32)]
+    decode_tokens: usize,
+    /// Our configurations, comma-separated: f32, q8_0, q4k.
+    #[arg(long, value_delimiter = ',', default_value = "f32,q4k")]
+    quant: Vec<pointact::vlm::Quant>,
+    /// Checkpoint folder (generated once, reused while seed and config match);
+    /// default ~/.cache/pointact/bench-vlm-3b (…-L<N> with --layers).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Python interpreter for the transformers peer (it installs a venv when torch is missing).
+    #[arg(long, default_value = "python3")]
+    python: String,
+    /// Cut both towers to N layers for quick runs (default: full size, 36 text / 32 vision).
+    #[arg(long)]
+    layers: Option<usize>,
+    /// Input image size, WIDTHxHEIGHT.
+    #[arg(long, default_value = "640x480", value_parser = pointact::bench::vlm::parse_size)]
+    image: (u32, u32),
+    /// Measure our side only.
+    #[arg(long)]
+    skip_peer: bool,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = pointact::bench::vlm::checkpoint::DEFAULT_SEED)]
+    seed: u64,
+}
+
+#[derive(Args)]
+pub struct VlmWorkerCli {
+    /// request.json written by `bench vlm`.
+    #[arg(long)]
+    request: PathBuf,
+    #[arg(long)]
+    quant: pointact::vlm::Quant,
+}
+
+pub fn run(which: BenchCommand) -> Result<ExitCode> {
+    match which {
+        BenchCommand::Ik(a) => {
+            let report = pointact::bench::ik::run(&pointact::bench::ik::IkBenchArgs {
+                robot: a.robot,
+                n: a.n,
+                seed: a.seed,
+                python_peer: !a.no_python,
+            })?;
+            println!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Cloud(a) => {
+            let report = pointact::bench::cloud::run(&pointact::bench::cloud::CloudBenchArgs {
+                iters: a.iters,
+                python: a.python,
+            })?;
+            println!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Render(a) => {
+            let report = pointact::bench::render::run(&pointact::bench::render::RenderBenchArgs {
+                frames: a.frames,
+            })?;
+            println!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Vlm(a) => bench_vlm(a),
+        BenchCommand::VlmWorker(a) => {
+            let m = pointact::bench::vlm::worker::run(&a.request, a.quant)?;
+            println!("{}", serde_json::to_string(&m)?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
+    use pointact::bench::vlm;
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let report = vlm::run(&vlm::VlmBenchArgs {
+        threads,
+        decode_tokens: a.decode_tokens,
+        quants: a.quant,
+        dir: a.dir,
+        python: a.python,
+        layers: a.layers,
+        image: a.image,
+        skip_peer: a.skip_peer,
+        seed: a.seed,
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{report}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

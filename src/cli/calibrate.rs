@@ -1,0 +1,135 @@
+//! `pointact calibrate hand-eye`: where a fixed camera is in the robot base frame, from pose pairs,
+//! a recorded session or the simulator; prints per-view residuals and writes the calibration file
+//! only when the solve succeeds.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use super::runtime;
+
+#[derive(Subcommand)]
+pub enum CalibrateCommand {
+    /// Eye-to-hand: where a fixed camera is in the robot base frame, from pose pairs of a target
+    /// held by the gripper. Writes DIR/<camera>.toml only when the solve succeeds.
+    HandEye(HandEyeCli),
+}
+
+#[derive(Args)]
+pub struct HandEyeCli {
+    /// Recorded pose pairs, JSON (format: calibration/README.md, "Recorded pose pairs").
+    #[arg(long)]
+    samples: Option<PathBuf>,
+    /// Camera name: the file written is DIR/<camera>.toml (default: front; with --sim: sim).
+    #[arg(long)]
+    camera: Option<String>,
+    /// tsai (Tsai-Lenz 1989) or park (Park-Martin 1994).
+    #[arg(long, default_value = "park")]
+    method: pointact::calibrate::Method,
+    /// Folder of the calibration files.
+    #[arg(long, default_value = "calibration")]
+    out: PathBuf,
+    /// A recorded session: numbered frame folders + poses.json (see calibration/README.md);
+    /// the tag is detected in every frame.
+    #[arg(long, conflicts_with = "samples")]
+    frames: Option<PathBuf>,
+    /// Calibrate the simulator's camera: the tag rides on the simulated xArm 6's tool, and the
+    /// result is compared with the camera's true pose.
+    #[arg(long, conflicts_with_all = ["samples", "frames"])]
+    sim: bool,
+    /// With --sim: views to plan.
+    #[arg(long, default_value_t = 24)]
+    views: usize,
+    /// With --sim: edge of the tag's black square, metres.
+    #[arg(long, default_value_t = 0.10)]
+    tag_size: f64,
+    /// With --sim: also write the captured session here (replayable with --frames).
+    #[arg(long)]
+    save_session: Option<PathBuf>,
+}
+
+pub fn run(which: CalibrateCommand) -> Result<ExitCode> {
+    match which {
+        CalibrateCommand::HandEye(a) => hand_eye(a),
+    }
+}
+
+fn hand_eye(a: HandEyeCli) -> Result<ExitCode> {
+    use pointact::calibrate::{self, file, sim, target::session};
+    let camera = a
+        .camera
+        .clone()
+        .unwrap_or_else(|| if a.sim { "sim" } else { "front" }.to_string());
+    let mut truth = None;
+    let (s, path, poses) = if let Some(samples_path) = &a.samples {
+        let samples = file::load_samples(samples_path)?;
+        let (s, path) = file::solve_and_write(&samples, a.method, &a.out, &camera)?;
+        (s, path, samples.len())
+    } else {
+        let (views, target) = if a.sim {
+            let mut opts = sim::SimCalibrationOptions {
+                views: a.views,
+                ..Default::default()
+            };
+            opts.target.size_m = a.tag_size;
+            let run = runtime()?.block_on(sim::capture_sim_session(&opts))?;
+            for v in &run.skipped {
+                eprintln!("skipped   view {}: {}", v.view, v.reason);
+            }
+            if let Some(dir) = &a.save_session {
+                session::write_session(dir, &run.info, &run.views)?;
+                println!("session   {}", dir.display());
+            }
+            truth = Some(run.base_from_camera);
+            (run.views, run.info.target)
+        } else if let Some(dir) = &a.frames {
+            let s = session::read_session(dir)?;
+            (s.views, s.info.target)
+        } else {
+            anyhow::bail!(
+                "give --samples FILE.json (recorded pose pairs), --frames DIR (a recorded session) \
+                 or --sim (format: calibration/README.md)"
+            );
+        };
+        let c = calibrate::calibrate_views(&views, &target, a.method, &a.out, &camera)?;
+        for v in &c.skipped {
+            eprintln!("no tag    view {}: {}", v.view, v.reason);
+        }
+        (c.solution, c.path, c.used.len())
+    };
+    println!("hand-eye  {} ({poses} poses, eye-to-hand)", s.method);
+    println!("sample    rotation (deg)  translation (mm)");
+    for (i, r) in s.residuals.per_sample.iter().enumerate() {
+        println!(
+            "{i:>6}    {:>14.4}  {:>16.3}",
+            r.rotation_deg, r.translation_mm
+        );
+    }
+    let r = &s.residuals;
+    println!(
+        "rms       {:>14.4}  {:>16.3}\nmax       {:>14.4}  {:>16.3}",
+        r.rotation_rms_deg, r.translation_rms_mm, r.rotation_max_deg, r.translation_max_mm
+    );
+    let print_pose = |name: &str, iso: &pointact::nalgebra::Isometry3<f64>| {
+        let t = iso.translation.vector;
+        let q = iso.rotation;
+        println!(
+            "{name} t = ({:.4}, {:.4}, {:.4}) m, q = (w {:.6}, x {:.6}, y {:.6}, z {:.6})",
+            t.x, t.y, t.z, q.w, q.i, q.j, q.k
+        );
+    };
+    print_pose("base_from_camera   ", &s.base_from_camera);
+    print_pose("gripper_from_target", &s.gripper_from_target);
+    if let Some(truth) = truth {
+        let d = truth.inverse() * s.base_from_camera;
+        println!(
+            "truth     the simulator's camera: off by {:.3} mm, {:.4} deg",
+            d.translation.vector.norm() * 1e3,
+            d.rotation.angle().to_degrees()
+        );
+    }
+    println!("wrote     {}", path.display());
+    Ok(ExitCode::SUCCESS)
+}

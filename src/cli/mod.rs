@@ -1,0 +1,136 @@
+//! The `pointact` command line: arguments, one file per command, and what they print. Commands
+//! parse, call the library and print; the work itself lives in the library.
+
+pub mod bench;
+pub mod calibrate;
+pub mod capture;
+pub mod eval;
+pub mod point;
+pub mod print;
+pub mod run;
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "pointact",
+    version,
+    about = "Robot manipulation by pointing (Embodied-R1 points -> 3D -> safe motion)"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run one task end to end (default: the built-in simulated tabletop with the oracle pointer).
+    Run(run::RunCli),
+    /// Ask the pointing model for REG/RRG/OFG/VTG points on one image (JSON + overlay PNG).
+    Point(point::PointCli),
+    /// Evaluate over a task suite (simulator or SimplerEnv bridge).
+    Eval {
+        #[command(subcommand)]
+        which: eval::EvalCommand,
+    },
+    /// Serve the policy to external evaluators (SimplerEnv bridge).
+    Serve,
+    /// Emulate robot controllers (xArm controller, Dynamixel bus) for tests and demos.
+    Emulate,
+    /// Calibrate the camera (hand-eye).
+    Calibrate {
+        #[command(subcommand)]
+        which: calibrate::CalibrateCommand,
+    },
+    /// Grab RGB-D frames from a RealSense into a recorded-frames folder (DIR/0000, DIR/0001, …).
+    Capture(capture::CaptureCli),
+    /// Fine-tune the pointing model with GRPO.
+    Train,
+    /// Benchmarks against a peer measured in the same run.
+    Bench {
+        #[command(subcommand)]
+        which: bench::BenchCommand,
+    },
+}
+
+/// `--rerun`: log the run to rerun (feature `viz`).
+#[derive(Args)]
+pub struct RerunCli {
+    /// Log to rerun: save:FILE.rrd (open later with `rerun FILE.rrd`), spawn (start a `rerun`
+    /// viewer from PATH, listening on 127.0.0.1) or connect[:URL] (a running viewer; default
+    /// rerun+http://127.0.0.1:9876/proxy).
+    #[arg(long, value_name = "save:FILE.rrd|spawn|connect[:URL]")]
+    pub rerun: Option<pointact::viz::Sink>,
+}
+
+impl RerunCli {
+    /// The recording, when `--rerun` was given.
+    pub fn open(&self, app_id: &'static str) -> Result<Option<pointact::viz::Viz>> {
+        let Some(sink) = &self.rerun else {
+            return Ok(None);
+        };
+        let viz = pointact::viz::Viz::open(app_id, sink)?;
+        if let pointact::viz::Sink::Save(path) = sink {
+            eprintln!("rerun     recording to {}", path.display());
+        }
+        Ok(Some(viz))
+    }
+}
+
+/// Flushes the recording; a logging error fails the command after its own output.
+pub fn finish_viz(viz: Option<pointact::viz::Viz>) -> Result<()> {
+    if let Some(v) = viz {
+        v.finish()?;
+    }
+    Ok(())
+}
+
+/// Exit code for subcommands whose issue has not landed, or a source this build lacks: distinct
+/// from success (0) and failure (1).
+pub const NOT_BUILT: u8 = 2;
+
+pub fn not_built(what: &str) -> Result<ExitCode> {
+    eprintln!("not built yet: {what}");
+    Ok(ExitCode::from(NOT_BUILT))
+}
+
+/// The one async runtime of the process: commands that drive robots (simulated or not) block on
+/// the library's futures here; the library never creates a runtime.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Whether a model reply is being streamed to stderr (the next printed line must start fresh).
+static STREAMING: AtomicBool = AtomicBool::new(false);
+
+/// Streams a local model's reply to stderr as it is generated, after a `reply` label.
+pub fn stream_to_stderr() -> pointact::pointing::TextStream {
+    Box::new(|piece: &str| {
+        use std::io::Write;
+        if !STREAMING.swap(true, Ordering::Relaxed) {
+            eprint!("reply     ");
+        }
+        eprint!("{piece}");
+        let _ = std::io::stderr().flush();
+    })
+}
+
+/// Ends a streamed reply's line, if one is open.
+pub fn end_stream() {
+    if STREAMING.swap(false, Ordering::Relaxed) {
+        eprintln!();
+    }
+}
+
+/// Says which model is loading (before the progress bar), for backends that load one.
+pub fn announce_model(kind: pointact::pointing::PointerKind, m: &pointact::pointing::ModelOptions) {
+    if kind == pointact::pointing::PointerKind::Qwen {
+        eprintln!("model     {} ({})", m.model, m.quant);
+    }
+}

@@ -1,0 +1,51 @@
+//! What happens while a task runs, in order: the executor's own stages (table, answers, plan,
+//! obstacles) and the runner's (frame, robot, gate, steps). The CLI prints them and `viz` logs
+//! them; neither needs to know who emitted which.
+
+use std::sync::Arc;
+
+use super::plan::Plan;
+use crate::camera::Frame;
+use crate::kinematics::RobotModel;
+use crate::pointing::{Ability, Pointing};
+use crate::robot::JointState;
+
+#[derive(Debug)]
+pub enum Event<'a> {
+    Instruction(&'a str),
+    /// The frame everything below was computed from.
+    Captured(&'a Frame),
+    /// The robot the task runs on and its state before anything moves (for visualisation).
+    Robot {
+        model: &'a Arc<RobotModel>,
+        state: &'a JointState,
+    },
+    Asked {
+        ability: Ability,
+        query: &'a str,
+        pointing: &'a Pointing,
+    },
+    TableHeight(f64),
+    /// Occupied voxels the gate checks the arm against.
+    Obstacles {
+        count: usize,
+    },
+    Planned(&'a Plan),
+    Checked {
+        steps: usize,
+    },
+    DryRun,
+    Step {
+        index: usize,
+        label: &'a str,
+    },
+    GraspHeld {
+        width: f64,
+    },
+    /// What the arm did while step `index` ran: the driver's recorded states, or one state read
+    /// after the step when the driver records none. Sent whether the step succeeded or not.
+    Moved {
+        index: usize,
+        states: &'a [JointState],
+    },
+}

@@ -1,0 +1,190 @@
+//! One task end to end on any camera, pointer and robot: look, ask the executor for a plan, check
+//! the whole plan through the safety gate, then move, with a closed-loop check that the grasp held.
+//! On any error after motion began the robot is stopped before the error is returned.
+
+use crate::camera::{Camera, CameraError};
+use crate::executor::{plan_task, Branch, Event, Plan, Step, TaskError};
+use crate::kinematics::RobotModel;
+use crate::planning::Obstacle;
+use crate::pointing::Pointer;
+use crate::robot::{JointState, Robot, RobotError};
+use crate::safety::{CheckedGripper, CheckedTrajectory, SafetyConfig, SafetyError, SafetyGate};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("camera: {0}")]
+    Camera(#[from] CameraError),
+    /// The executor could not make a plan (instruction, pointer, perception, planning).
+    #[error(transparent)]
+    Task(#[from] TaskError),
+    #[error("safety gate refused step {index} ({label}): {source}")]
+    Safety {
+        index: usize,
+        label: String,
+        #[source]
+        source: SafetyError,
+    },
+    #[error("robot: {0}")]
+    Robot(#[from] RobotError),
+    #[error("grasp failed: the fingers closed to {width:.4} m, nothing is held")]
+    GraspMissed { width: f64 },
+}
+
+/// A plan whose every step passed the gate.
+enum CheckedStep {
+    Move(CheckedTrajectory),
+    Gripper(CheckedGripper, bool),
+}
+
+pub struct RunOutcome {
+    pub plan: Plan,
+    pub executed: bool,
+}
+
+/// Runs `instruction` with `branch`. `safety.dry_run` plans and checks without moving.
+pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
+    robot: &mut R,
+    camera: &mut C,
+    pointer: &mut P,
+    instruction: &str,
+    branch: Branch,
+    safety: SafetyConfig,
+    on_event: &mut (dyn FnMut(Event<'_>) + Send),
+) -> Result<RunOutcome, RunError> {
+    on_event(Event::Instruction(instruction));
+    let model = robot.model().clone();
+    let frame = camera.capture()?;
+    frame.validate()?;
+    on_event(Event::Captured(&frame));
+    let q0 = robot.joint_positions().await?;
+    let start = JointState {
+        stamp_s: None,
+        q: q0.clone(),
+        gripper_width: robot.gripper_width().await?,
+    };
+    // Motions before this point (none in `run_task`) are not part of this run.
+    robot.take_states();
+    on_event(Event::Robot {
+        model: &model,
+        state: &start,
+    });
+    let task = plan_task(&frame, pointer, instruction, branch, &model, &q0, on_event)?;
+    let plan = task.plan;
+    let checked = check_plan(&plan, &model, &q0, &task.obstacles, safety.clone())?;
+    on_event(Event::Checked {
+        steps: checked.len(),
+    });
+    if safety.dry_run {
+        on_event(Event::DryRun);
+        return Ok(RunOutcome {
+            plan,
+            executed: false,
+        });
+    }
+    for (index, (step, c)) in plan.steps.iter().zip(&checked).enumerate() {
+        on_event(Event::Step {
+            index,
+            label: step.label(),
+        });
+        let result = execute_step(robot, c, &model).await;
+        let mut states = robot.take_states();
+        if states.is_empty() {
+            if let (Ok(q), Ok(gripper_width)) =
+                (robot.joint_positions().await, robot.gripper_width().await)
+            {
+                states.push(JointState {
+                    stamp_s: None,
+                    q,
+                    gripper_width,
+                });
+            }
+        }
+        on_event(Event::Moved {
+            index,
+            states: &states,
+        });
+        match result {
+            Ok(Some(width)) => on_event(Event::GraspHeld { width }),
+            Ok(None) => {}
+            Err(e) => {
+                // Leave the robot at rest whatever went wrong; report the first error.
+                let _ = robot.stop().await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(RunOutcome {
+        plan,
+        executed: true,
+    })
+}
+
+async fn execute_step<R: Robot>(
+    robot: &mut R,
+    step: &CheckedStep,
+    model: &RobotModel,
+) -> Result<Option<f64>, RunError> {
+    match step {
+        CheckedStep::Move(t) => {
+            robot.execute(t).await?;
+            Ok(None)
+        }
+        CheckedStep::Gripper(g, expect_object) => {
+            robot.set_gripper(*g).await?;
+            if *expect_object {
+                let width = robot.gripper_width().await?;
+                if width <= model.config.gripper.closed_width + 0.002 {
+                    return Err(RunError::GraspMissed { width });
+                }
+                return Ok(Some(width));
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// Every step through the gate, in order, each motion from where the previous one ends.
+fn check_plan(
+    plan: &Plan,
+    model: &RobotModel,
+    q0: &[f64],
+    obstacles: &[Obstacle],
+    config: SafetyConfig,
+) -> Result<Vec<CheckedStep>, RunError> {
+    let gate = SafetyGate::new(model, config);
+    let mut q = q0.to_vec();
+    let mut out = Vec::with_capacity(plan.steps.len());
+    for (index, step) in plan.steps.iter().enumerate() {
+        let refuse = |source| RunError::Safety {
+            index,
+            label: step.label().to_string(),
+            source,
+        };
+        match step {
+            Step::Move {
+                trajectory,
+                gripper_opening,
+                transit,
+                ..
+            } => {
+                let known = if *transit { obstacles } else { &[] };
+                let c = gate
+                    .check(trajectory.clone(), &q, *gripper_opening, known)
+                    .map_err(refuse)?;
+                q = trajectory.end().to_vec();
+                out.push(CheckedStep::Move(c));
+            }
+            Step::Gripper {
+                width,
+                expect_object,
+                ..
+            } => {
+                out.push(CheckedStep::Gripper(
+                    gate.check_gripper(*width).map_err(refuse)?,
+                    *expect_object,
+                ));
+            }
+        }
+    }
+    Ok(out)
+}

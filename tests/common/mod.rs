@@ -1,0 +1,49 @@
+//! Helpers shared by the integration tests (each test file that needs them says `mod common;`).
+#![allow(dead_code)] // Every test binary compiles this module and uses only part of it.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+/// A scratch folder under the system temp dir, unique to this process and `tag`, removed when
+/// dropped (what a failed test leaves behind is gone at the next run, which clears it first).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A fresh, empty, existing folder.
+    pub fn new(tag: &str) -> Self {
+        let d = Self::unmade(tag);
+        std::fs::create_dir_all(&d.0).expect("create the temp dir");
+        d
+    }
+
+    /// The path of a folder that does not exist yet (for code that must create it itself).
+    pub fn unmade(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("pointact-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, p: impl AsRef<Path>) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Drives one of the library's futures to completion, as the CLI does (the library never creates
+/// a runtime of its own).
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(f)
+}
