@@ -401,23 +401,299 @@ mod tests {
             / scale
     }
 
-    /// Our blocks give what candle's own `QTensor` path gives for the same weight, on both sides
-    /// of [`PACKED_MIN_ROWS`] (plain kernel below, repacked above), and hold the same bytes.
+    /// `2^-24`, the unit roundoff of f32.
+    const U: f64 = f32::EPSILON as f64 / 2.0;
+
+    /// The raw bytes of ggml blocks.
+    fn block_bytes<T: GgmlType>(blocks: &[T]) -> &[u8] {
+        // SAFETY: ggml blocks are `repr(C)` plain data without padding (candle asserts each
+        // block's size is the sum of its fields), so every byte is initialised.
+        unsafe { std::slice::from_raw_parts(blocks.as_ptr().cast(), std::mem::size_of_val(blocks)) }
+    }
+
+    fn dequantize<T: GgmlType>(blocks: &[T], len: usize) -> Vec<f32> {
+        let mut out = vec![0f32; len];
+        T::to_float(blocks, &mut out);
+        out
+    }
+
+    /// What a quantized [`Proj`] holds, as f32 `[n, k]`: the dequantized weight `W`, and per
+    /// element the size `b ≥ 0` of the offset the format subtracts (Q4K stores each sub-block as
+    /// `a·q − b` with `q ∈ 0..=15`; Q8_0 has none), and the stored block bytes.
+    fn stored(proj: &Proj) -> (Vec<f32>, Vec<f32>, Vec<u8>) {
+        match proj {
+            Proj::Quantized {
+                w: QBlocks::Q8_0(r),
+                ..
+            } => (
+                dequantize(&r.blocks, r.n * r.k),
+                vec![0.0; r.n * r.k],
+                block_bytes(&r.blocks).to_vec(),
+            ),
+            Proj::Quantized {
+                w: QBlocks::Q4K(r), ..
+            } => {
+                // With every 4-bit `q` zeroed a block dequantizes to `-b`. BlockQ4K is
+                // `{ d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128] }`, `repr(C)`.
+                assert_eq!(std::mem::size_of::<BlockQ4K>(), 144);
+                let mut zeroed = r.blocks.clone();
+                for b in &mut zeroed {
+                    // SAFETY: bytes 16..144 of the block are its `qs` (see above); any byte
+                    // value is a valid `u8`.
+                    unsafe {
+                        std::ptr::write_bytes((b as *mut BlockQ4K).cast::<u8>().add(16), 0, 128)
+                    }
+                }
+                let offsets = dequantize(&zeroed, r.n * r.k).iter().map(|v| -v).collect();
+                (
+                    dequantize(&r.blocks, r.n * r.k),
+                    offsets,
+                    block_bytes(&r.blocks).to_vec(),
+                )
+            }
+            Proj::Dense(_) => panic!("expected a quantized projection"),
+        }
+    }
+
+    /// Per activation, a bound on `|x − x̂|`, `x̂` being what a kernel multiplies after
+    /// quantizing the activations to 8 bits. Derivation (candle 0.11's `from_float`s):
+    ///
+    /// * Q8_0 blocks of 32: `d = amax/127`, `q = round(x/d)`, `x̂ = f16(d)·q`. Rounding to the
+    ///   nearest integer is off by at most 1/2 step, i.e. `d/2`; `x/d` in f32 adds ≤ 2u relative
+    ///   (≤ 254u steps); the f16 scale is off by ≤ 2⁻¹¹·d (`d` in f16's normal range, ≥ 2⁻¹⁴,
+    ///   as here), times `|q| ≤ 127`. So
+    ///   `|x − x̂| ≤ amax₃₂/127 · (1/2 + 254u + 127·2⁻¹¹)`.
+    /// * Q8K blocks of 256: `iscale = -127/max`, `q = round(iscale·x)` (|q| ≤ 127, so the clamp
+    ///   to -128..=127 never bites), `x̂ = (1/iscale)·q` with an f32 scale. So
+    ///   `|x − x̂| ≤ amax₂₅₆/127 · (1/2 + 508u)`.
+    ///
+    /// Which one a kernel uses depends on the weight format *and the CPU*: the plain ggml kernel
+    /// (`k_quants::matmul`, our decode path) pairs Q8_0 weights with Q8_0 activations and Q4K
+    /// with Q8K, while candle's repacked x86 kernels quantize the activations to Q8K for both,
+    /// and on AVX-512 VNNI they take Q8_0 weights too (on AVX2 they do not). So for Q8_0 weights
+    /// the bound is the larger of the two; for Q4K it is Q8K's.
+    fn activation_errors(x: &[f32], quant: Quant) -> Vec<f64> {
+        assert!(x.len().is_multiple_of(256));
+        let amax = |l: usize, size: usize| {
+            let start = l / size * size;
+            x[start..start + size]
+                .iter()
+                .fold(0f64, |m, v| m.max(f64::from(v.abs())))
+        };
+        (0..x.len())
+            .map(|l| {
+                let q8k = amax(l, 256) / 127.0 * (0.5 + 508.0 * U);
+                match quant {
+                    Quant::Q8_0 => {
+                        let d = amax(l, 32) / 127.0;
+                        assert!(d >= 2f64.powi(-14), "scale {d} below f16's normal range");
+                        q8k.max(d * (0.5 + 254.0 * U + 127.0 / 2048.0))
+                    }
+                    Quant::Q4K => q8k,
+                    Quant::F32 => unreachable!("dense weights quantize nothing"),
+                }
+            })
+            .collect()
+    }
+
+    /// The exact product `x·Wᵀ` (in f64, of the f32 values) of `x` `[m, k]` with the
+    /// dequantized weight `w` `[n, k]`, and for each output the bound a quantized kernel's result
+    /// must stay within:
+    ///
+    /// `Σ_l |w_l|·e_l  +  γ·Σ_l (|w_l| + 2·b_l)·(|x_l| + e_l)`,  `γ = 2·(k/32 + 8)·u`.
+    ///
+    /// The first term is the activation quantization ([`activation_errors`] `e_l`): the kernel
+    /// computes `Σ w_l·x̂_l` with the stored weights, exactly in integers within a block. The
+    /// second is f32 slack: the kernel scales each block's (or Q4K sub-block's, twice: the
+    /// `a·q` and the `b` part) integer sum by a product of f32 scales and adds up those ≤ 2k/32
+    /// terms in some order, each rounding ≤ u relative to the magnitudes `(a·q_l + b_l)·|x̂_l|
+    /// = (|w_l| + 2b_l)·|x̂_l|` at most; the reference's own dequantization rounds too. `γ`
+    /// covers that with a factor of 2 to spare; for these sizes it is orders of magnitude below
+    /// the first term, which is what the kernels actually use up.
+    fn exact_and_bound(
+        x: &[f32],
+        w: &[f32],
+        offsets: &[f32],
+        (m, k, n): (usize, usize, usize),
+        quant: Quant,
+    ) -> (Vec<f64>, Vec<f64>) {
+        let gamma = 2.0 * (k / 32 + 8) as f64 * U;
+        let mut exact = vec![0f64; m * n];
+        let mut bound = vec![0f64; m * n];
+        for i in 0..m {
+            let xi = &x[i * k..(i + 1) * k];
+            let e = activation_errors(xi, quant);
+            for j in 0..n {
+                let wj = &w[j * k..(j + 1) * k];
+                let bj = &offsets[j * k..(j + 1) * k];
+                let (mut y, mut quantization, mut slack) = (0f64, 0f64, 0f64);
+                for (((&wl, &xl), &bl), &el) in wj.iter().zip(xi).zip(bj).zip(&e) {
+                    let (wl, xl) = (f64::from(wl), f64::from(xl));
+                    y += wl * xl;
+                    quantization += wl.abs() * el;
+                    slack += (wl.abs() + 2.0 * f64::from(bl)) * (xl.abs() + el);
+                }
+                exact[i * n + j] = y;
+                bound[i * n + j] = quantization + gamma * slack;
+            }
+        }
+        (exact, bound)
+    }
+
+    /// The largest `|got − exact| / bound` and the outputs (flat indices) over their bound.
+    fn over_bound(got: &Tensor, exact: &[f64], bound: &[f64]) -> (f64, Vec<usize>) {
+        let got: Vec<f32> = got.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(got.len(), exact.len());
+        let mut worst = 0f64;
+        let mut over = Vec::new();
+        for (i, ((&g, &y), &b)) in got.iter().zip(exact).zip(bound).enumerate() {
+            let ratio = (f64::from(g) - y).abs() / b;
+            worst = worst.max(ratio);
+            if ratio > 1.0 {
+                over.push(i);
+            }
+        }
+        (worst, over)
+    }
+
+    /// Row counts on both sides of [`PACKED_MIN_ROWS`]: plain kernel below, candle's own above.
+    const ROWS: [usize; 5] = [1, 3, PACKED_MIN_ROWS - 1, PACKED_MIN_ROWS, 40];
+
+    fn activations(m: usize, k: usize) -> Tensor {
+        weight(m, k, 7 + m as u64).affine(20.0, 0.0).unwrap()
+    }
+
+    /// Every quantized path (decode rows through the plain ggml kernel on our blocks, prefill
+    /// rows through candle's `QMatMul`), and candle's own `QMatMul` for every row count, stays
+    /// within the activation-quantization bound of the exact product of the dequantized weights
+    /// — whichever kernels this CPU selects (see [`activation_errors`]).
     #[test]
-    fn quantized_rows_match_candle_qtensor() {
+    fn quantized_rows_stay_within_the_activation_quantization_bound() {
         let (n, k) = (48, 512);
         let w = weight(n, k, 1);
         for quant in [Quant::Q8_0, Quant::Q4K] {
             let proj = Proj::from_weight(w.clone(), None, quant).unwrap();
-            let q = QTensor::quantize(&w, quant.ggml().unwrap()).unwrap();
-            assert_eq!(proj.weight_bytes(), q.storage_size_in_bytes(), "{quant}");
-            let reference = QMatMul::from_qtensor(q).unwrap();
-            for m in [1, 3, PACKED_MIN_ROWS - 1, PACKED_MIN_ROWS, 40] {
-                let x = weight(m, k, 7 + m as u64).affine(20.0, 0.0).unwrap();
+            let (wq, offsets, _) = stored(&proj);
+            let candle =
+                QMatMul::from_qtensor(QTensor::quantize(&w, quant.ggml().unwrap()).unwrap())
+                    .unwrap();
+            for m in ROWS {
+                let x = activations(m, k);
+                let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
+                let (exact, bound) = exact_and_bound(&xs, &wq, &offsets, (m, k, n), quant);
                 let ours = proj.forward(&x).unwrap();
                 assert_eq!(ours.dims(), &[m, n]);
-                let err = max_rel(&ours, &reference.forward(&x).unwrap());
-                assert!(err < 1e-4, "{quant} m={m}: max relative error {err}");
+                let (worst, over) = over_bound(&ours, &exact, &bound);
+                assert!(
+                    over.is_empty(),
+                    "{quant} m={m}: {} outputs over the bound, worst {worst:.2}x",
+                    over.len()
+                );
+                let (worst_candle, over) = over_bound(&candle.forward(&x).unwrap(), &exact, &bound);
+                assert!(
+                    over.is_empty(),
+                    "{quant} m={m}: candle's QMatMul has {} outputs over the bound, worst {worst_candle:.2}x",
+                    over.len()
+                );
+                println!("{quant} m={m}: error/bound at most {worst:.3} (ours), {worst_candle:.3} (QMatMul)");
+            }
+        }
+    }
+
+    /// The bound catches a wrong weight: a projection built from the weight with one block of
+    /// one row shifted by that block's largest magnitude, in the direction of the first
+    /// activation row's signs, is over the bound of the right weight's exact product at that
+    /// output — on both sides of [`PACKED_MIN_ROWS`] — and only in that weight row.
+    #[test]
+    fn a_wrong_block_breaks_the_bound() {
+        let (n, k) = (48, 512);
+        let w = weight(n, k, 1);
+        let (row, block) = (5, 1);
+        for quant in [Quant::Q8_0, Quant::Q4K] {
+            let (wq, offsets, _) = stored(&Proj::from_weight(w.clone(), None, quant).unwrap());
+            let size = quant.ggml().unwrap().block_size();
+            let cols = block * size..(block + 1) * size;
+            for m in [1, PACKED_MIN_ROWS] {
+                let x = activations(m, k);
+                let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
+                let mut wrong: Vec<f32> = w.flatten_all().unwrap().to_vec1().unwrap();
+                let shift = wrong[row * k..][cols.clone()]
+                    .iter()
+                    .fold(0f32, |a, v| a.max(v.abs()));
+                for l in cols.clone() {
+                    wrong[row * k + l] += shift * xs[l].signum();
+                }
+                let wrong = Tensor::from_vec(wrong, (n, k), &Device::Cpu).unwrap();
+                let proj = Proj::from_weight(wrong, None, quant).unwrap();
+                let (exact, bound) = exact_and_bound(&xs, &wq, &offsets, (m, k, n), quant);
+                let (worst, over) = over_bound(&proj.forward(&x).unwrap(), &exact, &bound);
+                println!("{quant} m={m}: wrong block at {worst:.1}x the bound");
+                assert!(
+                    over.contains(&row),
+                    "{quant} m={m}: the wrong block went unnoticed (worst {worst:.2}x)"
+                );
+                assert!(
+                    over.iter().all(|i| i % n == row),
+                    "{quant} m={m}: outputs of right weight rows over the bound: {over:?}"
+                );
+            }
+        }
+    }
+
+    /// The same kernel gives the same bits: our blocks are candle's quantizer's bytes, decode rows
+    /// equal a direct call of the plain ggml kernel (`k_quants::matmul`) on blocks quantized
+    /// in one go, and prefill rows equal candle's `QMatMul` over `QTensor::quantize` — the
+    /// kernels our two paths call by construction, on any CPU.
+    #[test]
+    fn quantized_rows_equal_the_kernels_they_call() {
+        fn plain<T: GgmlType>(w: &[f32], x: &[f32], (m, k, n): (usize, usize, usize)) -> Vec<f32> {
+            let mut blocks = vec![T::zeros(); n * k / T::BLCK_SIZE];
+            T::from_float(w, &mut blocks);
+            let mut dst = vec![0f32; m * n];
+            k_quants::matmul((m, k, n), x, &blocks, &mut dst).unwrap();
+            dst
+        }
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        let (n, k) = (48, 512);
+        let w = weight(n, k, 1);
+        let ws: Vec<f32> = w.flatten_all().unwrap().to_vec1().unwrap();
+        for quant in [Quant::Q8_0, Quant::Q4K] {
+            let proj = Proj::from_weight(w.clone(), None, quant).unwrap();
+            let q = QTensor::quantize(&w, quant.ggml().unwrap()).unwrap();
+            assert_eq!(proj.weight_bytes(), q.storage_size_in_bytes(), "{quant}");
+            assert!(
+                stored(&proj).2 == *q.data().unwrap(),
+                "{quant}: other block bytes"
+            );
+            let candle = QMatMul::from_qtensor(q).unwrap();
+            for m in ROWS {
+                let x = activations(m, k);
+                let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
+                let ours: Vec<f32> = proj
+                    .forward(&x)
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap();
+                let want: Vec<f32> = if m < PACKED_MIN_ROWS {
+                    match quant {
+                        Quant::Q8_0 => plain::<BlockQ8_0>(&ws, &xs, (m, k, n)),
+                        _ => plain::<BlockQ4K>(&ws, &xs, (m, k, n)),
+                    }
+                } else {
+                    candle
+                        .forward(&x)
+                        .unwrap()
+                        .flatten_all()
+                        .unwrap()
+                        .to_vec1()
+                        .unwrap()
+                };
+                assert!(
+                    bits(&ours) == bits(&want),
+                    "{quant} m={m}: not the kernel's bits"
+                );
             }
             // Leading batch dims are kept.
             let x = weight(6, k, 3).reshape((2, 3, k)).unwrap();

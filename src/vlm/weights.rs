@@ -6,6 +6,15 @@
 //! dtype and handed over; the page cache holds the file, the process holds only the model. The
 //! reader plugs into candle as a `SimpleBackend`, so the model code stays ordinary `VarBuilder`
 //! code, and every lookup failure names the tensor (and the expected and stored shapes).
+//!
+//! Checkpoints of Qwen2.5-VL name their tensors in one of three layouts ([`NameScheme`]):
+//! transformers < 4.52 (`model.layers.*`, `model.embed_tokens.*`, `model.norm.*`, `visual.*`,
+//! `lm_head.*`), transformers ≥ 4.52 (`model.language_model.*`, `model.visual.*`, `lm_head.*`)
+//! and mlx-vlm conversions (`language_model.model.*`, `language_model.lm_head.*`,
+//! `vision_tower.*`, the patch-embedding Conv3d stored channels-last). [`SafetensorsReader::open`]
+//! detects the layout from the names present and serves every tensor under the first layout's
+//! names (the canonical ones the model code asks for); a file with none of these prefixes, or
+//! with names of two layouts, is refused with an error that lists the expected prefixes.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -37,6 +46,179 @@ pub enum WeightsError {
     },
     #[error("no weights files given")]
     Empty,
+    /// No tensor name has a prefix of any known layout.
+    #[error(
+        "no Qwen2.5-VL weight names in {files} (found e.g. {found}); expected the prefixes of one \
+         of these layouts: {}",
+        NameScheme::expected()
+    )]
+    UnknownNames { files: String, found: String },
+    /// Names of two layouts in one checkpoint.
+    #[error(
+        "weight names of two layouts in {files}: `{first}` ({first_scheme}) and `{second}` \
+         ({second_scheme}); a checkpoint must use one of: {}",
+        NameScheme::expected()
+    )]
+    MixedNames {
+        files: String,
+        first: String,
+        first_scheme: NameScheme,
+        second: String,
+        second_scheme: NameScheme,
+    },
+    /// An mlx-vlm checkpoint quantized by MLX (packed `weight`, `scales`, `biases`).
+    #[error(
+        "MLX-quantized weights in {files} (`{name}`), which this loader cannot read; use an \
+         unquantized (bf16/f16/f32) checkpoint and `--quant` to quantize at load"
+    )]
+    MlxQuantized { files: String, name: String },
+}
+
+/// How a checkpoint names its tensors. The model code asks for the
+/// [`Transformers`](Self::Transformers) names; the reader maps the others to them at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NameScheme {
+    /// transformers < 4.52 (e.g. 4.51.3, the fixture's and the 3B checkpoint's):
+    /// `model.{layers,embed_tokens,norm}.*`, `visual.*`, `lm_head.*`. The canonical names.
+    Transformers,
+    /// transformers ≥ 4.52: `model.language_model.*`, `model.visual.*`, `lm_head.*`.
+    TransformersNested,
+    /// mlx-vlm conversions: `language_model.model.*`, `language_model.lm_head.*`,
+    /// `vision_tower.*`; `patch_embed.proj.weight` is `[out, t, h, w, in]` (MLX's channels-last
+    /// convolution) instead of `[out, in, t, h, w]`.
+    Mlx,
+}
+
+impl std::fmt::Display for NameScheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NameScheme::Transformers => "transformers < 4.52 layout",
+            NameScheme::TransformersNested => "transformers >= 4.52 layout",
+            NameScheme::Mlx => "mlx-vlm layout",
+        })
+    }
+}
+
+impl NameScheme {
+    pub const ALL: [NameScheme; 3] = [
+        NameScheme::Transformers,
+        NameScheme::TransformersNested,
+        NameScheme::Mlx,
+    ];
+
+    /// `(stored prefix, canonical prefix)` pairs of this layout.
+    pub fn prefixes(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            NameScheme::Transformers => &[
+                ("model.", "model."),
+                ("visual.", "visual."),
+                ("lm_head.", "lm_head."),
+            ],
+            NameScheme::TransformersNested => &[
+                ("model.language_model.", "model."),
+                ("model.visual.", "visual."),
+                ("lm_head.", "lm_head."),
+            ],
+            NameScheme::Mlx => &[
+                ("language_model.model.", "model."),
+                ("language_model.lm_head.", "lm_head."),
+                ("vision_tower.", "visual."),
+            ],
+        }
+    }
+
+    /// The layout a stored name belongs to; `lm_head.*` is shared by both transformers layouts
+    /// and gives `None`, as does a name of no layout.
+    fn of(name: &str) -> Option<NameScheme> {
+        if name.starts_with("model.language_model.") || name.starts_with("model.visual.") {
+            Some(NameScheme::TransformersNested)
+        } else if name.starts_with("language_model.") || name.starts_with("vision_tower.") {
+            Some(NameScheme::Mlx)
+        } else if name.starts_with("model.") || name.starts_with("visual.") {
+            Some(NameScheme::Transformers)
+        } else {
+            None
+        }
+    }
+
+    /// The canonical name of a name stored in this layout (`None`: not one of its prefixes).
+    pub fn to_canonical(self, stored: &str) -> Option<String> {
+        self.prefixes()
+            .iter()
+            .find_map(|(from, to)| stored.strip_prefix(from).map(|rest| format!("{to}{rest}")))
+    }
+
+    /// The name this layout stores a canonical name under.
+    pub fn to_stored(self, canonical: &str) -> Option<String> {
+        self.prefixes().iter().find_map(|(from, to)| {
+            canonical
+                .strip_prefix(to)
+                .map(|rest| format!("{from}{rest}"))
+        })
+    }
+
+    /// All layouts and their prefixes, for error messages.
+    pub fn expected() -> String {
+        NameScheme::ALL
+            .iter()
+            .map(|s| {
+                let p: Vec<String> = s
+                    .prefixes()
+                    .iter()
+                    .map(|(p, _)| format!("`{p}*`"))
+                    .collect();
+                format!("{} ({})", s, p.join(", "))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The layout of a whole checkpoint from its stored names.
+    fn detect<'a>(
+        names: impl IntoIterator<Item = &'a str>,
+        files: impl Fn() -> String,
+    ) -> Result<NameScheme, WeightsError> {
+        let mut names: Vec<&str> = names.into_iter().collect();
+        names.sort_unstable();
+        let mut seen: Vec<(NameScheme, &str)> = Vec::new();
+        let mut bare_head = None;
+        for &name in &names {
+            match NameScheme::of(name) {
+                Some(s) if !seen.iter().any(|(t, _)| *t == s) => seen.push((s, name)),
+                Some(_) => {}
+                None if name.starts_with("lm_head.") => bare_head = bare_head.or(Some(name)),
+                None => {}
+            }
+        }
+        // A bare `lm_head.*` belongs to either transformers layout, not to MLX's.
+        if let (Some(head), [(NameScheme::Mlx, _)]) = (bare_head, seen.as_slice()) {
+            seen.push((NameScheme::Transformers, head));
+        }
+        match seen.as_slice() {
+            [(s, _)] => Ok(*s),
+            [] if bare_head.is_some() => Ok(NameScheme::Transformers),
+            [] => Err(WeightsError::UnknownNames {
+                files: files(),
+                found: if names.is_empty() {
+                    "no tensors at all".to_owned()
+                } else {
+                    names
+                        .iter()
+                        .take(3)
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+            }),
+            [(a, an), (b, bn), ..] => Err(WeightsError::MixedNames {
+                files: files(),
+                first: (*an).to_owned(),
+                first_scheme: *a,
+                second: (*bn).to_owned(),
+                second_scheme: *b,
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -49,6 +231,8 @@ struct RawInfo {
 /// Where one tensor lives.
 #[derive(Debug, Clone)]
 struct Entry {
+    /// Its name in the file.
+    stored: String,
     file: usize,
     dtype: DType,
     shape: Vec<usize>,
@@ -57,11 +241,14 @@ struct Entry {
     len: usize,
 }
 
-/// The tensors of one or more safetensors files, read on demand.
+/// The tensors of one or more safetensors files, read on demand, under their canonical names
+/// (see [`NameScheme`]).
 #[derive(Debug)]
 pub struct SafetensorsReader {
     files: Vec<(PathBuf, File)>,
+    /// By canonical name.
     entries: HashMap<String, Entry>,
+    scheme: NameScheme,
     progress: Option<ProgressBar>,
 }
 
@@ -80,7 +267,8 @@ fn parse_dtype(s: &str) -> Option<DType> {
 }
 
 impl SafetensorsReader {
-    /// Indexes the headers of `paths` (no tensor data is read yet).
+    /// Indexes the headers of `paths` (no tensor data is read yet), detects the naming layout and
+    /// maps every name to its canonical form.
     pub fn open(paths: &[PathBuf]) -> Result<Self, WeightsError> {
         if paths.is_empty() {
             return Err(WeightsError::Empty);
@@ -133,6 +321,7 @@ impl SafetensorsReader {
                     )));
                 }
                 let entry = Entry {
+                    stored: name.clone(),
                     file: i,
                     dtype,
                     shape: info.shape,
@@ -149,11 +338,51 @@ impl SafetensorsReader {
             }
             files.push((path.clone(), file));
         }
+        let describe = || describe_paths(paths);
+        let scheme = NameScheme::detect(entries.keys().map(String::as_str), describe)?;
+        if scheme == NameScheme::Mlx {
+            if let Some(name) = entries.keys().filter(|n| n.ends_with(".scales")).min() {
+                return Err(WeightsError::MlxQuantized {
+                    files: describe(),
+                    name: name.clone(),
+                });
+            }
+        }
+        let entries = if scheme == NameScheme::Transformers {
+            entries
+        } else {
+            let mut canonical = HashMap::with_capacity(entries.len());
+            for (name, entry) in entries {
+                // Names of no layout (none of its prefixes) are kept as they are; they cannot
+                // collide with a canonical name, whose prefixes would have made them mixed.
+                let to = scheme.to_canonical(&name).unwrap_or(name);
+                if let Some(prev) = canonical.insert(to.clone(), entry) {
+                    let entry = &canonical[&to];
+                    return Err(WeightsError::Duplicate {
+                        name: format!("{to} (as `{}` and `{}`)", prev.stored, entry.stored),
+                        first: paths[prev.file].clone(),
+                        second: paths[entry.file].clone(),
+                    });
+                }
+            }
+            canonical
+        };
         Ok(Self {
             files,
             entries,
+            scheme,
             progress: None,
         })
+    }
+
+    /// The naming layout the files use.
+    pub fn scheme(&self) -> NameScheme {
+        self.scheme
+    }
+
+    /// The name a canonical tensor name is stored under in the files.
+    pub fn stored_name(&self, name: &str) -> Option<&str> {
+        self.entries.get(name).map(|e| e.stored.as_str())
     }
 
     /// Advances `bar` by the bytes of every tensor read (set its length to [`Self::total_bytes`]).
@@ -167,23 +396,24 @@ impl SafetensorsReader {
         self.entries.values().map(|e| e.len as u64).sum()
     }
 
-    /// Tensor names, sorted.
+    /// Canonical tensor names, sorted.
     pub fn names(&self) -> Vec<&str> {
         let mut v: Vec<&str> = self.entries.keys().map(String::as_str).collect();
         v.sort_unstable();
         v
     }
 
-    /// Stored shape of `name`.
+    /// Stored shape of the canonical `name`.
     pub fn shape(&self, name: &str) -> Option<&[usize]> {
         self.entries.get(name).map(|e| e.shape.as_slice())
     }
 
-    /// Reads `name` and converts it to `dtype` on `dev`.
+    /// Reads the canonical `name` and converts it to `dtype` on `dev`.
     pub fn read(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
         let e = self.entries.get(name).ok_or_else(|| {
             candle_core::Error::Msg(format!(
-                "weight `{name}` is missing from {}",
+                "weight {} is missing from {}",
+                self.describe_name(name),
                 self.describe_files()
             ))
         })?;
@@ -191,7 +421,8 @@ impl SafetensorsReader {
         let mut buf = vec![0u8; e.len];
         file.read_exact_at(&mut buf, e.offset).map_err(|err| {
             candle_core::Error::Msg(format!(
-                "reading weight `{name}` from {}: {err}",
+                "reading weight `{}` from {}: {err}",
+                e.stored,
                 path.display()
             ))
         })?;
@@ -207,23 +438,45 @@ impl SafetensorsReader {
         }
     }
 
-    fn describe_files(&self) -> String {
-        match self.files.as_slice() {
-            [(p, _)] => p.display().to_string(),
-            files => format!(
-                "the {} shards in {}",
-                files.len(),
-                files[0]
-                    .0
-                    .parent()
-                    .map_or_else(|| ".".into(), |d| d.display().to_string())
-            ),
+    /// `` `name` ``, followed by the name it has in the files when the layout is not the
+    /// canonical one.
+    fn describe_name(&self, name: &str) -> String {
+        match (self.scheme, self.scheme.to_stored(name)) {
+            (NameScheme::Transformers, _) | (_, None) => format!("`{name}`"),
+            (scheme, Some(stored)) => format!("`{name}` (stored as `{stored}`, {scheme})"),
         }
+    }
+
+    fn describe_files(&self) -> String {
+        let paths: Vec<PathBuf> = self.files.iter().map(|(p, _)| p.clone()).collect();
+        describe_paths(&paths)
     }
 
     /// A `VarBuilder` over this reader that produces `dtype` tensors on `device`.
     pub fn into_var_builder(self, dtype: DType, device: &Device) -> VarBuilder<'static> {
         VarBuilder::from_backend(Box::new(self), dtype, device.clone())
+    }
+}
+
+/// One file's path, or "the N shards in DIR".
+fn describe_paths(paths: &[PathBuf]) -> String {
+    match paths {
+        [p] => p.display().to_string(),
+        files => format!(
+            "the {} shards in {}",
+            files.len(),
+            files[0]
+                .parent()
+                .map_or_else(|| ".".into(), |d| d.display().to_string())
+        ),
+    }
+}
+
+/// `[out, in, t, h, w]` → MLX's channels-last `[out, t, h, w, in]`.
+fn channels_last(dims: &[usize]) -> Option<Vec<usize>> {
+    match dims {
+        &[o, i, t, h, w] => Some(vec![o, t, h, w, i]),
+        _ => None,
     }
 }
 
@@ -238,8 +491,19 @@ impl SimpleBackend for SafetensorsReader {
     ) -> candle_core::Result<Tensor> {
         if let Some(stored) = self.shape(name) {
             if stored != s.dims() {
+                // mlx-vlm stores the patch embedding's Conv3d channels-last.
+                if self.scheme == NameScheme::Mlx
+                    && name.ends_with("patch_embed.proj.weight")
+                    && channels_last(s.dims()).as_deref() == Some(stored)
+                {
+                    return self
+                        .read(name, dtype, dev)?
+                        .permute((0, 4, 1, 2, 3))?
+                        .contiguous();
+                }
                 return Err(candle_core::Error::Msg(format!(
-                    "weight `{name}` has shape {stored:?} in {}, but the config needs {:?}",
+                    "weight {} has shape {stored:?} in {}, but the config needs {:?}",
+                    self.describe_name(name),
                     self.describe_files(),
                     s.dims()
                 )));
