@@ -3,7 +3,8 @@
 //! errors for bad input, the samples JSON, and the atomic calibration write.
 //!
 //! Fixture: `tests/fixtures/handeye_golden.json`, written by `tests/fixtures/gen_handeye_golden.py`
-//! (opencv-python-headless 4.14.0.94); no Python runs here.
+//! (opencv-python-headless 4.14.0.94 and 4.9.0.80: OpenCV 4.10 changed CALIB_HAND_EYE_TSAI, see
+//! `TsaiOptions`); no Python runs here.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,9 @@ use pointact::calibrate::file::{
     calibration_path, format_utc, samples_from_json_str, samples_to_json_string, solve_and_write,
     write_calibration, CalibrateError,
 };
-use pointact::calibrate::{solve_eye_to_hand, HandEyeError, HandEyeSample, Method};
+use pointact::calibrate::{
+    solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, Method, TsaiOptions,
+};
 use pointact::geometry::{CameraCalibration, Extrinsics, Intrinsics};
 use pointact::nalgebra::{
     Isometry3, Matrix3, Quaternion, Rotation3, Translation3, Unit, UnitQuaternion, Vector3,
@@ -187,6 +190,203 @@ fn tsai_and_park_match_opencv_within_1mm_and_0_1_degree() {
             assert!(r.translation_max_mm >= r.translation_rms_mm);
             assert!(r.rotation_max_deg >= r.rotation_rms_deg);
         }
+    }
+}
+
+// ---- golden: OpenCV 4.9 vs 4.10+ Tsai (the pair filter) ------------------------------------------
+
+/// Ours against OpenCV where both solve the same equations: rounding apart, equal.
+const MATCH_MM: f64 = 1e-6;
+const MATCH_DEG: f64 = 1e-6;
+/// OpenCV 4.9 and 4.14 "differ" above this (a thousand times the match tolerance).
+const DIFFER: f64 = 1e-3;
+
+/// (mm, deg) between two poses, the angle from the quaternion's vector part (accurate near 0,
+/// where `angle_to`'s acos is not).
+fn gap(a: &Isometry3<f64>, b: &Isometry3<f64>) -> (f64, f64) {
+    let mm = (a.translation.vector - b.translation.vector).norm() * 1e3;
+    let rel = a.rotation.inverse() * b.rotation;
+    let deg = 2.0 * rel.imag().norm().min(1.0).asin().to_degrees();
+    (mm, deg)
+}
+
+fn tsai(filter: bool) -> HandEyeOptions {
+    HandEyeOptions {
+        method: Method::TsaiLenz,
+        tsai: TsaiOptions {
+            opencv_4_10_pair_filter: filter,
+        },
+    }
+}
+
+fn case_samples(case: &serde_json::Value) -> Vec<HandEyeSample> {
+    let text = serde_json::json!({ "samples": case["samples"] }).to_string();
+    samples_from_json_str(&text, Path::new("handeye_golden.json")).expect("samples")
+}
+
+#[test]
+fn tsai_options_default_to_the_opencv_4_10_pair_filter() {
+    assert!(TsaiOptions::default().opencv_4_10_pair_filter);
+    assert_eq!(
+        HandEyeOptions::from(Method::TsaiLenz),
+        HandEyeOptions {
+            method: Method::TsaiLenz,
+            tsai: TsaiOptions {
+                opencv_4_10_pair_filter: true
+            }
+        }
+    );
+}
+
+/// Tsai with the pair filter on (the default) is OpenCV ≥ 4.10's answer, with it off OpenCV 4.9's,
+/// on every fixture case where the two OpenCV versions answer differently (asserted, so that
+/// matching the wrong version fails).
+#[test]
+fn tsai_pair_filter_on_matches_opencv_4_14_and_off_matches_opencv_4_9() {
+    let g = golden();
+    assert_eq!(g["versions"]["opencv"].as_str(), Some("4.14.0"));
+    assert_eq!(g["versions"]["opencv_4_9"].as_str(), Some("4.9.0"));
+    let filter_cases = g["pair_filter_cases"]
+        .as_array()
+        .expect("pair_filter_cases");
+    assert_eq!(filter_cases.len(), 3);
+    let cases = g["cases"].as_array().expect("cases");
+    let (mut compared_on, mut compared_off) = (0, 0);
+    for case in cases.iter().chain(filter_cases) {
+        let name = case["name"].as_str().expect("name");
+        let input = case_samples(case);
+        let n = input.len();
+        let total = n * (n - 1) / 2;
+        let pf = &case["pair_filter"];
+        assert_eq!(pf["motions"].as_u64(), Some(total as u64), "{name}");
+        let kept = pf["kept"].as_u64().expect("kept") as usize;
+        let sign_mismatches = pf["opencv_4_9_sign_mismatches"]
+            .as_u64()
+            .expect("mismatches");
+        let truth = pose_from_json(&case["truth"]["base_from_camera"]);
+        let new = pose_from_json(&case["opencv"]["tsai"]["base_from_camera"]);
+        let old = pose_from_json(&case["opencv_4_9"]["tsai"]["base_from_camera"]);
+        let (d_mm, d_deg) = gap(&new, &old);
+        println!("{name}: OpenCV 4.14 vs 4.9 Tsai {d_mm:.4} mm {d_deg:.5} deg; 4.10 rule keeps {kept} of {total} pairs");
+        // Each OpenCV version's answer is distinct from the other's wherever we compare.
+        assert!(
+            d_mm > DIFFER || d_deg > DIFFER,
+            "{name}: the OpenCV versions agree ({d_mm} mm, {d_deg} deg): the case tests nothing"
+        );
+
+        let on = solve_eye_to_hand(&input, Method::TsaiLenz);
+        let off = solve_eye_to_hand(&input, tsai(false)).expect("filter off solves");
+        assert_eq!(off.motions_used, total, "{name}");
+        assert_eq!(
+            off.tsai,
+            Some(TsaiOptions {
+                opencv_4_10_pair_filter: false
+            })
+        );
+        if name == "level_side_180" {
+            // Both OpenCV versions break down at a 180° camera and ours pre-rotates (see the
+            // test above), so there is no OpenCV answer to equal; the pairs used still follow the rule.
+            assert_eq!(on.expect("solves").motions_used, kept, "{name}");
+            continue;
+        }
+
+        if kept < 2 {
+            // OpenCV ≥ 4.10 logs "Not enough informative motions" and returns R = I, t = 0; we
+            // return a typed error instead.
+            let (mm, deg) = gap(&new, &Isometry3::identity());
+            assert!(mm == 0.0 && deg == 0.0, "{name}: OpenCV 4.14 gave {new:?}");
+            match on {
+                Err(HandEyeError::TooFewInformativeMotions {
+                    kept: k,
+                    total: t,
+                    needed: 2,
+                }) => assert_eq!((k, t), (kept, total), "{name}"),
+                other => panic!("{name}: expected TooFewInformativeMotions, got {other:?}"),
+            }
+        } else {
+            let on = on.expect("filter on solves");
+            assert_eq!(on.motions_used, kept, "{name}");
+            assert_eq!(on.tsai, Some(TsaiOptions::default()));
+            let (mm, deg) = gap(&on.base_from_camera, &new);
+            println!("  ours (filter on) vs OpenCV 4.14: {mm:.2e} mm {deg:.2e} deg");
+            assert!(
+                mm < MATCH_MM && deg < MATCH_DEG,
+                "{name}: {mm} mm {deg} deg"
+            );
+            compared_on += 1;
+        }
+
+        if sign_mismatches == 0 {
+            let (mm, deg) = gap(&off.base_from_camera, &old);
+            println!("  ours (filter off) vs OpenCV 4.9: {mm:.2e} mm {deg:.2e} deg");
+            assert!(
+                mm < MATCH_MM && deg < MATCH_DEG,
+                "{name}: {mm} mm {deg} deg"
+            );
+            compared_off += 1;
+        } else {
+            // OpenCV ≤ 4.9 gives the two motions of some pairs over 120° quaternions of opposite
+            // sign (its rot2quatMinimal leaves the w > 0 branch there) and its Tsai rotation
+            // breaks; ours takes w ≥ 0 for both and stays within the noise. Not a parity case:
+            // check both facts.
+            let (cv_mm, cv_deg) = gap(&old, &truth);
+            assert!(
+                cv_mm > 100.0 && cv_deg > 10.0,
+                "{name}: OpenCV 4.9 {cv_mm} mm {cv_deg} deg"
+            );
+            let (mm, deg) = gap(&off.base_from_camera, &truth);
+            println!(
+                "  ours (filter off) vs truth: {mm:.3} mm {deg:.4} deg (OpenCV 4.9: {cv_mm:.0} mm)"
+            );
+            assert!(mm < 5.0 && deg < 0.5, "{name}: {mm} mm {deg} deg");
+        }
+    }
+    // front, side, the two wide-motion cases; and front, side, side_wide, side_small.
+    assert_eq!((compared_on, compared_off), (4, 4));
+}
+
+#[test]
+fn too_few_informative_motions_is_a_typed_error_that_says_what_to_do() {
+    let g = golden();
+    let case = &g["pair_filter_cases"][2];
+    assert_eq!(case["name"].as_str(), Some("side_small_motions"));
+    let input = case_samples(case);
+    let e = solve_eye_to_hand(&input, Method::TsaiLenz).expect_err("every pair under 17°");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("only 0 of 153 motions") && msg.contains("need at least 2"),
+        "{msg}"
+    );
+    assert!(msg.contains("17.3-116.4°") && msg.contains("park"), "{msg}");
+    // Park-Martin has no such rule, and the filter can be turned off.
+    assert!(solve_eye_to_hand(&input, Method::ParkMartin).is_ok());
+    assert!(solve_eye_to_hand(&input, tsai(false)).is_ok());
+}
+
+#[test]
+fn park_is_the_same_in_both_opencv_versions_and_ours() {
+    let g = golden();
+    let cases = g["cases"].as_array().expect("cases");
+    let filter_cases = g["pair_filter_cases"]
+        .as_array()
+        .expect("pair_filter_cases");
+    for case in cases.iter().chain(filter_cases) {
+        let name = case["name"].as_str().expect("name");
+        let new = pose_from_json(&case["opencv"]["park"]["base_from_camera"]);
+        let old = pose_from_json(&case["opencv_4_9"]["park"]["base_from_camera"]);
+        let (mm, deg) = gap(&new, &old);
+        assert!(
+            mm < MATCH_MM && deg < MATCH_DEG,
+            "{name}: {mm} mm {deg} deg"
+        );
+        let ours = solve_eye_to_hand(&case_samples(case), Method::ParkMartin).expect("solves");
+        assert_eq!(ours.tsai, None);
+        let (mm, deg) = gap(&ours.base_from_camera, &new);
+        println!("{name} park: {mm:.2e} mm {deg:.2e} deg from OpenCV");
+        assert!(
+            mm < MATCH_MM && deg < MATCH_DEG,
+            "{name}: {mm} mm {deg} deg"
+        );
     }
 }
 
@@ -514,6 +714,12 @@ fn a_successful_write_round_trips_and_keeps_existing_intrinsics() {
     let meta = table["meta"].as_table().expect("[meta]");
     assert_eq!(meta["method"].as_str(), Some("tsai-lenz"));
     assert_eq!(meta["samples"].as_integer(), Some(10));
+    assert_eq!(meta["pair_filter"].as_str(), Some("opencv-4.10"));
+    assert_eq!(
+        meta["motions_used"].as_integer(),
+        Some(solution.motions_used as i64)
+    );
+    assert!(solution.motions_used >= 2 && solution.motions_used <= 45);
     let date = meta["date"].as_str().expect("date");
     assert!(
         date.len() == 20 && date.ends_with('Z') && date.starts_with("20"),
@@ -542,11 +748,64 @@ fn a_successful_write_round_trips_and_keeps_existing_intrinsics() {
     assert_eq!(cal.intrinsics, before);
     let (mm, deg) = distance(&cal.extrinsics.base_from_camera, &x);
     assert!(mm < 1e-6 && deg < 1e-6, "{mm} mm {deg} deg");
+    let table: toml::Table =
+        toml::from_str(&std::fs::read_to_string(&path).expect("read")).expect("toml");
+    let meta = table["meta"].as_table().expect("[meta]");
+    assert_eq!(meta["method"].as_str(), Some("park-martin"));
+    assert!(!meta.contains_key("pair_filter"), "{meta:?}");
+    assert_eq!(meta["motions_used"].as_integer(), Some(45));
     assert_eq!(
         entries(&dir),
         vec!["front.toml".to_string(), "sub".to_string()]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_existing_file_without_intrinsics_is_replaced_whatever_else_it_holds() {
+    // Only a file that has an [intrinsics] table is held to the format (its lens model must
+    // survive); other TOML, even with tables the loader does not know, has nothing to keep.
+    let dir = temp_dir("no-intrinsics");
+    let path = dir.join("front.toml");
+    std::fs::write(&path, "[meta]\nnote = \"old\"\n\n[notes]\nwho = \"me\"\n").expect("write");
+    let x = look_at([0.95, 0.05, 0.55], [0.38, 0.0, 0.1]);
+    let input = samples(&x, &gripper_from_target(), 8, 5, free_tilt);
+    let solution = solve_eye_to_hand(&input, Method::ParkMartin).expect("solves");
+    write_calibration(&dir, "front", &solution).expect("writes");
+    let text = std::fs::read_to_string(&path).expect("read");
+    assert!(
+        !text.contains("[notes]") && !text.contains("[intrinsics]"),
+        "{text}"
+    );
+    Extrinsics::load(&path).expect("the new file loads");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn samples_json_rotation_messages_are_exact() {
+    let one = |bfg: &str| {
+        format!(
+            r#"{{"samples": [{{"base_from_gripper": {{"translation": [0, 0, 0], {bfg}}},
+            "camera_from_target": {{"translation": [0, 0, 1], "rotation": [[1,0,0],[0,1,0],[0,0,1]]}}}}]}}"#
+        )
+    };
+    let cases = [
+        (
+            one(r#""rotation": [[1,0,0],[0,1,0],[0,0,1.01]]"#),
+            "s.json: samples[0].base_from_gripper.rotation: not a rotation matrix (max |RᵀR − I| \
+             = 2.010e-2, det = 1.010000; need both within 1e-4 of a rotation) (format: \
+             calibration/README.md, section \"Recorded pose pairs\")",
+        ),
+        (
+            one(r#""quaternion": {"w": 2, "x": 0, "y": 0, "z": 0}"#),
+            "s.json: samples[0].base_from_gripper.quaternion: norm is 2.000000, must be 1 within \
+             1e-3 (format: calibration/README.md, section \"Recorded pose pairs\")",
+        ),
+    ];
+    for (text, expected) in &cases {
+        let e = samples_from_json_str(text, Path::new("s.json")).expect_err(expected);
+        assert_eq!(e.to_string(), *expected);
+    }
 }
 
 #[test]

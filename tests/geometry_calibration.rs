@@ -296,3 +296,88 @@ fn missing_files_and_tables_are_reported_with_the_path() {
     assert!(msg.contains("broken.toml"), "{msg}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn rotation_and_quaternion_messages_are_exact() {
+    let file = Path::new("calibration/front.toml");
+    let msg = |text: String| {
+        assert_ne!(text, GOOD);
+        Extrinsics::from_toml_str(&text, file)
+            .expect_err("an error")
+            .to_string()
+    };
+    let quat = |q: &str| {
+        let start = GOOD.find("rotation = [").expect("rotation");
+        format!("{}quaternion = {q}\n", &GOOD[..start])
+    };
+    let prefix = "calibration/front.toml: field ";
+    let cases = [
+        (
+            msg(GOOD.replace("[1.0, 0.0, 0.0],", "[-1.0, 0.0, 0.0],")),
+            "`extrinsics.rotation`: determinant is -1.000000: a reflection (one axis flipped), \
+             not a rotation; check the handedness of the frames",
+        ),
+        (
+            msg(GOOD.replace("[1.0, 0.0, 0.0],", "[1.01, 0.0, 0.0],")),
+            "`extrinsics.rotation`: not orthonormal: max |R^T R - I| = 2.010e-2 > 1e-4; rows \
+             must be unit vectors at right angles (is it scaled, mistyped or rounded to too few \
+             decimals?)",
+        ),
+        (
+            // Scaled by 1 + 4e-5: RᵀR is within 1e-4 of I, the determinant is not within 1e-4 of 1.
+            msg(GOOD
+                .replace("[0.0, 0.0, -1.0]", "[0.0, 0.0, -1.00004]")
+                .replace("[1.0, 0.0, 0.0]", "[1.00004, 0.0, 0.0]")
+                .replace("[0.0, -1.0, 0.0]", "[0.0, -1.00004, 0.0]")),
+            "`extrinsics.rotation`: determinant is 1.000120, must be 1 within 1e-4",
+        ),
+        (
+            msg(quat("{ w = 2.0, x = 0.0, y = 0.0, z = 0.0 }")),
+            "`extrinsics.quaternion`: norm is 2.000000, must be 1 within 1e-3 (a unit \
+             quaternion { w, x, y, z })",
+        ),
+        (
+            msg(quat("{ w = 1.0, x = 0.0, y = -inf, z = nan }")),
+            "`extrinsics.quaternion.y`: must be a finite number, got -inf",
+        ),
+    ];
+    for (got, expected) in &cases {
+        assert_eq!(got, &format!("{prefix}{expected}"));
+    }
+}
+
+#[test]
+fn intrinsics_if_present_reads_only_a_file_that_has_them() {
+    let dir = temp_dir("if-present");
+    let path = dir.join("front.toml");
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(Intrinsics::load_if_present(&path).expect("no file"), None);
+    // TOML without [intrinsics], even with a table the loader does not know: nothing to keep.
+    std::fs::write(&path, "[meta]\nwho = \"me\"\n[notes]\nx = 1\n").expect("write");
+    assert_eq!(Intrinsics::load_if_present(&path).expect("no table"), None);
+    std::fs::write(&path, GOOD).expect("write");
+    let k = Intrinsics::load_if_present(&path)
+        .expect("good")
+        .expect("has intrinsics");
+    assert_eq!(k, Intrinsics::load(&path).expect("load"));
+    // Not TOML, or a bad [intrinsics]: an error naming the file (and the field).
+    std::fs::write(&path, "[intrinsics\nwidth = ").expect("write");
+    let msg = Intrinsics::load_if_present(&path)
+        .expect_err("not TOML")
+        .to_string();
+    assert!(msg.contains("front.toml"), "{msg}");
+    std::fs::write(&path, GOOD.replace("fx = 600\n", "fx = 0.0\n")).expect("write");
+    let msg = Intrinsics::load_if_present(&path)
+        .expect_err("fx = 0")
+        .to_string();
+    assert!(
+        msg.contains("front.toml") && msg.contains("intrinsics.fx"),
+        "{msg}"
+    );
+    // A folder in place of the file cannot be read: an Io error, not "absent".
+    match Intrinsics::load_if_present(&dir) {
+        Err(GeometryError::Io { file, .. }) => assert_eq!(file, dir),
+        other => panic!("expected Io, got {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -11,14 +11,15 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::handeye::{solve_eye_to_hand, HandEyeError, HandEyeSample, HandEyeSolution, Method};
+use super::handeye::{
+    solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, HandEyeSolution,
+};
 use crate::geometry::calibration::{
-    calibration_file_text, QUATERNION_NORM_TOLERANCE, ROTATION_TOLERANCE,
+    calibration_file_text, rotation_from_matrix, QuaternionDefect, RawQuaternion, RotationDefect,
+    QUATERNION_NORM_TOLERANCE, ROTATION_TOLERANCE,
 };
 use crate::geometry::{Extrinsics, GeometryError, Intrinsics};
-use crate::nalgebra::{
-    Isometry3, Matrix3, Quaternion, Rotation3, Translation3, UnitQuaternion, Vector3,
-};
+use crate::nalgebra::{Isometry3, Matrix3, Translation3, Vector3};
 
 /// Errors of reading samples and writing the calibration.
 #[derive(Debug, thiserror::Error)]
@@ -97,15 +98,6 @@ struct RawPose {
     rotation: Option<Vec<Vec<f64>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     quaternion: Option<RawQuaternion>,
-}
-
-#[derive(Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-struct RawQuaternion {
-    w: f64,
-    x: f64,
-    y: f64,
-    z: f64,
 }
 
 /// Reads a samples JSON file (format: `calibration/README.md`).
@@ -206,36 +198,23 @@ impl RawPose {
                         m[(r, c)] = finite(&format!(".rotation[{r}][{c}]"), x)?;
                     }
                 }
-                let ortho = (m.transpose() * m - Matrix3::identity()).abs().max();
-                let det = m.determinant();
-                if ortho > ROTATION_TOLERANCE || (det - 1.0).abs() > ROTATION_TOLERANCE {
-                    return Err(format!(
+                rotation_from_matrix(&m).map_err(|defect| match defect {
+                    RotationDefect::Tolerance { ortho, det } => format!(
                         ".rotation: not a rotation matrix (max |RᵀR − I| = {ortho:.3e}, \
                          det = {det:.6}; need both within {ROTATION_TOLERANCE:e} of a rotation)"
-                    ));
-                }
-                let svd = m.svd(true, true);
-                let (Some(u), Some(v_t)) = (svd.u, svd.v_t) else {
-                    return Err(".rotation: SVD failed".into());
-                };
-                UnitQuaternion::from_rotation_matrix(&Rotation3::from_matrix_unchecked(u * v_t))
+                    ),
+                    RotationDefect::Svd => ".rotation: SVD failed".into(),
+                })?
             }
-            (None, Some(q)) => {
-                let v = Quaternion::new(
-                    finite(".quaternion.w", q.w)?,
-                    finite(".quaternion.x", q.x)?,
-                    finite(".quaternion.y", q.y)?,
-                    finite(".quaternion.z", q.z)?,
-                );
-                let norm = v.norm();
-                if (norm - 1.0).abs() > QUATERNION_NORM_TOLERANCE {
-                    return Err(format!(
-                        ".quaternion: norm is {norm:.6}, must be 1 within \
-                         {QUATERNION_NORM_TOLERANCE:e}"
-                    ));
+            (None, Some(q)) => q.to_rotation().map_err(|defect| match defect {
+                QuaternionDefect::NotFinite { component, value } => {
+                    format!(".quaternion.{component}: must be a finite number, got {value}")
                 }
-                UnitQuaternion::from_quaternion(v)
-            }
+                QuaternionDefect::Norm(norm) => format!(
+                    ".quaternion: norm is {norm:.6}, must be 1 within \
+                     {QUATERNION_NORM_TOLERANCE:e}"
+                ),
+            })?,
             _ => {
                 return Err(
                     ": give exactly one of `rotation` (3x3, rows) or `quaternion` \
@@ -308,7 +287,16 @@ pub fn solution_meta(solution: &HandEyeSolution, date_utc: &str) -> toml::Table 
         "pointact calibrate hand-eye (eye-to-hand)".into(),
     );
     meta.insert("method".into(), solution.method.name().into());
+    if let Some(tsai) = solution.tsai {
+        let filter = if tsai.opencv_4_10_pair_filter {
+            "opencv-4.10"
+        } else {
+            "none"
+        };
+        meta.insert("pair_filter".into(), filter.into());
+    }
     meta.insert("samples".into(), (r.per_sample.len() as i64).into());
+    meta.insert("motions_used".into(), (solution.motions_used as i64).into());
     meta.insert("date".into(), date_utc.into());
     meta.insert("residuals".into(), toml::Value::Table(res));
     meta.insert("gripper_from_target".into(), toml::Value::Table(target));
@@ -344,16 +332,17 @@ pub fn write_calibration(
     Ok(path)
 }
 
-/// Solves and, only if that succeeds, writes: what the CLI runs.
+/// Solves and, only if that succeeds, writes: what the CLI runs. `options` is a
+/// [`super::Method`] (default options) or a [`HandEyeOptions`], as for [`solve_eye_to_hand`].
 pub fn solve_and_write(
     samples: &[HandEyeSample],
-    method: Method,
+    options: impl Into<HandEyeOptions>,
     dir: &Path,
     camera: &str,
 ) -> Result<(HandEyeSolution, PathBuf), CalibrateError> {
     // Check the name before the solve so a typo fails fast; the file itself is not touched yet.
     calibration_path(dir, camera)?;
-    let solution = solve_eye_to_hand(samples, method)?;
+    let solution = solve_eye_to_hand(samples, options)?;
     let path = write_calibration(dir, camera, &solution)?;
     Ok((solution, path))
 }
@@ -361,35 +350,10 @@ pub fn solve_and_write(
 /// The `[intrinsics]` of an existing calibration file, if it has that table. A file that exists
 /// but cannot be read or parsed is an error: overwriting it could destroy a lens calibration.
 fn existing_intrinsics(path: &Path) -> Result<Option<Intrinsics>, CalibrateError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(CalibrateError::Existing {
-                file: path.to_path_buf(),
-                source: GeometryError::Io {
-                    file: path.to_path_buf(),
-                    source,
-                },
-            })
-        }
-    };
-    let existing = |source| CalibrateError::Existing {
+    Intrinsics::load_if_present(path).map_err(|source| CalibrateError::Existing {
         file: path.to_path_buf(),
         source,
-    };
-    let table: toml::Table = toml::from_str(&text).map_err(|e| {
-        existing(GeometryError::Parse {
-            file: path.to_path_buf(),
-            message: e.to_string(),
-        })
-    })?;
-    if !table.contains_key("intrinsics") {
-        return Ok(None);
-    }
-    Intrinsics::from_toml_str(&text, path)
-        .map(Some)
-        .map_err(existing)
+    })
 }
 
 /// Temp file in the same folder (a rename across file systems is not atomic), fsync, rename.

@@ -16,7 +16,8 @@
 //! `gripper_from_base` poses it forms the same `A_ij` and returns the same `X`.) Both methods are
 //! separable: rotation first from `R_A R_X = R_X R_B`, then translation from
 //! `(R_A − I) t_X = R_X t_B − t_A`, each over **all** pairs `i < j` (more equations than
-//! consecutive pairs, and the same pairs OpenCV uses, so the two can be compared).
+//! consecutive pairs, and the same pairs OpenCV uses, so the two can be compared) — except that
+//! Tsai-Lenz by default leaves out the pairs OpenCV 4.10 and later leave out (below).
 //!
 //! * [`Method::TsaiLenz`] — R. Tsai, R. Lenz, "A new technique for fully autonomous and efficient
 //!   3D robotics hand/eye calibration", IEEE T-RA 5(3), 1989. Rotations as modified Rodrigues
@@ -35,6 +36,23 @@
 //! keep the well-conditioned one with the smallest `X'` and return `X = X' R₀`. For any `X` one
 //! of the three leaves `X'` at most ~132° (see `tsai_rotation`). Park-Martin has no such
 //! singularity.
+//!
+//! # OpenCV 4.10's pair filter (Tsai-Lenz only)
+//! From 4.10.0 on, OpenCV's `calibrateHandEyeTsai` (modules/calib3d/src/calibration_handeye.cpp,
+//! opencv/opencv PR #24897) skips every pair `i < j` for which the gripper motion's or the target
+//! motion's `‖P‖ = 2 sin(θ/2)` lies outside `[0.3, 1.7]`, i.e. either turns less than ~17.25° or
+//! more than ~116.42°: the pair is left out of both the rotation and the translation system. If
+//! fewer than two pairs remain it logs "Not enough informative motions" and returns the identity
+//! rotation and a zero translation. Up to 4.9 every pair was used. [`TsaiOptions`] selects the rule;
+//! the default follows current OpenCV, and where too few pairs remain we return
+//! [`HandEyeError::TooFewInformativeMotions`] instead of an identity. Park-Martin is unchanged in
+//! OpenCV and here.
+//!
+//! With the filter off the result is OpenCV 4.9's, except when some motion turns 120° or more:
+//! there OpenCV's `rot2quatMinimal` stops taking the quaternion with `w > 0` and can give the
+//! gripper and the target motion of one pair opposite signs, which wrecks its rotation solve
+//! (`front_wide_motions` in the golden fixture: 0.78 m and 121° off); `modified_rodrigues` takes
+//! `w ≥ 0` for both, so ours stays within the noise. The 4.10 filter drops every such pair.
 
 use crate::nalgebra::{
     DMatrix, DVector, Isometry3, Matrix3, Rotation3, Translation3, UnitQuaternion, Vector3,
@@ -72,6 +90,18 @@ const TSAI_MIN_CONDITION_RATIO: f64 = 0.05;
 
 /// Largest accepted `| |q| − 1 |` of an input rotation quaternion.
 const UNIT_TOLERANCE: f64 = 1e-6;
+
+/// OpenCV ≥ 4.10 Tsai pair filter: a motion whose `2 sin(θ/2)` is below this (θ < ~17.25°) is
+/// skipped.
+pub const OPENCV_PAIR_FILTER_MIN: f64 = 0.3;
+
+/// OpenCV ≥ 4.10 Tsai pair filter: a motion whose `2 sin(θ/2)` is above this (θ > ~116.42°) is
+/// skipped.
+pub const OPENCV_PAIR_FILTER_MAX: f64 = 1.7;
+
+/// OpenCV ≥ 4.10 Tsai pair filter: fewer motions than this left after filtering is a failure
+/// (OpenCV: `if (idx < 2)`).
+pub const OPENCV_PAIR_FILTER_MIN_MOTIONS: usize = 2;
 
 /// One robot pose and the target pose the camera saw there.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,6 +150,46 @@ impl std::str::FromStr for Method {
     }
 }
 
+/// Options of the Tsai-Lenz solve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TsaiOptions {
+    /// OpenCV ≥ 4.10's rule (module docs): leave out of both solves every pair of samples whose
+    /// gripper motion or target motion has `2 sin(θ/2)` outside
+    /// [[`OPENCV_PAIR_FILTER_MIN`], [`OPENCV_PAIR_FILTER_MAX`]] (θ outside ~17.25°..116.42°), and
+    /// fail with [`HandEyeError::TooFewInformativeMotions`] when fewer than
+    /// [`OPENCV_PAIR_FILTER_MIN_MOTIONS`] remain. Default `true` (parity with OpenCV 4.10 and
+    /// later); `false` uses every pair, as OpenCV up to 4.9 does.
+    pub opencv_4_10_pair_filter: bool,
+}
+
+impl Default for TsaiOptions {
+    fn default() -> Self {
+        TsaiOptions {
+            opencv_4_10_pair_filter: true,
+        }
+    }
+}
+
+/// What [`solve_eye_to_hand`] runs: the method and its options. A bare [`Method`] converts to
+/// this with default options, so `solve_eye_to_hand(samples, Method::TsaiLenz)` follows current
+/// OpenCV.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandEyeOptions {
+    /// The solver.
+    pub method: Method,
+    /// Used when `method` is [`Method::TsaiLenz`], ignored otherwise.
+    pub tsai: TsaiOptions,
+}
+
+impl From<Method> for HandEyeOptions {
+    fn from(method: Method) -> Self {
+        HandEyeOptions {
+            method,
+            tsai: TsaiOptions::default(),
+        }
+    }
+}
+
 /// How far one sample is from the solution.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SampleResidual {
@@ -163,6 +233,11 @@ pub struct HandEyeSolution {
     pub residuals: Residuals,
     /// The solver that produced it.
     pub method: Method,
+    /// The Tsai-Lenz options used (`None` for Park-Martin).
+    pub tsai: Option<TsaiOptions>,
+    /// Pairs of samples (motions) in the solve: all `n (n − 1) / 2`, unless the Tsai pair filter
+    /// left some out.
+    pub motions_used: usize,
 }
 
 /// Why a set of samples cannot be solved. Each message says what to do next.
@@ -204,6 +279,20 @@ pub enum HandEyeError {
     )]
     SingleAxis { spread_deg: f64, needed_deg: f64 },
 
+    /// OpenCV 4.10's Tsai pair filter ([`TsaiOptions::opencv_4_10_pair_filter`]) left fewer than
+    /// [`OPENCV_PAIR_FILTER_MIN_MOTIONS`] motions (OpenCV then returns the identity).
+    #[error(
+        "hand-eye tsai-lenz: only {kept} of {total} motions between poses turn by 17.3-116.4° \
+         for both the gripper and the target (OpenCV 4.10's Tsai pair filter: 2 sin(θ/2) within \
+         [0.3, 1.7]), need at least {needed}; tilt the target by 20-40° between poses, or use \
+         the park method"
+    )]
+    TooFewInformativeMotions {
+        kept: usize,
+        total: usize,
+        needed: usize,
+    },
+
     /// A linear system without a unique solution despite the checks above (e.g. inconsistent
     /// camera poses).
     #[error("hand-eye {method}: {what}; check that each camera pose belongs to its robot pose")]
@@ -214,14 +303,27 @@ pub enum HandEyeError {
 ///
 /// Checks the input first (count, finite numbers, unit rotations, enough rotation about more
 /// than one axis) so that degenerate data gives a typed error instead of a confident wrong
-/// answer.
+/// answer. `options` is a [`Method`] (default options: Tsai-Lenz with OpenCV 4.10's pair filter)
+/// or a [`HandEyeOptions`].
 pub fn solve_eye_to_hand(
     samples: &[HandEyeSample],
-    method: Method,
+    options: impl Into<HandEyeOptions>,
 ) -> Result<HandEyeSolution, HandEyeError> {
+    let HandEyeOptions { method, tsai } = options.into();
     check_samples(samples)?;
     check_motion(samples)?;
-    let motions = motions(samples);
+    let mut motions = motions(samples);
+    if method == Method::TsaiLenz && tsai.opencv_4_10_pair_filter {
+        let total = motions.len();
+        motions.retain(opencv_informative);
+        if motions.len() < OPENCV_PAIR_FILTER_MIN_MOTIONS {
+            return Err(HandEyeError::TooFewInformativeMotions {
+                kept: motions.len(),
+                total,
+                needed: OPENCV_PAIR_FILTER_MIN_MOTIONS,
+            });
+        }
+    }
     let r_x = match method {
         Method::TsaiLenz => tsai_rotation(&motions)?,
         Method::ParkMartin => park_rotation(&motions)?,
@@ -238,6 +340,8 @@ pub fn solve_eye_to_hand(
         gripper_from_target,
         residuals,
         method,
+        tsai: (method == Method::TsaiLenz).then_some(tsai),
+        motions_used: motions.len(),
     })
 }
 
@@ -338,6 +442,15 @@ fn motions(samples: &[HandEyeSample]) -> Vec<Motion> {
         }
     }
     out
+}
+
+/// OpenCV ≥ 4.10's test for a motion Tsai-Lenz keeps: `2 sin(θ/2)` of both the gripper and the
+/// target rotation within [`OPENCV_PAIR_FILTER_MIN`, `OPENCV_PAIR_FILTER_MAX`] (bounds included:
+/// OpenCV skips `< 0.3` or `> 1.7`).
+fn opencv_informative(m: &Motion) -> bool {
+    let range = OPENCV_PAIR_FILTER_MIN..=OPENCV_PAIR_FILTER_MAX;
+    range.contains(&modified_rodrigues(&m.a.rotation).norm())
+        && range.contains(&modified_rodrigues(&m.b.rotation).norm())
 }
 
 /// Whether a system whose extreme singular values (or eigenvalues) are `min` and `max` has a

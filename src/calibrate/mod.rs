@@ -18,8 +18,8 @@ pub mod target;
 
 pub use file::{load_samples, solve_and_write, write_calibration, CalibrateError};
 pub use handeye::{
-    solve_eye_to_hand, HandEyeError, HandEyeSample, HandEyeSolution, Method, Residuals,
-    SampleResidual,
+    solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, HandEyeSolution, Method,
+    Residuals, SampleResidual, TsaiOptions,
 };
 
 use std::path::{Path, PathBuf};
@@ -41,17 +41,17 @@ pub struct ViewsCalibration {
 
 /// Images to calibration file: the tag's pose in every view (detection + PnP), the eye-to-hand
 /// solve, and the atomic write of `dir/<camera>.toml` — only when the solve succeeds, so a failed
-/// run leaves an existing file as it was.
+/// run leaves an existing file as it was. `options`: a [`Method`] or a [`HandEyeOptions`].
 pub fn calibrate_views(
     views: &[CalibrationView],
     target: &TagTarget,
-    method: Method,
+    options: impl Into<HandEyeOptions>,
     dir: &Path,
     camera: &str,
 ) -> Result<ViewsCalibration, CalibrateError> {
     let (seen, skipped) = observe_target(views, target)?;
     let samples: Vec<HandEyeSample> = seen.iter().map(HandEyeSample::from).collect();
-    let (solution, path) = solve_and_write(&samples, method, dir, camera)?;
+    let (solution, path) = solve_and_write(&samples, options, dir, camera)?;
     Ok(ViewsCalibration {
         solution,
         path,

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::GeometryError;
 use super::intrinsics::{Distortion, Intrinsics};
-use crate::nalgebra::{Isometry3, Matrix3, Rotation3, Translation3, UnitQuaternion};
+use crate::nalgebra::{Isometry3, Matrix3, Quaternion, Rotation3, Translation3, UnitQuaternion};
 
 /// Largest accepted `max |R^T R - I|` and `|det R - 1|` of a rotation matrix in a file.
 ///
@@ -65,6 +65,33 @@ impl Intrinsics {
     /// Reads the `[intrinsics]` table of a calibration file and validates it.
     pub fn load(path: &Path) -> Result<Self, GeometryError> {
         Self::from_toml_str(&read(path)?, path)
+    }
+
+    /// The `[intrinsics]` of a calibration file that may not be there: `Ok(None)` when the file
+    /// does not exist or is TOML without an `[intrinsics]` table; otherwise as [`Intrinsics::load`]
+    /// (an unreadable file, invalid TOML or a bad `[intrinsics]` is an error). What a writer that
+    /// must keep an existing lens model reads before replacing the other tables.
+    pub fn load_if_present(path: &Path) -> Result<Option<Self>, GeometryError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(GeometryError::Io {
+                    file: path.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        // Any TOML without the table counts as "no lens model"; only a file that has one is
+        // held to the full format.
+        let table: toml::Table = toml::from_str(&text).map_err(|e| GeometryError::Parse {
+            file: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        if !table.contains_key("intrinsics") {
+            return Ok(None);
+        }
+        Self::from_toml_str(&text, path).map(Some)
     }
 
     /// Parses and validates the `[intrinsics]` table of calibration-file text; `file` is used in
@@ -200,14 +227,68 @@ struct RawExtrinsics {
     quaternion: Option<RawQuaternion>,
 }
 
-/// Named components: no `[w, x, y, z]` vs `[x, y, z, w]` ambiguity.
-#[derive(Deserialize)]
+/// A quaternion as calibration files and the hand-eye samples JSON write it: named components,
+/// so no `[w, x, y, z]` vs `[x, y, z, w]` ambiguity.
+#[derive(Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RawQuaternion {
-    w: f64,
-    x: f64,
-    y: f64,
-    z: f64,
+pub(crate) struct RawQuaternion {
+    pub(crate) w: f64,
+    pub(crate) x: f64,
+    pub(crate) y: f64,
+    pub(crate) z: f64,
+}
+
+/// Why a [`RawQuaternion`] is not a rotation; the caller words the message and names the field.
+pub(crate) enum QuaternionDefect {
+    /// The first non-finite component, in `w, x, y, z` order.
+    NotFinite { component: &'static str, value: f64 },
+    /// A norm off 1 by more than [`QUATERNION_NORM_TOLERANCE`].
+    Norm(f64),
+}
+
+impl RawQuaternion {
+    /// The normalised rotation, if every component is finite and the norm is 1 within
+    /// [`QUATERNION_NORM_TOLERANCE`].
+    pub(crate) fn to_rotation(&self) -> Result<UnitQuaternion<f64>, QuaternionDefect> {
+        for (component, value) in [("w", self.w), ("x", self.x), ("y", self.y), ("z", self.z)] {
+            if !value.is_finite() {
+                return Err(QuaternionDefect::NotFinite { component, value });
+            }
+        }
+        let q = Quaternion::new(self.w, self.x, self.y, self.z);
+        let norm = q.norm();
+        if (norm - 1.0).abs() > QUATERNION_NORM_TOLERANCE {
+            return Err(QuaternionDefect::Norm(norm));
+        }
+        Ok(UnitQuaternion::from_quaternion(q))
+    }
+}
+
+/// Why a finite 3x3 matrix is not accepted as a rotation; the caller words the message.
+pub(crate) enum RotationDefect {
+    /// `max |RᵀR − I|` or `|det R − 1|` above [`ROTATION_TOLERANCE`].
+    Tolerance { ortho: f64, det: f64 },
+    /// The polar decomposition failed.
+    Svd,
+}
+
+/// A finite matrix read from a file as a rotation: checked against [`ROTATION_TOLERANCE`], then
+/// replaced by the nearest rotation (polar decomposition `R = U Vᵀ`).
+pub(crate) fn rotation_from_matrix(
+    m: &Matrix3<f64>,
+) -> Result<UnitQuaternion<f64>, RotationDefect> {
+    let ortho = (m.transpose() * m - Matrix3::identity()).abs().max();
+    let det = m.determinant();
+    if ortho > ROTATION_TOLERANCE || (det - 1.0).abs() > ROTATION_TOLERANCE {
+        return Err(RotationDefect::Tolerance { ortho, det });
+    }
+    let svd = m.svd(true, true);
+    let (Some(u), Some(v_t)) = (svd.u, svd.v_t) else {
+        return Err(RotationDefect::Svd);
+    };
+    Ok(UnitQuaternion::from_rotation_matrix(
+        &Rotation3::from_matrix_unchecked(u * v_t),
+    ))
 }
 
 /// Tables in file order; absent ones are left out. `meta` first: TOML puts plain keys before
@@ -270,15 +351,15 @@ fn field_err(file: &Path, field: impl Into<String>, reason: impl Into<String>) -
     }
 }
 
+fn not_finite(file: &Path, field: &str, x: f64) -> GeometryError {
+    field_err(file, field, format!("must be a finite number, got {x}"))
+}
+
 fn finite(file: &Path, field: &str, x: f64) -> Result<f64, GeometryError> {
     if x.is_finite() {
         Ok(x)
     } else {
-        Err(field_err(
-            file,
-            field,
-            format!("must be a finite number, got {x}"),
-        ))
+        Err(not_finite(file, field, x))
     }
 }
 
@@ -396,63 +477,42 @@ fn rotation_from_rows(
             m[(r, c)] = finite(file, &format!("extrinsics.rotation[{r}][{c}]"), x)?;
         }
     }
-    let ortho = (m.transpose() * m - Matrix3::identity()).abs().max();
-    let det = m.determinant();
-    if det < 0.0 {
-        return Err(field_err(
-            file,
-            "extrinsics.rotation",
-            format!(
-                "determinant is {det:.6}: a reflection (one axis flipped), not a rotation; \
-                 check the handedness of the frames"
-            ),
-        ));
-    }
-    if ortho > ROTATION_TOLERANCE {
-        return Err(field_err(
-            file,
-            "extrinsics.rotation",
-            format!(
-                "not orthonormal: max |R^T R - I| = {ortho:.3e} > {ROTATION_TOLERANCE:e}; rows must \
-                 be unit vectors at right angles (is it scaled, mistyped or rounded to too few decimals?)"
-            ),
-        ));
-    }
-    if (det - 1.0).abs() > ROTATION_TOLERANCE {
-        return Err(field_err(
-            file,
-            "extrinsics.rotation",
-            format!("determinant is {det:.6}, must be 1 within {ROTATION_TOLERANCE:e}"),
-        ));
-    }
-    // Nearest rotation (polar decomposition): R = U V^T.
-    let svd = m.svd(true, true);
-    let (Some(u), Some(v_t)) = (svd.u, svd.v_t) else {
-        return Err(field_err(file, "extrinsics.rotation", "SVD failed"));
+    let reason = match rotation_from_matrix(&m) {
+        Ok(r) => return Ok(r),
+        Err(RotationDefect::Svd) => "SVD failed".to_string(),
+        Err(RotationDefect::Tolerance { det, .. }) if det < 0.0 => format!(
+            "determinant is {det:.6}: a reflection (one axis flipped), not a rotation; \
+             check the handedness of the frames"
+        ),
+        Err(RotationDefect::Tolerance { ortho, .. }) if ortho > ROTATION_TOLERANCE => format!(
+            "not orthonormal: max |R^T R - I| = {ortho:.3e} > {ROTATION_TOLERANCE:e}; rows must \
+             be unit vectors at right angles (is it scaled, mistyped or rounded to too few decimals?)"
+        ),
+        Err(RotationDefect::Tolerance { det, .. }) => {
+            format!("determinant is {det:.6}, must be 1 within {ROTATION_TOLERANCE:e}")
+        }
     };
-    let r = Rotation3::from_matrix_unchecked(u * v_t);
-    Ok(UnitQuaternion::from_rotation_matrix(&r))
+    Err(field_err(file, "extrinsics.rotation", reason))
 }
 
 fn rotation_from_quaternion(
     file: &Path,
     q: &RawQuaternion,
 ) -> Result<UnitQuaternion<f64>, GeometryError> {
-    let w = finite(file, "extrinsics.quaternion.w", q.w)?;
-    let x = finite(file, "extrinsics.quaternion.x", q.x)?;
-    let y = finite(file, "extrinsics.quaternion.y", q.y)?;
-    let z = finite(file, "extrinsics.quaternion.z", q.z)?;
-    let v = crate::nalgebra::Quaternion::new(w, x, y, z);
-    let norm = v.norm();
-    if (norm - 1.0).abs() > QUATERNION_NORM_TOLERANCE {
-        return Err(field_err(
+    match q.to_rotation() {
+        Ok(r) => Ok(r),
+        Err(QuaternionDefect::NotFinite { component, value }) => Err(not_finite(
+            file,
+            &format!("extrinsics.quaternion.{component}"),
+            value,
+        )),
+        Err(QuaternionDefect::Norm(norm)) => Err(field_err(
             file,
             "extrinsics.quaternion",
             format!(
                 "norm is {norm:.6}, must be 1 within {QUATERNION_NORM_TOLERANCE:e} \
                  (a unit quaternion {{ w, x, y, z }})"
             ),
-        ));
+        )),
     }
-    Ok(UnitQuaternion::from_quaternion(v))
 }
