@@ -5,6 +5,9 @@
 //! synchronous. A `Robot` only accepts motions that passed the `safety` gate (`CheckedTrajectory`,
 //! `CheckedGripper`), so no code path can move a robot without the checks.
 
+pub mod settings;
+pub use settings::{DriverKind, DriverSettings, DynamixelSettings, SettingsError, XarmSettings};
+
 use std::sync::Arc;
 
 use crate::kinematics::RobotModel;
