@@ -6,6 +6,9 @@
 //! (opencv-python-headless 4.14.0.94 and 4.9.0.80: OpenCV 4.10 changed CALIB_HAND_EYE_TSAI, see
 //! `TsaiOptions`); no Python runs here.
 
+mod common;
+
+use common::temp_dir;
 use std::path::{Path, PathBuf};
 
 use pointact::calibrate::file::{
@@ -23,13 +26,6 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 const METHODS: [Method; 2] = [Method::TsaiLenz, Method::ParkMartin];
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pointact-handeye-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 /// (translation distance in mm, rotation angle in degrees) between two poses.
 fn distance(a: &Isometry3<f64>, b: &Isometry3<f64>) -> (f64, f64) {

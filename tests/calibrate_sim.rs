@@ -4,19 +4,15 @@
 //! the truth (issue bar: 2 mm and 0.2°). The same views replayed from a session folder give the
 //! same answer, and a session whose tag is never seen writes nothing.
 
+mod common;
+
+use common::temp_dir;
 use pointact::calibrate::sim::{capture_sim_session, SimCalibrationOptions, SimSession};
 use pointact::calibrate::target::session::{read_session, write_session};
 use pointact::calibrate::target::TagTarget;
 use pointact::calibrate::{calibrate_views, CalibrateError, HandEyeError, Method};
 use pointact::geometry::calibration::Extrinsics;
 use pointact::nalgebra::Isometry3;
-
-fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("pointact-cal-sim-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 fn session() -> SimSession {
     let rt = tokio::runtime::Builder::new_current_thread()

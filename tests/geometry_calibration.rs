@@ -1,6 +1,9 @@
 //! Calibration TOML files: the committed example, round trips, and errors that name the file and
 //! the field.
 
+mod common;
+
+use common::temp_dir;
 use std::path::{Path, PathBuf};
 
 use pointact::geometry::{CameraCalibration, Distortion, Extrinsics, GeometryError, Intrinsics};
@@ -8,12 +11,6 @@ use pointact::nalgebra::{Isometry3, Matrix3, Translation3, UnitQuaternion, Vecto
 
 fn example_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/example.toml")
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pointact-geometry-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 const GOOD: &str = r#"

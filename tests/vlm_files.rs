@@ -1,6 +1,9 @@
 //! Model spec → files: local folders (single-file and sharded weights), the Hugging Face cache
 //! layout, and the offline error. No test touches the network.
 
+mod common;
+
+use common::temp_dir;
 use std::path::{Path, PathBuf};
 
 use pointact::vlm::{is_repo_id, FilesError, HubOptions, ModelFiles, ModelOrigin, ModelSpec};
@@ -9,14 +12,6 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/qwen25vl_tiny")
         .join(name)
-}
-
-/// A fresh empty folder under the system temp dir.
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pointact-vlm-files-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 const SHARD_1: &str = "model-00001-of-00002.safetensors";
@@ -360,9 +355,7 @@ fn unreachable_hub_explains_how_to_pass_a_folder() {
 #[test]
 fn weight_files_without_the_rest_of_a_model_folder() {
     use pointact::vlm::weight_files;
-    let dir = std::env::temp_dir().join(format!("pointact-weight-files-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("weight-files");
     assert!(matches!(
         weight_files(&dir),
         Err(FilesError::MissingWeights { .. })

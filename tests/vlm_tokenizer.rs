@@ -2,6 +2,9 @@
 //! `tests/fixtures/qwen25vl_tiny/` (golden `input_ids` and the rendered prompt stored in the
 //! metadata of `golden.safetensors`, made by `tests/fixtures/gen_qwen25vl_golden.py`).
 
+mod common;
+
+use common::temp_dir;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -50,14 +53,6 @@ fn tokenizer() -> Qwen25Tokenizer {
 
 fn reg_prompt() -> String {
     Ability::Reg.prompt("the red block")
-}
-
-/// A fresh empty folder under the system temp dir.
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("pointact-vlm-tok-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// The 266 golden ids: the REG prompt with 108 image tokens, tokenised as the processor does.

@@ -4,6 +4,9 @@
 //! crate) gives bit-identical logits, and the whole `qwen` loader takes it. Unknown and mixed
 //! names are refused with errors that list the expected prefixes.
 
+mod common;
+
+use common::temp_dir as tmpdir;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -20,13 +23,6 @@ use safetensors::SafeTensors;
 
 mod vlm_fixture;
 use vlm_fixture::*;
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pointact-names-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// transformers ≥ 4.52 (`_checkpoint_conversion_mapping` of `Qwen2_5_VLForConditionalGeneration`).
 fn nested_name(name: &str) -> String {

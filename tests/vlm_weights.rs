@@ -1,6 +1,9 @@
 //! The tensor-by-tensor safetensors reader: same model as candle's memory map, shards, and
 //! errors that name the tensor or file at fault.
 
+mod common;
+
+use common::temp_dir as tmpdir;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -9,13 +12,6 @@ use pointact::vlm::{LogitsAt, Quant, Qwen25Vl, SafetensorsReader, WeightsError};
 
 mod vlm_fixture;
 use vlm_fixture::*;
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pointact-weights-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// The model from `reader` (F32 on the CPU).
 fn load(

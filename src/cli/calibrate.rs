@@ -25,9 +25,13 @@ pub struct HandEyeCli {
     /// Camera name: the file written is DIR/<camera>.toml (default: front; with --sim: sim).
     #[arg(long)]
     camera: Option<String>,
-    /// tsai (Tsai-Lenz 1989) or park (Park-Martin 1994).
+    /// tsai (Tsai-Lenz 1989) or park (Park-Martin 1994). Tsai keeps only the motion pairs that
+    /// OpenCV >= 4.10 keeps (both rotations between about 17 and 116 degrees).
     #[arg(long, default_value = "park")]
     method: pointact::calibrate::Method,
+    /// With --method tsai: use every motion pair, as OpenCV <= 4.9 did.
+    #[arg(long)]
+    tsai_all_pairs: bool,
     /// Folder of the calibration files.
     #[arg(long, default_value = "calibration")]
     out: PathBuf,
@@ -63,9 +67,15 @@ fn hand_eye(a: HandEyeCli) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| if a.sim { "sim" } else { "front" }.to_string());
     let mut truth = None;
+    let options = calibrate::HandEyeOptions {
+        method: a.method,
+        tsai: calibrate::TsaiOptions {
+            opencv_4_10_pair_filter: !a.tsai_all_pairs,
+        },
+    };
     let (s, path, poses) = if let Some(samples_path) = &a.samples {
         let samples = file::load_samples(samples_path)?;
-        let (s, path) = file::solve_and_write(&samples, a.method, &a.out, &camera)?;
+        let (s, path) = file::solve_and_write(&samples, options, &a.out, &camera)?;
         (s, path, samples.len())
     } else {
         let (views, target) = if a.sim {
@@ -93,7 +103,7 @@ fn hand_eye(a: HandEyeCli) -> Result<ExitCode> {
                  or --sim (format: calibration/README.md)"
             );
         };
-        let c = calibrate::calibrate_views(&views, &target, a.method, &a.out, &camera)?;
+        let c = calibrate::calibrate_views(&views, &target, options, &a.out, &camera)?;
         for v in &c.skipped {
             eprintln!("no tag    view {}: {}", v.view, v.reason);
         }

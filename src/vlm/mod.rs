@@ -15,7 +15,8 @@
 //! * [`config`]: `config.json` → [`Qwen25VlConfig`] (text part, [`VisionConfig`], M-RoPE
 //!   sections, special-token ids), from the flat layout of transformers 4.51.3 or the nested
 //!   `text_config` layout of newer releases, validated with typed [`ConfigError`]s.
-//! * [`vision`]: the vision tower [`Qwen25VisionModel`] (`visual.*` weights): patch embedding as
+//! * [`vision`]: the vision tower [`Qwen25VisionModel`] (`visual.*` weights in the classic names;
+//!   [`weights`] maps the transformers >= 4.52 and mlx-vlm names onto them): patch embedding as
 //!   one Linear, 2-D rotary in f32, window permutation, window/full-attention blocks, patch merger
 //!   with exact GELU, raster-order output. Matches transformers 4.51.3 on the fixture within
 //!   ~1e-6 relative (`tests/vlm_vision.rs`; the fixture's golden run had its rotary `inv_freq`
@@ -77,4 +78,4 @@ pub use tokenizer::{
     QWEN2_VL_CHAT_TEMPLATE,
 };
 pub use vision::{Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};
-pub use weights::{SafetensorsReader, WeightsError};
+pub use weights::{NameScheme, SafetensorsReader, WeightsError};

@@ -32,6 +32,15 @@ impl TempDir {
     }
 }
 
+/// A fresh, empty, existing folder that stays after the test (for helpers that hand its path on);
+/// the next run of the same test clears it first.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = TempDir::new(tag);
+    let path = d.0.clone();
+    std::mem::forget(d);
+    path
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
