@@ -9,7 +9,7 @@
 mod common;
 
 use common::temp_dir;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use pointact::calibrate::file::{
     calibration_path, format_utc, samples_from_json_str, samples_to_json_string, solve_and_write,

@@ -16,8 +16,53 @@ mod with_rerun {
     use pointact::pointing::Ability;
     use pointact::runner::{run_episode, EpisodeOptions};
     use pointact::sim::tasks;
-    use pointact::viz::{paths, timelines, Sink, Viz};
+    use pointact::viz::{Sink, Viz};
     use rerun::external::arrow::array::Array as _;
+
+    /// The entity tree and timelines as `viz`'s module docs publish them (what a user finds in the
+    /// viewer); the library keeps its own constants private, so a renamed entity fails here.
+    mod paths {
+        pub const CAMERA: &str = "world/camera";
+        pub const PINHOLE: &str = "world/camera/image";
+        pub const RGB: &str = "world/camera/image/rgb";
+        pub const DEPTH: &str = "world/camera/image/depth";
+        pub const CLOUD: &str = "world/cloud";
+        pub const GRASP: &str = "world/targets/grasp";
+        pub const PLACE: &str = "world/targets/place";
+        pub const TRACE_3D: &str = "world/targets/trace";
+        pub const PLAN_TCP: &str = "world/plan/tcp";
+        pub const PLAN_STEPS: &str = "plan/steps";
+        pub const LOG: &str = "log";
+        pub const GRIPPER_WIDTH: &str = "robot/gripper_width";
+        pub const EVAL_SUCCESS: &str = "eval/success";
+        pub fn points_2d(ability: &str) -> String {
+            format!("world/camera/image/points/{ability}")
+        }
+        pub fn trace_2d(ability: &str) -> String {
+            format!("world/camera/image/trace/{ability}")
+        }
+        pub fn pointing(ability: &str) -> String {
+            format!("pointing/{ability}")
+        }
+        pub fn link(robot: &str, link: &str) -> String {
+            format!("world/robot/{robot}/{link}")
+        }
+        pub fn joint(joint: &str) -> String {
+            format!("robot/joints/{joint}")
+        }
+        pub fn planned_joint(joint: &str) -> String {
+            format!("plan/joints/{joint}")
+        }
+        pub fn timing(stage: &str) -> String {
+            format!("timings/{stage}")
+        }
+    }
+
+    mod timelines {
+        pub const SIM_TIME: &str = "sim_time";
+        pub const PLAN_TIME: &str = "plan_time";
+        pub const EPISODE: &str = "episode";
+    }
 
     /// What the file holds for one entity path.
     #[derive(Default, Debug)]

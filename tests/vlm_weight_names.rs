@@ -8,11 +8,11 @@ mod common;
 
 use common::temp_dir as tmpdir;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{DType, Device};
+use pointact::pointing::qwen::{QwenOptions, QwenPointer};
 use pointact::pointing::Ability;
-use pointact::vlm::pointer::{QwenOptions, QwenPointer};
 use pointact::vlm::weights::NameScheme;
 use pointact::vlm::{
     GenerationConfig, LogitsAt, ModelFiles, Quant, Qwen25Vl, Qwen25VlConfig, SafetensorsReader,

@@ -5,7 +5,6 @@ mod common;
 
 use common::temp_dir as tmpdir;
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor};
 use pointact::vlm::{LogitsAt, Quant, Qwen25Vl, SafetensorsReader, WeightsError};

@@ -50,8 +50,9 @@ use std::path::PathBuf;
 /// Default address of a viewer started with `rerun` (gRPC proxy on loopback).
 pub const DEFAULT_CONNECT_URL: &str = "rerun+http://127.0.0.1:9876/proxy";
 
-/// Entity paths, in one place (the module table above lists them).
-pub mod paths {
+/// Entity paths, in one place (the module table above lists them; it is the public contract).
+#[cfg_attr(not(feature = "viz"), allow(dead_code))]
+pub(crate) mod paths {
     pub const WORLD: &str = "world";
     pub const CAMERA: &str = "world/camera";
     pub const PINHOLE: &str = "world/camera/image";
@@ -99,7 +100,8 @@ pub mod paths {
 }
 
 /// Timeline names.
-pub mod timelines {
+#[cfg_attr(not(feature = "viz"), allow(dead_code))]
+pub(crate) mod timelines {
     /// The camera's and the robot's clock (simulation time in the simulator), seconds.
     pub const SIM_TIME: &str = "sim_time";
     /// Seconds since the plan starts, for planned joint positions.
