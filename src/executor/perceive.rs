@@ -29,7 +29,11 @@ pub enum PerceiveError {
 
 /// Where the ray through pixel `px` meets the horizontal plane at height `z` (base frame). Used for
 /// the middle points of a visual trace, whose own depth would hit the table behind them.
-pub fn ray_to_height(frame: &Frame, px: [f64; 2], z: f64) -> Result<Point3<f64>, PerceiveError> {
+pub(crate) fn ray_to_height(
+    frame: &Frame,
+    px: [f64; 2],
+    z: f64,
+) -> Result<Point3<f64>, PerceiveError> {
     let dir_cam = frame.intrinsics.deproject(px, 1.0)?;
     let origin = frame.base_from_camera * Point3::origin();
     let dir: Vector3<f64> = frame.base_from_camera.rotation * dir_cam;
@@ -49,7 +53,7 @@ pub fn ray_to_height(frame: &Frame, px: [f64; 2], z: f64) -> Result<Point3<f64>,
 }
 
 /// Height of the table top in the base frame, by RANSAC on the cloud inside `crop`.
-pub fn table_height(frame: &Frame, crop: CropBox) -> Result<f64, PerceiveError> {
+pub(crate) fn table_height(frame: &Frame, crop: CropBox) -> Result<f64, PerceiveError> {
     let rays = RayTable::new(&frame.intrinsics)?;
     let cloud = rays.cloud(
         &frame.depth,
@@ -91,7 +95,7 @@ pub struct ObjectBlob {
 /// Region-grows from `px` over neighbouring pixels whose 3D points stand more than `min_height`
 /// above the table and continue the surface (depth steps under 1.5 cm), within `max_radius` of the
 /// seed. The seed is the nearest such pixel within 6 px, so a point on an object edge still works.
-pub fn object_blob(
+pub(crate) fn object_blob(
     frame: &Frame,
     px: [f64; 2],
     table_z: f64,

@@ -131,7 +131,7 @@ impl Default for GraspParams {
 }
 
 /// The medoid of an answer's points: the one nearest all the others, robust to a stray point.
-pub fn medoid(points: &[[f64; 2]]) -> Option<[f64; 2]> {
+pub(crate) fn medoid(points: &[[f64; 2]]) -> Option<[f64; 2]> {
     points
         .iter()
         .min_by(|a, b| {

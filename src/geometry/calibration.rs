@@ -138,7 +138,7 @@ impl CameraCalibration {
 
     /// The file text: rotation written as a matrix (rows), numbers in shortest round-trip form,
     /// so loading it back gives the same calibration.
-    pub fn to_toml_string(&self) -> Result<String, GeometryError> {
+    pub(crate) fn to_toml_string(&self) -> Result<String, GeometryError> {
         calibration_file_text(Some(&self.intrinsics), Some(&self.extrinsics), None)
     }
 
@@ -157,7 +157,7 @@ impl CameraCalibration {
 /// when the camera's file already has them); [`CameraCalibration::to_toml_string`] writes the
 /// first two. Rotation written as a matrix (rows), numbers in shortest round-trip form, so
 /// loading the text back gives the same values.
-pub fn calibration_file_text(
+pub(crate) fn calibration_file_text(
     intrinsics: Option<&Intrinsics>,
     extrinsics: Option<&Extrinsics>,
     meta: Option<&toml::Table>,

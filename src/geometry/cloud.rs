@@ -271,7 +271,7 @@ impl RayTable {
     }
 
     /// Errors unless `depth` has the table's size and a consistent buffer.
-    pub fn check_depth(&self, depth: &DepthImage) -> Result<(), GeometryError> {
+    pub(crate) fn check_depth(&self, depth: &DepthImage) -> Result<(), GeometryError> {
         depth.check()?;
         if depth.width != self.intrinsics.width || depth.height != self.intrinsics.height {
             return Err(GeometryError::SizeMismatch {

@@ -86,7 +86,7 @@ impl DepthImage {
 
     /// Whether a depth value counts as a measurement.
     #[inline]
-    pub fn is_valid(depth_m: f32) -> bool {
+    pub(crate) fn is_valid(depth_m: f32) -> bool {
         depth_m.is_finite() && depth_m > 0.0
     }
 
@@ -108,7 +108,7 @@ impl DepthImage {
 
     /// The integer pixel containing sub-pixel coordinate `(u, v)` (pixel centres are integers),
     /// or an error naming the image size.
-    pub fn pixel_index(&self, u: f64, v: f64) -> Result<(usize, usize), GeometryError> {
+    pub(crate) fn pixel_index(&self, u: f64, v: f64) -> Result<(usize, usize), GeometryError> {
         let outside = || GeometryError::PixelOutsideImage {
             u,
             v,

@@ -77,7 +77,7 @@ impl Distortion {
     }
 
     /// Whether [`Intrinsics::deproject`] works with this model.
-    pub fn can_deproject(self) -> bool {
+    pub(crate) fn can_deproject(self) -> bool {
         self != Distortion::ModifiedBrownConrady
     }
 }
@@ -194,7 +194,7 @@ impl Intrinsics {
 
     /// The undistorted normalised ray `(x, y)` of a pixel (the point at depth 1 is `(x, y, 1)`),
     /// in f32 exactly as the SDK computes it. Point clouds precompute this per pixel.
-    pub fn ray_xy(&self, pixel: [f64; 2]) -> Result<[f32; 2], GeometryError> {
+    pub(crate) fn ray_xy(&self, pixel: [f64; 2]) -> Result<[f32; 2], GeometryError> {
         if !self.model.can_deproject() {
             return Err(GeometryError::NotDeprojectable { model: self.model });
         }

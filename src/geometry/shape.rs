@@ -15,7 +15,7 @@ pub enum Shape {
 
 impl Shape {
     /// Radius of a sphere about the origin that contains the shape (for cheap culling).
-    pub fn bounding_radius(&self) -> f64 {
+    pub(crate) fn bounding_radius(&self) -> f64 {
         match *self {
             Shape::Cuboid { half_extents } => half_extents.norm(),
             Shape::Cylinder {
@@ -50,13 +50,13 @@ impl Shape {
     }
 
     /// Lowest world z of the solid placed at `world_from_shape`.
-    pub fn lowest_z(&self, world_from_shape: &k::nalgebra::Isometry3<f64>) -> f64 {
+    pub(crate) fn lowest_z(&self, world_from_shape: &k::nalgebra::Isometry3<f64>) -> f64 {
         let down_local = world_from_shape.rotation.inverse() * Vector3::new(0.0, 0.0, -1.0);
         world_from_shape.translation.z - self.support(&down_local)
     }
 
     /// Whether a point in the shape's own frame lies inside (or on) the solid.
-    pub fn contains_local(&self, p: &Point3<f64>) -> bool {
+    pub(crate) fn contains_local(&self, p: &Point3<f64>) -> bool {
         match *self {
             Shape::Cuboid { half_extents: h } => {
                 p.x.abs() <= h.x && p.y.abs() <= h.y && p.z.abs() <= h.z

@@ -168,7 +168,7 @@ impl RobotModel {
     }
 
     /// Number of arm joints.
-    pub fn dof(&self) -> usize {
+    pub(crate) fn dof(&self) -> usize {
         self.limits.len()
     }
 
@@ -186,7 +186,7 @@ impl RobotModel {
     }
 
     /// Errors unless `q` has one finite value per arm joint.
-    pub fn check_finite(&self, q: &[f64]) -> Result<(), KinematicsError> {
+    pub(crate) fn check_finite(&self, q: &[f64]) -> Result<(), KinematicsError> {
         if q.len() != self.dof() {
             return Err(KinematicsError::JointCount {
                 expected: self.dof(),
@@ -280,7 +280,7 @@ impl RobotModel {
     /// How far the tool's collision geometry (links rigidly attached to the tip: fingers, gripper
     /// body) reaches beyond the tip along the approach axis. A top-down TCP must stay this much
     /// higher above a surface than the clearance the fingertips need.
-    pub fn tool_reach_beyond_tip(&self) -> f64 {
+    pub(crate) fn tool_reach_beyond_tip(&self) -> f64 {
         let a = Vector3::from(self.config.approach_axis);
         let q1 = self.config.home.clone();
         let q2: Vec<f64> = q1.iter().map(|v| v + 0.1).collect();

@@ -128,7 +128,7 @@ impl ArmCollisionModel {
     /// The first contact at joints `q` and gripper opening (0..1): every moving primitive at least
     /// `clearance` above the plane z = `table_z` (exact lowest point), then no link sphere inside an
     /// obstacle. `Ok(None)` when the configuration is free.
-    pub fn first_contact(
+    pub(crate) fn first_contact(
         &self,
         model: &RobotModel,
         q: &[f64],

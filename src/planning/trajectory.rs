@@ -118,7 +118,7 @@ impl Trajectory {
         self.duration
     }
 
-    pub fn dof(&self) -> usize {
+    pub(crate) fn dof(&self) -> usize {
         self.path.waypoints[0].len()
     }
 

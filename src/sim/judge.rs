@@ -270,7 +270,12 @@ impl BesideGeometry {
 
     /// The patch of table where an object put on this side of `refo` (at `pose`) should go:
     /// 5–20 cm beyond its far edge, as wide as the reference (at least 8 cm), 6 cm tall.
-    pub fn target_area(&self, refo: &SceneObject, pose: &Isometry3<f64>, table_z: f64) -> Region {
+    pub(crate) fn target_area(
+        &self,
+        refo: &SceneObject,
+        pose: &Isometry3<f64>,
+        table_z: f64,
+    ) -> Region {
         let (_, hi) = extent_along(refo, pose, &self.dir);
         let (a0, a1) = extent_along(refo, pose, &self.across);
         let along = hi + 0.125;
@@ -294,7 +299,7 @@ fn extent_along(o: &SceneObject, pose: &Isometry3<f64>, dir: &Vector3<f64>) -> (
 
 /// How well `obj` satisfies "beside `refo`" in metres: the smallest slack of the three conditions
 /// (gap ≥ 0, gap ≤ 25 cm, lateral offset within tolerance); ≥ 0 means satisfied.
-pub fn beside_margin(
+pub(crate) fn beside_margin(
     geo: &BesideGeometry,
     obj: &SceneObject,
     pose: &Isometry3<f64>,

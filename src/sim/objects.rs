@@ -724,7 +724,7 @@ fn compound_primitive(p: &PrimitiveSpec) -> Result<BuiltPrimitive, String> {
 
 /// Half-extent of `shape`, placed with rotation `rot`, along the unit direction `dir` (its support
 /// distance): how far the solid reaches from its centre that way.
-pub fn support_extent(shape: &Shape, rot: &UnitQuaternion<f64>, dir: &Vector3<f64>) -> f64 {
+pub(crate) fn support_extent(shape: &Shape, rot: &UnitQuaternion<f64>, dir: &Vector3<f64>) -> f64 {
     // Direction in the shape's own frame.
     let d = rot.inverse_transform_vector(dir);
     match *shape {

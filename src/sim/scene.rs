@@ -209,7 +209,7 @@ impl CameraSpec {
 
     /// Unit direction, in the table plane, of "right" in the image: the camera's x axis with its
     /// vertical component removed. Spatial task words ("to the right of") use it.
-    pub fn image_right_on_table(&self) -> Vector3<f64> {
+    pub(crate) fn image_right_on_table(&self) -> Vector3<f64> {
         let x = self.world_from_camera().rotation * Vector3::x();
         let h = Vector3::new(x.x, x.y, 0.0);
         let n = h.norm();
@@ -305,7 +305,7 @@ impl SceneObject {
     }
 
     /// Name of a part id.
-    pub fn part_name(&self, id: u8) -> Option<&str> {
+    pub(crate) fn part_name(&self, id: u8) -> Option<&str> {
         self.parts
             .get(usize::from(id).checked_sub(1)?)
             .map(String::as_str)
@@ -320,7 +320,7 @@ impl SceneObject {
 
     /// Extent of the object along a unit direction `dir` given in the object frame: (min, max) of
     /// the projections of all its primitives.
-    pub fn local_extent(&self, dir: &Vector3<f64>) -> (f64, f64) {
+    pub(crate) fn local_extent(&self, dir: &Vector3<f64>) -> (f64, f64) {
         self.primitives
             .iter()
             .map(|p| {
@@ -348,7 +348,7 @@ impl SceneObject {
     /// Where something put "in"/"on" this object should end up, in the object frame: the inside of
     /// a container, else a slab above the middle of the top face (the top 4 cm over the inner 60 %
     /// of the footprint).
-    pub fn place_region(&self) -> Region {
+    pub(crate) fn place_region(&self) -> Region {
         if let Some(inner) = self.inner {
             return inner;
         }
@@ -553,7 +553,7 @@ impl Scene {
 }
 
 /// Names of the built-in scenes, comma-separated (for messages).
-pub fn builtin_names() -> String {
+pub(crate) fn builtin_names() -> String {
     BUILTIN_SCENES
         .iter()
         .map(|(n, _)| *n)
@@ -562,7 +562,7 @@ pub fn builtin_names() -> String {
 }
 
 /// A resting pose on the table: base at table height, rotated by `yaw` about z.
-pub fn table_pose(table: &Table, x: f64, y: f64, yaw: f64) -> Isometry3<f64> {
+pub(crate) fn table_pose(table: &Table, x: f64, y: f64, yaw: f64) -> Isometry3<f64> {
     Isometry3::from_parts(
         Translation3::new(x, y, table.height),
         UnitQuaternion::from_euler_angles(0.0, 0.0, yaw),

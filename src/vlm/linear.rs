@@ -97,7 +97,11 @@ impl Proj {
     }
 
     /// Wraps an existing weight (e.g. the tied embedding table as `lm_head`).
-    pub fn from_weight(w: Tensor, bias: Option<Tensor>, quant: Quant) -> candle_core::Result<Self> {
+    pub(crate) fn from_weight(
+        w: Tensor,
+        bias: Option<Tensor>,
+        quant: Quant,
+    ) -> candle_core::Result<Self> {
         let in_dim = w.dim(1)?;
         match quant {
             Quant::F32 => Ok(Proj::Dense(candle_nn::Linear::new(w, bias))),

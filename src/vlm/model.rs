@@ -143,7 +143,7 @@ impl Qwen25Vl {
     }
 
     /// [`Self::prepare`] with the vision tower's output already computed (one tensor per image).
-    pub fn prepare_with_vision(
+    pub(crate) fn prepare_with_vision(
         &self,
         input_ids: &[u32],
         images: &[ImageInput],

@@ -150,7 +150,7 @@ fn count_images(input_ids: &[u32], tokens: &TokenIds) -> usize {
 
 /// `values` rounded to bf16 and widened back to f32 — what a transformers module cast to bf16 does
 /// to its non-persistent rotary `inv_freq` buffers (both towers have one).
-pub fn round_to_bf16(values: Vec<f32>) -> candle_core::Result<Vec<f32>> {
+pub(crate) fn round_to_bf16(values: Vec<f32>) -> candle_core::Result<Vec<f32>> {
     let n = values.len();
     Tensor::from_vec(values, n, &Device::Cpu)?
         .to_dtype(candle_core::DType::BF16)?
@@ -184,7 +184,7 @@ impl MRope {
     /// transformers computes `inv_freq` as `1/θ^(arange(0, d, 2).float()/d)` in f32; torch's
     /// f32 `pow` and ours agree to the last ulp on the fixture, but a module cast to bf16 rounds
     /// this buffer — see [`super::Qwen25VisionModel::with_bf16_rotary_freqs`].
-    pub fn round_to_bf16(&mut self) -> candle_core::Result<()> {
+    pub(crate) fn round_to_bf16(&mut self) -> candle_core::Result<()> {
         self.inv_freq = round_to_bf16(std::mem::take(&mut self.inv_freq))?;
         Ok(())
     }
@@ -194,7 +194,7 @@ impl MRope {
     }
 
     /// `(cos, sin)`, each `[len, head_dim/2]` f32, for positions `ids[axis][start..start+len]`.
-    pub fn cos_sin(
+    pub(crate) fn cos_sin(
         &self,
         ids: &[Vec<u32>; 3],
         start: usize,

@@ -264,13 +264,13 @@ impl TextModel {
     }
 
     /// Token embeddings `[S, hidden]` for `ids`.
-    pub fn embed(&self, ids: &[u32]) -> candle_core::Result<Tensor> {
+    pub(crate) fn embed(&self, ids: &[u32]) -> candle_core::Result<Tensor> {
         let ids = Tensor::from_slice(ids, ids.len(), &self.device)?;
         self.embed_tokens.index_select(&ids, 0)
     }
 
     /// Drops the cache and allocates a fresh one for `capacity` positions per layer.
-    pub fn reset_cache(&mut self, capacity: usize) {
+    pub(crate) fn reset_cache(&mut self, capacity: usize) {
         self.caches = (0..self.cfg.num_hidden_layers)
             .map(|_| KvCache::new(2, capacity.max(1)))
             .collect();
@@ -283,7 +283,7 @@ impl TextModel {
 
     /// Runs `embeds` `[S, hidden]` at positions `pos[axis][start..start+S]` on top of the cache.
     /// Call [`Self::reset_cache`] before a new sequence.
-    pub fn forward_embeds(
+    pub(crate) fn forward_embeds(
         &mut self,
         embeds: &Tensor,
         pos: &[Vec<u32>; 3],

@@ -415,7 +415,11 @@ impl Qwen25Tokenizer {
     }
 
     /// Decodes ids to text, optionally dropping special tokens.
-    pub fn decode_with(&self, ids: &[u32], skip_special: bool) -> Result<String, TokenizerError> {
+    pub(crate) fn decode_with(
+        &self,
+        ids: &[u32],
+        skip_special: bool,
+    ) -> Result<String, TokenizerError> {
         self.tokenizer
             .decode(ids, skip_special)
             .map_err(|e| TokenizerError::Decode(e.to_string()))
@@ -427,7 +431,7 @@ impl Qwen25Tokenizer {
     }
 
     /// A streaming decoder, optionally dropping special tokens.
-    pub fn stream_with(&self, skip_special: bool) -> TokenStream<'_> {
+    pub(crate) fn stream_with(&self, skip_special: bool) -> TokenStream<'_> {
         TokenStream::new(self, skip_special)
     }
 }

@@ -63,7 +63,7 @@ impl TagDetector {
     }
 
     /// Every tag36h11 tag in the image (possibly none).
-    pub fn detect(&mut self, rgb: &RgbImage) -> Result<Vec<TagDetection>, TargetError> {
+    pub(crate) fn detect(&mut self, rgb: &RgbImage) -> Result<Vec<TagDetection>, TargetError> {
         let size = ImageSize {
             width: rgb.width() as usize,
             height: rgb.height() as usize,

@@ -39,7 +39,7 @@ fn family() -> Result<TagFamily, TargetError> {
 }
 
 /// How many ids the family has.
-pub fn family_size() -> Result<usize, TargetError> {
+pub(crate) fn family_size() -> Result<usize, TargetError> {
     Ok(family()?.code_data.len())
 }
 

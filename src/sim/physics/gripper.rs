@@ -249,7 +249,7 @@ impl SimWorld {
     }
 
     /// Parts of `object` that the fingers touch.
-    pub fn parts_touched_by_fingers(&self, object: &str) -> Vec<String> {
+    pub(crate) fn parts_touched_by_fingers(&self, object: &str) -> Vec<String> {
         let fingers = self.finger_links();
         let mut parts: Vec<String> = self
             .contacts_of(object)

@@ -388,7 +388,7 @@ impl SimWorld {
     }
 
     /// The last joint command and gripper command.
-    pub fn robot_command(&self) -> (&[f64], f64) {
+    pub(crate) fn robot_command(&self) -> (&[f64], f64) {
         (&self.q_cmd, self.gripper_cmd)
     }
 
@@ -527,7 +527,7 @@ impl SimWorld {
     }
 
     /// Pose of an object when the world was built.
-    pub fn initial_pose(&self, name: &str) -> Option<Isometry3<f64>> {
+    pub(crate) fn initial_pose(&self, name: &str) -> Option<Isometry3<f64>> {
         self.index(name).map(|i| self.objects[i].initial)
     }
 

@@ -96,7 +96,7 @@ impl PinholeCamera {
         Ok(())
     }
 
-    pub fn camera_from_world(&self) -> Isometry3<f64> {
+    pub(crate) fn camera_from_world(&self) -> Isometry3<f64> {
         self.world_from_camera.inverse()
     }
 

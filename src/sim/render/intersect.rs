@@ -72,7 +72,7 @@ pub fn intersect_local(
 }
 
 /// Whether the shape's sizes are finite and non-negative, which the intersection routines assume.
-pub fn shape_is_valid(shape: &Shape) -> bool {
+pub(crate) fn shape_is_valid(shape: &Shape) -> bool {
     let ok = |x: f64| x.is_finite() && x >= 0.0;
     match *shape {
         Shape::Cuboid { half_extents: h } => h.iter().all(|&x| ok(x)),

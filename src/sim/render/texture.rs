@@ -31,7 +31,7 @@ pub struct FaceTexture {
 
 impl FaceTexture {
     /// Whether the grid is usable: non-empty, one colour per cell, colours finite.
-    pub fn is_valid(&self) -> bool {
+    pub(crate) fn is_valid(&self) -> bool {
         self.cols > 0
             && self.rows > 0
             && self.cells.len() == self.cols * self.rows
@@ -40,7 +40,7 @@ impl FaceTexture {
 
     /// Albedo of the cell under face point `(x, y)` of a face with half sizes `(hx, hy)`, or
     /// `None` outside the face.
-    pub fn albedo_at(&self, x: f64, y: f64, hx: f64, hy: f64) -> Option<[f32; 3]> {
+    pub(crate) fn albedo_at(&self, x: f64, y: f64, hx: f64, hy: f64) -> Option<[f32; 3]> {
         if !(x.abs() <= hx && y.abs() <= hy) || hx <= 0.0 || hy <= 0.0 {
             return None;
         }
