@@ -64,6 +64,15 @@ pub fn frame_dir(root: &Path, index: usize) -> std::path::PathBuf {
     root.join(format!("{index:04}"))
 }
 
+/// Proves that files can be created in `dir` (a probe file, removed again), so that a recording
+/// that would fail does so before a robot moves, not after.
+pub fn check_writable(dir: &Path) -> Result<(), CameraError> {
+    let probe = dir.join(format!(".pointact-write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| CameraError::Device(format!("{} is not writable: {e}", dir.display())))
+}
+
 /// Makes `dir` ready for a new recording without ever mixing two: a missing or empty folder is
 /// fine; a non-empty one is an error unless `force`, and then its numbered frame folders (names of
 /// digits only) are removed so that no frame of the old recording plays after the new ones. Other

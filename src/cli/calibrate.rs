@@ -43,11 +43,11 @@ pub struct HandEyeCli {
     /// result is compared with the camera's true pose.
     #[arg(long, conflicts_with_all = ["samples", "frames"])]
     sim: bool,
-    /// With --sim: views to plan.
-    #[arg(long, default_value_t = 24)]
+    /// With --sim: views to plan, 3 to 1000.
+    #[arg(long, default_value_t = 24, value_parser = super::values::views)]
     views: usize,
-    /// With --sim: edge of the tag's black square, metres.
-    #[arg(long, default_value_t = 0.10)]
+    /// With --sim: edge of the tag's black square, metres (0.01 to 1).
+    #[arg(long, default_value_t = 0.10, value_parser = super::values::tag_size)]
     tag_size: f64,
     /// With --sim: also write the captured session here (replayable with --frames).
     #[arg(long)]

@@ -29,14 +29,14 @@ pub struct EvalSimCli {
     /// p (affordance) or v (visual trace).
     #[arg(long, default_value = "p")]
     branch: Branch,
-    /// Gaussian pixel noise of the oracle pointer (px).
-    #[arg(long, default_value_t = 0.0)]
+    /// Gaussian pixel noise of the oracle pointer (px, finite, >= 0).
+    #[arg(long, default_value_t = 0.0, value_parser = super::values::non_negative)]
     noise_px: f64,
-    /// Probability that the oracle drops each point.
-    #[arg(long, default_value_t = 0.0)]
+    /// Probability that the oracle drops each point, in [0, 1].
+    #[arg(long, default_value_t = 0.0, value_parser = super::values::probability)]
     drop_prob: f64,
-    /// Episodes per task (seeds 0..N).
-    #[arg(long, default_value_t = 24)]
+    /// Episodes per task (seeds 0..N), 1 to 100000.
+    #[arg(long, default_value_t = 24, value_parser = super::values::episodes)]
     episodes: u64,
     /// Write every episode's result here.
     #[arg(long, default_value = "eval-sim.json")]

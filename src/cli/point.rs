@@ -42,6 +42,31 @@ pub struct PointCli {
 
 pub fn run(a: PointCli) -> Result<ExitCode> {
     let ability: Ability = a.ability.parse()?;
+    anyhow::ensure!(
+        !a.instruction.trim().is_empty(),
+        "--instruction is empty: give the text the {} prompt asks about",
+        ability.as_str().to_uppercase()
+    );
+    let overlay_path = overlay_path(&a, ability);
+    // The answer must not cost the input: refuse an overlay that would overwrite the image, and
+    // prove the overlay can be written before the model is asked.
+    if let Some(image) = &a.image {
+        let same = match (image.canonicalize(), overlay_path.canonicalize()) {
+            (Ok(i), Ok(o)) => i == o,
+            _ => image == &overlay_path,
+        };
+        anyhow::ensure!(
+            !same,
+            "--overlay {} is the input image: give another path (the image would be overwritten)",
+            overlay_path.display()
+        );
+    }
+    let parent = match overlay_path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    pointact::camera::record::check_writable(&parent)
+        .map_err(|e| anyhow::anyhow!("cannot write the overlay {}: {e}", overlay_path.display()))?;
     let mut viz = a.rerun.open("pointact-point")?;
     let (img, frame) = match (&a.image, &a.camera) {
         (Some(path), _) => (
@@ -117,15 +142,6 @@ pub fn run(a: PointCli) -> Result<ExitCode> {
             return Err(e.into());
         }
     };
-    let overlay_path = a.overlay.clone().unwrap_or_else(|| match &a.image {
-        Some(image) => {
-            let stem = image
-                .file_stem()
-                .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
-            image.with_file_name(format!("{stem}.{}.png", ability.as_str()))
-        }
-        None => format!("camera.{}.png", ability.as_str()).into(),
-    });
     overlay::draw_points(&img, ability, &pointing.points_px())
         .save(&overlay_path)
         .map_err(|e| anyhow::anyhow!("cannot write overlay {}: {e}", overlay_path.display()))?;
@@ -142,4 +158,17 @@ pub fn run(a: PointCli) -> Result<ExitCode> {
     }
     println!("{}", serde_json::to_string_pretty(&json)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the overlay goes: `--overlay`, or `<image stem>.<ability>.png` beside the image.
+fn overlay_path(a: &PointCli, ability: Ability) -> PathBuf {
+    a.overlay.clone().unwrap_or_else(|| match &a.image {
+        Some(image) => {
+            let stem = image
+                .file_stem()
+                .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
+            image.with_file_name(format!("{stem}.{}.png", ability.as_str()))
+        }
+        None => format!("camera.{}.png", ability.as_str()).into(),
+    })
 }

@@ -36,15 +36,19 @@ pub struct RunCli {
     /// Episode seed (object layout, noise).
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Gaussian pixel noise of the oracle pointer (px).
-    #[arg(long, default_value_t = 0.0)]
+    /// Gaussian pixel noise of the oracle pointer (px, finite, >= 0).
+    #[arg(long, default_value_t = 0.0, value_parser = super::values::non_negative)]
     noise_px: f64,
     /// Plan and check every motion, move nothing.
     #[arg(long)]
     dry_run: bool,
     /// Save every observed frame as DIR/0000, DIR/0001, … (rgb.png, depth.png, camera.toml, frame.toml).
+    /// A non-empty DIR is refused (before anything moves) unless --force.
     #[arg(long)]
     record: Option<PathBuf>,
+    /// With --record: replace the frames of a non-empty folder.
+    #[arg(long, requires = "record")]
+    force: bool,
     #[command(flatten)]
     rerun: RerunCli,
 }
@@ -77,6 +81,12 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
         dry_run: a.dry_run,
         ..Default::default()
     };
+    // Every side effect is made ready before anything moves: a recording folder that cannot be
+    // written fails the run here, not after the arm has moved.
+    if let Some(dir) = &a.record {
+        pointact::camera::record::prepare_out_dir(dir, a.force)?;
+        pointact::camera::record::check_writable(dir)?;
+    }
     let mut viz = a.rerun.open("pointact-run")?;
     let mut record_err = None;
     let mut captures = 0usize;

@@ -82,6 +82,61 @@ pub struct ModelOptions {
 }
 
 impl ModelOptions {
+    /// Checks every number before a model is loaded or a server asked: finite, in range, the
+    /// range and the flag in the message.
+    pub fn validate(&self) -> Result<(), PointerError> {
+        let bad = |flag: &str, value: String, range: &str| {
+            Err(PointerError::Backend(format!(
+                "--{flag} {value} is outside {range}"
+            )))
+        };
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return bad(
+                "temperature",
+                self.temperature.to_string(),
+                "[0, inf) (0 = greedy)",
+            );
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return bad("top-p", self.top_p.to_string(), "(0, 1]");
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return bad(
+                "repetition-penalty",
+                self.repetition_penalty.to_string(),
+                "(0, inf) (1 = none)",
+            );
+        }
+        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0 && self.timeout_s <= 86_400.0) {
+            return bad(
+                "timeout-s",
+                self.timeout_s.to_string(),
+                "(0, 86400] seconds",
+            );
+        }
+        if self.max_new_tokens == 0 {
+            return bad("max-new-tokens", "0".into(), "[1, inf)");
+        }
+        for (flag, v) in [
+            ("min-pixels", self.min_pixels),
+            ("max-pixels", self.max_pixels),
+        ] {
+            if v == Some(0) {
+                return bad(flag, "0".into(), "[1, inf)");
+            }
+        }
+        if let (Some(lo), Some(hi)) = (self.min_pixels, self.max_pixels) {
+            if lo > hi {
+                return bad(
+                    "min-pixels",
+                    lo.to_string(),
+                    &format!("[1, --max-pixels {hi}]"),
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// The local backend's settings.
     pub fn qwen_options(&self) -> QwenOptions {
         QwenOptions {
@@ -191,6 +246,9 @@ pub fn open(
     options: &ModelOptions,
     on_text: Option<TextStream>,
 ) -> Result<ModelPointer, PointerError> {
+    if kind != PointerKind::Oracle {
+        options.validate()?;
+    }
     match kind {
         PointerKind::Qwen => {
             let mut p = QwenPointer::load(&options.model, options.qwen_options())

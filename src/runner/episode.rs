@@ -145,6 +145,7 @@ pub async fn run_episode_with<C: Camera, P: Pointer>(
     on_event: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<EpisodeResult, EpisodeError> {
     let setup = |e: &dyn std::fmt::Display| EpisodeError::Setup(e.to_string());
+    episode.check_scene().map_err(|e| setup(&e))?;
     let model = episode.robot_model().map_err(|e| setup(&e))?;
     let world = SharedWorld::new(episode.world(model.clone()).map_err(|e| setup(&e))?);
     let truth = oracle_truth(episode, &world);

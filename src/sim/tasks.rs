@@ -49,6 +49,14 @@ pub enum TaskError {
     Kinematics(#[from] KinematicsError),
     #[error("task `{task}`: scene has no object `{object}`")]
     MissingObject { task: String, object: String },
+    /// A scene given for a task (`run --scene`) does not hold what the task moves or aims at.
+    #[error("task `{task}`: scene `{scene}` {what}; its objects are {known}. The scene file's object names (and parts) must be the task's")]
+    SceneMismatch {
+        task: String,
+        scene: String,
+        what: String,
+        known: String,
+    },
     #[error("task `{task}`, seed {seed}: no valid layout in {tries} tries; widen the `place` ranges in the scene file")]
     Placement {
         task: String,
@@ -389,6 +397,44 @@ pub struct Episode {
 }
 
 impl Episode {
+    /// Checks that the scene holds the object the task moves, the part it is grasped by and the
+    /// object it goes in or on: a replaced scene (`run --scene`) that does not is refused before
+    /// anything is built or moved.
+    pub fn check_scene(&self) -> Result<(), TaskError> {
+        let mismatch = |what: String| TaskError::SceneMismatch {
+            task: self.task.clone(),
+            scene: self.scene.name.clone(),
+            what,
+            known: self
+                .scene
+                .objects
+                .iter()
+                .map(|o| format!("`{}`", o.name))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let object = self
+            .scene
+            .object(&self.object)
+            .ok_or_else(|| mismatch(format!("has no object `{}` to move", self.object)))?;
+        if let Some(part) = &self.grasp_part {
+            if object.part_id(part).is_none() {
+                return Err(mismatch(format!(
+                    "object `{}` has no part `{part}` to grasp it by",
+                    self.object
+                )));
+            }
+        }
+        if let Target::Object { name, .. } = &self.target {
+            if self.scene.object(name).is_none() {
+                return Err(mismatch(format!(
+                    "has no object `{name}` to put it in or on"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The physics world for this episode, objects settled on the table.
     pub fn world(&self, robot: Arc<RobotModel>) -> Result<SimWorld, TaskError> {
         let mut world = SimWorld::new(&self.scene, robot)?;
