@@ -1,13 +1,16 @@
 //! `pointact eval sim`: a suite of simulated tasks over seeded episodes, with a progress bar, a
 //! success table and a JSON record. (`eval bridge` waits for the SimplerEnv bridge.)
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use pointact::executor::Branch;
-use pointact::runner::{run_suite_observed, EpisodeOptions, SuiteEvent};
+use pointact::runner::{run_suite_observed, EpisodeOptions, EvalReport, SuiteEvent};
 use pointact::sim::oracle::OracleOptions;
 use pointact::sim::tasks::Suite;
 
@@ -38,9 +41,14 @@ pub struct EvalSimCli {
     /// Episodes per task (seeds 0..N), 1 to 100000.
     #[arg(long, default_value_t = 24, value_parser = super::values::episodes)]
     episodes: u64,
-    /// Write every episode's result here.
+    /// Write every episode's result here (rewritten atomically as episodes finish, so an
+    /// interrupted run keeps what finished).
     #[arg(long, default_value = "eval-sim.json")]
     json: PathBuf,
+    /// Continue an interrupted run from its JSON: the episodes it holds are not run again
+    /// (suite, branch, noise and episodes must be the same).
+    #[arg(long)]
+    resume: Option<PathBuf>,
     #[command(flatten)]
     rerun: RerunCli,
 }
@@ -64,6 +72,37 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         ..Default::default()
     };
     let seeds: Vec<u64> = (0..a.episodes).collect();
+    let resumed = match &a.resume {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            let earlier: EvalReport = serde_json::from_str(&text).map_err(|e| {
+                anyhow::anyhow!("{} is not an eval sim report: {e}", path.display())
+            })?;
+            EvalReport::check_resumable(&earlier, suite, &opts, &seeds)
+                .map_err(|why| anyhow::anyhow!("cannot resume from {}: {why}", path.display()))?;
+            println!(
+                "resumed   {} finished episodes from {}",
+                earlier.episodes.len(),
+                path.display()
+            );
+            earlier.episodes
+        }
+        None => Vec::new(),
+    };
+    // The output file is proven writable before the first episode.
+    write_report(
+        &a.json,
+        &EvalReport::new(suite, &opts, &seeds, resumed.clone(), true),
+    )?;
+    // Ctrl-C stops the suite between episodes; a second one ends the process at once.
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register_conditional_shutdown(
+        signal_hook::consts::SIGINT,
+        130,
+        stop.clone(),
+    )?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     let bar = indicatif::ProgressBar::new((suite.tasks().len() * seeds.len()) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} episodes ({eta}) {msg}")
@@ -71,35 +110,86 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
     );
     let mut viz = a.rerun.open("pointact-eval")?;
     let mut ok = 0;
-    let report = runtime()?.block_on(run_suite_observed(suite, &seeds, &opts, &mut |e| match e {
-        SuiteEvent::Started { task, seed } => {
-            if let Some(v) = viz.as_mut() {
-                v.begin_episode(&format!("{task} seed {seed}"));
+    let mut finished = Vec::new();
+    let mut last_write = Instant::now();
+    let mut write_err = None;
+    let report = runtime()?.block_on(run_suite_observed(
+        suite,
+        &seeds,
+        &opts,
+        resumed,
+        &stop,
+        &mut |e| match e {
+            SuiteEvent::Started { task, seed } => {
+                if let Some(v) = viz.as_mut() {
+                    v.begin_episode(&format!("{task} seed {seed}"));
+                }
             }
-        }
-        SuiteEvent::Episode(e) => {
-            if let Some(v) = viz.as_mut() {
-                v.on_event(&e);
+            SuiteEvent::Episode(e) => {
+                if let Some(v) = viz.as_mut() {
+                    v.on_event(&e);
+                }
             }
-        }
-        SuiteEvent::Finished {
-            done,
-            total: _,
-            record: r,
-        } => {
-            ok += r.success as usize;
-            bar.set_position(done as u64);
-            bar.set_message(format!("{ok}/{done} succeeded"));
-            if let Some(v) = viz.as_mut() {
-                v.log_outcome(r.success, &r.detail);
+            SuiteEvent::Finished {
+                done,
+                total: _,
+                record: r,
+            } => {
+                ok += r.success as usize;
+                bar.set_position(done as u64);
+                bar.set_message(format!("{ok}/{done} succeeded"));
+                if let Some(v) = viz.as_mut() {
+                    v.log_outcome(r.success, &r.detail);
+                }
+                finished.push(r.clone());
+                // At most about once a second: the whole file is rewritten each time.
+                if last_write.elapsed() >= Duration::from_secs(1) {
+                    let partial = EvalReport::new(suite, &opts, &seeds, finished.clone(), true);
+                    if let Err(e) = write_report(&a.json, &partial) {
+                        write_err.get_or_insert(e);
+                    }
+                    last_write = Instant::now();
+                }
             }
-        }
-    }));
+        },
+    ));
     bar.finish_and_clear();
-    finish_viz(viz)?;
+    // What finished is printed and saved before anything else can fail (a dead viewer).
     println!("{report}");
-    std::fs::write(&a.json, serde_json::to_string_pretty(&report)?)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", a.json.display()))?;
+    write_report(&a.json, &report)?;
     println!("wrote {}", a.json.display());
+    if let Some(e) = write_err {
+        eprintln!(
+            "warning: an intermediate write of {} failed: {e:#}",
+            a.json.display()
+        );
+    }
+    finish_viz(viz)?;
+    if report.interrupted {
+        eprintln!(
+            "interrupted: continue with the same arguments and --resume {}",
+            a.json.display()
+        );
+        return Ok(ExitCode::from(130));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the report atomically: a temporary file beside it, then a rename, so a reader (or an
+/// interrupted run) never finds half a file.
+fn write_report(path: &Path, report: &EvalReport) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map_or_else(|| "eval".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_string_pretty(report)?)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            anyhow::anyhow!("cannot write {}: {e}", path.display())
+        })
 }

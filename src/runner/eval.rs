@@ -1,15 +1,20 @@
 //! `pointact eval sim`: every task of a suite over seeded episodes, a success table per task, and a
 //! JSON record of every episode (task, seed, success, the judge's or the error's words).
+//!
+//! Nothing finished is lost: a run can be stopped between episodes (a flag the caller sets, e.g.
+//! on Ctrl-C) and still returns the report of what finished, and a run can resume from such a
+//! report, skipping the episodes it already holds.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::episode::{run_episode, EpisodeOptions};
 use crate::executor::Event;
 use crate::sim::tasks::Suite;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EpisodeRecord {
     pub task: String,
     pub seed: u64,
@@ -19,7 +24,7 @@ pub struct EpisodeRecord {
     pub sim_time_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskSummary {
     pub task: String,
     pub instruction: String,
@@ -27,7 +32,7 @@ pub struct TaskSummary {
     pub successes: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EvalReport {
     pub suite: String,
     pub branch: String,
@@ -35,9 +40,77 @@ pub struct EvalReport {
     pub seeds: Vec<u64>,
     pub tasks: Vec<TaskSummary>,
     pub episodes: Vec<EpisodeRecord>,
+    /// The run was stopped before every episode finished (written only when true).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 impl EvalReport {
+    /// The report of `episodes` (finished ones, in run order) of `suite` over `seeds`: one summary
+    /// per task that has any.
+    pub fn new(
+        suite: Suite,
+        options: &EpisodeOptions,
+        seeds: &[u64],
+        episodes: Vec<EpisodeRecord>,
+        interrupted: bool,
+    ) -> Self {
+        let tasks = suite
+            .tasks()
+            .iter()
+            .filter_map(|spec| {
+                let id = spec.full_id();
+                let mine: Vec<&EpisodeRecord> = episodes.iter().filter(|e| e.task == id).collect();
+                (!mine.is_empty()).then(|| TaskSummary {
+                    task: id.clone(),
+                    instruction: spec.instruction.to_string(),
+                    episodes: mine.len(),
+                    successes: mine.iter().filter(|e| e.success).count(),
+                })
+            })
+            .collect();
+        EvalReport {
+            suite: suite.name().to_string(),
+            branch: format!("{:?}", options.branch),
+            noise_px: options.oracle.noise_px,
+            seeds: seeds.to_vec(),
+            tasks,
+            episodes,
+            interrupted,
+        }
+    }
+
+    /// Whether `earlier` (a report read back for `--resume`) was made with these settings; the
+    /// reason when not.
+    pub fn check_resumable(
+        earlier: &EvalReport,
+        suite: Suite,
+        options: &EpisodeOptions,
+        seeds: &[u64],
+    ) -> Result<(), String> {
+        let now = EvalReport::new(suite, options, seeds, Vec::new(), false);
+        let pairs = [
+            ("suite", earlier.suite.clone(), now.suite),
+            ("branch", earlier.branch.clone(), now.branch),
+            (
+                "noise_px",
+                earlier.noise_px.to_string(),
+                now.noise_px.to_string(),
+            ),
+            (
+                "seeds",
+                format!("{:?}", earlier.seeds),
+                format!("{:?}", now.seeds),
+            ),
+        ];
+        for (what, was, is) in pairs {
+            if was != is {
+                return Err(format!("it was made with {what} {was}, this run has {is}"));
+            }
+        }
+        Ok(())
+    }
+
     pub fn success_rate(&self) -> f64 {
         let n = self.episodes.len().max(1);
         self.episodes.iter().filter(|e| e.success).count() as f64 / n as f64
@@ -51,7 +124,8 @@ pub async fn run_suite(
     options: &EpisodeOptions,
     progress: &mut (dyn FnMut(usize, usize, &EpisodeRecord) + Send),
 ) -> EvalReport {
-    run_suite_observed(suite, seeds, options, &mut |e| {
+    let never = AtomicBool::new(false);
+    run_suite_observed(suite, seeds, options, Vec::new(), &never, &mut |e| {
         if let SuiteEvent::Finished {
             done,
             total,
@@ -78,42 +152,55 @@ pub enum SuiteEvent<'a> {
     },
 }
 
-/// [`run_suite`], with every episode's executor events passed on.
+/// [`run_suite`], with every episode's executor events passed on. Episodes found in `resumed`
+/// (by task and seed) are not run again: their records are reported as they are. `stop` is read
+/// between episodes; once set, the report of what finished comes back with `interrupted`.
 pub async fn run_suite_observed(
     suite: Suite,
     seeds: &[u64],
     options: &EpisodeOptions,
+    resumed: Vec<EpisodeRecord>,
+    stop: &AtomicBool,
     observe: &mut (dyn FnMut(SuiteEvent<'_>) + Send),
 ) -> EvalReport {
     let tasks = suite.tasks();
     let total = tasks.len() * seeds.len();
     let mut episodes = Vec::with_capacity(total);
-    let mut summaries = Vec::new();
-    for spec in &tasks {
-        let mut successes = 0;
+    let mut interrupted = false;
+    'tasks: for spec in &tasks {
         for &seed in seeds {
-            let mut opts = options.clone();
-            // Noise differs per episode but is reproducible from the seed.
-            opts.oracle.seed = seed ^ 0x9e37_79b9_7f4a_7c15;
             let task = spec.full_id();
-            observe(SuiteEvent::Started { task: &task, seed });
-            let record = match spec.instantiate(seed) {
-                Ok(ep) => {
-                    match run_episode(&ep, &opts, &mut |e| observe(SuiteEvent::Episode(e))).await {
-                        Ok(r) => EpisodeRecord {
-                            task: spec.full_id(),
-                            seed,
-                            success: r.success,
-                            executed: r.executed,
-                            detail: r.detail,
-                            sim_time_s: r.sim_time_s,
-                        },
-                        Err(e) => failed(spec.full_id(), seed, e.to_string()),
+            let earlier = resumed.iter().find(|r| r.task == task && r.seed == seed);
+            let record = match earlier {
+                Some(r) => r.clone(),
+                None => {
+                    if stop.load(Ordering::Relaxed) {
+                        interrupted = true;
+                        break 'tasks;
+                    }
+                    let mut opts = options.clone();
+                    // Noise differs per episode but is reproducible from the seed.
+                    opts.oracle.seed = seed ^ 0x9e37_79b9_7f4a_7c15;
+                    observe(SuiteEvent::Started { task: &task, seed });
+                    match spec.instantiate(seed) {
+                        Ok(ep) => {
+                            let observed = &mut |e: Event<'_>| observe(SuiteEvent::Episode(e));
+                            match run_episode(&ep, &opts, observed).await {
+                                Ok(r) => EpisodeRecord {
+                                    task: task.clone(),
+                                    seed,
+                                    success: r.success,
+                                    executed: r.executed,
+                                    detail: r.detail,
+                                    sim_time_s: r.sim_time_s,
+                                },
+                                Err(e) => failed(task.clone(), seed, e.to_string()),
+                            }
+                        }
+                        Err(e) => failed(task.clone(), seed, e.to_string()),
                     }
                 }
-                Err(e) => failed(spec.full_id(), seed, e.to_string()),
             };
-            successes += record.success as usize;
             episodes.push(record);
             observe(SuiteEvent::Finished {
                 done: episodes.len(),
@@ -121,21 +208,8 @@ pub async fn run_suite_observed(
                 record: episodes.last().expect("just pushed"),
             });
         }
-        summaries.push(TaskSummary {
-            task: spec.full_id(),
-            instruction: spec.instruction.to_string(),
-            episodes: seeds.len(),
-            successes,
-        });
     }
-    EvalReport {
-        suite: suite.name().to_string(),
-        branch: format!("{:?}", options.branch),
-        noise_px: options.oracle.noise_px,
-        seeds: seeds.to_vec(),
-        tasks: summaries,
-        episodes,
-    }
+    EvalReport::new(suite, options, seeds, episodes, interrupted)
 }
 
 fn failed(task: String, seed: u64, detail: String) -> EpisodeRecord {
@@ -177,6 +251,14 @@ impl fmt::Display for EvalReport {
         }
         let n = self.episodes.len();
         let s = self.episodes.iter().filter(|e| e.success).count();
+        if self.interrupted {
+            writeln!(
+                f,
+                "(interrupted: {n} of {} episodes finished)",
+                self.seeds.len()
+                    * crate::sim::tasks::Suite::parse(&self.suite).map_or(0, |s| s.tasks().len())
+            )?;
+        }
         write!(
             f,
             "{:<34} {:>4}/{:<4} {:>7.1}%",
