@@ -70,6 +70,35 @@ pub enum CalibrateError {
     /// Reading views, detecting the tag or moving the robot to a view failed.
     #[error(transparent)]
     Target(#[from] super::target::TargetError),
+
+    /// The solve succeeded but failed the sanity check ([`SanityLimits`]); nothing was written
+    /// and an existing file is byte for byte as it was.
+    #[error(
+        "{} not written: the hand-eye solve is implausible: {report}. {}",
+        file.display(),
+        kept_sentence(file, *existed, report.finite)
+    )]
+    Implausible {
+        /// The calibration file that was not written.
+        file: PathBuf,
+        /// Whether that file existed (and was kept).
+        existed: bool,
+        /// The numbers, the limits and the likely mistake.
+        report: Implausibility,
+    },
+}
+
+fn kept_sentence(file: &Path, existed: bool, finite: bool) -> String {
+    let kept = if existed {
+        format!("The previous {} was kept", file.display())
+    } else {
+        "Nothing was written".to_string()
+    };
+    if finite {
+        format!("{kept}; pass --force to write it anyway")
+    } else {
+        format!("{kept} (a non-finite result is never written, not even with --force)")
+    }
 }
 
 // ---- samples JSON ------------------------------------------------------------------------------
@@ -332,19 +361,437 @@ pub fn write_calibration(
     Ok(path)
 }
 
-/// Solves and, only if that succeeds, writes: what the CLI runs. `options` is a
-/// [`super::Method`] (default options) or a [`HandEyeOptions`], as for [`solve_eye_to_hand`].
+/// Solves and, only if that succeeds and the result passes the sanity check, writes: what
+/// every CLI path runs. `options` is a [`super::Method`] (default options), a
+/// [`HandEyeOptions`] (both with the default [`SanityLimits`] and no `force`) or a
+/// [`CalibrateOptions`].
 pub fn solve_and_write(
     samples: &[HandEyeSample],
-    options: impl Into<HandEyeOptions>,
+    options: impl Into<CalibrateOptions>,
     dir: &Path,
     camera: &str,
 ) -> Result<(HandEyeSolution, PathBuf), CalibrateError> {
+    let w = solve_check_and_write(samples, options, dir, camera)?;
+    Ok((w.solution, w.path))
+}
+
+/// What [`solve_check_and_write`] wrote.
+#[derive(Clone, Debug)]
+pub struct Written {
+    pub solution: HandEyeSolution,
+    /// The calibration file written.
+    pub path: PathBuf,
+    /// `Some` when the solve failed the sanity check and was written only because of
+    /// [`CalibrateOptions::force`]: the caller should warn.
+    pub forced: Option<Implausibility>,
+}
+
+/// [`solve_and_write`], also saying whether an implausible result was forced through.
+///
+/// Order: camera name, solve, sanity check ([`check_plausible`]), write. A solve that fails the
+/// check is a [`CalibrateError::Implausible`] and nothing is touched, unless
+/// [`CalibrateOptions::force`] is set and every number is finite (a NaN or infinite result is
+/// never written).
+pub fn solve_check_and_write(
+    samples: &[HandEyeSample],
+    options: impl Into<CalibrateOptions>,
+    dir: &Path,
+    camera: &str,
+) -> Result<Written, CalibrateError> {
+    let options = options.into();
     // Check the name before the solve so a typo fails fast; the file itself is not touched yet.
-    calibration_path(dir, camera)?;
-    let solution = solve_eye_to_hand(samples, options)?;
+    let path = calibration_path(dir, camera)?;
+    let solution = solve_eye_to_hand(samples, options.solve)?;
+    let forced = match check_plausible(samples, &solution, &options.limits) {
+        Ok(()) => None,
+        Err(report) if options.force && report.finite => Some(report),
+        Err(report) => {
+            return Err(CalibrateError::Implausible {
+                existed: path.exists(),
+                file: path,
+                report,
+            })
+        }
+    };
     let path = write_calibration(dir, camera, &solution)?;
-    Ok((solution, path))
+    Ok(Written {
+        solution,
+        path,
+        forced,
+    })
+}
+
+// ---- sanity check ------------------------------------------------------------------------------
+
+/// What [`solve_and_write`] runs: the solver options, the sanity limits, and whether to write a
+/// result that fails them. A [`super::Method`] or a [`HandEyeOptions`] converts to this with
+/// default limits and `force: false`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CalibrateOptions {
+    pub solve: HandEyeOptions,
+    pub limits: SanityLimits,
+    /// Write even a result that fails the limits (`calibrate hand-eye --force`); a non-finite
+    /// result is still refused.
+    pub force: bool,
+}
+
+impl From<HandEyeOptions> for CalibrateOptions {
+    fn from(solve: HandEyeOptions) -> Self {
+        CalibrateOptions {
+            solve,
+            limits: SanityLimits::default(),
+            force: false,
+        }
+    }
+}
+
+impl From<super::Method> for CalibrateOptions {
+    fn from(method: super::Method) -> Self {
+        HandEyeOptions::from(method).into()
+    }
+}
+
+/// Limits a hand-eye result must meet before it replaces a calibration file.
+///
+/// The residuals are the chain-closure residuals of [`super::Residuals`] (the target's pose
+/// through the robot against through the camera). The defaults sit well above what good data
+/// gives and well below what the known mistakes give:
+///
+/// | data | rotation RMS | translation RMS |
+/// | --- | --- | --- |
+/// | the simulator (`calibrate hand-eye --sim`, rendered tag, PnP) | ~0.3° | ~1 mm |
+/// | real hand-eye with a printed tag | < 1° | < 10 mm |
+/// | pose pairs out of order | ~20° | ~180 mm |
+/// | `--frames` with the tag size 10x wrong | < 0.1° | ~680 mm |
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SanityLimits {
+    /// Largest accepted rotation RMS, degrees. Default 2°: twice what real data reaches, ten
+    /// times below pairs out of order.
+    pub max_rotation_rms_deg: f64,
+    /// Largest accepted translation RMS, millimetres. Default 20 mm: twice what real data
+    /// reaches; a camera 2 cm off already misses a grasp.
+    pub max_translation_rms_mm: f64,
+    /// Largest accepted distance of the camera from the robot base, metres. Default 5 m: a
+    /// camera that sees a tag on the gripper is within a few metres of the robot; a pose in
+    /// millimetres puts it tens of metres away.
+    pub max_camera_distance_m: f64,
+}
+
+impl Default for SanityLimits {
+    fn default() -> Self {
+        SanityLimits {
+            max_rotation_rms_deg: 2.0,
+            max_translation_rms_mm: 20.0,
+            max_camera_distance_m: 5.0,
+        }
+    }
+}
+
+/// An input translation longer than this (metres) is taken for millimetres: no robot reaches
+/// 10 m and no tag is seen from 10 m, while a pose in millimetres is hundreds of "metres".
+pub const MILLIMETRES_ABOVE_M: f64 = 10.0;
+
+/// An input translation longer than this (metres) is no unit mix-up but a broken number.
+pub const ABSURD_ABOVE_M: f64 = 1e6;
+
+/// Rotation RMS (degrees) below which the rotations count as consistent when naming the mistake:
+/// rotations do not depend on the tag size or the units, translations do.
+pub const ROTATION_FINE_DEG: f64 = 1.0;
+
+/// A sample whose residual is over its limit and over this many times the median residual is an
+/// outlier when naming the mistake: few outliers mean a local fault (a bad detection, one
+/// mismatched pair), not a global one.
+pub const OUTLIER_TIMES_MEDIAN: f64 = 3.0;
+
+/// One limit a result broke.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Violation {
+    /// A residual or the camera pose is NaN or infinite.
+    NonFinite,
+    RotationRms {
+        deg: f64,
+        limit_deg: f64,
+    },
+    TranslationRms {
+        mm: f64,
+        limit_mm: f64,
+    },
+    CameraDistance {
+        m: f64,
+        limit_m: f64,
+    },
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Violation::NonFinite => {
+                f.write_str("the residuals or the camera pose are not finite (NaN or infinity)")
+            }
+            Violation::RotationRms { deg, limit_deg } => {
+                write!(f, "rotation RMS {deg:.2}° > {limit_deg}° limit")
+            }
+            Violation::TranslationRms { mm, limit_mm } => {
+                write!(f, "translation RMS {mm:.1} mm > {limit_mm} mm limit")
+            }
+            Violation::CameraDistance { m, limit_m } => {
+                write!(f, "camera {m:.2} m from the robot base > {limit_m} m limit")
+            }
+        }
+    }
+}
+
+/// The mistake a failed check most likely comes from, read off the inputs and the residual
+/// pattern by [`likely_mistake`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum LikelyMistake {
+    /// An input translation over [`MILLIMETRES_ABOVE_M`].
+    Millimetres {
+        sample: usize,
+        field: &'static str,
+        norm_m: f64,
+    },
+    /// An input translation over [`ABSURD_ABOVE_M`] or not finite.
+    AbsurdTranslation { sample: usize, field: &'static str },
+    /// Rotation residuals over the limit in most samples.
+    OutOfOrder { over: usize, of: usize },
+    /// Rotations consistent, translation residuals over the limit in most samples.
+    TagSize { over: usize, of: usize },
+    /// Residuals over the limit in a few samples only.
+    FewSamples { samples: Vec<usize> },
+    /// None of the above.
+    Unknown,
+}
+
+impl std::fmt::Display for LikelyMistake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LikelyMistake::Millimetres {
+                sample,
+                field,
+                norm_m,
+            } => write!(
+                f,
+                "samples[{sample}].{field} has a translation of {norm_m:.1} m: poses look like \
+                 millimetres, pointact expects metres"
+            ),
+            LikelyMistake::AbsurdTranslation { sample, field } => write!(
+                f,
+                "samples[{sample}].{field} has an absurd translation (over {ABSURD_ABOVE_M:e} m \
+                 or not finite): check how the poses were recorded"
+            ),
+            LikelyMistake::OutOfOrder { over, of } => write!(
+                f,
+                "pose pairs look out of order (robot pose i matched with camera pose j): \
+                 {over} of {of} samples are off in rotation; check that each camera pose \
+                 belongs to its robot pose"
+            ),
+            LikelyMistake::TagSize { over, of } => write!(
+                f,
+                "the tag size looks wrong (translation off by a constant factor): rotations \
+                 agree within {ROTATION_FINE_DEG}° but {over} of {of} samples are off in \
+                 translation; check the tag size (the black square's edge, metres) or the units \
+                 of camera_from_target"
+            ),
+            LikelyMistake::FewSamples { samples } => write!(
+                f,
+                "samples {samples:?} disagree with the rest: a bad tag detection or a camera \
+                 pose from another robot pose; drop them or record again"
+            ),
+            LikelyMistake::Unknown => f.write_str(
+                "no known pattern; check the conventions: base_from_gripper is the gripper in \
+                 the base frame (not inverted), camera_from_target is the tag in the camera \
+                 (solvePnP's rvec/tvec)",
+            ),
+        }
+    }
+}
+
+/// Why a solve failed the sanity check.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Implausibility {
+    /// The limits broken (at least one).
+    pub violations: Vec<Violation>,
+    /// The likely mistake.
+    pub mistake: LikelyMistake,
+    /// Whether every residual and the camera pose are finite ([`CalibrateOptions::force`] can
+    /// write only then).
+    pub finite: bool,
+}
+
+impl std::fmt::Display for Implausibility {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, v) in self.violations.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{v}")?;
+        }
+        write!(f, ". Likely mistake: {}", self.mistake)
+    }
+}
+
+/// The sanity check [`solve_and_write`] runs before writing: every residual and the camera pose
+/// finite, rotation and translation RMS and the camera's distance from the base within
+/// `limits`. On failure, the broken limits and [`likely_mistake`].
+pub fn check_plausible(
+    samples: &[HandEyeSample],
+    solution: &HandEyeSolution,
+    limits: &SanityLimits,
+) -> Result<(), Implausibility> {
+    let r = &solution.residuals;
+    let x = &solution.base_from_camera;
+    let finite = [
+        r.rotation_rms_deg,
+        r.translation_rms_mm,
+        r.rotation_max_deg,
+        r.translation_max_mm,
+    ]
+    .iter()
+    .chain(
+        r.per_sample
+            .iter()
+            .flat_map(|s| [&s.rotation_deg, &s.translation_mm]),
+    )
+    .chain(x.translation.vector.iter())
+    .chain(x.rotation.coords.iter())
+    .all(|v| v.is_finite());
+    let mut violations = Vec::new();
+    if !finite {
+        violations.push(Violation::NonFinite);
+    }
+    // Non-finite values are the one NonFinite violation above; these compare finite numbers.
+    if r.rotation_rms_deg.is_finite() && r.rotation_rms_deg > limits.max_rotation_rms_deg {
+        violations.push(Violation::RotationRms {
+            deg: r.rotation_rms_deg,
+            limit_deg: limits.max_rotation_rms_deg,
+        });
+    }
+    if r.translation_rms_mm.is_finite() && r.translation_rms_mm > limits.max_translation_rms_mm {
+        violations.push(Violation::TranslationRms {
+            mm: r.translation_rms_mm,
+            limit_mm: limits.max_translation_rms_mm,
+        });
+    }
+    let distance = norm(&x.translation.vector);
+    if distance.is_finite() && distance > limits.max_camera_distance_m {
+        violations.push(Violation::CameraDistance {
+            m: distance,
+            limit_m: limits.max_camera_distance_m,
+        });
+    }
+    if violations.is_empty() {
+        return Ok(());
+    }
+    Err(Implausibility {
+        violations,
+        mistake: likely_mistake(samples, solution, limits),
+        finite,
+    })
+}
+
+/// Names the likely mistake behind a result that failed [`check_plausible`], first match wins:
+///
+/// 1. an input translation over [`ABSURD_ABOVE_M`] or not finite → [`LikelyMistake::AbsurdTranslation`];
+/// 2. one over [`MILLIMETRES_ABOVE_M`] → [`LikelyMistake::Millimetres`] (the inputs themselves
+///    show it, whatever the residuals);
+/// 3. the samples whose residual (rotation if over its limit, else translation) is over both
+///    the limit and [`OUTLIER_TIMES_MEDIAN`] times the median are at least one and at most a
+///    quarter of all → [`LikelyMistake::FewSamples`]: a local fault, not a global one;
+/// 4. rotation RMS under [`ROTATION_FINE_DEG`] but translation over its limit →
+///    [`LikelyMistake::TagSize`]: the rotations (which PnP gets independent of the tag size)
+///    agree, the translations (which scale with it, so the error grows with the tag's distance)
+///    do not;
+/// 5. rotation RMS over its limit → [`LikelyMistake::OutOfOrder`]: a camera pose paired with
+///    another robot pose is off in rotation by the whole tilt between the two, in most samples;
+/// 6. otherwise [`LikelyMistake::Unknown`].
+pub fn likely_mistake(
+    samples: &[HandEyeSample],
+    solution: &HandEyeSolution,
+    limits: &SanityLimits,
+) -> LikelyMistake {
+    let mut largest: Option<(usize, &'static str, f64)> = None;
+    for (i, s) in samples.iter().enumerate() {
+        for (field, iso) in [
+            ("base_from_gripper", &s.base_from_gripper),
+            ("camera_from_target", &s.camera_from_target),
+        ] {
+            let n = norm(&iso.translation.vector);
+            let n = if n.is_nan() { f64::INFINITY } else { n };
+            if largest.is_none_or(|(_, _, m)| n > m) {
+                largest = Some((i, field, n));
+            }
+        }
+    }
+    if let Some((sample, field, norm_m)) = largest {
+        if norm_m > ABSURD_ABOVE_M {
+            return LikelyMistake::AbsurdTranslation { sample, field };
+        }
+        if norm_m > MILLIMETRES_ABOVE_M {
+            return LikelyMistake::Millimetres {
+                sample,
+                field,
+                norm_m,
+            };
+        }
+    }
+    let r = &solution.residuals;
+    let of = r.per_sample.len();
+    let rotation_bad = exceeds(r.rotation_rms_deg, limits.max_rotation_rms_deg);
+    let translation_bad = exceeds(r.translation_rms_mm, limits.max_translation_rms_mm);
+    // The residual that broke its limit (rotation first: a translation fit cannot be better
+    // than the rotation it is built on), per sample.
+    let (values, limit): (Vec<f64>, f64) = if rotation_bad {
+        let v = r.per_sample.iter().map(|s| s.rotation_deg).collect();
+        (v, limits.max_rotation_rms_deg)
+    } else if translation_bad {
+        let v = r.per_sample.iter().map(|s| s.translation_mm).collect();
+        (v, limits.max_translation_rms_mm)
+    } else {
+        (Vec::new(), 0.0)
+    };
+    let over = values.iter().filter(|&&v| exceeds(v, limit)).count();
+    // A local fault: the least-squares fit spreads one bad sample's error over all of them, so
+    // "over the limit" is not enough; its residual stands out from the median instead.
+    let cut = limit.max(OUTLIER_TIMES_MEDIAN * median(&values));
+    let outliers: Vec<usize> = (0..values.len())
+        .filter(|&i| exceeds(values[i], cut))
+        .collect();
+    if !outliers.is_empty() && outliers.len() <= of / 4 {
+        return LikelyMistake::FewSamples { samples: outliers };
+    }
+    if r.rotation_rms_deg < ROTATION_FINE_DEG && translation_bad {
+        return LikelyMistake::TagSize { over, of };
+    }
+    if rotation_bad {
+        return LikelyMistake::OutOfOrder { over, of };
+    }
+    LikelyMistake::Unknown
+}
+
+/// Median (0 for none; NaN sorts last).
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n.is_multiple_of(2) => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+        n => v[n / 2],
+    }
+}
+
+/// Over the limit, NaN included.
+fn exceeds(value: f64, limit: f64) -> bool {
+    value.is_nan() || value > limit
+}
+
+/// Euclidean norm without overflow (a 1e300 component gives 1.7e300, not infinity).
+fn norm(v: &Vector3<f64>) -> f64 {
+    let m = v.amax();
+    if m == 0.0 || !m.is_finite() {
+        return m;
+    }
+    (v / m).norm() * m
 }
 
 /// The `[intrinsics]` of an existing calibration file, if it has that table. A file that exists

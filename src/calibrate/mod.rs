@@ -4,7 +4,7 @@
 //! | submodule | holds |
 //! | --- | --- |
 //! | [`handeye`] | eye-to-hand AX = XB: [`solve_eye_to_hand`] with Tsai-Lenz or Park-Martin, residuals, typed errors for too few or degenerate poses |
-//! | [`file`] | the recorded pose pairs (JSON) and the atomic write of `calibration/<camera>.toml` |
+//! | [`file`] | the recorded pose pairs (JSON), the sanity check of a solve ([`SanityLimits`], the likely mistake) and the atomic write of `calibration/<camera>.toml` |
 //! | [`sim`] | the whole procedure on the simulator's camera, whose true pose is known |
 //! | [`target`] | the image side: AprilTag detection, the tag pose by PnP, calibration views in the simulator, sessions on disk |
 //!
@@ -16,7 +16,10 @@ pub mod handeye;
 pub mod sim;
 pub mod target;
 
-pub use file::{load_samples, solve_and_write, write_calibration, CalibrateError};
+pub use file::{
+    load_samples, solve_and_write, write_calibration, CalibrateError, CalibrateOptions,
+    SanityLimits,
+};
 pub use handeye::{
     solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, HandEyeSolution, Method,
     Residuals, SampleResidual, TsaiOptions,
@@ -37,24 +40,30 @@ pub struct ViewsCalibration {
     pub used: Vec<usize>,
     /// Views without a usable tag, and why.
     pub skipped: Vec<SkippedView>,
+    /// `Some` when the solve failed the sanity check and was written only because of
+    /// [`CalibrateOptions::force`].
+    pub forced: Option<file::Implausibility>,
 }
 
 /// Images to calibration file: the tag's pose in every view (detection + PnP), the eye-to-hand
 /// solve, and the atomic write of `dir/<camera>.toml` — only when the solve succeeds, so a failed
-/// run leaves an existing file as it was. `options`: a [`Method`] or a [`HandEyeOptions`].
+/// run leaves an existing file as it was; so does a solve that fails the sanity check
+/// ([`SanityLimits`]) unless forced. `options`: a [`Method`], a [`HandEyeOptions`] or a
+/// [`CalibrateOptions`].
 pub fn calibrate_views(
     views: &[CalibrationView],
     target: &TagTarget,
-    options: impl Into<HandEyeOptions>,
+    options: impl Into<CalibrateOptions>,
     dir: &Path,
     camera: &str,
 ) -> Result<ViewsCalibration, CalibrateError> {
     let (seen, skipped) = observe_target(views, target)?;
     let samples: Vec<HandEyeSample> = seen.iter().map(HandEyeSample::from).collect();
-    let (solution, path) = solve_and_write(&samples, options, dir, camera)?;
+    let w = file::solve_check_and_write(&samples, options, dir, camera)?;
     Ok(ViewsCalibration {
-        solution,
-        path,
+        solution: w.solution,
+        path: w.path,
+        forced: w.forced,
         used: seen.iter().map(|o| o.view).collect(),
         skipped,
     })

@@ -52,6 +52,10 @@ pub struct HandEyeCli {
     /// With --sim: also write the captured session here (replayable with --frames).
     #[arg(long)]
     save_session: Option<PathBuf>,
+    /// Write the calibration even when the sanity check calls the solve implausible (rotation
+    /// RMS > 2°, translation RMS > 20 mm or camera > 5 m from the base); prints a warning.
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run(which: CalibrateCommand) -> Result<ExitCode> {
@@ -67,16 +71,20 @@ fn hand_eye(a: HandEyeCli) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| if a.sim { "sim" } else { "front" }.to_string());
     let mut truth = None;
-    let options = calibrate::HandEyeOptions {
-        method: a.method,
-        tsai: calibrate::TsaiOptions {
-            opencv_4_10_pair_filter: !a.tsai_all_pairs,
+    let options = calibrate::CalibrateOptions {
+        solve: calibrate::HandEyeOptions {
+            method: a.method,
+            tsai: calibrate::TsaiOptions {
+                opencv_4_10_pair_filter: !a.tsai_all_pairs,
+            },
         },
+        limits: calibrate::SanityLimits::default(),
+        force: a.force,
     };
-    let (s, path, poses) = if let Some(samples_path) = &a.samples {
+    let (s, path, poses, forced) = if let Some(samples_path) = &a.samples {
         let samples = file::load_samples(samples_path)?;
-        let (s, path) = file::solve_and_write(&samples, options, &a.out, &camera)?;
-        (s, path, samples.len())
+        let w = file::solve_check_and_write(&samples, options, &a.out, &camera)?;
+        (w.solution, w.path, samples.len(), w.forced)
     } else {
         let (views, target) = if a.sim {
             let mut opts = sim::SimCalibrationOptions {
@@ -107,7 +115,7 @@ fn hand_eye(a: HandEyeCli) -> Result<ExitCode> {
         for v in &c.skipped {
             eprintln!("no tag    view {}: {}", v.view, v.reason);
         }
-        (c.solution, c.path, c.used.len())
+        (c.solution, c.path, c.used.len(), c.forced)
     };
     println!("hand-eye  {} ({poses} poses, eye-to-hand)", s.method);
     println!("sample    rotation (deg)  translation (mm)");
@@ -141,5 +149,11 @@ fn hand_eye(a: HandEyeCli) -> Result<ExitCode> {
         );
     }
     println!("wrote     {}", path.display());
+    if let Some(report) = forced {
+        eprintln!(
+            "warning   {} is implausible and was written only because of --force: {report}",
+            path.display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
