@@ -430,3 +430,31 @@ fn configuration_defaults_and_endpoint_checks() {
         Err(OpenAiError::InvalidEndpoint { .. })
     ));
 }
+
+#[test]
+fn an_oversized_reply_is_named_as_such_and_not_retried() {
+    // 20 MB of a never-ending "answer": no pointing reply is anywhere near that long.
+    let huge = completion(&"[[1, 2]] ".repeat(20 << 20 >> 3));
+    assert!(huge.len() > 20 << 20);
+    let mock = Mock::start(vec![
+        Reply::Http(200, huge),
+        Reply::Http(200, completion(REPLY)),
+    ]);
+    let mut p = pointer(config(&mock.base));
+
+    let err = p.point(&frame(), Ability::Reg, "the red mug").unwrap_err();
+
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "an oversized reply must not be retried"
+    );
+    let text = err.to_string();
+    assert!(!text.contains("is the server running"), "{text}");
+    match err {
+        PointerError::Remote(OpenAiError::TooLarge { limit, .. }) => {
+            assert_eq!(limit, pointact::pointing::openai::MAX_REPLY_BYTES)
+        }
+        other => panic!("expected a too-large error, got {other:?}"),
+    }
+}

@@ -130,6 +130,18 @@ pub enum OpenAiError {
     /// PNG encoding of the frame failed.
     #[error("could not encode the frame as PNG: {0}")]
     Encode(String),
+    /// The reply body was larger than [`MAX_REPLY_BYTES`]: no pointing answer is that long, so it is
+    /// a wrong endpoint or a runaway server; not retried.
+    #[error(
+        "{url} sent a reply larger than {limit} bytes: not a chat completion of a pointing answer \
+         (a wrong endpoint, or a server that does not stop); not retried"
+    )]
+    TooLarge {
+        /// The chat-completions URL.
+        url: String,
+        /// The limit that was passed ([`MAX_REPLY_BYTES`]).
+        limit: u64,
+    },
     /// No HTTP answer: connection refused or timed out, reset, DNS failure, … on the last attempt.
     #[error(
         "could not reach {url} after {attempts} attempt(s): {reason} — is the server running? \
@@ -324,7 +336,7 @@ impl OpenAiPointer {
             request = request.set("Authorization", &format!("Bearer {key}"));
         }
         match request.send_string(body) {
-            Ok(response) => response.into_string().map_err(Failure::from_io),
+            Ok(response) => read_capped(response.into_reader()),
             Err(ureq::Error::Status(status, response)) => Err(Failure::Status {
                 status,
                 // A body that cannot be read still leaves the status to report.
@@ -430,6 +442,8 @@ enum Failure {
         status: u16,
         body: String,
     },
+    /// The body passed [`MAX_REPLY_BYTES`].
+    TooLarge,
     Timeout(String),
     /// No usable answer at the transport level; `retry` when it may be transient.
     Transport {
@@ -443,6 +457,7 @@ impl Failure {
         match self {
             Failure::Status { status, .. } => *status == 429 || (500..=599).contains(status),
             Failure::Timeout(_) => true,
+            Failure::TooLarge => false,
             Failure::Transport { retry, .. } => *retry,
         }
     }
@@ -452,6 +467,7 @@ impl Failure {
         match self {
             Failure::Status { status, body } => format!("HTTP {status}: {}", excerpt(body)),
             Failure::Timeout(reason) => format!("timed out: {reason}"),
+            Failure::TooLarge => format!("reply larger than {MAX_REPLY_BYTES} bytes"),
             Failure::Transport { reason, .. } => reason.clone(),
         }
     }
@@ -501,6 +517,10 @@ impl Failure {
                 timeout,
                 reason,
             },
+            Failure::TooLarge => OpenAiError::TooLarge {
+                url,
+                limit: MAX_REPLY_BYTES,
+            },
             Failure::Transport { reason, .. } => OpenAiError::Unreachable {
                 url,
                 attempts,
@@ -508,6 +528,28 @@ impl Failure {
             },
         }
     }
+}
+
+/// Largest reply body read (4 MiB). A chat completion of a pointing answer is a few kilobytes even
+/// at `max_tokens` 1024; reading more only delays the error (ureq's own 10 MB cap reports itself as
+/// an I/O error, which read as "is the server running?").
+pub const MAX_REPLY_BYTES: u64 = 4 << 20;
+
+/// The body as text, at most [`MAX_REPLY_BYTES`].
+fn read_capped(reader: impl io::Read) -> Result<String, Failure> {
+    use io::Read;
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_REPLY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Failure::from_io)?;
+    if bytes.len() as u64 > MAX_REPLY_BYTES {
+        return Err(Failure::TooLarge);
+    }
+    String::from_utf8(bytes).map_err(|e| Failure::Transport {
+        reason: format!("the reply is not UTF-8 text: {e}"),
+        retry: false,
+    })
 }
 
 /// ureq reports socket timeouts as `TimedOut`, or as `WouldBlock` where a write hit its timeout.
