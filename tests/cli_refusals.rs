@@ -245,3 +245,15 @@ fn a_scene_whose_objects_do_not_match_the_task_is_refused_before_any_motion() {
     );
     nothing_moved(&o);
 }
+
+/// A viewer that is not there is found when the run starts, not after the arm moved.
+#[cfg(feature = "viz")]
+#[test]
+fn a_dead_rerun_viewer_stops_the_run_before_any_motion() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let url = format!("connect:rerun+http://127.0.0.1:{port}/proxy");
+    let o = refused(&["run", "--rerun", &url], 1, &["no viewer answers"]);
+    nothing_moved(&o);
+}

@@ -151,6 +151,28 @@ impl std::str::FromStr for Sink {
     }
 }
 
+/// Whether something listens at the viewer address of `url` (`rerun+http://HOST:PORT/…`), within
+/// `timeout`. The SDK connects lazily and reports a dead viewer only when the recording is flushed,
+/// which is after a run has moved the arm; this makes `--rerun connect:` fail before anything moves.
+#[cfg_attr(not(feature = "viz"), allow(dead_code))]
+pub(crate) fn probe_viewer(url: &str, timeout: std::time::Duration) -> Result<(), String> {
+    use std::net::{TcpStream, ToSocketAddrs};
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let addrs: Vec<_> = authority
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve `{authority}`: {e}"))?
+        .collect();
+    let mut last = format!("`{authority}` resolves to no address");
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = format!("no viewer answers at {addr}: {e}"),
+        }
+    }
+    Err(last)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum VizError {
     /// The binary was built with `--no-default-features`.
@@ -197,6 +219,18 @@ mod tests {
                 .unwrap(),
             Sink::Connect("rerun+http://127.0.0.1:9000/proxy".into())
         );
+    }
+
+    #[test]
+    fn a_viewer_address_is_probed_before_use() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let t = std::time::Duration::from_secs(2);
+        assert!(probe_viewer(&format!("rerun+http://127.0.0.1:{port}/proxy"), t).is_ok());
+        drop(listener);
+        let e = probe_viewer(&format!("rerun+http://127.0.0.1:{port}/proxy"), t).unwrap_err();
+        assert!(e.contains("no viewer answers"), "{e}");
+        assert!(probe_viewer("rerun+http://no-such-host.invalid:9876/proxy", t).is_err());
     }
 
     #[test]

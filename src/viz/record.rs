@@ -76,6 +76,14 @@ impl Viz {
                 })
                 .map_err(|e| VizError::Spawn(e.to_string()))?,
             Sink::Connect(url) => {
+                super::probe_viewer(url, std::time::Duration::from_secs(2)).map_err(|detail| {
+                    VizError::Open {
+                        sink: format!("connect:{url}"),
+                        detail: format!(
+                            "{detail}; start a viewer (`rerun`, version 0.36.3) or use --rerun spawn or save:FILE.rrd"
+                        ),
+                    }
+                })?;
                 builder
                     .connect_grpc_opts(url.clone())
                     .map_err(|e| VizError::Open {
