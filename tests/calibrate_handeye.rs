@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::handeye::{gripper_from_target, look_at, random_axis};
 use common::temp_dir;
 use std::path::Path;
 
@@ -52,39 +53,6 @@ fn golden() -> serde_json::Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/handeye_golden.json");
     let text = std::fs::read_to_string(&path).expect("handeye_golden.json");
     serde_json::from_str(&text).expect("fixture JSON")
-}
-
-/// Camera optical frame at `eye` looking at `target` (x right, y down, z forward), base z up.
-fn look_at(eye: [f64; 3], target: [f64; 3]) -> Isometry3<f64> {
-    let eye = Vector3::from(eye);
-    let z = (Vector3::from(target) - eye).normalize();
-    let x = z.cross(&Vector3::z()).normalize();
-    let y = z.cross(&x);
-    let r = Rotation3::from_matrix_unchecked(Matrix3::from_columns(&[x, y, z]));
-    Isometry3::from_parts(
-        Translation3::from(eye),
-        UnitQuaternion::from_rotation_matrix(&r),
-    )
-}
-
-fn gripper_from_target() -> Isometry3<f64> {
-    Isometry3::new(
-        Vector3::new(0.01, -0.02, 0.06),
-        Vector3::new(0.05, -0.08, 0.3),
-    )
-}
-
-fn random_axis(rng: &mut ChaCha8Rng) -> Unit<Vector3<f64>> {
-    loop {
-        let v = Vector3::new(
-            rng.gen_range(-1.0..1.0),
-            rng.gen_range(-1.0..1.0),
-            rng.gen_range(-1.0..1.0),
-        );
-        if v.norm() > 0.1 && v.norm() < 1.0 {
-            return Unit::new_normalize(v);
-        }
-    }
 }
 
 /// Exact samples: random robot poses around a nominal one, camera poses from the chain

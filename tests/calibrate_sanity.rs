@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::handeye::{gripper_from_target, look_at, random_axis};
 use common::temp_dir;
 use std::path::Path;
 
@@ -19,9 +20,7 @@ use pointact::calibrate::sim::{capture_sim_session, SimCalibrationOptions};
 use pointact::calibrate::target::TagTarget;
 use pointact::calibrate::{calibrate_views, solve_eye_to_hand, HandEyeSample, Method};
 use pointact::geometry::Extrinsics;
-use pointact::nalgebra::{
-    Isometry3, Matrix3, Rotation3, Translation3, Unit, UnitQuaternion, Vector3,
-};
+use pointact::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -32,41 +31,8 @@ const METHODS: [Method; 2] = [Method::TsaiLenz, Method::ParkMartin];
 const EXISTING: &str = "# hand-written, keep me\n[extrinsics]\ncamera = \"front\"\n\
 translation = [0.95,  0.05, 0.55]\nquaternion = { w = 1.0, x = 0.0, y = 0.0, z = 0.0 }\n";
 
-/// Camera optical frame at `eye` looking at `target` (x right, y down, z forward), base z up.
-fn look_at(eye: [f64; 3], target: [f64; 3]) -> Isometry3<f64> {
-    let eye = Vector3::from(eye);
-    let z = (Vector3::from(target) - eye).normalize();
-    let x = z.cross(&Vector3::z()).normalize();
-    let y = z.cross(&x);
-    let r = Rotation3::from_matrix_unchecked(Matrix3::from_columns(&[x, y, z]));
-    Isometry3::from_parts(
-        Translation3::from(eye),
-        UnitQuaternion::from_rotation_matrix(&r),
-    )
-}
-
 fn camera() -> Isometry3<f64> {
     look_at([0.95, 0.05, 0.55], [0.38, 0.0, 0.1])
-}
-
-fn gripper_from_target() -> Isometry3<f64> {
-    Isometry3::new(
-        Vector3::new(0.01, -0.02, 0.06),
-        Vector3::new(0.05, -0.08, 0.3),
-    )
-}
-
-fn random_axis(rng: &mut ChaCha8Rng) -> Unit<Vector3<f64>> {
-    loop {
-        let v = Vector3::new(
-            rng.gen_range(-1.0..1.0),
-            rng.gen_range(-1.0..1.0),
-            rng.gen_range(-1.0..1.0),
-        );
-        if v.norm() > 0.1 && v.norm() < 1.0 {
-            return Unit::new_normalize(v);
-        }
-    }
 }
 
 /// Exact samples: robot poses tilted 10-35° about random axes around a nominal one, camera poses
