@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::handeye::{gripper_from_target, look_at, random_axis};
+use common::handeye::{gripper_from_target, look_at, tilted_samples};
 use common::temp_dir;
 use std::path::Path;
 
@@ -23,8 +23,6 @@ use pointact::geometry::{CameraCalibration, Extrinsics, Intrinsics};
 use pointact::nalgebra::{
     Isometry3, Matrix3, Quaternion, Rotation3, Translation3, Unit, UnitQuaternion, Vector3,
 };
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 const METHODS: [Method; 2] = [Method::TsaiLenz, Method::ParkMartin];
 
@@ -64,25 +62,7 @@ fn samples(
     seed: u64,
     rotate: impl Fn(Unit<Vector3<f64>>, f64) -> UnitQuaternion<f64>,
 ) -> Vec<HandEyeSample> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let nominal = UnitQuaternion::from_euler_angles(0.3, -1.2, 0.4);
-    (0..n)
-        .map(|_| {
-            let axis = random_axis(&mut rng);
-            let angle = rng.gen_range(5f64..30.0).to_radians();
-            let t = Vector3::new(
-                0.45 + rng.gen_range(-0.12..0.12),
-                rng.gen_range(-0.12..0.12),
-                0.3 + rng.gen_range(-0.12..0.12),
-            );
-            let base_from_gripper =
-                Isometry3::from_parts(Translation3::from(t), nominal * rotate(axis, angle));
-            HandEyeSample {
-                base_from_gripper,
-                camera_from_target: x.inverse() * base_from_gripper * y,
-            }
-        })
-        .collect()
+    tilted_samples(x, y, n, seed, 5.0..30.0, rotate)
 }
 
 fn free_tilt(axis: Unit<Vector3<f64>>, angle: f64) -> UnitQuaternion<f64> {

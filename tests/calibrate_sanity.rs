@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::handeye::{gripper_from_target, look_at, random_axis};
+use common::handeye::{gripper_from_target, look_at, random_axis, tilted_samples};
 use common::temp_dir;
 use std::path::Path;
 
@@ -20,7 +20,7 @@ use pointact::calibrate::sim::{capture_sim_session, SimCalibrationOptions};
 use pointact::calibrate::target::TagTarget;
 use pointact::calibrate::{calibrate_views, solve_eye_to_hand, HandEyeSample, Method};
 use pointact::geometry::Extrinsics;
-use pointact::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
+use pointact::nalgebra::{Isometry3, UnitQuaternion, Vector3};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -38,29 +38,14 @@ fn camera() -> Isometry3<f64> {
 /// Exact samples: robot poses tilted 10-35° about random axes around a nominal one, camera poses
 /// from the chain, so good data has residuals ~0.
 fn good_samples(n: usize, seed: u64) -> Vec<HandEyeSample> {
-    let x = camera();
-    let y = gripper_from_target();
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let nominal = UnitQuaternion::from_euler_angles(0.3, -1.2, 0.4);
-    (0..n)
-        .map(|_| {
-            let axis = random_axis(&mut rng);
-            let angle = rng.gen_range(10f64..35.0).to_radians();
-            let t = Vector3::new(
-                0.45 + rng.gen_range(-0.12..0.12),
-                rng.gen_range(-0.12..0.12),
-                0.3 + rng.gen_range(-0.12..0.12),
-            );
-            let base_from_gripper = Isometry3::from_parts(
-                Translation3::from(t),
-                nominal * UnitQuaternion::from_axis_angle(&axis, angle),
-            );
-            HandEyeSample {
-                base_from_gripper,
-                camera_from_target: x.inverse() * base_from_gripper * y,
-            }
-        })
-        .collect()
+    tilted_samples(
+        &camera(),
+        &gripper_from_target(),
+        n,
+        seed,
+        10.0..35.0,
+        |axis, angle| UnitQuaternion::from_axis_angle(&axis, angle),
+    )
 }
 
 /// Pairs out of order: every robot pose matched with the next sample's camera pose.
