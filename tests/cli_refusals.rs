@@ -257,3 +257,74 @@ fn a_dead_rerun_viewer_stops_the_run_before_any_motion() {
     let o = refused(&["run", "--rerun", &url], 1, &["no viewer answers"]);
     nothing_moved(&o);
 }
+
+/// A 4032×3024 photo and a 20000² grayscale PNG once aborted `point` on a 31–33 GB allocation (the
+/// model's pretrained `max_pixels` taken as is). Now the image is downscaled to what the activation
+/// budget allows, with a message naming the budget; an explicit `--max-pixels` beyond it is refused.
+#[test]
+fn point_downscales_a_huge_image_to_the_memory_budget_instead_of_aborting() {
+    let tmp = TempDir::new("huge-image");
+    let model = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/qwen25vl_tiny");
+    let photo = tmp.join("photo.png");
+    image::RgbImage::from_fn(4032, 3024, |x, y| {
+        image::Rgb([(x % 251) as u8, (y % 241) as u8, 7])
+    })
+    .save(&photo)
+    .unwrap();
+    let huge = tmp.join("huge.png");
+    {
+        use image::ImageEncoder;
+        let gray = vec![128u8; 20_000 * 20_000];
+        let file = std::io::BufWriter::new(std::fs::File::create(&huge).unwrap());
+        image::codecs::png::PngEncoder::new_with_quality(
+            file,
+            image::codecs::png::CompressionType::Fast,
+            image::codecs::png::FilterType::NoFilter,
+        )
+        .write_image(&gray, 20_000, 20_000, image::ExtendedColorType::L8)
+        .unwrap();
+    }
+    for (path, size) in [(&photo, "4032x3024"), (&huge, "20000x20000")] {
+        let args = [
+            "point",
+            "--image",
+            path.to_str().unwrap(),
+            "--ability",
+            "reg",
+            "--instruction",
+            "the mug",
+            "--model",
+            model,
+            "--max-new-tokens",
+            "4",
+            "--memory-budget-gb",
+            "0.05",
+        ];
+        let o = pointact(&args);
+        let e = stderr(&o);
+        assert!(!e.contains("panicked") && o.status.code().is_some(), "{e}");
+        let cap: u64 = e
+            .split_once("downscaled to at most ")
+            .and_then(|(_, rest)| rest.split_once(' '))
+            .and_then(|(n, _)| n.parse().ok())
+            .unwrap_or_else(|| panic!("no downscale notice: {e}"));
+        assert!((3136..12_845_056).contains(&cap), "{e}");
+        assert!(e.contains("51 MiB budget (--memory-budget-gb)"), "{e}");
+        // The model answered (random weights: not with points) about the downscaled image.
+        let seen = e
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("image     {size} seen by the model as ")))
+            .unwrap_or_else(|| panic!("no resize line: {e}"));
+        let (w, h) = seen.split_once('x').unwrap();
+        let (w, h): (u64, u64) = (w.parse().unwrap(), h.trim().parse().unwrap());
+        assert!(w * h <= cap, "{w}x{h} > {cap}");
+
+        let mut args = args.to_vec();
+        args.extend(["--max-pixels", "12845056"]);
+        refused(
+            &args,
+            1,
+            &["--max-pixels 12845056 needs more memory than the 51 MiB activation budget"],
+        );
+    }
+}

@@ -54,6 +54,10 @@ pub struct ModelOptions {
     pub min_pixels: Option<u64>,
     #[arg(long)]
     pub max_pixels: Option<u64>,
+    /// qwen: memory one image's activations may take, GiB; larger images are downscaled to fit
+    /// (default: 8, or 3/4 of the memory free after loading when that is less).
+    #[arg(long)]
+    pub memory_budget_gb: Option<f64>,
     /// Longest reply, in tokens.
     #[arg(long, default_value_t = 1024)]
     pub max_new_tokens: usize,
@@ -125,6 +129,12 @@ impl ModelOptions {
                 return bad(flag, "0".into(), "[1, inf)");
             }
         }
+        if let Some(gb) = self.memory_budget_gb {
+            // Below 1 MiB not even the prompt fits; above 1 PiB is a typo.
+            if !(gb.is_finite() && (1.0 / 1024.0..=1024.0 * 1024.0).contains(&gb)) {
+                return bad("memory-budget-gb", gb.to_string(), "[0.001, 1048576] GiB");
+            }
+        }
         if let (Some(lo), Some(hi)) = (self.min_pixels, self.max_pixels) {
             if lo > hi {
                 return bad(
@@ -158,6 +168,9 @@ impl ModelOptions {
                 seed: self.sample_seed,
                 ..GenerationConfig::default()
             },
+            memory_budget: self
+                .memory_budget_gb
+                .map(|gb| (gb * f64::from(1u32 << 30)) as u64),
             ..Default::default()
         }
     }

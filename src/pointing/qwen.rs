@@ -17,8 +17,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::{Ability, ImageSize, Pointer, PointerError, Pointing};
 use crate::camera::Frame;
 use crate::vlm::{
-    generate, GenerationConfig, ImageInput, ImageProcessor, ImageProcessorConfig, ModelFiles,
-    Quant, Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Timings,
+    budget, generate, GenerationConfig, ImageInput, ImageProcessor, ImageProcessorConfig,
+    ModelFiles, Quant, Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Timings,
 };
 
 /// Settings of the local backend.
@@ -38,6 +38,50 @@ pub struct QwenOptions {
     pub system: Option<String>,
     /// Draw a progress bar while loading weights.
     pub progress: bool,
+    /// Bytes one image's activations may take (see [`crate::vlm::budget`]); `None`: the smaller of
+    /// [`DEFAULT_ACTIVATION_BUDGET`] and 3/4 of the memory available once the weights are loaded.
+    pub memory_budget: Option<u64>,
+}
+
+/// The activation budget when none is given and the machine has more memory free: enough for
+/// Embodied-R1's evaluation resolution many times over (~5 MP on the 3B model).
+pub const DEFAULT_ACTIVATION_BUDGET: u64 = 8 << 30;
+
+/// The processor's `max_pixels` was lowered so that one image fits the activation budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PixelCap {
+    /// `max_pixels` of the preprocessor config.
+    pub configured: u64,
+    /// `max_pixels` in use.
+    pub capped: u64,
+    /// The activation budget, bytes.
+    pub budget: u64,
+    /// Where the budget came from, for the message.
+    pub source: String,
+}
+
+impl std::fmt::Display for PixelCap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "images are downscaled to at most {} pixels (the model's preprocessor allows {}): \
+             one image's activations must fit the {} budget ({}); attention memory grows with \
+             the square of the pixel count. Pass --memory-budget-gb or --max-pixels to change it",
+            self.capped,
+            self.configured,
+            gib(self.budget),
+            self.source
+        )
+    }
+}
+
+/// A byte count for messages: GiB from 1 GiB up, MiB below (a 50 MiB budget is not "0.0 GiB").
+fn gib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
+    } else {
+        format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
+    }
 }
 
 impl Default for QwenOptions {
@@ -50,6 +94,7 @@ impl Default for QwenOptions {
             generation: GenerationConfig::default(),
             system: None,
             progress: true,
+            memory_budget: None,
         }
     }
 }
@@ -71,6 +116,19 @@ pub enum LoadError {
     Model {
         dir: String,
         source: candle_core::Error,
+    },
+    /// The pixel settings the user asked for cannot fit the activation budget.
+    #[error(
+        "--{flag} {asked} needs more memory than the {budget} activation budget ({origin}) allows: \
+         at most {fit} pixels fit (attention memory grows with the square of the pixel count); \
+         lower --{flag} or raise --memory-budget-gb"
+    )]
+    PixelBudget {
+        flag: &'static str,
+        asked: u64,
+        fit: u64,
+        budget: String,
+        origin: String,
     },
 }
 
@@ -98,6 +156,7 @@ pub struct QwenPointer {
     files: ModelFiles,
     on_text: Option<TextSink>,
     last: Option<QwenReply>,
+    pixel_cap: Option<PixelCap>,
 }
 
 impl std::fmt::Debug for QwenPointer {
@@ -131,7 +190,8 @@ impl QwenPointer {
         if let Some(v) = options.max_pixels {
             pcfg.max_pixels = v;
         }
-        let processor = ImageProcessor::new(pcfg)?;
+        // Checked before the weights load, so a bad setting fails fast.
+        ImageProcessor::new(pcfg.clone())?;
 
         let mut reader = SafetensorsReader::open(&files.weights)?;
         if options.progress {
@@ -155,6 +215,12 @@ impl QwenPointer {
             dir: files.dir.display().to_string(),
             source,
         })?;
+        // After loading, so the memory the weights took is no longer counted as available.
+        let pixel_cap = cap_pixels(&cfg, &mut pcfg, &options)?;
+        if let Some(cap) = &pixel_cap {
+            tracing::warn!("{cap}");
+        }
+        let processor = ImageProcessor::new(pcfg)?;
         if options.generation.stop_ids.is_empty() {
             let special = tokenizer.special_ids();
             let mut stop = cfg.tokens.eos_token_ids.clone();
@@ -172,7 +238,13 @@ impl QwenPointer {
             files,
             on_text: None,
             last: None,
+            pixel_cap,
         })
+    }
+
+    /// Whether (and why) images are downscaled below the preprocessor's `max_pixels`.
+    pub fn pixel_cap(&self) -> Option<&PixelCap> {
+        self.pixel_cap.as_ref()
     }
 
     /// Streams decoded text pieces to `f` as tokens are generated (e.g. to the terminal).
@@ -269,4 +341,49 @@ impl Pointer for QwenPointer {
     ) -> Result<Pointing, PointerError> {
         self.ask(&frame.rgb, ability, instruction)?.1
     }
+}
+
+/// Lowers `pcfg.max_pixels` to what the activation budget allows (returning why), or refuses a
+/// pixel setting the user gave explicitly that cannot fit.
+fn cap_pixels(
+    cfg: &Qwen25VlConfig,
+    pcfg: &mut ImageProcessorConfig,
+    options: &QwenOptions,
+) -> Result<Option<PixelCap>, LoadError> {
+    let (budget, source) = match options.memory_budget {
+        Some(b) => (b, "--memory-budget-gb".to_owned()),
+        None => match budget::mem_available_bytes() {
+            Some(avail) if avail / 4 * 3 < DEFAULT_ACTIVATION_BUDGET => (
+                avail / 4 * 3,
+                format!("3/4 of the {} available after loading", gib(avail)),
+            ),
+            _ => (DEFAULT_ACTIVATION_BUDGET, "the default".to_owned()),
+        },
+    };
+    let reply = options.generation.max_new_tokens as u64;
+    let fit = budget::pixels_within(cfg, budget, budget::PROMPT_ALLOWANCE + reply);
+    let refuse = |flag: &'static str, asked: u64| LoadError::PixelBudget {
+        flag,
+        asked,
+        fit,
+        budget: gib(budget),
+        origin: source.clone(),
+    };
+    if pcfg.min_pixels > fit {
+        return Err(refuse("min-pixels", pcfg.min_pixels));
+    }
+    if pcfg.max_pixels <= fit {
+        return Ok(None);
+    }
+    if let Some(asked) = options.max_pixels {
+        return Err(refuse("max-pixels", asked));
+    }
+    let cap = PixelCap {
+        configured: pcfg.max_pixels,
+        capped: fit,
+        budget,
+        source,
+    };
+    pcfg.max_pixels = fit;
+    Ok(Some(cap))
 }

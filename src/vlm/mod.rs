@@ -29,6 +29,8 @@
 //!   `<|image_pad|>` rows; [`generate`]: greedy / top-p decoding with repetition penalty and stop
 //!   ids. Golden parity with transformers 4.51.3 in `tests/vlm_text.rs` (logits ~1e-6 relative,
 //!   greedy tokens identical).
+//! * [`budget`]: the activation memory one image costs and the largest image that fits a budget
+//!   (attention grows with the square of the patch count: a 12 MP photo would need tens of GB).
 //! * [`linear`]: in-process Q8_0 / Q4K linears; [`weights`]: tensor-by-tensor safetensors reading;
 //!   [`image_map`]: `smart_resize` and the map between the model's pixels and the image's.
 //!
@@ -38,6 +40,7 @@
 //! Not built: a CUDA path (the `cuda` feature), batch > 1, and a training (backward) path — the
 //! fused candle ops used here (rms_norm, softmax, rope) have no backward pass.
 
+pub mod budget;
 pub mod config;
 pub mod files;
 pub mod generate;

@@ -269,12 +269,10 @@ impl VisionAttention {
             if len == 0 {
                 continue;
             }
-            let q = q.narrow(1, start, len)?.contiguous()?;
             let k = k.narrow(1, start, len)?.contiguous()?;
             let v = v.narrow(1, start, len)?.contiguous()?;
-            let att = (q.matmul(&k.t()?)? * scale)?.to_dtype(DType::F32)?;
-            let att = candle_nn::ops::softmax_last_dim(&att)?.to_dtype(dtype)?;
-            outs.push(att.matmul(&v)?);
+            let rows = attention_chunk_rows(self.num_heads, len);
+            segment_attention(&q.narrow(1, start, len)?, &k, &v, scale, rows, &mut outs)?;
         }
         // [heads, N, head_dim] → [N, hidden]
         let out = Tensor::cat(&outs, 1)?
@@ -282,6 +280,43 @@ impl VisionAttention {
             .reshape((n, hidden))?;
         self.proj.forward(&out)
     }
+}
+
+/// Bytes one chunk of f32 attention scores (`[heads, rows, len]`) may take. A full-attention block
+/// attends over every patch of a frame: unchunked, a 1.6 MP image on the 3B model (16 heads, 8192
+/// patches) would hold 4.3 GB of scores twice over, and a 12 MP photo 275 GB.
+pub const ATTENTION_CHUNK_BYTES: usize = 128 << 20;
+
+/// Query rows per attention chunk for a segment of `len` keys: as many as fit
+/// [`ATTENTION_CHUNK_BYTES`], at least one, at most `len`.
+pub fn attention_chunk_rows(heads: usize, len: usize) -> usize {
+    (ATTENTION_CHUNK_BYTES / (4 * heads * len).max(1)).clamp(1, len.max(1))
+}
+
+/// Softmax attention of queries `q` `[heads, len, d]` over `k`, `v` `[heads, len, d]`, `rows`
+/// query rows at a time, the outputs pushed in order. Each query row's softmax only sees its own
+/// scores, so chunking changes the peak memory, not the result.
+fn segment_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    rows: usize,
+    outs: &mut Vec<Tensor>,
+) -> candle_core::Result<()> {
+    let (_, len, _) = q.dims3()?;
+    let dtype = q.dtype();
+    let kt = k.t()?;
+    let mut r0 = 0;
+    while r0 < len {
+        let r = rows.max(1).min(len - r0);
+        let q = q.narrow(1, r0, r)?.contiguous()?;
+        let att = (q.matmul(&kt)? * scale)?.to_dtype(DType::F32)?;
+        let att = candle_nn::ops::softmax_last_dim(&att)?.to_dtype(dtype)?;
+        outs.push(att.matmul(v)?);
+        r0 += r;
+    }
+    Ok(())
 }
 
 /// `visual.blocks.i`: pre-RMSNorm attention and MLP with residuals.
@@ -541,5 +576,50 @@ impl Qwen25VisionModel {
             blocks,
             embeds,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chunking the query rows must not change the attention output: the reference is one
+    /// chunk holding every row (the unchunked computation).
+    #[test]
+    fn chunked_attention_equals_one_chunk() {
+        let dev = Device::Cpu;
+        let (heads, len, d) = (2, 37, 8);
+        let q = Tensor::randn(0f32, 1.0, (heads, len, d), &dev).unwrap();
+        let k = Tensor::randn(0f32, 1.0, (heads, len, d), &dev).unwrap();
+        let v = Tensor::randn(0f32, 1.0, (heads, len, d), &dev).unwrap();
+        let run = |rows: usize| {
+            let mut outs = Vec::new();
+            segment_attention(&q, &k, &v, 0.35, rows, &mut outs).unwrap();
+            assert_eq!(outs.len(), len.div_ceil(rows));
+            Tensor::cat(&outs, 1).unwrap()
+        };
+        let whole = run(len);
+        for rows in [1, 5, 36] {
+            let diff = (run(rows) - &whole)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(diff <= 1e-6, "{rows} rows: {diff}");
+        }
+    }
+
+    #[test]
+    fn chunk_rows_bound_the_score_matrix() {
+        // 3B vision (16 heads) at a 12.8 MP image's 65 536 patches: 32 rows of 65 536 keys.
+        let rows = attention_chunk_rows(16, 65_536);
+        assert!(4 * 16 * rows * 65_536 <= ATTENTION_CHUNK_BYTES);
+        assert!(4 * 16 * (rows + 1) * 65_536 > ATTENTION_CHUNK_BYTES);
+        // Small segments are one chunk; huge ones still make progress one row at a time.
+        assert_eq!(attention_chunk_rows(2, 64), 64);
+        assert_eq!(attention_chunk_rows(16, usize::MAX / 64), 1);
     }
 }

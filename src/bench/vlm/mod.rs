@@ -98,18 +98,10 @@ pub fn default_dir(layers: Option<usize>) -> PathBuf {
     })
 }
 
-/// `MemAvailable` from `/proc/meminfo`, bytes.
-fn mem_available_bytes() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// A reason to skip an f32 run whose weights alone (`need` bytes) would not fit in the memory
 /// available now: on a shared machine an out-of-memory kill can hit someone else's process.
 fn memory_guard(need: u64) -> Option<String> {
-    let avail = mem_available_bytes()?;
+    let avail = crate::vlm::budget::mem_available_bytes()?;
     (avail < need + need / 10).then(|| {
         format!(
             "needs ~{:.1} GB for its f32 weights, {:.1} GB available (free memory, or use --layers)",
