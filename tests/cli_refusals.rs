@@ -328,3 +328,58 @@ fn point_downscales_a_huge_image_to_the_memory_budget_instead_of_aborting() {
         );
     }
 }
+
+/// The pepper-and-pan scene with one line changed.
+fn pepper_scene(tmp: &TempDir, from: &str, to: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/sim/scenes/tabletop_pepper_in_pan.toml"
+    ))
+    .unwrap();
+    assert!(text.contains(from), "{from}");
+    let path = tmp.join(&format!("scene-{}.toml", to.len()));
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    path
+}
+
+/// Two objects at the same spot, an object off the table or out of the camera's view, and a
+/// 30000² camera (which aborted the renderer) are refused when the scene is read, naming the
+/// object and what to change; nothing moves.
+#[test]
+fn a_scene_with_objects_overlapping_off_the_table_or_unseen_is_refused() {
+    let tmp = TempDir::new("layout");
+    let cases = [
+        // The pepper moved onto the pan.
+        (
+            "pose = [0.35, -0.15, 0.3]",
+            "pose = [0.45, 0.12, 0.3]",
+            vec![
+                "`pepper` and `pan` overlap",
+                "move them apart",
+                "objects.pose",
+            ],
+        ),
+        // The table spans x [-0.15, 0.95]: the pepper hangs over its far edge.
+        (
+            "pose = [0.35, -0.15, 0.3]",
+            "pose = [0.94, -0.15, 0.3]",
+            vec!["`pepper` is not (wholly) on the table", "x [-0.150, 0.950]"],
+        ),
+        // A narrow camera that sees the middle of the table only.
+        (
+            "fx = 605.0\nfy = 605.0",
+            "fx = 6050.0\nfy = 6050.0",
+            vec!["is outside the camera's view", "640x480 image"],
+        ),
+        (
+            "width = 640\nheight = 480",
+            "width = 30000\nheight = 30000",
+            vec!["width 30000 is outside [1, 8192] pixels"],
+        ),
+    ];
+    for (from, to, want) in cases {
+        let scene = pepper_scene(&tmp, from, to);
+        let o = refused(&["run", "--scene", scene.to_str().unwrap()], 1, &want);
+        nothing_moved(&o);
+    }
+}

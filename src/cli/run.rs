@@ -57,8 +57,9 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
     let spec = tasks::task(a.task.as_deref().unwrap_or(tasks::DEFAULT_TASK))?;
     let mut ep = spec.instantiate(a.seed)?;
     if let Some(path) = &a.scene {
-        // The file's own layout replaces the seeded one; object names must match the task's.
-        ep.scene = pointact::sim::Scene::load(path)?;
+        // The file's own layout replaces the seeded one (object names must match the task's), and
+        // the target is worked out again from it.
+        ep = spec.episode_in(ep, pointact::sim::Scene::load(path)?)?;
     }
     if let Some(r) = &a.robot {
         ep.robot = r.clone();

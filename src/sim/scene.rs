@@ -134,6 +134,9 @@ pub struct CameraSpec {
     pub pinhole: PinholeCamera,
 }
 
+/// Largest width or height of a scene camera, pixels (8K; a RealSense streams at most 1920).
+pub const MAX_IMAGE_SIDE: u32 = 8192;
+
 /// `[camera]` of a scene file, flat as users write it.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -160,6 +163,27 @@ impl TryFrom<CameraFile> for CameraSpec {
         let vals = c.eye.iter().chain(&c.target).chain(&c.up);
         if !vals.copied().all(f64::is_finite) {
             return Err("eye, target and up must be finite".into());
+        }
+        // The renderer holds several full-size buffers per frame (colour, depth, labels, noise):
+        // a 30000² camera asked for tens of GB and aborted.
+        for (name, side) in [("width", c.width), ("height", c.height)] {
+            if !(1..=MAX_IMAGE_SIDE).contains(&side) {
+                return Err(format!(
+                    "{name} {side} is outside [1, {MAX_IMAGE_SIDE}] pixels"
+                ));
+            }
+        }
+        for (name, f) in [("fx", c.fx), ("fy", c.fy)] {
+            if !(f.is_finite() && f > 0.0) {
+                return Err(format!(
+                    "{name} {f} must be a positive focal length in pixels"
+                ));
+            }
+        }
+        for (name, v) in [("cx", c.cx), ("cy", c.cy)] {
+            if !v.is_finite() {
+                return Err(format!("{name} {v} must be finite"));
+            }
         }
         let intrinsics =
             Intrinsics::pinhole(c.width as usize, c.height as usize, c.fx, c.fy, c.cx, c.cy);
@@ -530,13 +554,17 @@ impl Scene {
         if objects.len() > usize::from(u16::MAX - super::FIRST_OBJECT_INSTANCE - 1) {
             return Err(bad("objects".into(), "too many objects".into()));
         }
-        Ok(Scene {
+        let scene = Scene {
             name: raw.name,
             robot: raw.robot,
             table,
             camera,
             objects,
-        })
+        };
+        scene
+            .check_layout(0.0, 0.0)
+            .map_err(|e| bad("objects.pose".into(), e.to_string()))?;
+        Ok(scene)
     }
 
     pub fn object(&self, name: &str) -> Option<&SceneObject> {
@@ -549,6 +577,177 @@ impl Scene {
             .iter()
             .filter(|o| o.answers_to(phrase))
             .collect()
+    }
+}
+
+/// Where a scene's objects stand is unusable: each names the object(s) and what to change.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LayoutError {
+    #[error(
+        "`{a}` and `{b}` overlap on the table (their footprints{grown} intersect): both rest on \
+         the table top, so one would be inside the other; move them apart"
+    )]
+    Overlap { a: String, b: String, grown: String },
+    #[error(
+        "`{object}` is not (wholly) on the table: its footprint reaches ({x:.3}, {y:.3}) m, the \
+         table top spans x [{x0:.3}, {x1:.3}], y [{y0:.3}, {y1:.3}]; move it onto the table"
+    )]
+    OffTable {
+        object: String,
+        x: f64,
+        y: f64,
+        x0: f64,
+        x1: f64,
+        y0: f64,
+        y1: f64,
+    },
+    #[error(
+        "`{object}` is outside the camera's view: its centre {seen} ({width}x{height} image{margin}); \
+         move it toward the camera's target or point the camera at it"
+    )]
+    OutOfView {
+        object: String,
+        seen: String,
+        width: usize,
+        height: usize,
+        margin: String,
+    },
+}
+
+impl Scene {
+    /// Checks where the objects stand: footprints (each grown by `grow_m`) apart, wholly on the
+    /// table, and each object's centre projecting into the image at least `margin_px` from its
+    /// border. A file scene is checked with no margins when it is read; the task layouts sampled
+    /// from it use margins so that episodes stay graspable and seen.
+    pub fn check_layout(&self, grow_m: f64, margin_px: f64) -> Result<(), LayoutError> {
+        let rects: Vec<Rect> = self
+            .objects
+            .iter()
+            .map(|o| Rect::of_object(o, &o.world_from_object, grow_m))
+            .collect();
+        for i in 0..rects.len() {
+            for j in i + 1..rects.len() {
+                if rects[i].overlaps(&rects[j]) {
+                    return Err(LayoutError::Overlap {
+                        a: self.objects[i].name.clone(),
+                        b: self.objects[j].name.clone(),
+                        grown: if grow_m > 0.0 {
+                            format!(" grown by {:.0} mm", grow_m * 1000.0)
+                        } else {
+                            String::new()
+                        },
+                    });
+                }
+            }
+        }
+        let t = &self.table;
+        let (x0, x1) = (t.center[0] - t.size[0] / 2.0, t.center[0] + t.size[0] / 2.0);
+        let (y0, y1) = (t.center[1] - t.size[1] / 2.0, t.center[1] + t.size[1] / 2.0);
+        let cam = &self.camera;
+        let (w, h) = (cam.intrinsics().width, cam.intrinsics().height);
+        for (o, r) in self.objects.iter().zip(&rects) {
+            if let Some(p) = r
+                .corners()
+                .into_iter()
+                .find(|p| !(x0..=x1).contains(&p.x) || !(y0..=y1).contains(&p.y))
+            {
+                return Err(LayoutError::OffTable {
+                    object: o.name.clone(),
+                    x: p.x,
+                    y: p.y,
+                    x0,
+                    x1,
+                    y0,
+                    y1,
+                });
+            }
+            let seen = cam.project(&centroid(o));
+            let inside = seen.is_some_and(|[u, v]| {
+                u >= margin_px
+                    && v >= margin_px
+                    && u <= w as f64 - margin_px
+                    && v <= h as f64 - margin_px
+            });
+            if !inside {
+                return Err(LayoutError::OutOfView {
+                    object: o.name.clone(),
+                    seen: match seen {
+                        Some([u, v]) => format!("projects to pixel ({u:.0}, {v:.0})"),
+                        None => "is behind the camera".to_owned(),
+                    },
+                    width: w,
+                    height: h,
+                    margin: if margin_px > 0.0 {
+                        format!(", {margin_px:.0} px from its border")
+                    } else {
+                        String::new()
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Centre of an object's bounding box, world frame.
+pub(crate) fn centroid(o: &SceneObject) -> Point3<f64> {
+    let (lo, hi) = o.footprint();
+    let c = (lo + hi) / 2.0;
+    o.world_from_object * Point3::new(c.x, c.y, o.height() / 2.0)
+}
+
+/// A footprint on the table as an oriented rectangle (world x, y): centre, unit axes, half sizes.
+/// Layout checks and the "beside" tasks' free-area test share it.
+pub(crate) struct Rect {
+    pub(crate) c: Vector2<f64>,
+    pub(crate) axes: [Vector2<f64>; 2],
+    pub(crate) half: [f64; 2],
+}
+
+impl Rect {
+    /// An object's footprint at `pose`, grown by `grow` on every side.
+    pub(crate) fn of_object(o: &SceneObject, pose: &Isometry3<f64>, grow: f64) -> Rect {
+        let (lo, hi) = o.footprint();
+        let mid = (lo + hi) / 2.0;
+        let c = pose * Point3::new(mid.x, mid.y, 0.0);
+        let ax = pose.rotation * Vector3::x();
+        let ay = pose.rotation * Vector3::y();
+        Rect {
+            c: Vector2::new(c.x, c.y),
+            axes: [Vector2::new(ax.x, ax.y), Vector2::new(ay.x, ay.y)],
+            half: [(hi.x - lo.x) / 2.0 + grow, (hi.y - lo.y) / 2.0 + grow],
+        }
+    }
+
+    /// The footprint of a box region (world frame).
+    pub(crate) fn of_region(r: &Region) -> Rect {
+        let h = r.shape.local_half_extents();
+        let p = r.frame_from_region;
+        let ax = p.rotation * Vector3::x();
+        let ay = p.rotation * Vector3::y();
+        Rect {
+            c: Vector2::new(p.translation.x, p.translation.y),
+            axes: [Vector2::new(ax.x, ax.y), Vector2::new(ay.x, ay.y)],
+            half: [h.x, h.y],
+        }
+    }
+
+    /// Separating-axis test of two oriented rectangles.
+    pub(crate) fn overlaps(&self, b: &Rect) -> bool {
+        let a = self;
+        let d = b.c - a.c;
+        a.axes.iter().chain(b.axes.iter()).all(|axis| {
+            let ra = a.half[0] * a.axes[0].dot(axis).abs() + a.half[1] * a.axes[1].dot(axis).abs();
+            let rb = b.half[0] * b.axes[0].dot(axis).abs() + b.half[1] * b.axes[1].dot(axis).abs();
+            d.dot(axis).abs() <= ra + rb
+        })
+    }
+
+    fn corners(&self) -> [Vector2<f64>; 4] {
+        let at = |sx: f64, sy: f64| {
+            self.c + self.axes[0] * (sx * self.half[0]) + self.axes[1] * (sy * self.half[1])
+        };
+        [at(-1.0, -1.0), at(-1.0, 1.0), at(1.0, -1.0), at(1.0, 1.0)]
     }
 }
 
@@ -676,6 +875,23 @@ fn build_object(o: &ObjectFile, table: &Table) -> Result<SceneObject, (String, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rectangles_overlap_like_rectangles() {
+        let r = |x: f64, y: f64, yaw: f64| Rect {
+            c: Vector2::new(x, y),
+            axes: [
+                Vector2::new(yaw.cos(), yaw.sin()),
+                Vector2::new(-yaw.sin(), yaw.cos()),
+            ],
+            half: [0.1, 0.02],
+        };
+        assert!(r(0.0, 0.0, 0.0).overlaps(&r(0.15, 0.0, 0.0)));
+        assert!(!r(0.0, 0.0, 0.0).overlaps(&r(0.0, 0.05, 0.0)));
+        // Crossed sticks overlap; a stick turned away beside another does not.
+        assert!(r(0.0, 0.0, 0.0).overlaps(&r(0.0, 0.0, 1.57)));
+        assert!(!r(0.0, 0.0, 0.0).overlaps(&r(0.13, 0.12, 1.57)));
+    }
 
     #[test]
     fn look_at_is_opencv() {

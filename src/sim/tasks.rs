@@ -11,13 +11,13 @@
 
 use std::sync::Arc;
 
-use k::nalgebra::{Isometry3, Point3, Vector2, Vector3};
+use k::nalgebra::{Isometry3, Point3, Vector3};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::judge::{beside_margin, BesideGeometry};
 use super::physics::{PhysicsError, SimWorld};
-use super::scene::{table_pose, Region, Scene, SceneError, SceneObject};
+use super::scene::{centroid, table_pose, Rect, Region, Scene, SceneError};
 use crate::geometry::Shape;
 use crate::kinematics::{KinematicsError, RobotModel};
 
@@ -56,6 +56,13 @@ pub enum TaskError {
         scene: String,
         what: String,
         known: String,
+    },
+    /// A scene given for a task holds the right objects but cannot pose it as it stands.
+    #[error("task `{task}`: in scene `{scene}` {why}")]
+    SceneLayout {
+        task: String,
+        scene: String,
+        why: String,
     },
     #[error("task `{task}`, seed {seed}: no valid layout in {tries} tries; widen the `place` ranges in the scene file")]
     Placement {
@@ -518,6 +525,37 @@ impl TaskSpec {
         })
     }
 
+    /// `seeded` (this task's episode) replayed in `scene` with its objects where the scene file
+    /// puts them (`run --scene`): the object to move, the goal and the target (e.g. the free area
+    /// beside a reference object) are worked out again from this scene, not kept from the seeded
+    /// layout. Names are checked first ([`Episode::check_scene`]).
+    pub fn episode_in(&self, seeded: Episode, scene: Scene) -> Result<Episode, TaskError> {
+        let seed = seeded.seed;
+        let provisional = Episode { scene, ..seeded };
+        provisional.check_scene()?;
+        let scene = provisional.scene;
+        let layout = |why: &str| TaskError::SceneLayout {
+            task: self.full_id(),
+            scene: scene.name.clone(),
+            why: why.to_owned(),
+        };
+        let object = self.choose_object(&scene).ok_or_else(|| {
+            layout(
+                "no candidate object is clearly nearest to the camera (two within 4 cm): move \
+                 one so the instruction names one object",
+            )
+        })?;
+        let name = scene.name.clone();
+        self.episode(scene, object, seed)
+            .ok_or_else(|| TaskError::SceneLayout {
+                task: self.full_id(),
+                scene: name,
+                why: "the goal already holds, or the area the object should go to is taken by \
+                      another object: move the objects apart"
+                    .to_owned(),
+            })
+    }
+
     fn choose_object(&self, scene: &Scene) -> Option<String> {
         match self.object {
             ObjectChoice::Named(n) => Some(n.to_string()),
@@ -581,9 +619,10 @@ impl TaskSpec {
                 }
                 let area = geo.target_area(refo, &refo.world_from_object, scene.table.height);
                 // The target patch must be free: nothing but the object itself may stand there.
-                let area_rect = region_rect(&area);
+                let area_rect = Rect::of_region(&area);
                 let blocked = scene.objects.iter().any(|o| {
-                    o.name != object && overlap(&area_rect, &rect(o, &o.world_from_object, 0.01))
+                    o.name != object
+                        && area_rect.overlaps(&Rect::of_object(o, &o.world_from_object, 0.01))
                 });
                 if blocked {
                     return None;
@@ -638,93 +677,12 @@ pub(crate) fn fnv1a(s: &str) -> u64 {
     })
 }
 
-/// Centre of an object's bounding box, world frame.
-pub(crate) fn centroid(o: &SceneObject) -> Point3<f64> {
-    let (lo, hi) = o.footprint();
-    let c = (lo + hi) / 2.0;
-    o.world_from_object * Point3::new(c.x, c.y, o.height() / 2.0)
-}
-
-/// A footprint as an oriented rectangle: centre, unit axes, half sizes.
-struct Rect {
-    c: Vector2<f64>,
-    axes: [Vector2<f64>; 2],
-    half: [f64; 2],
-}
-
-fn rect(o: &SceneObject, pose: &Isometry3<f64>, grow: f64) -> Rect {
-    let (lo, hi) = o.footprint();
-    let mid = (lo + hi) / 2.0;
-    let c = pose * Point3::new(mid.x, mid.y, 0.0);
-    let ax = pose.rotation * Vector3::x();
-    let ay = pose.rotation * Vector3::y();
-    Rect {
-        c: Vector2::new(c.x, c.y),
-        axes: [Vector2::new(ax.x, ax.y), Vector2::new(ay.x, ay.y)],
-        half: [(hi.x - lo.x) / 2.0 + grow, (hi.y - lo.y) / 2.0 + grow],
-    }
-}
-
-/// The footprint of a box region (world frame) as a rectangle.
-fn region_rect(r: &Region) -> Rect {
-    let h = r.shape.local_half_extents();
-    let p = r.frame_from_region;
-    let ax = p.rotation * Vector3::x();
-    let ay = p.rotation * Vector3::y();
-    Rect {
-        c: Vector2::new(p.translation.x, p.translation.y),
-        axes: [Vector2::new(ax.x, ax.y), Vector2::new(ay.x, ay.y)],
-        half: [h.x, h.y],
-    }
-}
-
-/// Separating-axis test of two oriented rectangles.
-fn overlap(a: &Rect, b: &Rect) -> bool {
-    let d = b.c - a.c;
-    a.axes.iter().chain(b.axes.iter()).all(|axis| {
-        let ra = a.half[0] * a.axes[0].dot(axis).abs() + a.half[1] * a.axes[1].dot(axis).abs();
-        let rb = b.half[0] * b.axes[0].dot(axis).abs() + b.half[1] * b.axes[1].dot(axis).abs();
-        d.dot(axis).abs() <= ra + rb
-    })
-}
-
-/// Footprints apart, all on the table, all centres well inside the image.
+/// Footprints apart (each grown by half the clearance), all on the table, all centres well
+/// inside the image.
 fn layout_ok(scene: &Scene) -> bool {
-    let rects: Vec<Rect> = scene
-        .objects
-        .iter()
-        .map(|o| rect(o, &o.world_from_object, CLEARANCE_M / 2.0))
-        .collect();
-    for i in 0..rects.len() {
-        for j in i + 1..rects.len() {
-            if overlap(&rects[i], &rects[j]) {
-                return false;
-            }
-        }
-    }
-    let t = &scene.table;
-    let table = Rect {
-        c: Vector2::new(t.center[0], t.center[1]),
-        axes: [Vector2::x(), Vector2::y()],
-        half: [t.size[0] / 2.0, t.size[1] / 2.0],
-    };
-    let cam = &scene.camera;
-    scene.objects.iter().zip(&rects).all(|(o, r)| {
-        let corners_on_table = [-1.0, 1.0].iter().all(|sx| {
-            [-1.0, 1.0].iter().all(|sy| {
-                let p = r.c + r.axes[0] * (sx * r.half[0]) + r.axes[1] * (sy * r.half[1]);
-                let d = p - table.c;
-                d.x.abs() <= table.half[0] && d.y.abs() <= table.half[1]
-            })
-        });
-        let visible = cam.project(&centroid(o)).is_some_and(|[u, v]| {
-            u >= IMAGE_MARGIN_PX
-                && v >= IMAGE_MARGIN_PX
-                && u <= cam.intrinsics().width as f64 - IMAGE_MARGIN_PX
-                && v <= cam.intrinsics().height as f64 - IMAGE_MARGIN_PX
-        });
-        corners_on_table && visible
-    })
+    scene
+        .check_layout(CLEARANCE_M / 2.0, IMAGE_MARGIN_PX)
+        .is_ok()
 }
 
 /// A box region of the table (world frame), `half` its half sizes, bottom on the table.
@@ -742,6 +700,70 @@ pub(crate) fn table_area(center: Point3<f64>, yaw: f64, half: Vector3<f64>) -> R
 mod tests {
     use super::*;
 
+    /// Each shipped scene file, as written, is a valid episode of its task (what
+    /// `run --task T --scene sim/scenes/T.toml` runs).
+    #[test]
+    fn every_scene_file_as_written_is_an_episode_of_its_task() {
+        for suite in [Suite::Tabletop, Suite::Bridge] {
+            for spec in suite.tasks() {
+                let seeded = spec.instantiate(0).unwrap();
+                let file = Scene::builtin(spec.scene).unwrap();
+                if let Err(e) = spec.episode_in(seeded, file) {
+                    panic!("{}: {e}", spec.full_id());
+                }
+            }
+        }
+    }
+
+    /// `run --scene` once kept the seeded layout's "left of the plate" area while the scene file
+    /// put the plate elsewhere: the target must follow the file's plate.
+    #[test]
+    fn a_given_scene_gets_its_own_beside_area() {
+        let spec = task("tabletop/carrot_left_of_plate").unwrap();
+        // The "file": another seed's valid layout (the shipped file's own poses are not a valid
+        // episode of this task: `episode_in` refuses them).
+        let file = spec.instantiate(1000).unwrap().scene;
+        let plate_at = |s: &Scene| centroid(s.object("plate").unwrap());
+        let area_at = |ep: &Episode| match &ep.target {
+            Target::Area { region } => region.frame_from_region.translation.vector,
+            other => panic!("{other:?}"),
+        };
+        // A seed whose plate stands well away from where the file puts it.
+        let seeded = (0..50)
+            .map(|seed| spec.instantiate(seed).unwrap())
+            .find(|ep| (plate_at(&ep.scene) - plate_at(&file)).norm() > 0.08)
+            .expect("a seed that moves the plate");
+        let seeded_area = area_at(&seeded);
+        let ep = spec.episode_in(seeded, file.clone()).unwrap();
+        assert_eq!(ep.scene, file);
+        let area = area_at(&ep);
+        let to_plate = |a: &Vector3<f64>, s: &Scene| {
+            let p = plate_at(s);
+            (Vector3::new(a.x, a.y, 0.0) - Vector3::new(p.x, p.y, 0.0)).norm()
+        };
+        // Beside the file's plate, and not where the seeded layout's area was.
+        assert!(to_plate(&area, &file) < 0.25, "{area:?}");
+        assert!(
+            (area - seeded_area).norm() > 0.05,
+            "{area:?} vs {seeded_area:?}"
+        );
+        // A scene where the carrot already stands left of the plate is refused, not run.
+        let mut done = file.clone();
+        let carrot = done
+            .objects
+            .iter_mut()
+            .find(|o| o.name == "carrot")
+            .unwrap();
+        carrot.world_from_object.translation.vector.x = area.x;
+        carrot.world_from_object.translation.vector.y = area.y;
+        let err = spec.episode_in(ep, done).unwrap_err();
+        assert!(
+            matches!(err, TaskError::SceneLayout { .. })
+                && err.to_string().contains("already holds"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn suites_have_the_promised_tasks() {
         assert_eq!(Suite::Tabletop.tasks().len(), 8);
@@ -751,22 +773,5 @@ mod tests {
             "bridge_stack_cube"
         );
         assert!(task("nope").is_err());
-    }
-
-    #[test]
-    fn rectangles_overlap_like_rectangles() {
-        let r = |x: f64, y: f64, yaw: f64| Rect {
-            c: Vector2::new(x, y),
-            axes: [
-                Vector2::new(yaw.cos(), yaw.sin()),
-                Vector2::new(-yaw.sin(), yaw.cos()),
-            ],
-            half: [0.1, 0.02],
-        };
-        assert!(overlap(&r(0.0, 0.0, 0.0), &r(0.15, 0.0, 0.0)));
-        assert!(!overlap(&r(0.0, 0.0, 0.0), &r(0.0, 0.05, 0.0)));
-        // Crossed sticks overlap; a stick turned away beside another does not.
-        assert!(overlap(&r(0.0, 0.0, 0.0), &r(0.0, 0.0, 1.57)));
-        assert!(!overlap(&r(0.0, 0.0, 0.0), &r(0.13, 0.12, 1.57)));
     }
 }
