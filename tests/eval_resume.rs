@@ -112,3 +112,34 @@ fn an_interrupted_eval_keeps_what_finished_and_resumes_to_the_full_report() {
     assert_eq!(other.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&other.stderr).contains("branch"));
 }
+
+/// A viewer that accepts the connection and then drops everything (it died after the start-up
+/// probe): the suite still prints its table and writes its JSON, then reports the viewer and exits 1.
+#[cfg(feature = "viz")]
+#[test]
+fn a_viewer_that_dies_mid_eval_loses_no_result() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            drop(conn);
+        }
+    });
+    let tmp = TempDir::new("eval-dead-viewer");
+    let json = tmp.join("eval.json");
+    let url = format!("connect:rerun+http://127.0.0.1:{port}/proxy");
+    let o = Command::new(env!("CARGO_BIN_EXE_pointact"))
+        .args(["eval", "sim", "--suite", "bridge", "--episodes", "1"])
+        .args(["--json", json.to_str().unwrap(), "--rerun", &url])
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(err.contains("rerun logging failed"), "{err}");
+    assert!(out.lines().any(|l| l.starts_with("all ")), "no table: {out}");
+    let report = episodes(&json).expect("the JSON was written");
+    assert_eq!(report["episodes"].as_array().map(Vec::len), Some(4));
+}
