@@ -20,7 +20,6 @@
 //! retrying would only repeat the failure, so they are reported at once with the server's message.
 
 use std::borrow::Cow;
-use std::error::Error as _;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -34,6 +33,7 @@ use super::{
     Ability, ImageSize, MappingError, ModelImageMap, DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS,
 };
 use crate::camera::Frame;
+use crate::vlm::hub::{is_timeout, transport_io, transport_reason};
 
 /// Where `vllm serve` listens by default.
 pub const DEFAULT_ENDPOINT: &str = "http://localhost:8000/v1";
@@ -485,7 +485,7 @@ impl Failure {
 
     fn from_transport(t: &ureq::Transport) -> Failure {
         use ureq::ErrorKind as K;
-        let io = source_io(t);
+        let io = transport_io(t);
         // A connect timeout means the host is not answering at all: "unreachable" says more than
         // "slow", so only timeouts after connecting count as timeouts.
         if t.kind() != K::ConnectionFailed && io.is_some_and(is_timeout) {
@@ -550,36 +550,4 @@ fn read_capped(reader: impl io::Read) -> Result<String, Failure> {
         reason: format!("the reply is not UTF-8 text: {e}"),
         retry: false,
     })
-}
-
-/// ureq reports socket timeouts as `TimedOut`, or as `WouldBlock` where a write hit its timeout.
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-    )
-}
-
-/// The innermost `io::Error` behind a transport error, if any (ureq wraps its own errors in
-/// `io::Error`s, so the outer ones repeat its messages).
-fn source_io(t: &ureq::Transport) -> Option<&io::Error> {
-    let mut source = t.source();
-    let mut innermost = None;
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<io::Error>() {
-            innermost = Some(io);
-        }
-        source = s.source();
-    }
-    innermost
-}
-
-/// "connection refused" rather than ureq's full `Display`, which repeats the URL we already name.
-fn transport_reason(t: &ureq::Transport) -> String {
-    let kind = t.kind().to_string();
-    match (t.message(), source_io(t)) {
-        (_, Some(io)) => format!("{kind}: {io}"),
-        (Some(m), None) => format!("{kind}: {m}"),
-        (None, None) => kind,
-    }
 }
