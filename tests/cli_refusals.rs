@@ -114,6 +114,8 @@ fn model_settings_are_checked_before_a_model_or_server_is_used() {
         ("--timeout-s", "NaN", "(0, 86400]"),
         ("--timeout-s", "-1", "(0, 86400]"),
         ("--timeout-s", "1e30", "(0, 86400]"),
+        ("--deadline-s", "0", "(0, 86400]"),
+        ("--deadline-s", "NaN", "(0, 86400]"),
         ("--top-p", "5", "(0, 1]"),
         ("--temperature", "NaN", "[0, inf)"),
         ("--repetition-penalty", "0", "(0, inf)"),

@@ -27,6 +27,9 @@ enum Reply {
     Http(u16, String),
     /// Read the request, then say nothing and keep the connection open.
     Hang,
+    /// Send a 200 head announcing a long body, then one byte every 100 ms, never finishing (until
+    /// the client hangs up).
+    Trickle,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +123,14 @@ fn serve(stream: TcpStream, reply: Reply, recorded: &Mutex<Vec<Recorded>>) {
             // Long past any client timeout in these tests; the thread is detached.
             thread::sleep(Duration::from_secs(30));
             drop(stream);
+        }
+        Reply::Trickle => {
+            let mut stream = stream;
+            let head = "HTTP/1.1 200 Mock\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n";
+            let _ = stream.write_all(head.as_bytes());
+            while stream.write_all(b" ").is_ok() {
+                thread::sleep(Duration::from_millis(100));
+            }
         }
     }
 }
@@ -419,6 +430,7 @@ fn configuration_defaults_and_endpoint_checks() {
     assert_eq!(c.chat_url(), "http://gpu:8000/v1/chat/completions");
     assert_eq!(c.timeout, Duration::from_secs(120));
     assert_eq!(c.connect_timeout, Duration::from_secs(5));
+    assert_eq!(c.deadline, Duration::from_secs(180));
     assert_eq!(c.retries, 3);
     assert_eq!(c.max_tokens, 1024);
     assert_eq!(c.temperature, 0.0);
@@ -456,5 +468,93 @@ fn an_oversized_reply_is_named_as_such_and_not_retried() {
             assert_eq!(limit, pointact::pointing::openai::MAX_REPLY_BYTES)
         }
         other => panic!("expected a too-large error, got {other:?}"),
+    }
+}
+
+/// A reply that never ends, a byte at a time, is cut off by the question's deadline (ureq's
+/// per-request timeout covers the whole exchange, not only silences), and the error says which
+/// limit to raise. The attempt timeout (10 s) is far above the deadline, so only the deadline can
+/// have ended it.
+#[test]
+fn a_trickling_reply_is_cut_off_by_the_deadline() {
+    let mock = Mock::start(vec![Reply::Trickle; 4]);
+    let mut p = pointer(OpenAiConfig {
+        deadline: Duration::from_secs(1),
+        retries: 3,
+        ..config(&mock.base)
+    });
+
+    let err = p.point(&frame(), Ability::Reg, "the red mug").unwrap_err();
+
+    let text = err.to_string();
+    match &err {
+        PointerError::Remote(OpenAiError::Deadline {
+            deadline,
+            attempts,
+            url,
+            last,
+        }) => {
+            assert_eq!(*deadline, Duration::from_secs(1));
+            assert_eq!(*attempts, 1);
+            assert!(url.ends_with("/v1/chat/completions"), "{url}");
+            assert!(last.contains("timed out"), "{last}");
+        }
+        other => panic!("expected the deadline error, got {other:?}"),
+    }
+    for part in ["deadline of 1s", "after 1 attempt(s)", "--deadline-s"] {
+        assert!(text.contains(part), "{part:?} not in {text}");
+    }
+    assert_eq!(mock.requests().len(), 1, "no retry after the deadline");
+}
+
+/// Attempts that each time out stop when the deadline is spent, long before the retries are: the
+/// server sees fewer connections than `retries + 1`, and the error counts them.
+#[test]
+fn retries_stop_once_the_deadline_is_spent() {
+    let retries = 10;
+    let mock = Mock::start(vec![Reply::Hang; retries as usize + 1]);
+    let mut p = pointer(OpenAiConfig {
+        timeout: Duration::from_millis(300),
+        deadline: Duration::from_secs(2),
+        retries,
+        ..config(&mock.base)
+    });
+
+    let err = p.point(&frame(), Ability::Reg, "the red mug").unwrap_err();
+
+    let seen = mock.requests().len() as u32;
+    assert!(
+        (2..retries + 1).contains(&seen),
+        "{seen} connections for {retries} retries"
+    );
+    match err {
+        PointerError::Remote(OpenAiError::Deadline { attempts, .. }) => assert_eq!(attempts, seen),
+        other => panic!("expected the deadline error, got {other:?}"),
+    }
+}
+
+/// No retry is started when the backoff wait alone would use up the deadline: the second, good
+/// reply is never asked for, and the error reports the last failure.
+#[test]
+fn no_retry_starts_without_time_left_for_it() {
+    let mock = Mock::start(vec![
+        Reply::Http(503, r#"{"error":"model loading"}"#.into()),
+        Reply::Http(200, completion(REPLY)),
+    ]);
+    let mut p = pointer(OpenAiConfig {
+        deadline: Duration::from_secs(1),
+        backoff_base: Duration::from_secs(5),
+        ..config(&mock.base)
+    });
+
+    let err = p.point(&frame(), Ability::Reg, "the red mug").unwrap_err();
+
+    assert_eq!(mock.requests().len(), 1);
+    match err {
+        PointerError::Remote(OpenAiError::Deadline { attempts, last, .. }) => {
+            assert_eq!(attempts, 1);
+            assert!(last.contains("HTTP 503"), "{last}");
+        }
+        other => panic!("expected the deadline error, got {other:?}"),
     }
 }

@@ -5,8 +5,11 @@ mod common;
 
 use common::temp_dir;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use pointact::vlm::{is_repo_id, FilesError, HubOptions, ModelFiles, ModelOrigin, ModelSpec};
+use pointact::vlm::{
+    is_repo_id, FilesError, HubError, HubOptions, ModelFiles, ModelOrigin, ModelSpec,
+};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -229,6 +232,33 @@ fn cached_repo_resolves_offline() {
     std::fs::remove_dir_all(&cache).unwrap();
 }
 
+/// A revision that is a commit id needs no ref (as in `huggingface_hub`); a ref that does not
+/// hold a commit id is not followed.
+#[test]
+fn a_commit_revision_resolves_without_a_ref() {
+    let cache = temp_dir("hub-commit-rev");
+    let repo = "pointact-test/qwen25vl-tiny";
+    let snapshot = cache_snapshot(
+        &cache,
+        repo,
+        &["config.json", "model.safetensors", "tokenizer.json"],
+    );
+    let commit = snapshot.file_name().unwrap().to_str().unwrap().to_owned();
+    let repo_dir = snapshot.parent().unwrap().parent().unwrap();
+    std::fs::remove_file(repo_dir.join("refs/main")).unwrap();
+    let opts = HubOptions {
+        revision: commit,
+        ..HubOptions::offline(&cache)
+    };
+    assert_eq!(ModelFiles::resolve_with(repo, &opts).unwrap().dir, snapshot);
+    assert!(ModelFiles::resolve_with(repo, &HubOptions::offline(&cache)).is_err());
+
+    std::fs::write(repo_dir.join("refs/main"), "../../elsewhere").unwrap();
+    let err = ModelFiles::resolve_with(repo, &HubOptions::offline(&cache)).unwrap_err();
+    assert!(err.to_string().contains("not in the cache"), "{err}");
+    std::fs::remove_dir_all(&cache).unwrap();
+}
+
 #[test]
 fn incomplete_cached_snapshot_offline_says_what_is_missing() {
     let cache = temp_dir("hub-incomplete");
@@ -286,6 +316,18 @@ fn hub_options_follow_huggingface_hub_variables() {
     assert_eq!(o.endpoint, "https://huggingface.co");
     assert_eq!(o.revision, "main");
     assert_eq!(o.token, None);
+    assert_eq!(o.connect_timeout, Duration::from_secs(10));
+    assert_eq!(o.read_timeout, Duration::from_secs(30));
+
+    // huggingface_hub's download timeout sets both; an unusable value keeps the defaults.
+    let o = opts(&[("HF_HUB_DOWNLOAD_TIMEOUT", "2.5")]);
+    assert_eq!(o.connect_timeout, Duration::from_millis(2500));
+    assert_eq!(o.read_timeout, Duration::from_millis(2500));
+    for bad in ["0", "-1", "NaN", "inf", "soon"] {
+        let o = opts(&[("HF_HUB_DOWNLOAD_TIMEOUT", bad)]);
+        assert_eq!(o.read_timeout, Duration::from_secs(30), "{bad}");
+        assert_eq!(o.connect_timeout, Duration::from_secs(10), "{bad}");
+    }
 
     let o = opts(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/xdg")]);
     assert_eq!(o.cache_dir, PathBuf::from("/xdg/huggingface/hub"));
@@ -338,7 +380,11 @@ fn unreachable_hub_explains_how_to_pass_a_folder() {
     let repo = "IffYuan/Embodied-R1-3B-v1";
     let err = ModelFiles::resolve_with(repo, &opts).unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, FilesError::Fetch { .. }), "{err:?}");
+    assert!(
+        matches!(&err, FilesError::Download { error, .. }
+            if matches!(**error, HubError::Unreachable { .. })),
+        "{err:?}"
+    );
     for part in [
         "could not fetch IffYuan/Embodied-R1-3B-v1 from http://127.0.0.1:1",
         "download failed",

@@ -80,6 +80,9 @@ pub struct ModelOptions {
     /// openai: seconds per attempt before giving up on the server.
     #[arg(long, default_value_t = 120.0)]
     pub timeout_s: f64,
+    /// openai: seconds for one question, all attempts and retry waits together.
+    #[arg(long, default_value_t = 180.0)]
+    pub deadline_s: f64,
     /// openai: retries after a connection error, timeout, 429 or 5xx.
     #[arg(long, default_value_t = 3)]
     pub retries: u32,
@@ -111,12 +114,13 @@ impl ModelOptions {
                 "(0, inf) (1 = none)",
             );
         }
-        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0 && self.timeout_s <= 86_400.0) {
-            return bad(
-                "timeout-s",
-                self.timeout_s.to_string(),
-                "(0, 86400] seconds",
-            );
+        for (flag, secs) in [
+            ("timeout-s", self.timeout_s),
+            ("deadline-s", self.deadline_s),
+        ] {
+            if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+                return bad(flag, secs.to_string(), "(0, 86400] seconds");
+            }
         }
         if self.max_new_tokens == 0 {
             return bad("max-new-tokens", "0".into(), "[1, inf)");
@@ -178,18 +182,20 @@ impl ModelOptions {
     /// The remote backend's settings.
     pub fn openai_config(&self) -> Result<OpenAiConfig, PointerError> {
         let base = OpenAiConfig::new(&self.endpoint, &self.model);
-        let timeout = Duration::try_from_secs_f64(self.timeout_s)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                PointerError::Backend(format!(
-                    "--timeout-s {} is not a positive number of seconds",
-                    self.timeout_s
-                ))
-            })?;
+        let seconds = |flag: &str, secs: f64| {
+            Duration::try_from_secs_f64(secs)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    PointerError::Backend(format!(
+                        "--{flag} {secs} is not a positive number of seconds"
+                    ))
+                })
+        };
         Ok(OpenAiConfig {
             api_key: self.api_key.clone().or(base.api_key.clone()),
-            timeout,
+            timeout: seconds("timeout-s", self.timeout_s)?,
+            deadline: seconds("deadline-s", self.deadline_s)?,
             retries: self.retries,
             max_tokens: self.max_new_tokens as u32,
             temperature: self.temperature,
@@ -208,7 +214,8 @@ pub type TextStream = Box<dyn FnMut(&str) + Send>;
 #[derive(Debug)]
 pub enum ModelPointer {
     Qwen(Box<QwenPointer>),
-    Openai(OpenAiPointer),
+    /// Boxed like `Qwen`: the client's configuration outweighs the other variant.
+    Openai(Box<OpenAiPointer>),
 }
 
 impl ModelPointer {
@@ -271,9 +278,9 @@ pub fn open(
             }
             Ok(ModelPointer::Qwen(Box::new(p)))
         }
-        PointerKind::Openai => Ok(ModelPointer::Openai(
+        PointerKind::Openai => Ok(ModelPointer::Openai(Box::new(
             OpenAiPointer::new(options.openai_config()?).map_err(PointerError::Remote)?,
-        )),
+        ))),
         PointerKind::Oracle => Err(PointerError::Backend(
             "the oracle answers from simulator ground truth: use it with `run` or `eval sim`, \
              or choose --pointer qwen|openai"

@@ -18,9 +18,14 @@
 //! server (model still loading, queue full, worker restarted), so they are retried with exponential
 //! backoff. Other 4xx mean the request itself is wrong (bad model name, prompt too long, bad key) and
 //! retrying would only repeat the failure, so they are reported at once with the server's message.
+//!
+//! Deadline: attempts and backoff waits together never run past [`OpenAiConfig::deadline`] (180 s by
+//! default; four attempts of 120 s plus backoff used to take 487 s before the error). Each attempt
+//! gets the smaller of its own timeout and the time left, which also cuts off a server that trickles
+//! bytes forever (ureq's per-request timeout covers the whole exchange, not only silences), and no
+//! retry starts when too little time is left for it to finish.
 
 use std::borrow::Cow;
-use std::error::Error as _;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -34,6 +39,7 @@ use super::{
     Ability, ImageSize, MappingError, ModelImageMap, DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS,
 };
 use crate::camera::Frame;
+use crate::vlm::hub::{is_timeout, transport_io, transport_reason};
 
 /// Where `vllm serve` listens by default.
 pub const DEFAULT_ENDPOINT: &str = "http://localhost:8000/v1";
@@ -60,6 +66,9 @@ pub struct OpenAiConfig {
     pub timeout: Duration,
     /// Limit for establishing the TCP connection; short (5 s) so a dead host fails fast.
     pub connect_timeout: Duration,
+    /// Limit for one question: every attempt and every backoff wait together (default 180 s, so a
+    /// server that never finishes costs 3 minutes, not the 4 × 120 s of the attempts).
+    pub deadline: Duration,
     /// Extra attempts after the first for transient failures (default 3, i.e. up to 4 attempts).
     pub retries: u32,
     /// Wait before the first retry; doubles on each further retry (0.5 s, 1 s, 2 s, …).
@@ -86,6 +95,7 @@ impl OpenAiConfig {
             api_key: std::env::var(API_KEY_ENV).ok().filter(|k| !k.is_empty()),
             timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(5),
+            deadline: Duration::from_secs(180),
             retries: 3,
             backoff_base: Duration::from_millis(500),
             max_tokens: 1024,
@@ -171,6 +181,23 @@ pub enum OpenAiError {
         timeout: Duration,
         /// What timed out (reading the response, writing the request).
         reason: String,
+    },
+    /// The question's [`OpenAiConfig::deadline`] ran out: an attempt was cut off by it, or too little
+    /// time was left to start another.
+    #[error(
+        "{url} gave no usable answer within the deadline of {deadline:?} for one question, after \
+         {attempts} attempt(s) (last: {last}) — raise the deadline (--deadline-s) if the server is \
+         just slow, or check that it is not stuck"
+    )]
+    Deadline {
+        /// The chat-completions URL.
+        url: String,
+        /// The total limit ([`OpenAiConfig::deadline`]).
+        deadline: Duration,
+        /// How many attempts were made.
+        attempts: u32,
+        /// What the last attempt ran into.
+        last: String,
     },
     /// The server answered with an error status (after retries, for 429 and 5xx).
     #[error(
@@ -261,9 +288,9 @@ impl OpenAiPointer {
                 endpoint: config.endpoint.clone(),
             });
         }
+        // The overall limit is set per attempt (`post_once`), from what the deadline leaves.
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(config.connect_timeout)
-            .timeout(config.timeout)
             .build();
         Ok(OpenAiPointer {
             url: config.chat_url(),
@@ -304,33 +331,65 @@ impl OpenAiPointer {
         }))
     }
 
-    /// POSTs `body`, retrying transient failures; returns the 2xx body.
+    /// POSTs `body`, retrying transient failures within the deadline; returns the 2xx body.
     fn post_with_retries(&self, body: &str) -> Result<String, OpenAiError> {
         let attempts = self.config.retries.saturating_add(1);
+        let started = Instant::now();
+        let deadline = self.config.deadline;
+        let left = || deadline.saturating_sub(started.elapsed());
+        let out_of_time = |attempt: u32, failure: &Failure| OpenAiError::Deadline {
+            url: self.url.clone(),
+            deadline,
+            attempts: attempt,
+            last: failure.summary(),
+        };
+        // Less than this left, a retry could not finish (an Embodied-R1 answer takes about a
+        // second), so none is started.
+        let least = self.config.timeout.min(MIN_ATTEMPT);
         let mut attempt = 1;
         loop {
-            let started = Instant::now();
-            let failure = match self.post_once(body) {
+            let limit = self.config.timeout.min(left());
+            let failure = match self.post_once(body, limit) {
                 Ok(text) => {
                     tracing::debug!(url = %self.url, attempt, elapsed = ?started.elapsed(), "chat completion received");
                     return Ok(text);
                 }
                 Err(failure) => failure,
             };
-            if !failure.retryable() || attempt >= attempts {
-                return Err(failure.into_error(&self.url, attempt, self.config.timeout));
+            if !failure.retryable() {
+                return Err(failure.into_error(&self.url, attempt, limit));
+            }
+            // The deadline, not the attempt's own timeout, cut this attempt off.
+            if matches!(failure, Failure::Timeout(_)) && limit < self.config.timeout {
+                return Err(out_of_time(attempt, &failure));
+            }
+            if attempt >= attempts {
+                return Err(failure.into_error(&self.url, attempt, limit));
             }
             let wait = self.config.backoff(attempt);
+            if left().saturating_sub(wait) < least {
+                return Err(out_of_time(attempt, &failure));
+            }
             tracing::warn!(url = %self.url, attempt, of = attempts, ?wait, "pointing request failed, retrying: {}", failure.summary());
             std::thread::sleep(wait);
             attempt += 1;
         }
     }
 
-    fn post_once(&self, body: &str) -> Result<String, Failure> {
-        let mut request = self
-            .agent
+    /// One attempt, limited to `limit` in all (connect, upload, generation, download).
+    fn post_once(&self, body: &str, limit: Duration) -> Result<String, Failure> {
+        // The agent's connect timeout would outlast a shorter limit (ureq applies it instead of the
+        // request's); an agent without one connects within the request's limit.
+        let short;
+        let agent = if limit < self.config.connect_timeout {
+            short = ureq::AgentBuilder::new().build();
+            &short
+        } else {
+            &self.agent
+        };
+        let mut request = agent
             .post(&self.url)
+            .timeout(limit)
             .set("Content-Type", "application/json");
         if let Some(key) = &self.config.api_key {
             request = request.set("Authorization", &format!("Bearer {key}"));
@@ -485,7 +544,7 @@ impl Failure {
 
     fn from_transport(t: &ureq::Transport) -> Failure {
         use ureq::ErrorKind as K;
-        let io = source_io(t);
+        let io = transport_io(t);
         // A connect timeout means the host is not answering at all: "unreachable" says more than
         // "slow", so only timeouts after connecting count as timeouts.
         if t.kind() != K::ConnectionFailed && io.is_some_and(is_timeout) {
@@ -530,6 +589,9 @@ impl Failure {
     }
 }
 
+/// The shortest attempt worth starting (see `post_with_retries`).
+const MIN_ATTEMPT: Duration = Duration::from_secs(1);
+
 /// Largest reply body read (4 MiB). A chat completion of a pointing answer is a few kilobytes even
 /// at `max_tokens` 1024; reading more only delays the error (ureq's own 10 MB cap reports itself as
 /// an I/O error, which read as "is the server running?").
@@ -550,36 +612,4 @@ fn read_capped(reader: impl io::Read) -> Result<String, Failure> {
         reason: format!("the reply is not UTF-8 text: {e}"),
         retry: false,
     })
-}
-
-/// ureq reports socket timeouts as `TimedOut`, or as `WouldBlock` where a write hit its timeout.
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-    )
-}
-
-/// The innermost `io::Error` behind a transport error, if any (ureq wraps its own errors in
-/// `io::Error`s, so the outer ones repeat its messages).
-fn source_io(t: &ureq::Transport) -> Option<&io::Error> {
-    let mut source = t.source();
-    let mut innermost = None;
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<io::Error>() {
-            innermost = Some(io);
-        }
-        source = s.source();
-    }
-    innermost
-}
-
-/// "connection refused" rather than ureq's full `Display`, which repeats the URL we already name.
-fn transport_reason(t: &ureq::Transport) -> String {
-    let kind = t.kind().to_string();
-    match (t.message(), source_io(t)) {
-        (_, Some(io)) => format!("{kind}: {io}"),
-        (Some(m), None) => format!("{kind}: {m}"),
-        (None, None) => kind,
-    }
 }

@@ -9,16 +9,17 @@
 //!   first (`HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`; the layout
 //!   `models--owner--name/snapshots/<commit>/` that `huggingface-cli` and Python write). A
 //!   complete cached snapshot is used without touching the network. Otherwise the files are
-//!   downloaded with the `hf-hub` crate into that cache (progress bars on the terminal), unless
-//!   `HF_HUB_OFFLINE` is set. When that fails the error says how to download the model elsewhere
-//!   and pass the folder instead.
+//!   downloaded into that cache by [`super::hub`] (connect and read timeouts, progress bars on
+//!   stderr), unless `HF_HUB_OFFLINE` is set. When that fails the error says how to download the
+//!   model elsewhere and pass the folder instead.
 //!
 //! The cache root and offline switch are explicit in [`HubOptions`] ([`HubOptions::from_env`]
 //! reads the environment), so tests and callers need not rely on process-wide variables.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use hf_hub::{Cache, Repo, RepoType};
+use super::hub::{self, HubClient, HubError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT};
 
 /// `config.json`: the model configuration (required).
 pub const CONFIG_FILE: &str = "config.json";
@@ -71,7 +72,7 @@ pub enum FilesError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// A repo id could not be fetched: offline, no network, unknown repo, or a failed download.
+    /// Offline (`HF_HUB_OFFLINE`) and the cache has no complete snapshot of the repo.
     #[error(
         "could not fetch {repo} from {endpoint} ({reason}). Download it on a machine with \
          internet (`huggingface-cli download {repo} --local-dir DIR`) and pass `--model DIR`"
@@ -80,6 +81,21 @@ pub enum FilesError {
         repo: String,
         endpoint: String,
         reason: String,
+    },
+    /// Online, the snapshot was not complete in the cache, and downloading it failed (a timeout,
+    /// an HTTP error, …: `error` says which file and URL).
+    #[error(
+        "could not fetch {repo} from {endpoint} ({cache_problem}; download failed: {error}). \
+         Download it on a machine with internet (`huggingface-cli download {repo} --local-dir \
+         DIR`) and pass `--model DIR`"
+    )]
+    Download {
+        repo: String,
+        endpoint: String,
+        /// Why the cache alone was not enough.
+        cache_problem: String,
+        /// Boxed: it carries URLs and names, and every `FilesError` would carry its size.
+        error: Box<HubError>,
     },
 }
 
@@ -141,6 +157,11 @@ pub struct HubOptions {
     pub token: Option<String>,
     /// Show download progress bars.
     pub progress: bool,
+    /// Limit for establishing each connection ([`DEFAULT_CONNECT_TIMEOUT`]).
+    pub connect_timeout: Duration,
+    /// Longest silence while reading an answer ([`DEFAULT_READ_TIMEOUT`]): a server that stops
+    /// sending ends the download with an error instead of hanging it.
+    pub read_timeout: Duration,
 }
 
 impl HubOptions {
@@ -148,7 +169,9 @@ impl HubOptions {
     /// `HF_HUB_CACHE` (or the older `HUGGINGFACE_HUB_CACHE`), else `HF_HOME/hub`, else
     /// `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`; `HF_HUB_OFFLINE`,
     /// `HF_ENDPOINT`; the token is `HF_TOKEN`, else the file `HF_TOKEN_PATH`, else `HF_HOME/token`
-    /// (where `huggingface-cli login` writes it).
+    /// (where `huggingface-cli login` writes it); `HF_HUB_DOWNLOAD_TIMEOUT` (seconds, a finite
+    /// number > 0) sets both timeouts, as it sets `huggingface_hub`'s one timeout (an unusable value
+    /// is ignored with a warning).
     pub fn from_env() -> Self {
         Self::from_vars(|k| std::env::var(k).ok())
     }
@@ -181,6 +204,17 @@ impl HubOptions {
                 .map(|t| t.trim().to_owned())
                 .filter(|t| !t.is_empty())
         });
+        let timeout = var(hub::TIMEOUT_ENV).and_then(|v| {
+            let secs = v.trim().parse::<f64>().ok().filter(|s| *s > 0.0);
+            let timeout = secs.and_then(|s| Duration::try_from_secs_f64(s).ok());
+            if timeout.is_none() {
+                tracing::warn!(
+                    "{}={v:?} is not a positive number of seconds; using the default timeouts",
+                    hub::TIMEOUT_ENV
+                );
+            }
+            timeout
+        });
         HubOptions {
             offline: var("HF_HUB_OFFLINE").is_some_and(|v| env_true(&v)),
             endpoint: var("HF_ENDPOINT").unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()),
@@ -188,6 +222,8 @@ impl HubOptions {
             token,
             progress: true,
             cache_dir,
+            connect_timeout: timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+            read_timeout: timeout.unwrap_or(DEFAULT_READ_TIMEOUT),
         }
     }
 
@@ -200,6 +236,8 @@ impl HubOptions {
             revision: "main".to_owned(),
             token: None,
             progress: false,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            read_timeout: DEFAULT_READ_TIMEOUT,
         }
     }
 }
@@ -301,19 +339,9 @@ impl ModelFiles {
     /// The files of a hub model: from the cache when a complete snapshot is there, else
     /// downloaded (unless `opts.offline`).
     pub fn from_hub(repo_id: &str, opts: &HubOptions) -> Result<Self, FilesError> {
-        let repo = Repo::with_revision(repo_id.to_owned(), RepoType::Model, opts.revision.clone());
-        let cache = Cache::new(opts.cache_dir.clone());
-        let fetch_error = |reason: String| FilesError::Fetch {
-            repo: repo_id.to_owned(),
-            endpoint: opts.endpoint.clone(),
-            reason,
-        };
         // A cached snapshot: every file of one revision sits in snapshots/<commit>/.
-        let cached = cache
-            .repo(repo.clone())
-            .get(CONFIG_FILE)
-            .and_then(|config| config.parent().map(Path::to_path_buf))
-            .map(Self::from_dir);
+        let cached = hub::cached_snapshot(&opts.cache_dir, repo_id, &opts.revision)
+            .map(|dir| Self::from_dir(&dir));
         let cache_problem = match cached {
             Some(Ok(mut files)) => {
                 files.origin = ModelOrigin::HubCache {
@@ -325,12 +353,19 @@ impl ModelFiles {
             None => format!("it is not in the cache {}", opts.cache_dir.display()),
         };
         if opts.offline {
-            return Err(fetch_error(format!(
-                "offline mode (HF_HUB_OFFLINE) and {cache_problem}"
-            )));
+            return Err(FilesError::Fetch {
+                repo: repo_id.to_owned(),
+                endpoint: opts.endpoint.clone(),
+                reason: format!("offline mode (HF_HUB_OFFLINE) and {cache_problem}"),
+            });
         }
-        let mut files = download(&repo, cache, opts)
-            .map_err(|e| fetch_error(format!("{cache_problem}; download failed: {e}")))?;
+        let snapshot = download(repo_id, opts).map_err(|error| FilesError::Download {
+            repo: repo_id.to_owned(),
+            endpoint: opts.endpoint.clone(),
+            cache_problem,
+            error: Box::new(error),
+        })?;
+        let mut files = Self::from_dir(snapshot)?;
         files.origin = ModelOrigin::Downloaded {
             repo: repo_id.to_owned(),
         };
@@ -338,37 +373,28 @@ impl ModelFiles {
     }
 }
 
-/// Downloads what [`ModelFiles::from_dir`] needs (files already cached are not fetched again)
-/// and resolves the snapshot folder. Errors are strings: they only end up in
-/// [`FilesError::Fetch`]'s reason.
-fn download(repo: &Repo, cache: Cache, opts: &HubOptions) -> Result<ModelFiles, String> {
-    let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
-        .with_endpoint(opts.endpoint.clone())
-        .with_token(opts.token.clone())
-        .with_progress(opts.progress)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let api_repo = api.repo(repo.clone());
-    let info = api_repo.info().map_err(|e| e.to_string())?;
-    let listed = |f: &str| info.siblings.iter().any(|s| s.rfilename == f);
-    let get = |f: &str| api_repo.get(f).map_err(|e| format!("{f}: {e}"));
-    let config = get(CONFIG_FILE)?;
+/// Downloads what [`ModelFiles::from_dir`] needs into the cache (files already in the snapshot
+/// are not fetched again) and returns the snapshot folder.
+fn download(repo_id: &str, opts: &HubOptions) -> Result<PathBuf, HubError> {
+    let client = HubClient::new(opts)?;
+    let revision = client.revision(repo_id, &opts.revision)?;
+    let listed = |f: &str| revision.files.iter().any(|s| s == f);
+    let get = |f: &str| client.fetch(repo_id, &revision.commit, f);
+    get(CONFIG_FILE)?;
     get(TOKENIZER_FILE)?;
     if listed(WEIGHTS_FILE) || !listed(WEIGHTS_INDEX_FILE) {
         get(WEIGHTS_FILE)?;
     } else {
         let index = get(WEIGHTS_INDEX_FILE)?;
-        for shard in shard_names(&index).map_err(|e| e.to_string())? {
+        // A malformed index fetches no shard; `from_dir` then reports it with its path.
+        for shard in shard_names(&index).unwrap_or_default() {
             get(&shard)?;
         }
     }
     for f in OPTIONAL_FILES.into_iter().filter(|f| listed(f)) {
         get(f)?;
     }
-    let snapshot = config
-        .parent()
-        .ok_or_else(|| format!("{} has no parent folder", config.display()))?;
-    ModelFiles::from_dir(snapshot).map_err(|e| e.to_string())
+    Ok(client.snapshot_dir(repo_id, &revision.commit))
 }
 
 /// The safetensors files of a model folder: `model.safetensors`, else the shards named by

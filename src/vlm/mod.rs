@@ -2,8 +2,11 @@
 //!
 //! * [`files`]: a `--model` spec → [`ModelFiles`]: a local folder (`config.json`, single or
 //!   sharded safetensors via `model.safetensors.index.json`, `tokenizer.json`, optional side
-//!   files), or a Hugging Face repo id looked up in the hub cache first and downloaded with
-//!   `hf-hub` otherwise (never with `HF_HUB_OFFLINE`); failures say how to pass a local folder.
+//!   files), or a Hugging Face repo id looked up in the hub cache first and downloaded by [`hub`]
+//!   otherwise (never with `HF_HUB_OFFLINE`); failures say how to pass a local folder.
+//! * [`hub`]: our hub client ([`HubClient`]): connect and read timeouts, a progress bar per file,
+//!   the cache layout `huggingface_hub` shares (`refs/`, `blobs/`, `snapshots/`), files renamed
+//!   into place only when complete; typed [`HubError`]s naming file, URL and limit.
 //! * [`tokenizer`]: [`Qwen25Tokenizer`]: `tokenizer.json` through the `tokenizers` crate, the chat
 //!   template rendered with `minijinja` as transformers renders it (trim/lstrip blocks,
 //!   `raise_exception`), the single `<|image_pad|>` expanded to the image's token count, and
@@ -44,6 +47,7 @@ pub mod budget;
 pub mod config;
 pub mod files;
 pub mod generate;
+pub mod hub;
 pub mod image_map;
 pub mod linear;
 pub mod model;
@@ -58,6 +62,7 @@ pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig
 pub use files::{
     is_repo_id, weight_files, FilesError, HubOptions, ModelFiles, ModelOrigin, ModelSpec,
 };
+pub use hub::{HubClient, HubError, RepoRevision};
 
 pub use generate::{
     apply_repetition_penalty, argmax, generate, Generation, GenerationConfig, Sampling, StopReason,
