@@ -6,6 +6,7 @@
 //! `CheckedGripper`), so no code path can move a robot without the checks.
 
 pub mod settings;
+pub mod xarm;
 pub use settings::{DriverKind, DriverSettings, DynamixelSettings, SettingsError, XarmSettings};
 
 use std::sync::Arc;
