@@ -5,6 +5,7 @@
 //! synchronous. A `Robot` only accepts motions that passed the `safety` gate (`CheckedTrajectory`,
 //! `CheckedGripper`), so no code path can move a robot without the checks.
 
+pub mod servo;
 pub mod settings;
 pub mod xarm;
 pub use settings::{DriverKind, DriverSettings, DynamixelSettings, SettingsError, XarmSettings};
@@ -24,6 +25,9 @@ pub enum RobotError {
     Timeout(f64),
     #[error("robot stopped: {0}")]
     Stopped(String),
+    /// The servo loop got no new setpoint for `silent_s` and stopped the arm.
+    #[error("robot stopped: no new setpoint for {silent_s:.2} s (the trajectory feed stalled)")]
+    Watchdog { silent_s: f64 },
     #[error("simulator: {0}")]
     Sim(String),
 }
