@@ -1,5 +1,5 @@
-//! Robots behind one trait: the simulator today; the xArm controller protocol and the WidowX
-//! Dynamixel bus in later issues.
+//! Robots behind one trait: the simulator, the xArm controller (`xarm::XarmRobot`), and the WidowX
+//! Dynamixel bus in a later issue.
 //!
 //! The trait is async because real drivers wait on sockets and serial ports (tokio); compute stays
 //! synchronous. A `Robot` only accepts motions that passed the `safety` gate (`CheckedTrajectory`,
@@ -30,6 +30,13 @@ pub enum RobotError {
     Watchdog { silent_s: f64 },
     #[error("simulator: {0}")]
     Sim(String),
+    /// The controller sent bytes the driver cannot read (a malformed or unexpected frame); the
+    /// driver drops the connection, since nothing after such a frame can be trusted.
+    #[error("robot protocol error: {0}")]
+    Protocol(String),
+    /// The driver was given settings that cannot drive this robot (found before anything moved).
+    #[error("robot driver settings: {0}")]
+    Config(String),
 }
 
 /// One observed state of the arm: what was executed, as opposed to what was planned.

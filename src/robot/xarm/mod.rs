@@ -1,6 +1,14 @@
 //! UFACTORY xArm controller: its private TCP protocol (`proto`, pure codec shared by both sides of
-//! the wire) and a loopback emulator of the controller (`emulator`) for tests and demos.
-//! The async client and the `Robot` implementation sit on top of `proto` (issue #12).
+//! the wire), a loopback emulator of the controller (`emulator`) for tests and demos, the async
+//! client (`client`, with the report streams in `report` and the xArm Gripper in `gripper`) and the
+//! `Robot` implementation on top of it (`driver::XarmRobot`).
 
+pub mod client;
+pub mod driver;
 pub mod emulator;
+mod gripper;
 pub mod proto;
+pub mod report;
+
+pub use client::XarmClient;
+pub use driver::XarmRobot;
