@@ -18,8 +18,8 @@ use pointact::nalgebra::{Isometry3, Translation3, Vector3};
 use pointact::planning::{limit_tool_speed, JointPath, Trajectory};
 use pointact::robot::xarm::emulator::{Controller, Emulator, EmulatorOptions, KinematicArm};
 use pointact::robot::xarm::proto::{
-    reg, set_state, Feedback, FrameReader, Mode, Reply, Request, Response, RobotState,
-    RtReport, Status,
+    reg, set_state, Feedback, FrameReader, Mode, Reply, Request, Response, RobotState, RtReport,
+    Status,
 };
 use pointact::robot::xarm::{XarmClient, XarmRobot};
 use pointact::robot::{settings, Robot, RobotError, XarmSettings};
@@ -314,14 +314,15 @@ fn absolute_and_relative_cartesian_moves_end_where_asked() {
     let emu = Emu::start(home());
     guard(async {
         let m = model();
-        let mut robot = XarmRobot::connect(m.clone(), &emu.settings()).await.unwrap();
+        let mut robot = XarmRobot::connect(m.clone(), &emu.settings())
+            .await
+            .unwrap();
         let c = robot.client();
         let start = c.tcp_pose().await.unwrap();
         assert_pose_near(&start, &m.fk(&home()).unwrap(), 1e-4, 1e-4);
 
         let target =
-            Isometry3::from_parts(Translation3::new(0.04, 0.03, -0.05), Default::default())
-                * start;
+            Isometry3::from_parts(Translation3::new(0.04, 0.03, -0.05), Default::default()) * start;
         c.move_line(&target, true).await.unwrap();
         let pose = c.tcp_pose().await.unwrap();
         assert_pose_near(&pose, &target, 5e-4, 2e-3);
@@ -364,7 +365,10 @@ fn an_unreachable_target_is_a_typed_error_with_a_stop_and_clean_error_recovers()
         assert_eq!(c.state().await.unwrap(), RobotState::Stopped);
         // Moves are refused until the error is cleaned.
         let refused = c.move_joint(&home(), true).await.unwrap_err();
-        assert!(matches!(refused, RobotError::Controller { code: 21, .. }), "{refused}");
+        assert!(
+            matches!(refused, RobotError::Controller { code: 21, .. }),
+            "{refused}"
+        );
 
         c.clean_error().await.unwrap();
         c.start().await.unwrap();
@@ -382,7 +386,9 @@ fn gripper_enable_move_with_wait_and_read_back() {
     guard(async {
         let m = model();
         let gate = SafetyGate::new(&m, SafetyConfig::default());
-        let mut robot = XarmRobot::connect(m.clone(), &emu.settings()).await.unwrap();
+        let mut robot = XarmRobot::connect(m.clone(), &emu.settings())
+            .await
+            .unwrap();
         let open = m.config.gripper.open_width;
         assert!((robot.gripper_width().await.unwrap() - open).abs() < 1e-9);
 
@@ -438,8 +444,13 @@ fn execute_streams_a_checked_trajectory_in_servo_mode_to_its_end() {
         let servo = log.iter().filter(|(f, _)| *f == reg::MOVE_SERVOJ).count();
         let samples = t.trajectory().samples(t.dt()).len();
         assert_eq!(servo, samples);
-        let first = log.iter().position(|(f, _)| *f == reg::MOVE_SERVOJ).unwrap();
-        let mode1 = log.iter().position(|(f, p)| *f == reg::SET_MODE && p[0] == 1);
+        let first = log
+            .iter()
+            .position(|(f, _)| *f == reg::MOVE_SERVOJ)
+            .unwrap();
+        let mode1 = log
+            .iter()
+            .position(|(f, p)| *f == reg::SET_MODE && p[0] == 1);
         assert!(mode1.is_some_and(|i| i < first));
         let stats = robot.last_servo_stats().unwrap();
         assert_eq!(stats.sent, samples);
@@ -504,7 +515,10 @@ fn a_controller_error_during_servo_motion_is_typed_and_the_arm_is_stopped() {
         let servo = proxy.last(reg::MOVE_SERVOJ).unwrap();
         assert!(proxy.stopped_after(servo), "{:?}", proxy.funcodes());
         assert_eq!(emu.state().0, RobotState::Stopped);
-        assert!(max_diff(&emu.joints(), &home()) < 1e-6, "the arm did not jump");
+        assert!(
+            max_diff(&emu.joints(), &home()) < 1e-6,
+            "the arm did not jump"
+        );
         // Recoverable: the bring-up again, then the arm moves.
         robot.startup().await.unwrap();
         let mut next = home();
@@ -591,11 +605,15 @@ async fn stalling_stream(upstream: u16, quiet: Arc<AtomicBool>) -> u16 {
 // ---------------------------------------------------------------------------------------------
 // Malformed frames: a fake command socket scripted per request (the emulator serves the reports)
 
-/// Serves one command connection: `answer` gets each request and returns the bytes to send back
-/// (`None` closes the connection).
-async fn fake_controller(
-    mut answer: impl FnMut(&Request) -> Option<Vec<u8>> + Send + 'static,
-) -> u16 {
+/// What the fake controller does with a request.
+enum Answer {
+    Send(Vec<u8>),
+    /// Sends the bytes, then closes the connection.
+    SendAndClose(Vec<u8>),
+}
+
+/// Serves one command connection: `answer` gets each request and says what to send back.
+async fn fake_controller(mut answer: impl FnMut(&Request) -> Answer + Send + 'static) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -610,13 +628,12 @@ async fn fake_controller(
             reader.push(&buf[..n]);
             while let Ok(Some(frame)) = reader.next_frame() {
                 let req = Request::decode(&frame).unwrap();
-                match answer(&req) {
-                    Some(bytes) => {
-                        if sock.write_all(&bytes).await.is_err() {
-                            return;
-                        }
-                    }
-                    None => return,
+                let (bytes, close) = match answer(&req) {
+                    Answer::Send(b) => (b, false),
+                    Answer::SendAndClose(b) => (b, true),
+                };
+                if sock.write_all(&bytes).await.is_err() || close {
+                    return;
                 }
             }
         }
@@ -636,7 +653,7 @@ fn version(req: &Request) -> Vec<u8> {
 
 async fn connect_to_fake(
     emu: &Emu,
-    answer: impl FnMut(&Request) -> Option<Vec<u8>> + Send + 'static,
+    answer: impl FnMut(&Request) -> Answer + Send + 'static,
 ) -> Result<XarmClient, RobotError> {
     let port = fake_controller(answer).await;
     client(&settings_for(port, emu.report, emu.rt)).await
@@ -652,7 +669,7 @@ fn malformed_and_truncated_command_frames_are_typed_errors() {
             b.truncate(6);
             b[4] = 0;
             b[5] = 0;
-            Some(b)
+            Answer::Send(b)
         })
         .await
         .err()
@@ -660,28 +677,34 @@ fn malformed_and_truncated_command_frames_are_typed_errors() {
         assert!(matches!(err, RobotError::Protocol(_)), "{err}");
 
         // A GET_VERSION reply whose payload is 3 bytes, not 40.
-        let err = connect_to_fake(&emu, |r| Some(reply(r, Reply::State(2))))
+        let err = connect_to_fake(&emu, |r| Answer::Send(reply(r, Reply::State(2))))
             .await
             .err()
             .unwrap();
-        assert!(matches!(&err, RobotError::Protocol(w) if w.contains("GET_VERSION")), "{err}");
+        assert!(
+            matches!(&err, RobotError::Protocol(w) if w.contains("GET_VERSION")),
+            "{err}"
+        );
 
         // A reply that does not echo the protocol id.
         let err = connect_to_fake(&emu, |r| {
             let mut b = version(r);
             b[3] ^= 1;
-            Some(b)
+            Answer::Send(b)
         })
         .await
         .err()
         .unwrap();
-        assert!(matches!(&err, RobotError::Protocol(w) if w.contains("protocol id")), "{err}");
+        assert!(
+            matches!(&err, RobotError::Protocol(w) if w.contains("protocol id")),
+            "{err}"
+        );
 
         // A reply that does not echo the funcode.
         let err = connect_to_fake(&emu, |r| {
             let mut b = version(r);
             b[6] = reg::GET_STATE;
-            Some(b)
+            Answer::Send(b)
         })
         .await
         .err()
@@ -689,15 +712,10 @@ fn malformed_and_truncated_command_frames_are_typed_errors() {
         assert!(matches!(&err, RobotError::Protocol(_)), "{err}");
 
         // Half a frame, then the socket closes.
-        let mut sent = false;
-        let err = connect_to_fake(&emu, move |r| {
-            if sent {
-                return None;
-            }
-            sent = true;
+        let err = connect_to_fake(&emu, |r| {
             let mut b = version(r);
             b.truncate(20);
-            Some(b)
+            Answer::SendAndClose(b)
         })
         .await
         .err()
@@ -710,8 +728,8 @@ fn malformed_and_truncated_command_frames_are_typed_errors() {
         // After connecting, a GET_STATE reply naming a state that does not exist: a protocol
         // error, and the client refuses to go on on that stream.
         let mut c = connect_to_fake(&emu, |r| match r.funcode {
-            reg::GET_VERSION => Some(version(r)),
-            _ => Some(reply(r, Reply::State(42))),
+            reg::GET_VERSION => Answer::Send(version(r)),
+            _ => Answer::Send(reply(r, Reply::State(42))),
         })
         .await
         .unwrap();
@@ -750,7 +768,7 @@ fn stale_replies_and_feedback_frames_are_skipped_and_a_silent_controller_times_o
                 // Anything else: no answer at all.
                 _ => {}
             }
-            Some(out)
+            Answer::Send(out)
         })
         .await
         .unwrap();

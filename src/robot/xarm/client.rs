@@ -161,7 +161,10 @@ impl CommandLink {
             .map_err(|e| RobotError::Disconnected(format!("command socket: {e}")))?;
         *writing = false;
         let protocol = |e: &dyn std::fmt::Display| {
-            RobotError::Protocol(format!("command socket, reply to funcode {}: {e}", req.funcode))
+            RobotError::Protocol(format!(
+                "command socket, reply to funcode {}: {e}",
+                req.funcode
+            ))
         };
         loop {
             while let Some(frame) = reader.next_frame().map_err(|e| protocol(&e))? {
@@ -224,17 +227,15 @@ fn at_least(v: &FirmwareVersion, min: (u32, u32, u32)) -> bool {
     (v.major, v.minor, v.patch) >= min
 }
 
-async fn open(
-    settings: &XarmSettings,
-    port: u16,
-    what: &str,
-) -> Result<TcpStream, RobotError> {
+async fn open(settings: &XarmSettings, port: u16, what: &str) -> Result<TcpStream, RobotError> {
     let n = &settings.network;
     let addr = format!("{}:{port}", n.address);
     let stream = tokio::time::timeout(n.connect_timeout(), TcpStream::connect(&addr))
         .await
         .map_err(|_| RobotError::Timeout(n.connect_timeout_s))?
-        .map_err(|e| RobotError::Disconnected(format!("cannot connect to the {what} at {addr}: {e}")))?;
+        .map_err(|e| {
+            RobotError::Disconnected(format!("cannot connect to the {what} at {addr}: {e}"))
+        })?;
     // Servo setpoints are small frames sent at up to 250 Hz: Nagle would batch them.
     let _ = stream.set_nodelay(true);
     Ok(stream)
@@ -256,6 +257,14 @@ pub fn controller_warning(w: ControllerWarning) -> RobotError {
     }
 }
 
+/// The actual joints (rad) of a real-time report.
+fn rt_joints(r: &RtReport, dof: usize) -> Vec<f64> {
+    r.actual_joints.position[..dof]
+        .iter()
+        .map(|v| f64::from(*v))
+        .collect()
+}
+
 fn to7(q: &[f64]) -> [f32; 7] {
     let mut out = [0f32; 7];
     for (o, v) in out.iter_mut().zip(q) {
@@ -275,7 +284,12 @@ impl XarmClient {
     ) -> Result<XarmClient, RobotError> {
         let n = &settings.network;
         let command = open(settings, n.command_port, "command socket").await?;
-        let rt_stream = open(settings, n.realtime_report_port, "real-time report (firmware >= 2.1.0)").await?;
+        let rt_stream = open(
+            settings,
+            n.realtime_report_port,
+            "real-time report (firmware >= 2.1.0)",
+        )
+        .await?;
         let rich_stream = open(settings, n.state_report_port, "state report").await?;
         let mut link = CommandLink::new(command);
         let reply = link
@@ -313,10 +327,7 @@ impl XarmClient {
                 let width = rec.gripper_width;
                 rec.push(JointState {
                     stamp_s: Some(r.timestamp_us as f64 * 1e-6),
-                    q: r.actual_joints.position[..dof]
-                        .iter()
-                        .map(|v| f64::from(*v))
-                        .collect(),
+                    q: rt_joints(r, dof),
                     gripper_width: width,
                 });
             },
@@ -413,10 +424,7 @@ impl XarmClient {
     }
 
     /// One request with the command timeout: the reply's status byte and typed payload.
-    pub async fn request(
-        &mut self,
-        cmd: Command,
-    ) -> Result<(Status, Reply), RobotError> {
+    pub async fn request(&mut self, cmd: Command) -> Result<(Status, Reply), RobotError> {
         let timeout = self.settings.network.command_timeout();
         self.request_within(cmd, timeout).await
     }
@@ -465,11 +473,8 @@ impl XarmClient {
     /// (`motion_enable_timeout_s`).
     pub async fn motion_enable(&mut self, enable: bool) -> Result<(), RobotError> {
         let timeout = self.settings.network.motion_enable_timeout();
-        self.request_within(
-            Command::MotionEnable { axis: 8, enable },
-            timeout,
-        )
-        .await?;
+        self.request_within(Command::MotionEnable { axis: 8, enable }, timeout)
+            .await?;
         Ok(())
     }
 
@@ -618,10 +623,8 @@ impl XarmClient {
         &mut self,
         flange_from_tcp: &Isometry3<f64>,
     ) -> Result<(), RobotError> {
-        self.request(Command::SetTcpOffset(pose_to_wire(
-            flange_from_tcp,
-        )))
-        .await?;
+        self.request(Command::SetTcpOffset(pose_to_wire(flange_from_tcp)))
+            .await?;
         Ok(())
     }
 
@@ -696,8 +699,7 @@ impl XarmClient {
         }
         let from = self.tcp_pose().await?;
         let estimate = line_length(&from, pose) / v + v / a;
-        self.motion(Command::MoveLine(line), wait, estimate)
-            .await
+        self.motion(Command::MoveLine(line), wait, estimate).await
     }
 
     /// MOVE_RELATIVE (83): a straight TCP line by `translation` (m, base frame) with
@@ -885,17 +887,11 @@ impl XarmClient {
         let deadline = Instant::now() + timeout;
         loop {
             self.check_links()?;
-            let now: Vec<f64> = self
+            let now = self
                 .latest_rt()
-                .map(|r| {
-                    r.actual_joints.position[..self.dof]
-                        .iter()
-                        .map(|v| f64::from(*v))
-                        .collect()
-                })
+                .map(|r| rt_joints(&r, self.dof))
                 .unwrap_or_default();
-            let near = now.len() == q.len()
-                && now.iter().zip(q).all(|(a, b)| (a - b).abs() <= tol);
+            let near = now.len() == q.len() && now.iter().zip(q).all(|(a, b)| (a - b).abs() <= tol);
             if near || Instant::now() >= deadline {
                 return Ok(now);
             }
@@ -912,8 +908,21 @@ impl XarmClient {
         lock(&self.recording).on = true;
     }
 
+    /// Ends the recording with one more state: the newest real-time joints with the newest
+    /// gripper width, so the last state shows where the command left the arm and the fingers
+    /// (a width read after the last real-time frame would otherwise be missing).
     pub fn stop_recording(&mut self) {
-        lock(&self.recording).on = false;
+        let latest = self.latest_rt();
+        let mut rec = lock(&self.recording);
+        if let Some(r) = latest.filter(|_| rec.on) {
+            let state = JointState {
+                stamp_s: Some(r.timestamp_us as f64 * 1e-6),
+                q: rt_joints(&r, self.dof),
+                gripper_width: rec.gripper_width,
+            };
+            rec.push(state);
+        }
+        rec.on = false;
     }
 
     /// The states recorded so far, oldest first, and forgets them.

@@ -162,4 +162,3 @@ impl Robot for XarmRobot {
         self.client.take_states()
     }
 }
-

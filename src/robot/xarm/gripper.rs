@@ -255,9 +255,8 @@ impl XarmClient {
                 )))
             }
         };
-        let reply = RtuReply::decode(&pdu).map_err(|e| {
-            RobotError::Protocol(format!("xArm Gripper reply {pdu:02X?}: {e}"))
-        })?;
+        let reply = RtuReply::decode(&pdu)
+            .map_err(|e| RobotError::Protocol(format!("xArm Gripper reply {pdu:02X?}: {e}")))?;
         let slave = match &reply {
             RtuReply::ReadHolding { slave, .. }
             | RtuReply::WriteMultiple { slave, .. }
