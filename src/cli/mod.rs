@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod calibrate;
 pub mod capture;
+pub mod emulate;
 pub mod eval;
 pub mod point;
 pub mod print;
@@ -39,8 +40,11 @@ pub enum Command {
     },
     /// Serve the policy to external evaluators (SimplerEnv bridge).
     Serve,
-    /// Emulate robot controllers (xArm controller, Dynamixel bus) for tests and demos.
-    Emulate,
+    /// Emulate robot controllers (xArm controller) on 127.0.0.1 for tests and demos.
+    Emulate {
+        #[command(subcommand)]
+        which: emulate::EmulateCommand,
+    },
     /// Calibrate the camera (hand-eye).
     Calibrate {
         #[command(subcommand)]

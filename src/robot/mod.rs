@@ -7,6 +7,7 @@
 
 pub mod servo;
 pub mod settings;
+pub mod xarm;
 pub use settings::{DriverKind, DriverSettings, DynamixelSettings, SettingsError, XarmSettings};
 
 use std::sync::Arc;
