@@ -304,6 +304,15 @@ fn broken_urdfs_found_by_fuzzing_are_typed_errors() {
             ),
             "left_finger_joint",
         ),
+        // An infinite finger limit: the finger, placed between its limits, was at NaN.
+        (
+            XARM_URDF.replacen(
+                "<limit lower=\"0\" upper=\"0.043\"",
+                "<limit lower=\"0\" upper=\"inf\"",
+                1,
+            ),
+            "left_finger_joint",
+        ),
         // joint5's parent re-pointed at its own child: walking up from the tip never ended.
         (
             XARM_URDF.replace(

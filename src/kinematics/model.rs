@@ -498,17 +498,23 @@ fn xml_depth(xml: &str, stop: usize) -> usize {
     max
 }
 
-/// Largest joint or geometry offset accepted in a URDF, metres. Arms are a metre or two; the
-/// bound keeps every pose along a chain finite (offsets of 1e308 m are finite, their sums are not).
+/// Largest joint or geometry offset (metres) and joint limit (metres or radians) accepted in a
+/// URDF. Arms are a metre or two; the bound keeps every pose along a chain finite (offsets of
+/// 1e308 m are finite, their sums are not).
 const MAX_OFFSET_M: f64 = 1000.0;
 
 /// The numbers of any joint (arm or not), which `k` takes on trust: it panics on a limit range
-/// with `lower` above `upper` (or NaN), and a non-finite origin, axis or mimic factor puts NaN
-/// into every pose below the joint.
+/// with `lower` above `upper` (or NaN); an infinite limit puts NaN into the finger poses (set
+/// between the limits), and a non-finite origin, axis or mimic factor into every pose below the
+/// joint.
 fn check_joint_numbers(j: &urdf_rs::Joint) -> Result<(), String> {
     let (lower, upper) = (j.limit.lower, j.limit.upper);
-    if lower.is_nan() || upper.is_nan() || lower > upper {
-        return Err(format!("limit lower {lower} must not exceed upper {upper}"));
+    let bounded = |v: f64| v.abs() <= MAX_OFFSET_M;
+    if !(bounded(lower) && bounded(upper)) || lower > upper {
+        return Err(format!(
+            "limit lower {lower} and upper {upper} must be within ±{MAX_OFFSET_M}, lower not above \
+             upper"
+        ));
     }
     check_origin(&j.origin)?;
     let movable = matches!(
