@@ -31,7 +31,8 @@
 //! POINTACT_FUZZ_CASES=100000 cargo test --release --features realsense --test fuzz_readers
 //! ```
 //!
-//! A failure prints the case's seed and the start of the input.
+//! A failure prints the case's seed and the start of the input; `POINTACT_FUZZ_SEED=<seed>
+//! POINTACT_FUZZ_CASES=1` with `--exact <test>` replays that case and prints all of its input.
 
 mod common;
 
@@ -41,8 +42,8 @@ use std::path::Path;
 
 use candle_core::{DType, Device};
 use common::fuzz::{
-    arbitrary_bytes, cases, crc32, excerpt, mutate_bytes, mutate_text, parse_tree, random_string,
-    raw, render, run, vocabulary, Rng, Syntax, HOSTILE_FLOATS, HOSTILE_STRINGS,
+    arbitrary_bytes, case_seeds, cases, crc32, excerpt, mutate_bytes, mutate_text, parse_tree,
+    random_string, raw, render, run, vocabulary, Rng, Syntax, HOSTILE_FLOATS, HOSTILE_STRINGS,
 };
 use common::TempDir;
 use pointact::calibrate::file::{samples_from_json_str, samples_to_json_string};
@@ -63,7 +64,6 @@ use pointact::sim::scene::{Scene, BUILTIN_SCENES};
 use pointact::vlm::files::shard_names;
 use pointact::vlm::weight_files;
 use pointact::vlm::weights::SafetensorsReader;
-use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{json, Value};
 
@@ -108,11 +108,6 @@ fn rewrite(path: &Path, bytes: &[u8]) {
 
 fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn seed_strategy() -> impl Strategy<Value = u64> {
-    // The seed only drives `Rng`: shrinking it gives unrelated inputs, not smaller ones.
-    any::<u64>().no_shrink()
 }
 
 fn finite_iso(iso: &Isometry3<f64>) -> bool {
@@ -207,7 +202,7 @@ fn scene_toml() {
     vocab.dedup();
     let donors: Vec<&[u8]> = seeds.iter().map(|s| s.as_bytes()).collect();
     let n = cases(SCENE_CASES);
-    let accepted = run("scene_toml", n, seed_strategy(), |seed| {
+    let accepted = run("scene_toml", n, case_seeds(), |seed| {
         let mut rng = Rng::new(seed);
         let base = *rng.pick(&seeds);
         let input = mutate_text(&mut rng, base, Syntax::Toml, &vocab, &donors);
@@ -427,7 +422,7 @@ fn robot_toml_and_urdf() {
         })
         .collect();
     let n = cases(ROBOT_CASES);
-    let accepted = run("robot_toml_and_urdf", n, seed_strategy(), |seed| {
+    let accepted = run("robot_toml_and_urdf", n, case_seeds(), |seed| {
         let mut rng = Rng::new(seed);
         let (_, toml_seed, urdf_seed) = *rng.pick(BUILTIN_ROBOTS);
         // Now and then the other robot's URDF: valid files that do not belong together.
@@ -563,7 +558,7 @@ fn calibration_toml() {
     let donors: Vec<&[u8]> = seeds.iter().map(|s| s.as_bytes()).collect();
     let path = Path::new(FILE);
     let n = cases(CALIBRATION_CASES);
-    let accepted = run("calibration_toml", n, seed_strategy(), |seed| {
+    let accepted = run("calibration_toml", n, case_seeds(), |seed| {
         let mut rng = Rng::new(seed);
         let base = rng.below(seeds.len());
         let input = mutate_text(&mut rng, &seeds[base], Syntax::Toml, &vocab, &donors);
@@ -856,7 +851,7 @@ fn safetensors_header() {
     };
     let donors: Vec<&[u8]> = vec![&seed_file];
     let n = cases(SAFETENSORS_CASES);
-    let accepted = run("safetensors_header", n, seed_strategy(), |seed| {
+    let accepted = run("safetensors_header", n, case_seeds(), |seed| {
         let mut rng = Rng::new(seed);
         // One file, or two shards (a tensor now and then in both).
         let files: Vec<Vec<Tensor>> = if rng.chance(1, 4) {
@@ -947,7 +942,7 @@ fn safetensors_index() {
     let donors: Vec<&[u8]> = vec![seed_text.as_bytes()];
     let dir = tmp.path().display().to_string();
     let n = cases(INDEX_CASES);
-    let accepted = run("safetensors_index", n, seed_strategy(), |seed| {
+    let accepted = run("safetensors_index", n, case_seeds(), |seed| {
         let mut rng = Rng::new(seed);
         let input = mutate_text(&mut rng, &seed_text, Syntax::Json, &vocab, &donors);
         rewrite(&index, &input);
@@ -1194,7 +1189,7 @@ fn replay_folder() {
     );
     let root = tmp.path().display().to_string();
     let n = cases(REPLAY_CASES);
-    let accepted = run("replay_folder", n, seed_strategy(), |case_seed| {
+    let accepted = run("replay_folder", n, case_seeds(), |case_seed| {
         let mut rng = Rng::new(case_seed);
         let mut contents: Vec<Option<Vec<u8>>> = seeds.iter().cloned().map(Some).collect();
         // Damage one file, sometimes more; leave a share of cases whole.
@@ -1305,7 +1300,7 @@ fn openai_reply() {
         v
     };
     let n = cases(OPENAI_CASES);
-    let accepted = run("openai_reply", n, seed_strategy(), |seed| {
+    let accepted = run("openai_reply", n, case_seeds(), |seed| {
         let mut rng = Rng::new(seed);
         let ability = *rng.pick(&Ability::ALL);
         let original = ImageSize::new(28 + rng.below(2000) as u32, 28 + rng.below(2000) as u32);
@@ -1429,7 +1424,7 @@ fn handeye_samples() {
     let donors: Vec<&[u8]> = seeds.iter().map(|s| s.as_bytes()).collect();
     let disk = on_disk.display().to_string();
     let n = cases(HANDEYE_CASES);
-    let accepted = run("handeye_samples", n, seed_strategy(), |seed| {
+    let accepted = run("handeye_samples", n, case_seeds(), |seed| {
         let mut rng = Rng::new(seed);
         let base = rng.below(seeds.len());
         let input = mutate_text(&mut rng, &seeds[base], Syntax::Json, &vocab, &donors);

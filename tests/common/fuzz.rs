@@ -8,12 +8,34 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use proptest::prelude::any;
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Number, Value};
 
 /// Environment variable that replaces every fuzz test's default case count (the CI size).
 pub const CASES_ENV: &str = "POINTACT_FUZZ_CASES";
+
+/// Environment variable that fixes every case's seed: with `POINTACT_FUZZ_CASES=1` it replays the
+/// case a failure reported (`POINTACT_FUZZ_SEED=0x…`), and failure messages then show the whole
+/// input instead of its start.
+pub const SEED_ENV: &str = "POINTACT_FUZZ_SEED";
+
+/// The seed of each case, which drives an [`Rng`]: random, or [`SEED_ENV`]'s. Not shrunk: a
+/// smaller seed gives an unrelated input, not a smaller one.
+pub fn case_seeds() -> impl Strategy<Value = u64> {
+    let fixed = std::env::var(SEED_ENV).ok().map(|v| {
+        let v = v.trim();
+        let parsed = match v.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => v.parse(),
+        };
+        parsed.unwrap_or_else(|_| panic!("{SEED_ENV}={v:?} is not a seed"))
+    });
+    any::<u64>()
+        .no_shrink()
+        .prop_map(move |s| fixed.unwrap_or(s))
+}
 
 /// `default`, unless [`CASES_ENV`] asks for another count.
 pub fn cases(default: u32) -> u32 {
@@ -67,11 +89,16 @@ pub fn run<S: Strategy>(
     accepted
 }
 
-/// The start of `bytes`, escaped, for a failure message (inputs can be megabytes).
+/// The start of `bytes`, escaped, for a failure message (inputs can be megabytes); all of it
+/// when a single seed is replayed ([`SEED_ENV`]).
 pub fn excerpt(bytes: &[u8]) -> String {
-    const MAX: usize = 1500;
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX)]);
-    let more = bytes.len().saturating_sub(MAX);
+    let max = if std::env::var_os(SEED_ENV).is_some() {
+        usize::MAX
+    } else {
+        1500
+    };
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max)]);
+    let more = bytes.len().saturating_sub(max);
     if more == 0 {
         format!("{text:?}")
     } else {
@@ -563,9 +590,15 @@ fn nudge(rng: &mut Rng, node: &mut Value) {
 }
 
 /// Line-level mutations of text: drop, duplicate (in TOML a duplicated key), swap or move lines,
-/// insert a `key = value` line or a hostile literal; what a hand edit gone wrong looks like.
-pub fn mutate_lines(rng: &mut Rng, text: &str, vocab: &[String]) -> String {
+/// insert a member or a hostile literal, nest a value thousands of levels deep; what a hand edit
+/// gone wrong looks like. Inserted lines are spelled in `syntax`, so a parser reads up to them.
+pub fn mutate_lines(rng: &mut Rng, text: &str, syntax: Syntax, vocab: &[String]) -> String {
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    // `key = value` or `"key": value,`.
+    let member = |key: &str, value: &str| match syntax {
+        Syntax::Toml => format!("{key} = {value}"),
+        Syntax::Json => format!("{}: {value},", Value::String(key.to_owned())),
+    };
     for _ in 0..rng.few(4) {
         let n = lines.len();
         if n == 0 {
@@ -585,33 +618,36 @@ pub fn mutate_lines(rng: &mut Rng, text: &str, vocab: &[String]) -> String {
             3 => {
                 let key = random_string(rng, vocab);
                 let lit = rng.pick(HOSTILE_LITERALS);
-                lines.insert(i, format!("{key} = {lit}"));
+                lines.insert(i, member(&key, lit));
             }
             4 => {
                 // A value replaced by a hostile literal, keeping the key.
-                if let Some(eq) = lines[i].find('=') {
+                let sep = if syntax == Syntax::Toml { '=' } else { ':' };
+                if let Some(at) = lines[i].find(sep) {
                     let lit = rng.pick(HOSTILE_LITERALS);
-                    lines[i] = format!("{} {lit}", &lines[i][..=eq]);
+                    lines[i] = format!("{} {lit}", &lines[i][..=at]);
                 }
             }
             5 => {
                 // Deep nesting, beyond any parser's recursion limit now and then.
                 let depth = 1 << rng.below(15);
-                let (open, close) = *rng.pick(&[("[", "]"), ("{a=", "}"), ("{\"a\":", "}")]);
+                let (open, close) = match (syntax, rng.chance(1, 2)) {
+                    (_, true) => ("[", "]"),
+                    (Syntax::Toml, false) => ("{a=", "}"),
+                    (Syntax::Json, false) => ("{\"a\":", "}"),
+                };
                 let key = random_string(rng, vocab);
-                lines.insert(
-                    i,
-                    format!("{key} = {}1{}", open.repeat(depth), close.repeat(depth)),
-                );
+                let value = format!("{}1{}", open.repeat(depth), close.repeat(depth));
+                lines.insert(i, member(&key, &value));
             }
             _ => {
-                // A table header or a dotted key many levels deep.
+                // TOML: a table header or a dotted key many levels deep; JSON: a bare value.
                 let depth = 1 << rng.below(14);
                 let path = vec!["a"; depth].join(".");
-                let line = if rng.chance(1, 2) {
-                    format!("[{path}]")
-                } else {
-                    format!("{path} = 1")
+                let line = match (syntax, rng.chance(1, 2)) {
+                    (Syntax::Toml, true) => format!("[{path}]"),
+                    (Syntax::Toml, false) => format!("{path} = 1"),
+                    (Syntax::Json, _) => rng.pick(HOSTILE_LITERALS).to_string(),
                 };
                 lines.insert(i, line);
             }
@@ -701,7 +737,7 @@ pub fn mutate_text(
         }
     }
     if (55..85).contains(&roll) {
-        text = mutate_lines(rng, &text, vocab);
+        text = mutate_lines(rng, &text, syntax, vocab);
     }
     let mut bytes = text.into_bytes();
     if roll >= 80 {
