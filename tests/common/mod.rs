@@ -2,6 +2,7 @@
 #![allow(dead_code)] // Every test binary compiles this module and uses only part of it.
 
 pub mod emulator;
+pub mod fuzz;
 pub mod handeye;
 
 use std::future::Future;
