@@ -233,16 +233,17 @@ fn depth_and_colour_of_different_sizes() {
     image::ImageBuffer::<image::Luma<u16>, Vec<u16>>::new(32, 48)
         .save(dir.join("depth.png"))
         .unwrap();
-    let e = read_frame(&dir).unwrap_err();
+    let e = replay_err(read_frame(&dir).unwrap_err());
     assert!(
         matches!(
-            e,
-            CameraError::SizeMismatch {
+            &e,
+            ReplayError::DepthSize {
+                file,
                 rgb_w: 64,
                 rgb_h: 48,
                 depth_w: 32,
                 depth_h: 48
-            }
+            } if *file == dir.join("depth.png")
         ),
         "{e:?}"
     );
@@ -277,16 +278,20 @@ fn intrinsics_for_another_size_name_camera_toml() {
 fn bad_frame_toml_names_file_and_field() {
     let tmp = TempDir::new("frame-toml");
     let dir = recorded(&tmp.0, "f", 0.0);
-    std::fs::write(
-        dir.join("frame.toml"),
-        "depth_scale_m = -1.0\nstamp_s = 0.0\n",
-    )
-    .unwrap();
-    let e = replay_err(read_frame(&dir).unwrap_err());
-    assert!(
-        matches!(e, ReplayError::Field { ref file, field: "depth_scale_m", .. } if file == &dir.join("frame.toml")),
-        "{e:?}"
-    );
+    // Negative; and (found by `fuzz_readers`) scales that become 0 or infinity as f32 metres,
+    // which failed without naming the file, or that make 65535 units infinite.
+    for scale in ["-1.0", "1e-50", "1e39", "1e35"] {
+        std::fs::write(
+            dir.join("frame.toml"),
+            format!("depth_scale_m = {scale}\nstamp_s = 0.0\n"),
+        )
+        .unwrap();
+        let e = replay_err(read_frame(&dir).unwrap_err());
+        assert!(
+            matches!(e, ReplayError::Field { ref file, field: "depth_scale_m", .. } if file == &dir.join("frame.toml")),
+            "{scale}: {e:?}"
+        );
+    }
 }
 
 #[test]

@@ -290,6 +290,77 @@ fn urdf_with_a_missing_joint_names_the_file() {
     assert!(msg.contains("xarm6.urdf") && msg.contains("link3"), "{msg}");
 }
 
+/// Found by `fuzz_readers`: each of these used to panic inside `k`, hang, abort on a stack
+/// overflow, or load with NaN poses; now each is an error naming the URDF and what is wrong.
+#[test]
+fn broken_urdfs_found_by_fuzzing_are_typed_errors() {
+    let cases = [
+        // A finger limit with lower above upper: `k::joint::Range::new` asserted.
+        (
+            XARM_URDF.replacen(
+                "<limit lower=\"0\" upper=\"0.043\"",
+                "<limit lower=\"0.05\" upper=\"0.043\"",
+                1,
+            ),
+            "left_finger_joint",
+        ),
+        // An infinite finger limit: the finger, placed between its limits, was at NaN.
+        (
+            XARM_URDF.replacen(
+                "<limit lower=\"0\" upper=\"0.043\"",
+                "<limit lower=\"0\" upper=\"inf\"",
+                1,
+            ),
+            "left_finger_joint",
+        ),
+        // joint5's parent re-pointed at its own child: walking up from the tip never ended.
+        (
+            XARM_URDF.replace(
+                "<parent link=\"link4\"/><child link=\"link5\"/>",
+                "<parent link=\"link6\"/><child link=\"link5\"/>",
+            ),
+            "loop",
+        ),
+        // Nesting thousands of elements deep: urdf_rs recursed until the stack overflowed.
+        (
+            XARM_URDF.replacen(
+                "<link name=\"link1\">",
+                &format!(
+                    "{}{}<link name=\"link1\">",
+                    "<a>".repeat(20_000),
+                    "</a>".repeat(20_000)
+                ),
+                1,
+            ),
+            "nested",
+        ),
+        // A non-finite origin or axis off the arm: every pose below it was NaN.
+        (
+            XARM_URDF.replacen("<origin xyz=\"0 -0.006 0\"", "<origin xyz=\"0 nan 0\"", 1),
+            "right_finger_joint",
+        ),
+        (
+            XARM_URDF.replacen("<axis xyz=\"0 1 0\"/>", "<axis xyz=\"0 0 0\"/>", 1),
+            "left_finger_joint",
+        ),
+        // A NaN collision radius would make every distance check pass.
+        (
+            XARM_URDF.replacen("<cylinder radius=\"0.068\"", "<cylinder radius=\"NaN\"", 1),
+            "link_base",
+        ),
+    ];
+    for (urdf, what) in cases {
+        assert_ne!(urdf, XARM_URDF, "replacement for {what} did not apply");
+        let e = load(XARM_TOML, &urdf);
+        let msg = e.to_string();
+        assert!(matches!(e, KinematicsError::Urdf { .. }), "{what}: {msg}");
+        assert!(
+            msg.contains("xarm6.urdf") && msg.contains(what),
+            "{what}: {msg}"
+        );
+    }
+}
+
 #[test]
 fn arm_joint_missing_from_urdf_names_file_and_field() {
     let toml = XARM_TOML.replace("\"joint6\"]", "\"joint7\"]");

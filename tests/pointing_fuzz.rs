@@ -12,51 +12,17 @@
 //! All four abilities and a spread of bounds (including 0×0 and `u32::MAX`) are drawn in every test.
 //! The total is checked at compile time to be at least 100 000.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
+use common::fuzz::run;
 use pointact::pointing::{parse_answer, Ability, ImageSize, PointingError};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 const ARBITRARY_CASES: u32 = 40_000;
 const NEAR_VALID_CASES: u32 = 50_000;
 const VALID_CASES: u32 = 20_000;
 const _: () = assert!(ARBITRARY_CASES + NEAR_VALID_CASES + VALID_CASES >= 100_000);
-
-/// Runs `cases` cases of `strategy` through `check` (which says whether the input parsed), asserts
-/// they all ran, and returns how many parsed, so each test can show it reached the `Ok` path too.
-fn run<S: Strategy>(
-    name: &str,
-    cases: u32,
-    strategy: S,
-    check: impl Fn(S::Value) -> Result<bool, TestCaseError>,
-) -> usize {
-    let counter = AtomicUsize::new(0);
-    let parsed = AtomicUsize::new(0);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let result = runner.run(&strategy, |value| {
-        counter.fetch_add(1, Ordering::Relaxed);
-        if check(value)? {
-            parsed.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("{name}: {e}");
-    }
-    let ran = counter.load(Ordering::Relaxed);
-    assert!(
-        ran >= cases as usize,
-        "{name}: only {ran} of {cases} cases ran"
-    );
-    let parsed = parsed.load(Ordering::Relaxed);
-    eprintln!("{name}: {ran} cases, {parsed} parsed");
-    parsed
-}
 
 /// The contract of `parse_answer`, checked on any result; `true` when it parsed.
 fn check_invariants(raw: &str, ability: Ability, bounds: ImageSize) -> Result<bool, TestCaseError> {

@@ -160,3 +160,42 @@ fn fingertips_just_above_the_clearance_pass_and_just_below_fail() {
         Err(SafetyError::TableClearance { .. })
     ));
 }
+
+#[test]
+fn the_speed_scale_slows_what_is_checked_and_refuses_a_bad_scale() {
+    let m = xarm();
+    let home = m.home().to_vec();
+    let t = line(&m, &home, down(0.4, 0.1, 0.25));
+    let full = t.duration();
+    let slow = SafetyGate::new(
+        &m,
+        SafetyConfig {
+            speed_scale: 0.25,
+            ..SafetyConfig::default()
+        },
+    )
+    .check(t.clone(), &home, 1.0, &[])
+    .unwrap();
+    // Same path, four times the time: every sample of the slow one is a sample of the fast one.
+    assert!((slow.trajectory().duration() - 4.0 * full).abs() < 1e-9);
+    for k in 0..=10 {
+        let f = f64::from(k) / 10.0;
+        assert_eq!(slow.trajectory().sample(4.0 * full * f), t.sample(full * f));
+    }
+    for scale in [0.0, -0.5, 1.5, f64::NAN] {
+        let gate = SafetyGate::new(
+            &m,
+            SafetyConfig {
+                speed_scale: scale,
+                ..SafetyConfig::default()
+            },
+        );
+        assert!(
+            matches!(
+                gate.check(t.clone(), &home, 1.0, &[]),
+                Err(SafetyError::SpeedScale { .. })
+            ),
+            "{scale}"
+        );
+    }
+}

@@ -158,6 +158,53 @@ fn corrupt_files_are_rejected_with_their_path() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Found by `fuzz_readers`: the byte count of a shape and the end offset were computed with
+/// wrapping arithmetic, so a shape of 2^63 + 16 BF16 elements "was" 32 bytes and opened, and an
+/// offset near `u64::MAX` wrapped back into the file.
+#[test]
+fn sizes_and_offsets_that_overflow_are_refused() {
+    let dir = tmpdir("overflow");
+    let data = [0u8; 32];
+    let cases = [
+        (format!("[{}]", (1u64 << 63) + 16), "[0, 32]".to_string()),
+        (
+            "[16]".to_string(),
+            format!("[{}, {}]", u64::MAX - 31, u64::MAX),
+        ),
+    ];
+    for (shape, offsets) in cases {
+        let header = format!(
+            r#"{{"visual.merger.ln_q.bias":{{"dtype":"BF16","shape":{shape},"data_offsets":{offsets}}}}}"#
+        );
+        let path = dir.join("overflow.safetensors");
+        let mut file = (header.len() as u64).to_le_bytes().to_vec();
+        file.extend(header.as_bytes());
+        file.extend(data);
+        std::fs::write(&path, file).unwrap();
+        match SafetensorsReader::open(std::slice::from_ref(&path)) {
+            Err(WeightsError::Format { path: p, reason }) => {
+                assert_eq!(p, path);
+                assert!(reason.contains("offsets"), "{reason}");
+            }
+            other => panic!("{shape} {offsets}: expected a format error, got {other:?}"),
+        }
+    }
+    // The same header with honest numbers opens.
+    let header =
+        r#"{"visual.merger.ln_q.bias":{"dtype":"BF16","shape":[16],"data_offsets":[0,32]}}"#;
+    let path = dir.join("honest.safetensors");
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend(header.as_bytes());
+    file.extend(data);
+    std::fs::write(&path, file).unwrap();
+    let reader = SafetensorsReader::open(std::slice::from_ref(&path)).unwrap();
+    assert_eq!(
+        reader.shape("visual.merger.ln_q.bias"),
+        Some(&[16usize][..])
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn weight_bytes_count_every_stored_tensor_once() {
     let cfg = config();

@@ -37,6 +37,18 @@ pub enum ReplayError {
         expected: &'static str,
         found: String,
     },
+    /// `depth.png` and `rgb.png` of one frame differ in size.
+    #[error(
+        "{}: depth image is {depth_w}x{depth_h} but rgb.png beside it is {rgb_w}x{rgb_h}",
+        file.display()
+    )]
+    DepthSize {
+        file: PathBuf,
+        depth_w: u32,
+        depth_h: u32,
+        rgb_w: u32,
+        rgb_h: u32,
+    },
     /// `camera.toml` describes a different image size than the PNGs next to it.
     #[error(
         "{}: intrinsics are for {intrinsics_w}x{intrinsics_h} but the images are {image_w}x{image_h}",
@@ -96,12 +108,14 @@ pub fn read_frame(dir: &Path) -> Result<Frame, CameraError> {
         other => return Err(pixel_format(&depth_path, "16-bit gray", &other).into()),
     };
     if rgb.dimensions() != raw.dimensions() {
-        return Err(CameraError::SizeMismatch {
-            rgb_w: rgb.width() as usize,
-            rgb_h: rgb.height() as usize,
-            depth_w: raw.width() as usize,
-            depth_h: raw.height() as usize,
-        });
+        return Err(ReplayError::DepthSize {
+            file: depth_path,
+            depth_w: raw.width(),
+            depth_h: raw.height(),
+            rgb_w: rgb.width(),
+            rgb_h: rgb.height(),
+        }
+        .into());
     }
     let (w, h) = (rgb.width() as usize, rgb.height() as usize);
 
@@ -169,10 +183,15 @@ fn read_frame_file(path: &Path) -> Result<FrameFile, ReplayError> {
     let text = std::fs::read_to_string(path).map_err(|source| io(path, source))?;
     let meta: FrameFile = toml::from_str(&text).map_err(|e| field("", e.to_string()))?;
     if let Some(s) = meta.depth_scale_m {
-        if !(s.is_finite() && s > 0.0) {
+        // Depth is kept in f32 metres: the scale must survive the cast (1e-50 becomes 0, 1e39
+        // infinity) and keep 65535 units finite. No sensor's unit is above a metre.
+        if !(f64::from(f32::MIN_POSITIVE)..=1.0).contains(&s) {
             return Err(field(
                 "depth_scale_m",
-                format!("must be finite and > 0, got {s}"),
+                format!(
+                    "must be in [{:e}, 1] metres per unit, got {s}",
+                    f32::MIN_POSITIVE
+                ),
             ));
         }
     }

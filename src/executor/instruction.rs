@@ -36,9 +36,11 @@ impl Intent {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("cannot tell which object to move and where from `{instruction}`: expected e.g. `put the pepper in the pan`, `stack the red block on the blue block`, `move the cup to the right of the box`, `pick up the knife by its handle`")]
+#[error("cannot tell which object to move and where from `{instruction}`: {reason}; expected e.g. `put the pepper in the pan`, `stack the red block on the blue block`, `move the cup to the right of the box`, `pick up the knife by its handle`")]
 pub struct InstructionError {
     pub instruction: String,
+    /// What the grammar could not read, for the user to fix.
+    pub reason: String,
 }
 
 const VERBS: &[&str] = &[
@@ -65,8 +67,9 @@ const PREPOSITIONS: &[(&str, Relation)] = &[
 ];
 
 pub fn parse_instruction(instruction: &str) -> Result<Intent, InstructionError> {
-    let err = || InstructionError {
+    let err = |reason: String| InstructionError {
         instruction: instruction.to_string(),
+        reason,
     };
     let norm: String = instruction
         .to_lowercase()
@@ -88,7 +91,12 @@ pub fn parse_instruction(instruction: &str) -> Result<Intent, InstructionError> 
                 .filter(|r| r.is_empty() || r.starts_with(' '))
         })
         .map(str::trim)
-        .ok_or_else(err)?;
+        .ok_or_else(|| {
+            err(format!(
+                "it does not start with a verb the grammar knows ({})",
+                VERBS.join(", ")
+            ))
+        })?;
     // "pick up the knife by its handle" / "put the X ..., holding the handle"
     let (rest, part) = split_part(rest);
     // The earliest preposition splits object from target; at one position the longest wins.
@@ -108,8 +116,14 @@ pub fn parse_instruction(instruction: &str) -> Result<Intent, InstructionError> 
         None => (rest, Relation::PickUp, None),
     };
     let object = strip_article(object).trim().to_string();
-    if object.is_empty() || target.as_deref().is_some_and(str::is_empty) {
-        return Err(err());
+    if object.is_empty() {
+        return Err(err("no object is named after the verb".to_owned()));
+    }
+    if target.as_deref().is_some_and(str::is_empty) {
+        return Err(err(format!(
+            "nothing is named after `{}` (where should `{object}` go?)",
+            split.map_or("", |(i, len, _)| rest[i..i + len].trim())
+        )));
     }
     Ok(Intent {
         instruction: instruction.trim().to_string(),
@@ -198,14 +212,22 @@ mod tests {
 
     #[test]
     fn rejects_what_it_cannot_read() {
-        for s in [
-            "",
-            "hello there",
-            "put",
-            "put the in the bowl",
-            "put the cup in the",
+        for (s, reason) in [
+            ("", "does not start with a verb"),
+            (
+                "hello there",
+                "does not start with a verb the grammar knows (pick up, put",
+            ),
+            ("put", "no object is named"),
+            ("put the in the bowl", "no object is named"),
+            (
+                "put the cup in the",
+                "nothing is named after `in` (where should `cup` go?)",
+            ),
         ] {
-            assert!(parse_instruction(s).is_err(), "{s:?} should be rejected");
+            let e = parse_instruction(s).expect_err(s);
+            assert!(e.reason.contains(reason), "{s:?}: {e}");
+            assert!(e.to_string().contains(&format!("`{s}`")), "{e}");
         }
     }
 }

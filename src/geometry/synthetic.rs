@@ -112,7 +112,8 @@ fn ray_box(o: &Vector3<f64>, dir: &Vector3<f64>, b: &SceneBox) -> Option<f64> {
 
 /// `base_from_camera` for a camera at `eye` looking at `target` with the OpenCV optical frame
 /// (z forward, x right, y down) and base `up` pointing up in the image. Errors when the view
-/// direction is parallel to `up` or the points coincide.
+/// direction is parallel to `up` or the points coincide, and when the vectors are too long to
+/// normalise (a norm above ~1e154 overflows to infinity and would give a zero "unit" axis).
 pub fn camera_look_at(
     eye: Point3<f64>,
     target: Point3<f64>,
@@ -120,10 +121,11 @@ pub fn camera_look_at(
 ) -> Result<Isometry3<f64>, GeometryError> {
     let forward = target - eye;
     let right = forward.cross(&up);
-    if forward.norm() < 1e-12 || right.norm() < 1e-9 * forward.norm() * up.norm().max(1e-300) {
+    let (f, r) = (forward.norm(), right.norm());
+    if !(f.is_finite() && r.is_finite()) || f < 1e-12 || r < 1e-9 * f * up.norm().max(1e-300) {
         return Err(GeometryError::InvalidOption {
             field: "camera_look_at",
-            reason: "view direction is zero or parallel to `up`".into(),
+            reason: "view direction is zero, not finite or parallel to `up`".into(),
         });
     }
     let z = forward.normalize();
@@ -134,4 +136,24 @@ pub fn camera_look_at(
         Translation3::from(eye.coords),
         UnitQuaternion::from_rotation_matrix(&r),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn look_at_refuses_points_too_far_apart_to_normalise() {
+        // Found by `fuzz_readers` through a scene file: with eye 1e308 m away the norm overflowed,
+        // the "unit" axes came out zero and the pose was not a rotation.
+        let up = Vector3::z();
+        for eye in [Point3::new(0.0, 1e308, 0.36), Point3::new(1e200, 0.0, 1.0)] {
+            assert!(
+                camera_look_at(eye, Point3::origin(), up).is_err(),
+                "{eye:?}"
+            );
+        }
+        let pose = camera_look_at(Point3::new(1e5, 0.0, 1e5), Point3::origin(), up).unwrap();
+        assert!((pose.rotation.coords.norm() - 1.0).abs() < 1e-12);
+    }
 }

@@ -92,7 +92,9 @@ impl RobotModel {
         let toml_text = read(&toml_path)?;
         let cfg = RobotConfig::from_toml_str(&toml_text, &toml_path.display().to_string())?;
         let urdf_path = dir.join(&cfg.urdf);
-        let urdf_text = read(&urdf_path)?;
+        // Named as robot.toml's field: the path comes from there (and may lead anywhere).
+        let urdf_text = read(&urdf_path)
+            .map_err(|e| field_err(&toml_path.display().to_string(), "urdf", e.to_string()))?;
         Self::from_strs(
             &toml_text,
             &toml_path.display().to_string(),
@@ -126,6 +128,15 @@ impl RobotModel {
         urdf_file: &str,
     ) -> Result<Self, KinematicsError> {
         let config = RobotConfig::from_toml_str(toml_text, toml_file)?;
+        let depth = xml_depth(urdf_text, MAX_URDF_DEPTH + 1);
+        if depth > MAX_URDF_DEPTH {
+            return Err(KinematicsError::Urdf {
+                file: urdf_file.to_string(),
+                detail: format!(
+                    "elements nested more than {MAX_URDF_DEPTH} deep (a URDF needs about 5)"
+                ),
+            });
+        }
         let urdf = urdf_rs::read_from_string(urdf_text).map_err(|e| KinematicsError::Urdf {
             file: urdf_file.to_string(),
             detail: e.to_string(),
@@ -385,7 +396,8 @@ impl RobotModel {
             UnitQuaternion::from_euler_angles(r, p, yw),
         );
         let (dp, dr) = pose_error(&want, &tip_from_flange);
-        if dp > 1e-9 || dr > 1e-9 {
+        // Written so that NaN fails too.
+        if !(dp <= 1e-9 && dr <= 1e-9) {
             let t = tip_from_flange.translation.vector;
             return Err(field_err(
                 toml_file,
@@ -427,6 +439,133 @@ fn link_shape(link: &str, origin: &urdf_rs::Pose, g: &urdf_rs::Geometry) -> Opti
         shape,
         link_from_shape: k::urdf::isometry_from(origin),
     })
+}
+
+/// Deepest element nesting accepted in a URDF. `urdf_rs` recurses once per level while parsing and
+/// a few thousand levels overflow the stack (an abort, not an error), so deeper files are refused
+/// before they reach it; real ones are about 5 deep (robot, link, visual, geometry, box).
+const MAX_URDF_DEPTH: usize = 64;
+
+/// How deep the elements of `xml` nest, counting up to `stop` (enough to refuse a file). A scan of
+/// tags only: comments, CDATA, processing instructions and declarations are skipped, quoted
+/// attribute values may hold `>`, `<x/>` opens nothing. Malformed text gets some count; the parser
+/// rejects it afterwards.
+fn xml_depth(xml: &str, stop: usize) -> usize {
+    let b = xml.as_bytes();
+    let (mut i, mut depth, mut max) = (0, 0usize, 0usize);
+    let skip_to = |from: usize, end: &str| {
+        xml[from..]
+            .find(end)
+            .map_or(b.len(), |k| from + k + end.len())
+    };
+    while i < b.len() && max < stop {
+        if b[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        let rest = &b[i..];
+        if rest.starts_with(b"<!--") {
+            i = skip_to(i + 4, "-->");
+        } else if rest.starts_with(b"<![CDATA[") {
+            i = skip_to(i + 9, "]]>");
+        } else if rest.starts_with(b"<?") {
+            i = skip_to(i + 2, "?>");
+        } else if rest.starts_with(b"<!") {
+            i = skip_to(i + 2, ">");
+        } else if rest.starts_with(b"</") {
+            depth = depth.saturating_sub(1);
+            i = skip_to(i + 2, ">");
+        } else {
+            // An opening tag: to its `>`, stepping over quoted attribute values.
+            let mut j = i + 1;
+            let mut quote = None;
+            while j < b.len() {
+                match (quote, b[j]) {
+                    (None, q @ (b'"' | b'\'')) => quote = Some(q),
+                    (Some(q), c) if c == q => quote = None,
+                    (None, b'>') => break,
+                    _ => {}
+                }
+                j += 1;
+            }
+            if !(j < b.len() && b[j - 1] == b'/') {
+                depth += 1;
+                max = max.max(depth);
+            }
+            i = j + 1;
+        }
+    }
+    max
+}
+
+/// Largest joint or geometry offset (metres) and joint limit (metres or radians) accepted in a
+/// URDF. Arms are a metre or two; the bound keeps every pose along a chain finite (offsets of
+/// 1e308 m are finite, their sums are not).
+const MAX_OFFSET_M: f64 = 1000.0;
+
+/// The numbers of any joint (arm or not), which `k` takes on trust: it panics on a limit range
+/// with `lower` above `upper` (or NaN); an infinite limit puts NaN into the finger poses (set
+/// between the limits), and a non-finite origin, axis or mimic factor into every pose below the
+/// joint.
+fn check_joint_numbers(j: &urdf_rs::Joint) -> Result<(), String> {
+    let (lower, upper) = (j.limit.lower, j.limit.upper);
+    let bounded = |v: f64| v.abs() <= MAX_OFFSET_M;
+    if !(bounded(lower) && bounded(upper)) || lower > upper {
+        return Err(format!(
+            "limit lower {lower} and upper {upper} must be within ±{MAX_OFFSET_M}, lower not above \
+             upper"
+        ));
+    }
+    check_origin(&j.origin)?;
+    let movable = matches!(
+        j.joint_type,
+        urdf_rs::JointType::Revolute
+            | urdf_rs::JointType::Continuous
+            | urdf_rs::JointType::Prismatic
+    );
+    let axis = *j.axis.xyz;
+    let axis_norm = (axis[0].powi(2) + axis[1].powi(2) + axis[2].powi(2)).sqrt();
+    if movable && !(axis_norm.is_finite() && axis_norm > 1e-9) {
+        return Err(format!("axis {axis:?} is not a direction"));
+    }
+    if let Some(m) = &j.mimic {
+        for (name, v) in [("multiplier", m.multiplier), ("offset", m.offset)] {
+            if v.is_some_and(|v| !v.is_finite()) {
+                return Err(format!("mimic {name} {v:?} must be finite"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An `<origin>`: finite, offsets within [`MAX_OFFSET_M`].
+fn check_origin(o: &urdf_rs::Pose) -> Result<(), String> {
+    let (xyz, rpy) = (*o.xyz, *o.rpy);
+    if !(xyz.iter().all(|v| v.abs() <= MAX_OFFSET_M) && rpy.iter().all(|v| v.is_finite())) {
+        return Err(format!(
+            "origin xyz {xyz:?} rpy {rpy:?} must be finite, offsets within ±{MAX_OFFSET_M} m"
+        ));
+    }
+    Ok(())
+}
+
+/// Link geometry, which the collision model and the viewer use: placed by a valid origin, sizes
+/// finite and in [0, [`MAX_OFFSET_M`]] (a NaN radius would make every distance check pass).
+fn check_geometry(origin: &urdf_rs::Pose, g: &urdf_rs::Geometry) -> Result<(), String> {
+    check_origin(origin)?;
+    let sizes: Vec<f64> = match g {
+        urdf_rs::Geometry::Box { size } => size.to_vec(),
+        urdf_rs::Geometry::Cylinder { radius, length }
+        | urdf_rs::Geometry::Capsule { radius, length } => vec![*radius, *length],
+        urdf_rs::Geometry::Sphere { radius } => vec![*radius],
+        urdf_rs::Geometry::Mesh { .. } => Vec::new(),
+    };
+    if !sizes.iter().all(|v| (0.0..=MAX_OFFSET_M).contains(v)) {
+        return Err(format!(
+            "geometry sizes {sizes:?} must be in [0, {MAX_OFFSET_M}] m"
+        ));
+    }
+    Ok(())
 }
 
 fn builtin_names() -> String {
@@ -501,6 +640,24 @@ fn check_urdf(
             }
         }
     }
+    for j in &urdf.joints {
+        check_joint_numbers(j).map_err(|detail| uerr(format!("joint `{}`: {detail}", j.name)))?;
+    }
+    for l in &urdf.links {
+        for (role, origin, geometry) in l
+            .visual
+            .iter()
+            .map(|v| ("visual", &v.origin, &v.geometry))
+            .chain(
+                l.collision
+                    .iter()
+                    .map(|c| ("collision", &c.origin, &c.geometry)),
+            )
+        {
+            check_geometry(origin, geometry)
+                .map_err(|detail| uerr(format!("link `{}` {role}: {detail}", l.name)))?;
+        }
+    }
     let roots: Vec<&str> = urdf
         .links
         .iter()
@@ -511,6 +668,24 @@ fn check_urdf(
         return Err(uerr(format!(
             "expected one root link, found {roots:?} (a missing joint leaves a link unattached)"
         )));
+    }
+    // One root and one parent per link still allows a loop of joints that never reaches the root
+    // (a joint whose parent is its own child, or a descendant of it): walking up from a link in
+    // it never ends. Every link must reach the root in fewer steps than there are joints.
+    for l in &urdf.links {
+        let mut link = l.name.as_str();
+        let mut steps = 0;
+        while let Some(j) = parent_joint_of.get(link) {
+            steps += 1;
+            if steps > urdf.joints.len() {
+                return Err(uerr(format!(
+                    "link `{}` is not connected to the root link `{}`: the joints above it form \
+                     a loop through joint `{}`",
+                    l.name, roots[0], j.name
+                )));
+            }
+            link = j.parent.link.as_str();
+        }
     }
     if roots[0] != cfg.base_link {
         return Err(field_err(
@@ -543,7 +718,7 @@ fn check_urdf(
             ));
         }
     }
-    // Walk tip → base collecting movable joints (no cycles: every link has one parent, one root).
+    // Walk tip → base collecting movable joints (no loops: checked above).
     let mut chain = Vec::new();
     let mut link = cfg.tip_link.as_str();
     while let Some(j) = parent_joint_of.get(link) {
@@ -588,11 +763,6 @@ fn check_urdf(
             return Err(jerr(format!(
                 "limit lower {lower} must be below upper {upper}"
             )));
-        }
-        let axis = *j.axis.xyz;
-        let axis_norm = (axis[0].powi(2) + axis[1].powi(2) + axis[2].powi(2)).sqrt();
-        if !(axis_norm.is_finite() && axis_norm > 1e-9) {
-            return Err(jerr(format!("axis {axis:?} is not a direction")));
         }
         let velocity = j.limit.velocity;
         if !(velocity.is_finite() && velocity > 0.0) {

@@ -113,8 +113,6 @@ pub trait MotionPlanner {
 pub struct DirectPlanner<'a> {
     model: &'a RobotModel,
     ik: IkSolver,
-    /// Fraction of the configured speed limits to use (1 = the robot.toml limits).
-    pub speed_scale: f64,
     /// Cartesian sample spacing for straight lines (m).
     pub step: f64,
 }
@@ -124,18 +122,16 @@ impl<'a> DirectPlanner<'a> {
         DirectPlanner {
             model,
             ik: IkSolver::new(model, IkOptions::default()),
-            speed_scale: 1.0,
             step: 0.005,
         }
     }
 
+    /// Timed at the robot.toml limits; a slower run is the gate's `speed_scale` (one knob, applied
+    /// to every motion after planning, so what runs is what was checked).
     fn timed(&self, path: JointPath) -> Result<Trajectory, MotionError> {
         let l = &self.model.config.limits;
-        let s = self.speed_scale.clamp(0.01, 1.0);
-        let v: Vec<f64> = l.joint_velocity.iter().map(|x| x * s).collect();
-        let a: Vec<f64> = l.joint_acceleration.iter().map(|x| x * s).collect();
-        let t = Trajectory::time_parameterize(path, &v, &a)?;
-        Ok(limit_tool_speed(t, self.model, l.cartesian_speed * s)?)
+        let t = Trajectory::time_parameterize(path, &l.joint_velocity, &l.joint_acceleration)?;
+        Ok(limit_tool_speed(t, self.model, l.cartesian_speed)?)
     }
 }
 

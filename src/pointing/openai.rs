@@ -437,14 +437,29 @@ impl OpenAiPointer {
             .map_err(OpenAiError::from)?;
         let body = self.request_body(image, ability, instruction)?;
         let text = self.post_with_retries(&body.to_string())?;
-        let raw = completion_text(&text).map_err(|reason| OpenAiError::BadResponse {
-            url: self.url.clone(),
-            reason,
-            body: text.clone(),
-        })?;
-        tracing::debug!(%ability, raw = %raw, "model reply");
-        Pointing::parse(&raw, ability, map)
+        parse_reply(&self.url, text, ability, map)
     }
+}
+
+/// What [`OpenAiPointer::ask`] makes of a 2xx reply `body` from `url`: the chat completion's text,
+/// parsed as the answer for `ability` on an image the model saw through `map`.
+///
+/// Public (and hidden from the docs) only so the reader fuzz test (`tests/fuzz_readers.rs`) can
+/// feed it replies without a server; callers use [`OpenAiPointer::ask`].
+#[doc(hidden)]
+pub fn parse_reply(
+    url: &str,
+    body: String,
+    ability: Ability,
+    map: ModelImageMap,
+) -> Result<Pointing, PointerError> {
+    let raw = completion_text(&body).map_err(|reason| OpenAiError::BadResponse {
+        url: url.to_owned(),
+        reason,
+        body,
+    })?;
+    tracing::debug!(%ability, raw = %raw, "model reply");
+    Pointing::parse(&raw, ability, map)
 }
 
 /// Lossless so the server sees the camera's exact pixels; fast compression because the image is

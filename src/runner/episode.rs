@@ -175,6 +175,7 @@ pub async fn run_episode_with<C: Camera, P: Pointer>(
         &episode.instruction,
         options.branch,
         safety,
+        &mut |_| true,
         &mut count,
     )
     .await;

@@ -18,7 +18,9 @@ pub mod eval;
 pub mod pointer;
 pub mod task;
 
-pub use episode::{run_episode, run_episode_with, EpisodeError, EpisodeOptions, EpisodeResult};
+pub use episode::{
+    oracle_truth, run_episode, run_episode_with, EpisodeError, EpisodeOptions, EpisodeResult,
+};
 pub use eval::{run_suite, run_suite_observed, EvalReport, SuiteEvent};
 pub use pointer::EpisodePointer;
 pub use task::{run_task, RunError, RunOutcome};

@@ -28,6 +28,9 @@ pub enum RunError {
     Robot(#[from] RobotError),
     #[error("grasp failed: the fingers closed to {width:.4} m, nothing is held")]
     GraspMissed { width: f64 },
+    /// The checked plan was shown and not approved: nothing moved.
+    #[error("the plan was not approved: nothing moved")]
+    Declined,
 }
 
 /// A plan whose every step passed the gate.
@@ -41,7 +44,10 @@ pub struct RunOutcome {
     pub executed: bool,
 }
 
-/// Runs `instruction` with `branch`. `safety.dry_run` plans and checks without moving.
+/// Runs `instruction` with `branch`. `safety.dry_run` plans and checks without moving. `approve`
+/// sees the whole checked plan before the first motion (a physical arm asks its user; the
+/// simulator approves); `false` ends the run with [`RunError::Declined`], nothing moved.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
     robot: &mut R,
     camera: &mut C,
@@ -49,6 +55,7 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
     instruction: &str,
     branch: Branch,
     safety: SafetyConfig,
+    approve: &mut (dyn FnMut(&Plan) -> bool + Send),
     on_event: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<RunOutcome, RunError> {
     on_event(Event::Instruction(instruction));
@@ -80,6 +87,9 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
             plan,
             executed: false,
         });
+    }
+    if !approve(&plan) {
+        return Err(RunError::Declined);
     }
     for (index, (step, c)) in plan.steps.iter().zip(&checked).enumerate() {
         on_event(Event::Step {

@@ -23,6 +23,10 @@ pub struct SafetyConfig {
     pub max_start_deviation: f64,
     /// Plan and check everything, move nothing.
     pub dry_run: bool,
+    /// Fraction (0, 1] of the planned speed the robot moves at: every trajectory is slowed by
+    /// `1 / speed_scale` before it is checked, so what runs is what was checked. Physical arms start
+    /// well below their limits; the simulator runs at 1.
+    pub speed_scale: f64,
 }
 
 impl Default for SafetyConfig {
@@ -32,12 +36,15 @@ impl Default for SafetyConfig {
             table_clearance: 0.003,
             max_start_deviation: 0.02,
             dry_run: false,
+            speed_scale: 1.0,
         }
     }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SafetyError {
+    #[error("speed scale {scale} is outside (0, 1]")]
+    SpeedScale { scale: f64 },
     #[error("trajectory starts {deviation:.4} rad from the robot's joints (allowed {allowed})")]
     StartMismatch { deviation: f64, allowed: f64 },
     #[error("at t = {t:.3} s: {detail}")]
@@ -139,6 +146,11 @@ impl<'a> SafetyGate<'a> {
     ) -> Result<CheckedTrajectory, SafetyError> {
         let cfg = &self.model.config;
         let dt = 1.0 / cfg.servo_rate_hz;
+        let scale = self.config.speed_scale;
+        if !(scale.is_finite() && scale > 0.0 && scale <= 1.0) {
+            return Err(SafetyError::SpeedScale { scale });
+        }
+        let traj = traj.slowed(1.0 / scale);
         let deviation = traj
             .start()
             .iter()

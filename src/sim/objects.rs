@@ -215,12 +215,21 @@ fn z_to_x() -> UnitQuaternion<f64> {
     UnitQuaternion::from_euler_angles(0.0, PI / 2.0, 0.0)
 }
 
+/// Smallest accepted object dimension, metres. The thinnest default part is 4 mm (a knife blade);
+/// below this, derived parts (a rim segment's chord, half a size) round to zero.
+const MIN_SIZE_M: f64 = 0.001;
+
+/// Largest accepted object dimension or offset, metres. Tabletop objects are well under a metre;
+/// the bound keeps every derived size and position finite (1e308 m is finite, twice it is not).
+const MAX_SIZE_M: f64 = 10.0;
+
+/// A size parameter: in [[`MIN_SIZE_M`], [`MAX_SIZE_M`]] metres.
 fn positive(name: &str, v: f64) -> Result<(), String> {
-    if v.is_finite() && v > 0.0 {
+    if (MIN_SIZE_M..=MAX_SIZE_M).contains(&v) {
         Ok(())
     } else {
         Err(format!(
-            "`{name}` must be a positive number of metres, got {v}"
+            "`{name}` must be a size from {MIN_SIZE_M} to {MAX_SIZE_M} metres, got {v}"
         ))
     }
 }
@@ -389,7 +398,8 @@ impl ObjectKind {
             } => {
                 positive("radius", radius)?;
                 positive("stem_length", stem_length)?;
-                if length.is_nan() || length <= 2.0 * radius {
+                positive("length", length)?;
+                if length <= 2.0 * radius {
                     return Err(format!(
                         "`length` ({length}) must exceed the diameter ({})",
                         2.0 * radius
@@ -703,8 +713,10 @@ fn compound_primitive(p: &PrimitiveSpec) -> Result<BuiltPrimitive, String> {
             ))
         }
     };
-    if !p.xyz.iter().chain(p.rpy.iter()).all(|v| v.is_finite()) {
-        return Err("`xyz` and `rpy` must be finite".into());
+    if !(p.xyz.iter().all(|v| v.abs() <= MAX_SIZE_M) && p.rpy.iter().all(|v| v.is_finite())) {
+        return Err(format!(
+            "`xyz` must be within ±{MAX_SIZE_M} m and `rpy` finite"
+        ));
     }
     let [x, y, z] = p.xyz;
     let [r, pi, yw] = p.rpy;
@@ -738,5 +750,49 @@ pub(crate) fn support_extent(shape: &Shape, rot: &UnitQuaternion<f64>, dir: &Vec
             radius,
             half_height,
         } => half_height * d.z.abs() + radius,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_out_of_range_are_refused() {
+        // Found by `fuzz_readers`: 1e308 m is finite but twice it is not (a mug 1e308 tall had an
+        // infinite handle position), and 5e-324 m halves to a zero-sized box.
+        let block = |s: f64| {
+            ObjectKind::Block {
+                size: [0.05, 0.05, s],
+            }
+            .build()
+        };
+        assert!(block(0.05).is_ok());
+        for s in [1e308, 11.0, 5e-324, 0.0005, f64::NAN] {
+            let e = block(s)
+                .err()
+                .unwrap_or_else(|| panic!("size {s} accepted"));
+            assert!(e.contains("size[2]"), "{e}");
+        }
+        let vegetable = ObjectKind::Vegetable {
+            radius: 0.02,
+            length: f64::INFINITY,
+            stem_length: 0.02,
+        };
+        assert!(vegetable.build().is_err());
+        let far = ObjectKind::Compound {
+            primitives: vec![PrimitiveSpec {
+                shape: "sphere".into(),
+                size: None,
+                radius: Some(0.02),
+                height: None,
+                length: None,
+                xyz: [0.0, 0.0, 1e308],
+                rpy: [0.0; 3],
+                part: None,
+                color: None,
+            }],
+        };
+        assert!(far.build().is_err());
     }
 }

@@ -313,13 +313,23 @@ impl SafetensorsReader {
                     ))
                 })?;
                 let [a, b] = info.data_offsets;
-                let want = info.shape.iter().product::<usize>() * dtype.size_in_bytes();
-                if b < a || (b - a) as usize != want || data_start + b > size {
+                // Checked arithmetic: a shape whose byte count wraps (2^63 + 16 elements of BF16
+                // "is" 32 bytes) or an offset near u64::MAX must be refused, not wrapped into range.
+                let want = info
+                    .shape
+                    .iter()
+                    .try_fold(dtype.size_in_bytes(), |n, &d| n.checked_mul(d));
+                let fits = want.is_some_and(|w| {
+                    b >= a
+                        && u64::try_from(w) == Ok(b - a)
+                        && data_start.checked_add(b).is_some_and(|end| end <= size)
+                });
+                let Some(want) = want.filter(|_| fits) else {
                     return Err(fmt(format!(
                         "tensor `{name}` ({:?} {}) has data offsets [{a}, {b}] that do not match its size or the file",
                         info.shape, info.dtype
                     )));
-                }
+                };
                 let entry = Entry {
                     stored: name.clone(),
                     file: i,

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests (each test file that needs them says `mod common;`).
 #![allow(dead_code)] // Every test binary compiles this module and uses only part of it.
 
+pub mod emulator;
+pub mod fuzz;
 pub mod handeye;
 
 use std::future::Future;

@@ -1903,7 +1903,7 @@ impl RtuReply {
         match function {
             modbus_fn::READ_HOLDING => {
                 let bytes = c.u8()? as usize;
-                if bytes % 2 != 0 || c.remaining() != bytes {
+                if !bytes.is_multiple_of(2) || c.remaining() != bytes {
                     return Err(ProtoError::BadLength {
                         what: "read-holding reply",
                         got: pdu.len(),

@@ -355,7 +355,7 @@ impl Controller {
     /// and steps the arm. Times before the last one are ignored.
     pub fn advance(&mut self, now: f64) {
         let dt = now - self.time;
-        if !(dt > 0.0) {
+        if dt.is_nan() || dt <= 0.0 {
             return;
         }
         self.time = now;

@@ -116,16 +116,10 @@ impl Gripper {
             gripper_reg::ENABLE => self.enabled = value != 0,
             gripper_reg::MODE => self.mode = value,
             gripper_reg::SPEED => self.speed_rpm = value,
-            gripper_reg::CLEAR_ERROR => {
-                if value != 0 {
-                    self.error = 0;
-                }
-            }
-            gripper_reg::SET_ZERO => {
-                if value != 0 {
-                    self.position = 0.0;
-                    self.target_regs = [0, 0];
-                }
+            gripper_reg::CLEAR_ERROR if value != 0 => self.error = 0,
+            gripper_reg::SET_ZERO if value != 0 => {
+                self.position = 0.0;
+                self.target_regs = [0, 0];
             }
             a if a == gripper_reg::TARGET_POSITION => {
                 self.target_regs[0] = value;

@@ -459,7 +459,7 @@ fn sample_rich(tail: bool) -> RichReport {
         max_rot_acc: 2.0,
         servo_codes: [[0, 0]; 7],
         tgpio_codes: [0, 0],
-        tail: tail.then(|| RichTail {
+        tail: tail.then_some(RichTail {
             temperatures: [30, 31, 32, 33, -1, 35, 0],
             target_tcp_speed: 12.5,
             target_joint_speeds: [0.5; 7],
