@@ -4,4 +4,5 @@
 pub mod cloud;
 pub mod ik;
 pub mod render;
+pub mod servo;
 pub mod vlm;

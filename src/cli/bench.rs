@@ -16,6 +16,9 @@ pub enum BenchCommand {
     Render(RenderBenchCli),
     /// Qwen2.5-VL-3B on candle vs PyTorch transformers, full size, same random weights.
     Vlm(VlmBenchCli),
+    /// A checked trajectory streamed through XarmRobot to the xArm emulator (servo mode): achieved
+    /// rate and period jitter, vs the same servo loop with a sink that does nothing.
+    Servo(ServoBenchCli),
     /// One configuration of `bench vlm`, run by it in a child process (internal).
     #[command(name = "vlm-worker", hide = true)]
     VlmWorker(VlmWorkerCli),
@@ -52,6 +55,32 @@ pub struct RenderBenchCli {
     /// Frames timed for our renderer (the brute-force peer times a fifth of them).
     #[arg(long, default_value_t = 30)]
     frames: usize,
+}
+
+#[derive(Args)]
+pub struct ServoBenchCli {
+    /// Built-in robot name (xarm6) or a folder holding robot.toml, URDF and driver.toml.
+    #[arg(long, default_value = "xarm6")]
+    robot: String,
+    /// Setpoints per second (the controller takes up to 250).
+    #[arg(long, default_value_t = 250.0)]
+    rate_hz: f64,
+    /// Length of the streamed trajectory (s), at least the ~1.8 s it takes at the joint limits.
+    #[arg(long, default_value_t = 4.0)]
+    seconds: f64,
+    /// Command port of a running `pointact emulate xarm` (or controller) to stream to; without
+    /// it an emulator is started in this process.
+    #[arg(long)]
+    port: Option<u16>,
+    /// Its address.
+    #[arg(long, default_value = "127.0.0.1")]
+    address: String,
+    /// Its rich report port.
+    #[arg(long, default_value_t = 30002)]
+    report_port: u16,
+    /// Its real-time report port.
+    #[arg(long, default_value_t = 30000)]
+    rt_port: u16,
 }
 
 #[derive(Args)]
@@ -126,6 +155,18 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Vlm(a) => bench_vlm(a),
+        BenchCommand::Servo(a) => {
+            use pointact::bench::servo;
+            let args = servo::ServoBenchArgs {
+                robot: a.robot,
+                rate_hz: a.rate_hz,
+                seconds: a.seconds,
+                target: a.port.map(|p| (a.address, p, a.report_port, a.rt_port)),
+            };
+            let report = super::runtime()?.block_on(servo::run(&args))?;
+            println!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::VlmWorker(a) => {
             let m = pointact::bench::vlm::worker::run(&a.request, a.quant)?;
             println!("{}", serde_json::to_string(&m)?);

@@ -744,7 +744,10 @@ impl XarmClient {
         wait: bool,
         estimate_s: f64,
     ) -> Result<(), RobotError> {
-        self.check_links()?;
+        // A move queued earlier without wait may still be running.
+        if let Err(e) = self.check_links() {
+            return Err(self.stop_then(e).await);
+        }
         let status = match self.request(cmd).await {
             Ok((status, _)) => status,
             Err(e) => return Err(self.stop_then(e).await),
