@@ -5,7 +5,7 @@
 //! motion, a silent report stream and malformed frames, each a typed error with the arm stopped.
 //!
 //! Every socket is on 127.0.0.1 with an ephemeral port. The emulator runs on its own thread and
-//! runtime so its 250 Hz clock does not compete with the client's tasks. Every test body runs
+//! runtime (`EmulatorThread`) so its 250 Hz clock does not compete with the client's tasks. Every test body runs
 //! under `guard` so a hang fails the test instead of stalling the suite.
 
 use std::future::Future;
@@ -16,7 +16,7 @@ use std::time::Duration;
 use pointact::kinematics::RobotModel;
 use pointact::nalgebra::{Isometry3, Translation3, Vector3};
 use pointact::planning::{limit_tool_speed, JointPath, Trajectory};
-use pointact::robot::xarm::emulator::{Controller, Emulator, EmulatorOptions, KinematicArm};
+use pointact::robot::xarm::emulator::{Controller, EmulatorOptions, EmulatorThread, KinematicArm};
 use pointact::robot::xarm::proto::{
     reg, set_state, Feedback, FrameReader, Mode, Reply, Request, Response, RobotState, RtReport,
     Status,
@@ -51,57 +51,31 @@ fn guard<F: Future<Output = ()>>(f: F) {
         });
 }
 
-/// An emulator on its own thread; shut down when dropped.
+/// The emulator on its own thread (`EmulatorThread`), with the arm starting at `q`.
 struct Emu {
     command: u16,
     report: u16,
     rt: u16,
     controller: Arc<Mutex<Controller>>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _thread: EmulatorThread,
 }
 
 impl Emu {
     fn start(q: Vec<f64>) -> Emu {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let options = EmulatorOptions {
-                    command_port: 0,
-                    report_port: 0,
-                    rt_port: 0,
-                    ..EmulatorOptions::default()
-                };
-                let emu = Emulator::bind(options, Box::new(KinematicArm::new(model(), q)))
-                    .await
-                    .unwrap();
-                tx.send((
-                    emu.command_addr().port(),
-                    emu.report_addr().port(),
-                    emu.rt_addr().port(),
-                    emu.controller(),
-                ))
-                .unwrap();
-                emu.run(async {
-                    let _ = stop_rx.await;
-                })
-                .await
-                .unwrap();
-            });
-        });
-        let (command, report, rt, controller) = rx.recv().unwrap();
+        let options = EmulatorOptions {
+            command_port: 0,
+            report_port: 0,
+            rt_port: 0,
+            ..EmulatorOptions::default()
+        };
+        let t = EmulatorThread::start(options, Box::new(KinematicArm::new(model(), q))).unwrap();
+        let [command, report, rt] = t.ports;
         Emu {
             command,
             report,
             rt,
-            controller,
-            shutdown: Some(stop_tx),
-            thread: Some(thread),
+            controller: t.controller.clone(),
+            _thread: t,
         }
     }
 
@@ -116,17 +90,6 @@ impl Emu {
 
     fn joints(&self) -> Vec<f64> {
         self.controller.lock().unwrap().joints().to_vec()
-    }
-}
-
-impl Drop for Emu {
-    fn drop(&mut self) {
-        if let Some(s) = self.shutdown.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -14,7 +14,7 @@ use crate::kinematics::{KinematicsError, RobotModel};
 use crate::planning::{JointPath, Trajectory, TrajectoryError};
 use crate::robot::servo::{self, ServoSink, ServoStats, ServoTiming};
 use crate::robot::settings::{self, SettingsError, XarmSettings};
-use crate::robot::xarm::emulator::{Emulator, EmulatorError, EmulatorOptions, KinematicArm};
+use crate::robot::xarm::emulator::{EmulatorError, EmulatorOptions, EmulatorThread, KinematicArm};
 use crate::robot::xarm::XarmRobot;
 use crate::robot::{Robot, RobotError};
 use crate::safety::{CheckedTrajectory, SafetyConfig, SafetyError, SafetyGate};
@@ -166,7 +166,15 @@ pub async fn run(args: &ServoBenchArgs) -> Result<ServoBenchReport, ServoBenchEr
             (None, format!("{address}:{command}"))
         }
         None => {
-            let emu = EmulatorThread::start(model.clone())?;
+            let home = model.home().to_vec();
+            let options = EmulatorOptions {
+                command_port: 0,
+                report_port: 0,
+                rt_port: 0,
+                ..EmulatorOptions::default()
+            };
+            let emu =
+                EmulatorThread::start(options, Box::new(KinematicArm::new(model.clone(), home)))?;
             settings.network.address = "127.0.0.1".into();
             settings.network.command_port = emu.ports[0];
             settings.network.state_report_port = emu.ports[1];
@@ -203,79 +211,6 @@ pub async fn run(args: &ServoBenchArgs) -> Result<ServoBenchReport, ServoBenchEr
             stats: peer,
         },
     })
-}
-
-/// The emulator on its own thread and runtime, stopped when dropped.
-struct EmulatorThread {
-    ports: [u16; 3],
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl EmulatorThread {
-    fn start(model: Arc<RobotModel>) -> Result<EmulatorThread, ServoBenchError> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = tx.send(Err(EmulatorError::Io(e)));
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                let options = EmulatorOptions {
-                    command_port: 0,
-                    report_port: 0,
-                    rt_port: 0,
-                    ..EmulatorOptions::default()
-                };
-                let home = model.home().to_vec();
-                let arm = Box::new(KinematicArm::new(model, home));
-                let emu = match Emulator::bind(options, arm).await {
-                    Ok(e) => e,
-                    Err(e) => {
-                        let _ = tx.send(Err(e));
-                        return;
-                    }
-                };
-                let ports = [
-                    emu.command_addr().port(),
-                    emu.report_addr().port(),
-                    emu.rt_addr().port(),
-                ];
-                let _ = tx.send(Ok(ports));
-                let _ = emu
-                    .run(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
-        });
-        let ports = rx.recv().map_err(|_| {
-            EmulatorError::Io(std::io::Error::other("the emulator thread ended at start"))
-        })??;
-        Ok(EmulatorThread {
-            ports,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for EmulatorThread {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 fn ms(v: Option<f64>) -> String {

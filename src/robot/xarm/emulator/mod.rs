@@ -13,10 +13,12 @@
 
 mod arm;
 mod controller;
+mod thread;
 mod tool;
 
 pub use arm::{ArmReading, EmulatedArm, KinematicArm};
 pub use controller::{ConnId, Controller, ControllerConfig, MAX_QUEUE};
+pub use thread::EmulatorThread;
 pub use tool::{GRIPPER_BAUD_INDEX, GRIPPER_OPEN_PULSES};
 
 use std::collections::HashMap;
