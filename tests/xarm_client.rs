@@ -18,8 +18,8 @@ use pointact::nalgebra::{Isometry3, Translation3, Vector3};
 use pointact::planning::{limit_tool_speed, JointPath, Trajectory};
 use pointact::robot::xarm::emulator::{Controller, EmulatorOptions, EmulatorThread, KinematicArm};
 use pointact::robot::xarm::proto::{
-    reg, set_state, Feedback, FrameReader, Mode, Reply, Request, Response, RobotState, RtReport,
-    Status,
+    reg, set_state, tool_reg, Command, Feedback, FrameReader, Mode, Reply, Request, Response,
+    RobotState, RtReport, Status,
 };
 use pointact::robot::xarm::{XarmClient, XarmRobot};
 use pointact::robot::{settings, Robot, RobotError, XarmSettings};
@@ -306,6 +306,34 @@ fn absolute_and_relative_cartesian_moves_end_where_asked() {
 }
 
 #[test]
+fn servo_cartesian_targets_are_followed_in_servo_mode() {
+    let emu = Emu::start(home());
+    guard(async {
+        let m = model();
+        let mut robot = XarmRobot::connect(m.clone(), &emu.settings())
+            .await
+            .unwrap();
+        let c = robot.client();
+        let start = c.tcp_pose().await.unwrap();
+        c.set_mode(Mode::Servo).await.unwrap();
+        c.start().await.unwrap();
+        // 30 targets about 1 mm apart, one per 10 ms: about 0.1 m/s down and sideways.
+        let mut target = start;
+        for i in 1..=30 {
+            let step = Vector3::new(0.0, 0.0005, -0.001) * f64::from(i);
+            target = Isometry3::from_parts(Translation3::from(step), Default::default()) * start;
+            c.servo_cartesian(&target).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let pose = c.tcp_pose().await.unwrap();
+        assert_pose_near(&pose, &target, 5e-4, 2e-3);
+        assert_eq!(emu.state().1, Mode::Servo as u8);
+        assert_eq!(c.error_warn().await.unwrap(), (None, None));
+    });
+}
+
+#[test]
 fn an_unreachable_target_is_a_typed_error_with_a_stop_and_clean_error_recovers() {
     let emu = Emu::start(home());
     guard(async {
@@ -352,8 +380,34 @@ fn gripper_enable_move_with_wait_and_read_back() {
         let mut robot = XarmRobot::connect(m.clone(), &emu.settings())
             .await
             .unwrap();
+        // Someone re-bauded the tool bus (index 5 = 115200): the gripper no longer answers until
+        // the client sets it back, as the SDK's baud check does.
+        let c = robot.client();
+        for (addr, value) in [
+            (tool_reg::SET_BAUD_INDEX, 5.0),
+            (tool_reg::SOFT_REBOOT, 1.0),
+        ] {
+            c.request(Command::TgpioWrite16 {
+                host: 9,
+                addr,
+                value,
+                extra: vec![],
+            })
+            .await
+            .unwrap();
+        }
         let open = m.config.gripper.open_width;
         assert!((robot.gripper_width().await.unwrap() - open).abs() < 1e-9);
+        let baud = robot
+            .client()
+            .request(Command::TgpioRead16 {
+                host: 9,
+                addr: tool_reg::BAUD_INDEX,
+            })
+            .await
+            .unwrap()
+            .1;
+        assert_eq!(baud, Reply::Register(11), "back at 2 Mbps");
 
         robot
             .set_gripper(gate.check_gripper(0.03).unwrap())
