@@ -32,7 +32,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Point(a) => cli::point::run(a),
         Command::Eval { which } => cli::eval::run(which),
         Command::Serve => not_built("`serve` (SimplerEnv bridge)"),
-        Command::Emulate => not_built("`emulate` (xArm / Dynamixel emulators)"),
+        Command::Emulate { which } => cli::emulate::run(which),
         Command::Calibrate { which } => cli::calibrate::run(which),
         Command::Capture(a) => cli::capture::run(a),
         Command::Train => not_built("`train` (GRPO trainer)"),

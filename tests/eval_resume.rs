@@ -139,7 +139,10 @@ fn a_viewer_that_dies_mid_eval_loses_no_result() {
     );
     assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
     assert!(err.contains("rerun logging failed"), "{err}");
-    assert!(out.lines().any(|l| l.starts_with("all ")), "no table: {out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("all ")),
+        "no table: {out}"
+    );
     let report = episodes(&json).expect("the JSON was written");
     assert_eq!(report["episodes"].as_array().map(Vec::len), Some(4));
 }

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod calibrate;
 pub mod capture;
+pub mod emulate;
 pub mod eval;
 pub mod point;
 pub mod print;
@@ -40,7 +41,10 @@ pub enum Command {
     /// Serve the policy to external evaluators (SimplerEnv bridge).
     Serve,
     /// Emulate robot controllers (xArm controller, Dynamixel bus) for tests and demos.
-    Emulate,
+    Emulate {
+        #[command(subcommand)]
+        which: emulate::EmulateCommand,
+    },
     /// Calibrate the camera (hand-eye).
     Calibrate {
         #[command(subcommand)]
