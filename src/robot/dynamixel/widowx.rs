@@ -142,9 +142,9 @@ pub struct WidowX<P = SerialStream> {
     profile: ProfileKind,
     /// Every servo on the bus in `settings.servo_ids()` order: joints, their shadows, gripper.
     ids: Vec<u8>,
-    /// The last Present Position read from every servo (`ids` order): where a stop puts the goals
-    /// when the bus no longer answers reads.
-    last_ticks: Vec<i32>,
+    /// The last goal sent to each arm primary (joint order): where a stop leaves the goals when
+    /// the bus no longer answers reads (finishing the step under way, never reversing it).
+    last_goals: Vec<i32>,
     clock: Instant,
     states: Vec<JointState>,
 }
@@ -181,7 +181,7 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
             settings: settings.clone(),
             model,
             profile: ProfileKind::Velocity,
-            last_ticks: vec![0; ids.len()],
+            last_goals: Vec::new(),
             ids,
             clock: Instant::now(),
             states: Vec::new(),
@@ -331,27 +331,16 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
             self.bus.write(g.id, table::OPERATING_MODE, &[want]).await?;
         }
 
-        // Hold where the arm is: goal = present position, with a conservative profile (the
-        // joint limits of robot.toml), then torque on. A shadow takes both from its primary.
+        // Hold where the arm is: goal = present position, with the hold profile, then torque
+        // on. A shadow takes both from its primary.
         let ticks = self.read_servos().await?;
-        let limits = self.model.config.limits.clone();
-        let mut entries = Vec::new();
-        for (j, joint) in self.settings.joints.iter().enumerate() {
-            let (acc, vel) = match self.profile {
-                ProfileKind::Velocity => profile_registers(
-                    ProfileKind::Velocity,
-                    limits.joint_velocity[j] / PROFILE_HEADROOM,
-                    1.0,
-                    limits.joint_acceleration[j],
-                ),
-                // A whole second to any goal: nothing is streamed yet, so nothing waits on it.
-                ProfileKind::Time => (250, 1000),
-            };
-            entries.push((
-                joint.id,
-                registers(acc, vel, self.tick_of(&ticks, joint.id)),
-            ));
-        }
+        let goals: Vec<i32> = self
+            .settings
+            .joints
+            .iter()
+            .map(|j| self.tick_of(&ticks, j.id))
+            .collect();
+        let entries = self.hold_entries(&goals);
         self.bus
             .sync_write(table::PROFILE_ACCELERATION.address, 12, &entries)
             .await?;
@@ -405,7 +394,6 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
         let statuses = self.bus.sync_read(table::PRESENT_POSITION, &ids).await?;
         self.check_alerts(&statuses).await?;
         let ticks: Vec<i32> = statuses.iter().map(|s| bus::signed(&s.data)).collect();
-        self.last_ticks = ticks.clone();
         Ok(ticks)
     }
 
@@ -489,6 +477,10 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
             self.bus
                 .sync_write(table::PROFILE_ACCELERATION.address, 12, &entries)
                 .await?;
+            self.last_goals = entries
+                .iter()
+                .map(|(_, d)| i32::from_le_bytes([d[8], d[9], d[10], d[11]]))
+                .collect();
             tokio::time::sleep_until(start + Duration::from_secs_f64(*t)).await;
             let ticks = self.read_servos().await?;
             self.record(&ticks);
@@ -540,29 +532,66 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
         }
     }
 
-    /// Goal = present position on every arm primary (and the gripper in position mode). When the
-    /// bus no longer answers reads, the last positions read are used: a stop that still reaches
-    /// the servos is better than none.
+    /// Goal = present position on every arm primary (and the gripper in position mode), with the
+    /// hold profile. When the bus no longer answers reads, the last goals are sent again with that
+    /// profile: a stop that still reaches the servos is better than none.
     async fn hold(&mut self) -> Result<(), DynamixelError> {
         let read = self.read_servos_unchecked().await;
-        let ticks = match &read {
-            Ok(t) => t.clone(),
-            Err(_) => self.last_ticks.clone(),
+        let goals: Vec<i32> = match &read {
+            Ok(ticks) => self
+                .settings
+                .joints
+                .iter()
+                .map(|j| self.tick_of(ticks, j.id))
+                .collect(),
+            Err(_) => self.last_goals.clone(),
         };
-        let mut entries: Vec<(u8, Vec<u8>)> = self
+        let entries = self.hold_entries(&goals);
+        self.bus
+            .sync_write(table::PROFILE_ACCELERATION.address, 12, &entries)
+            .await?;
+        if self.settings.gripper.mode == DynamixelGripperMode::Position {
+            if let Ok(ticks) = &read {
+                let g = self.settings.gripper.id;
+                let goal = self.tick_of(ticks, g);
+                self.bus
+                    .sync_write(
+                        table::GOAL_POSITION.address,
+                        4,
+                        &[(g, goal.to_le_bytes().to_vec())],
+                    )
+                    .await?;
+            }
+        }
+        read.map(|_| ())
+    }
+
+    /// Goal `goals[j]` for each arm primary with the hold profile: robot.toml's joint velocity and
+    /// acceleration limits, so a stop (or the first goal at connect) is neither a jump nor the
+    /// crawl a slow streamed step's profile would leave behind. Records the goals.
+    fn hold_entries(&mut self, goals: &[i32]) -> Vec<(u8, Vec<u8>)> {
+        let limits = &self.model.config.limits;
+        let entries = self
             .settings
             .joints
             .iter()
-            .map(|j| (j.id, self.tick_of(&ticks, j.id).to_le_bytes().to_vec()))
+            .enumerate()
+            .map(|(j, joint)| {
+                let (acc, vel) = match self.profile {
+                    ProfileKind::Velocity => profile_registers(
+                        ProfileKind::Velocity,
+                        limits.joint_velocity[j] / PROFILE_HEADROOM,
+                        1.0,
+                        limits.joint_acceleration[j],
+                    ),
+                    // Half a second to the goal, a quarter of it to ramp.
+                    ProfileKind::Time => (125, 500),
+                };
+                (joint.id, registers(acc, vel, goals[j]))
+            })
             .collect();
-        if self.settings.gripper.mode == DynamixelGripperMode::Position {
-            let g = self.settings.gripper.id;
-            entries.push((g, self.tick_of(&ticks, g).to_le_bytes().to_vec()));
-        }
-        self.bus
-            .sync_write(table::GOAL_POSITION.address, 4, &entries)
-            .await?;
-        read.map(|_| ())
+        self.last_goals = goals.to_vec();
+        entries
     }
 
     /// Present positions without the alert check (a stop after a hardware error must not fail on
@@ -571,7 +600,6 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
         let ids = self.ids.clone();
         let statuses = self.bus.sync_read(table::PRESENT_POSITION, &ids).await?;
         let ticks: Vec<i32> = statuses.iter().map(|s| bus::signed(&s.data)).collect();
-        self.last_ticks = ticks.clone();
         Ok(ticks)
     }
 
