@@ -218,7 +218,8 @@ fn check_len(s: &Status, item: Item, instruction: u8) -> Result<(), DynamixelErr
 }
 
 /// Little-endian value of a status's data, sign-extended from its size (Present Position and
-/// Goal PWM are signed).
+/// Goal PWM are signed). The bus checks every reply's size against its item first, so the
+/// fallback 0 is never reached with data from a servo.
 pub fn signed(data: &[u8]) -> i32 {
     match *data {
         [a] => a as i8 as i32,
@@ -226,12 +227,4 @@ pub fn signed(data: &[u8]) -> i32 {
         [a, b, c, d] => i32::from_le_bytes([a, b, c, d]),
         _ => 0,
     }
-}
-
-/// Little-endian unsigned value of up to 4 bytes.
-pub fn unsigned(data: &[u8]) -> u32 {
-    data.iter()
-        .take(4)
-        .enumerate()
-        .fold(0u32, |v, (i, b)| v | (*b as u32) << (8 * i))
 }

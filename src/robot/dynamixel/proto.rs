@@ -538,7 +538,7 @@ impl Request {
                 let len = u16_at(2);
                 let stride = 1 + len as usize;
                 let rest = &p[4..];
-                if len == 0 || rest.is_empty() || rest.len() % stride != 0 {
+                if len == 0 || rest.is_empty() || !rest.len().is_multiple_of(stride) {
                     return Err(bad(&format!(
                         "4 + a multiple of {stride} (id + {len} bytes)"
                     )));

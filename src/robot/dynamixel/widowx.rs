@@ -615,7 +615,7 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
         let id = self.settings.gripper.id;
         let s = self.bus.read(id, table::PRESENT_POSITION).await?;
         if s.alert() {
-            self.check_alerts(&[s.clone()]).await?;
+            self.check_alerts(std::slice::from_ref(&s)).await?;
         }
         Ok(bus::signed(&s.data))
     }
