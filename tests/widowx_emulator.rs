@@ -292,9 +292,12 @@ fn hardware_error_on_a_shadow_mid_motion_names_the_joint_and_stops_the_arm() {
     let shadow = shoulder.shadow_id.unwrap();
     let err = std::thread::scope(|scope| {
         let em = &emulator;
+        let (started, start) = std::sync::mpsc::channel::<()>();
         let injector = scope.spawn(move || {
-            // Partway into the motion (the motion lasts well over a second).
-            std::thread::sleep(Duration::from_millis(400));
+            // Partway into the motion (which lasts well over a second), timed from its start so a
+            // slow connect on a loaded machine cannot move the fault before it.
+            start.recv().unwrap();
+            std::thread::sleep(Duration::from_millis(300));
             assert!(em
                 .state()
                 .inject_hardware_error(shadow, hardware_error::OVERLOAD));
@@ -304,6 +307,7 @@ fn hardware_error_on_a_shadow_mid_motion_names_the_joint_and_stops_the_arm() {
             let q0 = w.joint_positions().await.unwrap();
             let traj = checked_move(&m, &q0, &[1.2, 0.0, 0.0, 0.0, 0.0, 0.0]);
             assert!(traj.trajectory().duration() > 1.0);
+            started.send(()).unwrap();
             w.execute(&traj).await.unwrap_err()
         });
         injector.join().unwrap();
@@ -364,14 +368,17 @@ fn a_bus_that_stops_answering_times_out_and_the_arm_is_stopped() {
     let m = model();
     let err = std::thread::scope(|scope| {
         let em = &emulator;
+        let (started, start) = std::sync::mpsc::channel::<()>();
         let cutter = scope.spawn(move || {
-            std::thread::sleep(Duration::from_millis(400));
+            start.recv().unwrap();
+            std::thread::sleep(Duration::from_millis(300));
             em.state().set_fault(Fault::Silent);
         });
         let err = runtime().block_on(async {
             let mut w = WidowX::connect(&s, m.clone()).await.unwrap();
             let q0 = w.joint_positions().await.unwrap();
             let traj = checked_move(&m, &q0, &[1.2, 0.0, 0.0, 0.0, 0.0, 0.0]);
+            started.send(()).unwrap();
             // A guard against a hang only: the error comes after one bus timeout (0.5 s).
             tokio::time::timeout(Duration::from_secs(60), w.execute(&traj))
                 .await
@@ -549,7 +556,7 @@ fn pointact_emulate_widowx_prints_a_pty_the_driver_can_open() {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pointact"))
         .args(["emulate", "widowx", "--seconds", "30"])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -557,7 +564,14 @@ fn pointact_emulate_widowx_prints_a_pty_the_driver_can_open() {
         .read_line(&mut line)
         .unwrap();
     let path = line.trim().to_string();
-    assert!(path.starts_with("/dev/pts/"), "printed {line:?}");
+    if !path.starts_with("/dev/pts/") {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "printed {line:?}; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let mut s = shipped();
     s.bus.serial_port = path;
     s.bus.timeout_s = 0.5;
