@@ -40,7 +40,7 @@ pub enum Command {
     },
     /// Serve the policy to external evaluators (SimplerEnv bridge).
     Serve,
-    /// Emulate robot controllers (xArm controller) on 127.0.0.1 for tests and demos.
+    /// Emulate robot controllers (xArm controller, Dynamixel bus) on this machine for tests and demos.
     Emulate {
         #[command(subcommand)]
         which: emulate::EmulateCommand,

@@ -81,14 +81,18 @@ impl GripperConfig {
     }
 
     /// Finger gap in metres for a reading in driver units (clamped to the range): the inverse of
-    /// `units_for_width`, for drivers that read the gripper back.
+    /// `units_for_width`, for drivers that read the fingers back.
     pub fn width_for_units(&self, units: f64) -> f64 {
         let (lo, hi) = if self.closed_units <= self.open_units {
             (self.closed_units, self.open_units)
         } else {
             (self.open_units, self.closed_units)
         };
-        let t = (units.clamp(lo, hi) - self.closed_units) / (self.open_units - self.closed_units);
+        if hi == lo {
+            return self.closed_width;
+        }
+        let u = units.clamp(lo, hi);
+        let t = (u - self.closed_units) / (self.open_units - self.closed_units);
         self.closed_width + t * (self.open_width - self.closed_width)
     }
 }

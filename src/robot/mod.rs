@@ -1,10 +1,11 @@
-//! Robots behind one trait: the simulator, the xArm controller (`xarm::XarmRobot`), and the WidowX
-//! Dynamixel bus in a later issue.
+//! Robots behind one trait: the simulator, the xArm controller (`xarm::XarmRobot`), and the
+//! WidowX 250 on its Dynamixel bus (`dynamixel`).
 //!
 //! The trait is async because real drivers wait on sockets and serial ports (tokio); compute stays
 //! synchronous. A `Robot` only accepts motions that passed the `safety` gate (`CheckedTrajectory`,
 //! `CheckedGripper`), so no code path can move a robot without the checks.
 
+pub mod dynamixel;
 pub mod servo;
 pub mod settings;
 pub mod xarm;
@@ -37,6 +38,11 @@ pub enum RobotError {
     /// The driver was given settings that cannot drive this robot (found before anything moved).
     #[error("robot driver settings: {0}")]
     Config(String),
+    /// A fault on a Dynamixel bus (WidowX): a servo's hardware error naming its joint, a refused
+    /// instruction, a malformed packet, a servo set up differently from `driver.toml`. Timeouts
+    /// and a lost port are reported as `Timeout` and `Disconnected` like every driver's.
+    #[error("dynamixel bus: {0}")]
+    Dynamixel(dynamixel::DynamixelError),
 }
 
 /// One observed state of the arm: what was executed, as opposed to what was planned.

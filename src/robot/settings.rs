@@ -301,7 +301,27 @@ pub struct DynamixelGripper {
     /// Servo id.
     pub id: u8,
     pub mode: DynamixelGripperMode,
+    /// Radius of the servo horn that drives the finger linkage (m). With `arm_length` it maps the
+    /// servo angle θ to a finger's position x = r·sin θ + √(L² − r²·cos² θ), the unit of
+    /// `robot.toml` `[gripper]` `*_units`.
+    pub horn_radius: f64,
+    /// Length of the link between the horn and a finger carriage (m).
+    pub arm_length: f64,
+    /// Goal PWM magnitude in PWM mode (unit 0.113 %; the XL430 accepts up to its PWM Limit, 885):
+    /// the squeeze on a held object, and the effort that moves the fingers.
+    pub pwm: u16,
+    /// Longest wait for a gripper move to finish (s).
+    pub motion_timeout_s: f64,
 }
+
+impl DynamixelGripper {
+    pub fn motion_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.motion_timeout_s)
+    }
+}
+
+/// Largest Goal PWM of an X-series servo (PWM Limit's maximum, 885 = 100 %).
+pub const DYNAMIXEL_MAX_PWM: u16 = 885;
 
 // ---------------------------------------------------------------------------------------------
 // Loading
@@ -756,6 +776,34 @@ impl DynamixelSettings {
             }
         }
         claim("gripper.id".to_string(), self.gripper.id)?;
+        let g = &self.gripper;
+        for (field, v) in [
+            ("gripper.horn_radius", g.horn_radius),
+            ("gripper.arm_length", g.arm_length),
+        ] {
+            if !(v.is_finite() && v > 0.0 && v < 1.0) {
+                return Err(invalid(
+                    field,
+                    format!("{v} is not a length in metres in (0, 1)"),
+                ));
+            }
+        }
+        if g.arm_length <= g.horn_radius {
+            return Err(invalid(
+                "gripper.arm_length",
+                format!(
+                    "{} must exceed horn_radius {} (the linkage could not reach every angle)",
+                    g.arm_length, g.horn_radius
+                ),
+            ));
+        }
+        if g.pwm == 0 || g.pwm > DYNAMIXEL_MAX_PWM {
+            return Err(invalid(
+                "gripper.pwm",
+                format!("{} is outside 1..={DYNAMIXEL_MAX_PWM}", g.pwm),
+            ));
+        }
+        check_timeout("gripper.motion_timeout_s", g.motion_timeout_s)?;
         Ok(())
     }
 
