@@ -1,5 +1,5 @@
-//! `pointact emulate`: robot controller emulators on this machine (loopback sockets, a pty), for driver tests and
-//! demos without hardware.
+//! `pointact emulate`: robot controller emulators on this machine (loopback sockets, a pty), for
+//! driver tests and demos without hardware.
 
 use std::io::Write;
 use std::process::ExitCode;
