@@ -22,6 +22,7 @@
 //!
 //! Units at this API are pointact's (m, rad, base frame); the wire's mm are converted here.
 
+use super::proto::joints_to_wire;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -263,14 +264,6 @@ fn rt_joints(r: &RtReport, dof: usize) -> Vec<f64> {
         .iter()
         .map(|v| f64::from(*v))
         .collect()
-}
-
-fn to7(q: &[f64]) -> [f32; 7] {
-    let mut out = [0f32; 7];
-    for (o, v) in out.iter_mut().zip(q) {
-        *o = *v as f32;
-    }
-    out
 }
 
 impl XarmClient {
@@ -668,7 +661,7 @@ impl XarmClient {
         let m = &self.settings.motion;
         let (v, a) = (m.joint_speed, m.joint_acceleration);
         let cmd = Command::MoveJoint(MoveJoint {
-            joints: to7(q),
+            joints: joints_to_wire(q),
             speed: v as f32,
             acc: a as f32,
             mvtime: 0.0,
@@ -861,7 +854,7 @@ impl XarmClient {
         // Speed and acceleration are reserved in servo mode; the SDK sends its defaults
         // (robots.md Appendix A), and so do we.
         let cmd = Command::ServoJoint(ServoJoint {
-            joints: to7(q),
+            joints: joints_to_wire(q),
             speed: m.joint_speed as f32,
             acc: m.joint_acceleration as f32,
             mvtime: 0.0,

@@ -1739,6 +1739,16 @@ pub fn pose_from_wire_axis_angle(p: &[f32; 6]) -> Isometry3<f64> {
     Isometry3::from_parts(t, r)
 }
 
+/// Joint angles (rad) in the wire's 7-slot layout (MOVE_JOINT, SERVOJ, GET_JOINT_POS): a 6-axis arm
+/// leaves the seventh slot 0, as the SDK does.
+pub fn joints_to_wire(q: &[f64]) -> [f32; 7] {
+    let mut out = [0f32; 7];
+    for (o, v) in out.iter_mut().zip(q) {
+        *o = *v as f32;
+    }
+    out
+}
+
 /// `base_from_tcp` (m) as a wire pose (mm, roll/pitch/yaw rad).
 pub fn pose_to_wire(pose: &Isometry3<f64>) -> [f32; 6] {
     let t = pose.translation.vector * 1000.0;

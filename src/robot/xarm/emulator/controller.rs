@@ -28,6 +28,7 @@
 //! protocol (prot 0, answered with an "illegal function" exception), and every register not in
 //! `proto::reg` (warning 13).
 
+use crate::robot::xarm::proto::joints_to_wire;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -600,7 +601,7 @@ impl Controller {
                 Reply::Empty
             }
             Command::GetTcpPose => Reply::Pose(pose_to_wire(&self.tcp_pose(&self.q))),
-            Command::GetJointPos => Reply::Joints(to7(&self.q)),
+            Command::GetJointPos => Reply::Joints(joints_to_wire(&self.q)),
             Command::SetFeedbackType(t) => {
                 self.feedback_type = t;
                 Reply::Empty
@@ -1000,7 +1001,7 @@ impl Controller {
             state: self.state as u8,
             mode: self.mode,
             cmdnum: self.cmdnum(),
-            joints: to7(&self.q),
+            joints: joints_to_wire(&self.q),
             tcp_pose: pose_to_wire(&self.tcp_pose(&self.q)),
             joint_torques: [0.0; 7],
             // Brakes are released exactly on the enabled joints.
@@ -1063,7 +1064,7 @@ impl Controller {
             tail: Some(RichTail {
                 temperatures: [TEMPERATURE_C; 7],
                 target_tcp_speed: tcp_speed as f32,
-                target_joint_speeds: to7(&self.qd),
+                target_joint_speeds: joints_to_wire(&self.qd),
                 counter: self.report_counter,
                 world_offset: [0.0; 6],
             }),
@@ -1079,10 +1080,10 @@ impl Controller {
             cmdnum: self.cmdnum(),
             ..RtReport::default()
         };
-        r.target_joints.position = to7(&self.setpoint);
-        r.actual_joints.position = to7(&self.q);
-        r.actual_joints.velocity = to7(&self.qd);
-        r.actual_joints.acceleration = to7(&self.qdd);
+        r.target_joints.position = joints_to_wire(&self.setpoint);
+        r.actual_joints.position = joints_to_wire(&self.q);
+        r.actual_joints.velocity = joints_to_wire(&self.qd);
+        r.actual_joints.acceleration = joints_to_wire(&self.qdd);
         r.target_tcp.pose = pose_to_wire(&self.tcp_pose(&self.setpoint));
         r.actual_tcp.pose = pose_to_wire(&self.tcp_pose(&self.q));
         let v = self.tcp_velocity();
@@ -1115,14 +1116,6 @@ fn empty_reply(funcode: u8) -> Reply {
         },
         _ => Reply::Empty,
     }
-}
-
-fn to7(q: &[f64]) -> [f32; 7] {
-    let mut out = [0f32; 7];
-    for (o, v) in out.iter_mut().zip(q) {
-        *o = *v as f32;
-    }
-    out
 }
 
 fn all_finite(v: &[f32]) -> bool {
