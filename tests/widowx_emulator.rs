@@ -587,3 +587,31 @@ fn pointact_emulate_widowx_prints_a_pty_the_driver_can_open() {
         assert!((a - b).abs() <= TICK);
     }
 }
+
+/// The serial port takes every rate a Dynamixel X servo can be set to, 4.5 Mbps included (no
+/// `Bnnn` constant: termios2 `BOTHER`), and reads it back; a port that does not exist is a named
+/// `Open` error, not a panic or a hang.
+#[test]
+fn serial_port_opens_at_every_dynamixel_rate_and_names_a_missing_port() {
+    use pointact::robot::dynamixel::serial::SerialPort;
+    use pointact::robot::settings::DYNAMIXEL_BAUDS;
+    let s0 = shipped();
+    let emulator = emulator_at_home(&s0);
+    runtime().block_on(async {
+        for baud in DYNAMIXEL_BAUDS {
+            let port = SerialPort::open(emulator.path(), baud).unwrap();
+            assert_eq!(port.baud().unwrap(), baud);
+        }
+        let mut s = s0.clone();
+        s.bus.serial_port = "/dev/pointact-no-such-port".into();
+        match pointact::robot::dynamixel::widowx::open_port(&s.bus) {
+            Err(e @ pointact::robot::dynamixel::DynamixelError::Open { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains("/dev/pointact-no-such-port"), "{msg}");
+                assert!(msg.contains("No such file"), "{msg}");
+            }
+            Err(e) => panic!("expected Open, got {e}"),
+            Ok(_) => panic!("opened a port that does not exist"),
+        }
+    });
+}

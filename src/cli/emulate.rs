@@ -145,7 +145,8 @@ fn widowx(a: WidowxCli) -> Result<ExitCode> {
         );
     };
     driver.check_model(&model.config)?;
-    let emulator = BusEmulator::start(dxl, &model, model.home()).context("starting the emulator")?;
+    let emulator =
+        BusEmulator::start(dxl, &model, model.home()).context("starting the emulator")?;
     // The path alone on stdout, so a script can read it; the explanation on stderr.
     println!("{}", emulator.path().display());
     std::io::stdout().flush()?;

@@ -1,5 +1,5 @@
 //! ROBOTIS DYNAMIXEL servos on a serial bus (Protocol 2.0): the wire format (`proto`), a client
-//! (`bus`), the WidowX 250 driver (`widowx`) and a bus emulator on a pseudo-terminal (`emulator`).
+//! (`bus`), the serial port (`serial`), the WidowX 250 driver (`widowx`) and a bus emulator on a pseudo-terminal (`emulator`).
 //!
 //! The layers are kept apart so that the emulator and the driver share one encoder and decoder
 //! (`proto`) but nothing else: the emulator answers from its own control tables, so a driver bug
@@ -8,6 +8,7 @@
 pub mod bus;
 pub mod emulator;
 pub mod proto;
+pub mod serial;
 pub mod widowx;
 
 pub use bus::Bus;

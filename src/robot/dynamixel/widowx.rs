@@ -12,11 +12,13 @@
 //! checks the bit at connect instead of negating in software (which, with the bit set, would
 //! reverse the joint twice).
 //!
-//! Motion: `execute` streams the checked trajectory's samples at the period the safety gate checked
-//! them (robot.toml `servo_rate_hz`) with one SYNC_WRITE per step (Profile Acceleration, Profile
-//! Velocity and Goal Position are contiguous, 108..120), then SYNC_READs every servo's Present
-//! Position. Any fault (an alert bit, a joint far from its goal, a bus error) stops the arm (goal =
-//! present position) before the error is returned.
+//! Motion: `execute` streams the checked trajectory's samples through the one servo loop
+//! (`robot::servo`, which owns timing, hold and watchdog for every driver) at the period the safety
+//! gate checked them (robot.toml `servo_rate_hz`). Each tick SYNC_READs every servo's Present
+//! Position (the arm must have followed the previous goal) and SYNC_WRITEs the next goals
+//! (Profile Acceleration, Profile Velocity and Goal Position are contiguous, 108..120). Any fault
+//! (an alert bit, a joint far from its goal, a bus error) stops the arm (goal = present position)
+//! before the error is returned.
 //!
 //! Gripper: PWM mode (Interbotix's default) squeezes with `gripper.pwm` until the fingers reach the
 //! commanded width or stall on an object, and keeps squeezing a held object; position mode drives
@@ -28,12 +30,13 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
-use tokio_serial::SerialStream;
 
 use super::bus::{self, Bus};
 use super::proto::{table, Status};
+use super::serial::SerialPort;
 use super::DynamixelError;
 use crate::kinematics::RobotModel;
+use crate::robot::servo::{self, ServoSink, ServoTiming};
 use crate::robot::settings::{
     DriverSettings, DynamixelBus, DynamixelGripperMode, DynamixelSettings,
 };
@@ -122,19 +125,18 @@ pub fn profile_registers(kind: ProfileKind, step_rad: f64, dt: f64, acc_limit: f
     }
 }
 
-/// Opens the bus's serial port (8N1, no flow control) for tokio.
-pub fn open_port(bus: &DynamixelBus) -> Result<SerialStream, DynamixelError> {
-    tokio_serial::SerialStream::open(
-        &tokio_serial::new(&bus.serial_port, bus.baud).timeout(bus.timeout()),
-    )
-    .map_err(|e| DynamixelError::Open {
-        port: bus.serial_port.clone(),
-        detail: e.to_string(),
+/// Opens the bus's serial port (raw 8N1, no flow control) for tokio.
+pub fn open_port(bus: &DynamixelBus) -> Result<SerialPort, DynamixelError> {
+    SerialPort::open(std::path::Path::new(&bus.serial_port), bus.baud).map_err(|e| {
+        DynamixelError::Open {
+            port: bus.serial_port.clone(),
+            detail: e.to_string(),
+        }
     })
 }
 
 /// The WidowX 250 driver. `P` is the port: a serial port on the robot, a pty in tests.
-pub struct WidowX<P = SerialStream> {
+pub struct WidowX<P = SerialPort> {
     bus: Bus<P>,
     settings: DynamixelSettings,
     model: Arc<RobotModel>,
@@ -147,9 +149,12 @@ pub struct WidowX<P = SerialStream> {
     last_goals: Vec<i32>,
     clock: Instant,
     states: Vec<JointState>,
+    /// Rate of the trajectory being streamed (its checked period's inverse); robot.toml's
+    /// `servo_rate_hz` outside `execute`.
+    servo_rate: f64,
 }
 
-impl WidowX<SerialStream> {
+impl WidowX<SerialPort> {
     /// Opens `settings.bus.serial_port` and prepares the arm (see `start`).
     pub async fn connect(
         settings: &DynamixelSettings,
@@ -172,6 +177,7 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
             .check_model(&model.config)
             .map_err(|e| DynamixelError::Command(e.to_string()))?;
         let ids = settings.servo_ids();
+        let servo_rate = model.config.servo_rate_hz;
         let mut w = WidowX {
             bus: Bus::new(port, settings.bus.timeout()),
             linkage: GripperLinkage {
@@ -185,6 +191,7 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
             ids,
             clock: Instant::now(),
             states: Vec::new(),
+            servo_rate,
         };
         w.setup().await?;
         Ok(w)
@@ -451,43 +458,41 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
         Duration::from_secs_f64(1.0 / self.model.config.servo_rate_hz)
     }
 
-    async fn follow(&mut self, trajectory: &CheckedTrajectory) -> Result<(), DynamixelError> {
-        let dt = trajectory.dt();
-        let samples = trajectory.trajectory().samples(dt);
+    /// Refuses a trajectory that does not fit the arm before anything is sent.
+    fn check_shape(&self, trajectory: &CheckedTrajectory) -> Result<(), DynamixelError> {
         let n = self.settings.joints.len();
-        if let Some((_, q)) = samples.iter().find(|(_, q)| q.len() != n) {
+        let bad =
+            trajectory.trajectory().start().len() != n || trajectory.trajectory().end().len() != n;
+        if bad {
             return Err(DynamixelError::Command(format!(
                 "trajectory has {} joint values per sample; the WidowX has {n} arm joints",
-                q.len()
+                trajectory.trajectory().start().len()
             )));
         }
-        let Some((_, first)) = samples.first() else {
-            return Ok(());
-        };
-        let acc_limits = self.model.config.limits.joint_acceleration.clone();
-        let mut prev = first.clone();
-        let start = Instant::now();
-        for (t, q) in samples.iter().skip(1) {
-            let mut entries = Vec::with_capacity(n);
+        Ok(())
+    }
+
+    /// One streamed step: checks that the arm followed the previous goal (`followed`), then sends
+    /// `q` with the profile that reaches it within one period.
+    async fn step(
+        &mut self,
+        q: &[f64],
+        followed: &mut Option<Followed>,
+    ) -> Result<(), DynamixelError> {
+        if q.len() != self.settings.joints.len() {
+            return Err(DynamixelError::Command(format!(
+                "setpoint has {} joint values; the WidowX has {} arm joints",
+                q.len(),
+                self.settings.joints.len()
+            )));
+        }
+        let ticks = self.read_servos().await?;
+        self.record(&ticks);
+        let present = self.arm_q(&ticks);
+        if let Some(f) = followed.as_ref() {
             for (j, joint) in self.settings.joints.iter().enumerate() {
-                let (acc, vel) = profile_registers(self.profile, q[j] - prev[j], dt, acc_limits[j]);
-                let goal = self.settings.position.ticks(q[j]);
-                entries.push((joint.id, registers(acc, vel, goal)));
-            }
-            self.bus
-                .sync_write(table::PROFILE_ACCELERATION.address, 12, &entries)
-                .await?;
-            self.last_goals = entries
-                .iter()
-                .map(|(_, d)| i32::from_le_bytes([d[8], d[9], d[10], d[11]]))
-                .collect();
-            tokio::time::sleep_until(start + Duration::from_secs_f64(*t)).await;
-            let ticks = self.read_servos().await?;
-            self.record(&ticks);
-            let present = self.arm_q(&ticks);
-            for (j, joint) in self.settings.joints.iter().enumerate() {
-                let allowed = (q[j] - prev[j]).abs() + TRACKING_TOLERANCE_RAD;
-                let error = (present[j] - q[j]).abs();
+                let allowed = f.step[j] + TRACKING_TOLERANCE_RAD;
+                let error = (present[j] - f.goal[j]).abs();
                 if error > allowed {
                     return Err(DynamixelError::Tracking {
                         joint: joint.name.clone(),
@@ -497,10 +502,34 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
                     });
                 }
             }
-            prev = q.clone();
         }
+        let from = followed.as_ref().map_or(&present, |f| &f.goal);
+        let dt = 1.0 / self.servo_rate;
+        let step: Vec<f64> = q.iter().zip(from).map(|(a, b)| (a - b).abs()).collect();
+        let acc_limits = &self.model.config.limits.joint_acceleration;
+        let mut entries = Vec::with_capacity(q.len());
+        for (j, joint) in self.settings.joints.iter().enumerate() {
+            let (acc, vel) = profile_registers(self.profile, step[j], dt, acc_limits[j]);
+            let goal = self.settings.position.ticks(q[j]);
+            entries.push((joint.id, registers(acc, vel, goal)));
+        }
+        self.bus
+            .sync_write(table::PROFILE_ACCELERATION.address, 12, &entries)
+            .await?;
+        self.last_goals = entries
+            .iter()
+            .map(|(_, d)| i32::from_le_bytes([d[8], d[9], d[10], d[11]]))
+            .collect();
+        *followed = Some(Followed {
+            goal: q.to_vec(),
+            step,
+        });
+        Ok(())
+    }
 
-        // Let the servos finish the last step.
+    /// Waits for the servos to finish the last step (within `SETTLE_TOLERANCE_RAD` of `end`).
+    async fn settle(&mut self, end: &[f64]) -> Result<(), DynamixelError> {
+        let dt = 1.0 / self.servo_rate;
         let settle = Duration::from_secs_f64((10.0 * dt).max(0.5));
         let deadline = Instant::now() + settle;
         loop {
@@ -508,7 +537,7 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
             self.record(&ticks);
             let present = self.arm_q(&ticks);
             let mut worst: Option<(usize, f64)> = None;
-            for (j, (p, q)) in present.iter().zip(&prev).enumerate() {
+            for (j, (p, q)) in present.iter().zip(end).enumerate() {
                 let e = (p - q).abs();
                 if worst.is_none_or(|(_, w)| e > w) {
                     worst = Some((j, e));
@@ -536,6 +565,15 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
     /// hold profile. When the bus no longer answers reads, the last goals are sent again with that
     /// profile: a stop that still reaches the servos is better than none.
     async fn hold(&mut self) -> Result<(), DynamixelError> {
+        match self.hold_sent().await? {
+            None => Ok(()),
+            Some(unread) => Err(unread),
+        }
+    }
+
+    /// `hold`, telling apart a stop that went out unconfirmed: `Ok(Some(e))` when the positions
+    /// could not be read (`e`) and the last goals were sent again instead.
+    async fn hold_sent(&mut self) -> Result<Option<DynamixelError>, DynamixelError> {
         let read = self.read_servos_unchecked().await;
         let goals: Vec<i32> = match &read {
             Ok(ticks) => self
@@ -563,7 +601,7 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
                     .await?;
             }
         }
-        read.map(|_| ())
+        Ok(read.err())
     }
 
     /// Goal `goals[j]` for each arm primary with the hold profile: robot.toml's joint velocity and
@@ -697,6 +735,34 @@ impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
     }
 }
 
+/// The goal of the last streamed step and how far it was from the one before (rad per joint):
+/// the arm must be within `step + TRACKING_TOLERANCE_RAD` of it one period later.
+struct Followed {
+    goal: Vec<f64>,
+    step: Vec<f64>,
+}
+
+/// The WidowX as the servo loop's sink: each setpoint is one `WidowX::step`.
+struct Stepper<'a, P> {
+    arm: &'a mut WidowX<P>,
+    followed: Option<Followed>,
+}
+
+impl<P: AsyncRead + AsyncWrite + Unpin> ServoSink for Stepper<'_, P> {
+    async fn send(&mut self, q: &[f64]) -> Result<(), RobotError> {
+        Ok(self.arm.step(q, &mut self.followed).await?)
+    }
+
+    /// A stop that went out without its read-back still stopped the arm (the goals were sent
+    /// again, and a SYNC_WRITE needs no answer): the fault that caused it is the error to report.
+    async fn stop(&mut self) -> Result<(), RobotError> {
+        if let Some(unread) = self.arm.hold_sent().await? {
+            tracing::warn!("WidowX: stopped on the last goals; positions unread: {unread}");
+        }
+        Ok(())
+    }
+}
+
 /// Profile Acceleration, Profile Velocity and Goal Position as one 12-byte block (108..120).
 fn registers(acc: u32, vel: u32, goal: i32) -> Vec<u8> {
     let mut data = Vec::with_capacity(12);
@@ -725,8 +791,19 @@ impl<P: AsyncRead + AsyncWrite + Unpin> Robot for WidowX<P> {
             .width_for_units(self.finger_position(ticks)))
     }
 
+    /// Streams the samples through the one servo loop (`robot::servo`: timing, hold, watchdog,
+    /// stop on any fault), one `step` per tick, then waits for the arm to settle on the end.
     async fn execute(&mut self, trajectory: &CheckedTrajectory) -> Result<(), RobotError> {
-        match self.follow(trajectory).await {
+        self.check_shape(trajectory)?;
+        let rate = 1.0 / trajectory.dt();
+        self.servo_rate = rate;
+        let watchdog = ServoTiming::at(rate).stop_after_s;
+        let mut sink = Stepper {
+            arm: self,
+            followed: None,
+        };
+        servo::follow(&mut sink, trajectory, watchdog).await?;
+        match self.settle(trajectory.trajectory().end()).await {
             Ok(()) => Ok(()),
             Err(fault) => Err(self.stop_after(fault).await),
         }
