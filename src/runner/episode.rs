@@ -5,11 +5,14 @@
 //! Async and runtime-free: the caller's runtime drives it (the CLI's, a test's, a server's), and
 //! the future is `Send`, so episodes can run side by side on a multi-threaded runtime.
 
+use std::sync::Arc;
+
 use k::nalgebra::{Point3, Vector3};
 
 use super::task::{run_task, RunError, RunOutcome};
 use crate::camera::Camera;
 use crate::executor::{Branch, Event, GraspParams};
+use crate::kinematics::RobotModel;
 use crate::pointing::Pointer;
 use crate::robot::Robot;
 use crate::safety::SafetyConfig;
@@ -135,6 +138,31 @@ pub async fn run_episode(
     .await
 }
 
+/// A simulated episode's world before anything moves: the seeded scene settled, the robot model,
+/// and what the oracle pointer may know. Any driver whose arm moves `world` can then run it
+/// ([`run_prepared`]): `SimRobot` directly, or the xArm driver through the emulator
+/// ([`super::emulated`]).
+pub struct PreparedEpisode {
+    pub world: SharedWorld,
+    pub model: Arc<RobotModel>,
+    pub truth: OracleTruth,
+}
+
+/// Builds and settles `episode`'s world (its scene checked first).
+pub fn prepare_episode(episode: &Episode) -> Result<PreparedEpisode, EpisodeError> {
+    let setup = |e: &dyn std::fmt::Display| EpisodeError::Setup(e.to_string());
+    episode.check_scene().map_err(|e| setup(&e))?;
+    let model = episode.robot_model().map_err(|e| setup(&e))?;
+    let world = SharedWorld::new(episode.world(model.clone()).map_err(|e| setup(&e))?);
+    let truth = oracle_truth(episode, &world);
+    world.lock().settle(2.0);
+    Ok(PreparedEpisode {
+        world,
+        model,
+        truth,
+    })
+}
+
 /// Like `run_episode`, with the camera wrapped and the pointer built by the caller (tests use this
 /// to corrupt depth or to point somewhere wrong on purpose).
 pub async fn run_episode_with<C: Camera, P: Pointer>(
@@ -145,16 +173,41 @@ pub async fn run_episode_with<C: Camera, P: Pointer>(
     on_event: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<EpisodeResult, EpisodeError> {
     let setup = |e: &dyn std::fmt::Display| EpisodeError::Setup(e.to_string());
-    episode.check_scene().map_err(|e| setup(&e))?;
-    let model = episode.robot_model().map_err(|e| setup(&e))?;
-    let world = SharedWorld::new(episode.world(model.clone()).map_err(|e| setup(&e))?);
-    let truth = oracle_truth(episode, &world);
-    world.lock().settle(2.0);
-    let home = model.home().to_vec();
-    let mut robot =
-        SimRobot::new(world.clone(), model.clone(), home.clone()).map_err(|e| setup(&e))?;
+    let prepared = prepare_episode(episode)?;
+    let world = prepared.world.clone();
+    let model = prepared.model.clone();
+    let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec())
+        .map_err(|e| setup(&e))?;
     let mut camera = wrap_camera(SimCamera::new(world.clone(), options.render.clone()));
-    let mut pointer = make_pointer(truth);
+    let mut pointer = make_pointer(prepared.truth);
+    run_prepared(
+        episode,
+        options,
+        &world,
+        &mut robot,
+        &mut camera,
+        &mut pointer,
+        &mut |_| true,
+        on_event,
+    )
+    .await
+}
+
+/// Runs a prepared episode on `robot` (whose arm moves `world`, starting at home) and judges the
+/// world when the run ends, however it ends. `approve` sees the checked plan (see `run_task`).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_prepared<R: Robot, C: Camera, P: Pointer>(
+    episode: &Episode,
+    options: &EpisodeOptions,
+    world: &SharedWorld,
+    robot: &mut R,
+    camera: &mut C,
+    pointer: &mut P,
+    approve: &mut (dyn FnMut(&crate::executor::Plan) -> bool + Send),
+    on_event: &mut (dyn FnMut(Event<'_>) + Send),
+) -> Result<EpisodeResult, EpisodeError> {
+    let setup = |e: &dyn std::fmt::Display| EpisodeError::Setup(e.to_string());
+    let home = robot.model().home().to_vec();
     let table_z = world.lock().scene().table.height;
     let safety = SafetyConfig {
         table_z,
@@ -169,13 +222,13 @@ pub async fn run_episode_with<C: Camera, P: Pointer>(
         on_event(e)
     };
     let outcome: Result<RunOutcome, RunError> = run_task(
-        &mut robot,
-        &mut camera,
-        &mut pointer,
+        robot,
+        camera,
+        pointer,
         &episode.instruction,
         options.branch,
         safety,
-        &mut |_| true,
+        approve,
         &mut count,
     )
     .await;
@@ -184,7 +237,9 @@ pub async fn run_episode_with<C: Camera, P: Pointer>(
     w.settle(options.settle_s);
     let judgement = judge(&mut w, episode);
     let sim_time_s = w.time();
-    let moved = final_q.iter().zip(&home).any(|(a, b)| (a - b).abs() > 1e-9);
+    // 1e-5 rad: above the f32 rounding of a driver's wire format (the xArm sends f32 radians),
+    // far below any motion.
+    let moved = final_q.iter().zip(&home).any(|(a, b)| (a - b).abs() > 1e-5);
     Ok(match outcome {
         Ok(o) => EpisodeResult {
             success: judgement.success && o.executed,

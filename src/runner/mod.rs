@@ -5,7 +5,8 @@
 //!   plan, the safety gate over the whole plan, then motion with closed-loop checks; every stage
 //!   is an [`Event`](crate::executor::Event) for the CLI and `viz`.
 //! * [`episode`]: one simulated episode (the simulator as the world, judged at the end);
-//!   [`eval`]: the `eval sim` suites over seeded episodes.
+//!   [`eval`]: the `eval sim` suites over seeded episodes; [`emulated`]: the same episode with the
+//!   xArm driver and the controller emulator between the runner and the simulated arm.
 //! * [`pointer`]: the pointer of a simulated episode, oracle or model; [`open_camera`]: any
 //!   `--camera` source, the simulator's included.
 //!
@@ -13,13 +14,16 @@
 //! server's) drives these futures, and they are `Send` so a multi-threaded runtime can run
 //! several episodes at once.
 
+pub mod emulated;
 pub mod episode;
 pub mod eval;
 pub mod pointer;
 pub mod task;
 
+pub use emulated::{run_episode_xarm, SimXarm};
 pub use episode::{
-    oracle_truth, run_episode, run_episode_with, EpisodeError, EpisodeOptions, EpisodeResult,
+    oracle_truth, prepare_episode, run_episode, run_episode_with, run_prepared, EpisodeError,
+    EpisodeOptions, EpisodeResult, PreparedEpisode,
 };
 pub use eval::{run_suite, run_suite_observed, EvalReport, SuiteEvent};
 pub use pointer::EpisodePointer;

@@ -1,6 +1,7 @@
 //! The simulator behind the `Robot` and `Camera` seams: `SimRobot` streams checked trajectories into
 //! the physics world as kinematic joint targets; `SimCamera` renders the same world. Both share one
-//! world, so the camera sees what the robot did.
+//! world, so the camera sees what the robot did. `SimArm` is the same world behind the xArm
+//! emulator's `EmulatedArm` seam, so a driver speaking the real protocol moves simulated objects.
 //!
 //! Ground truth stays here: a camera `Frame` carries no labels. `SimCamera` keeps the instance and
 //! part labels of the frames it rendered in the shared world, where only simulator code (the
@@ -13,6 +14,7 @@ use super::render::{render, PinholeCamera, RenderOptions};
 use crate::camera::{Camera, CameraError, Frame, RgbImage};
 use crate::geometry::DepthImage;
 use crate::kinematics::RobotModel;
+use crate::robot::xarm::emulator::{ArmReading, EmulatedArm};
 use crate::robot::{JointState, Robot, RobotError};
 use crate::safety::{CheckedGripper, CheckedTrajectory};
 
@@ -189,6 +191,98 @@ impl Robot for SimRobot {
     }
 }
 
+/// The simulated arm moved by the xArm emulator's controller (`pointact emulate xarm --sim`): the
+/// controller times every motion at its own tick (250 Hz, wall clock) and this arm advances the
+/// physics by the same time, in whole physics steps, interpolating the joints across the steps of
+/// one tick (kinematic links must move a little per step, or they push objects through each other).
+pub struct SimArm {
+    world: SharedWorld,
+    model: Arc<RobotModel>,
+    q: Vec<f64>,
+    /// Time owed to the physics: controller time not yet stepped (less than one physics step).
+    owed_s: f64,
+}
+
+/// The gripper counts as blocked (the xArm gripper's "object detected") when the fingers stand
+/// this far (fraction of the range) short of a closing command.
+const BLOCKED_OPENING: f64 = 0.02;
+
+impl SimArm {
+    /// Puts the arm at `q` with the fingers open (the world is stepped once so the links are there).
+    pub fn new(
+        world: SharedWorld,
+        model: Arc<RobotModel>,
+        q: Vec<f64>,
+    ) -> Result<Self, RobotError> {
+        {
+            let mut w = world.lock();
+            w.set_robot(&q, 1.0).map_err(sim)?;
+            w.step();
+        }
+        Ok(SimArm {
+            world,
+            model,
+            q,
+            owed_s: 0.0,
+        })
+    }
+
+    fn read(&self, w: &SimWorld) -> ArmReading {
+        let (_, command) = w.robot_command();
+        let opening = w.gripper_opening();
+        ArmReading {
+            q: self.q.clone(),
+            gripper_opening: opening,
+            gripper_blocked: command + BLOCKED_OPENING < opening,
+        }
+    }
+}
+
+impl EmulatedArm for SimArm {
+    fn model(&self) -> &Arc<RobotModel> {
+        &self.model
+    }
+
+    fn reading(&self) -> ArmReading {
+        self.read(&self.world.lock())
+    }
+
+    fn step(&mut self, dt: f64, q: &[f64], gripper_opening: f64) -> ArmReading {
+        let world = self.world.clone();
+        let mut w = world.lock();
+        // The controller checks its setpoints against the model's limits; anything else (a
+        // wrong joint count, a non-finite opening) is held, not passed to the physics.
+        let opening = if gripper_opening.is_finite() {
+            gripper_opening.clamp(0.0, 1.0)
+        } else {
+            w.robot_command().1
+        };
+        let target = if q.len() == self.q.len() && q.iter().all(|v| v.is_finite()) {
+            q.to_vec()
+        } else {
+            self.q.clone()
+        };
+        self.owed_s += dt.max(0.0);
+        let n = (self.owed_s / w.dt()).floor() as usize;
+        self.owed_s -= n as f64 * w.dt();
+        let from = self.q.clone();
+        for i in 1..=n {
+            let f = i as f64 / n as f64;
+            let qi: Vec<f64> = from
+                .iter()
+                .zip(&target)
+                .map(|(a, b)| a + f * (b - a))
+                .collect();
+            if w.set_robot(&qi, opening).is_err() {
+                break;
+            }
+            w.step();
+            self.q = qi;
+        }
+        self.read(&w)
+    }
+}
+
 pub struct SimCamera {
     world: SharedWorld,
     camera: PinholeCamera,
@@ -217,13 +311,13 @@ impl SimCamera {
 
 impl Camera for SimCamera {
     fn capture(&mut self) -> Result<Frame, CameraError> {
-        let (out, stamp_s) = {
+        // Snapshot under the lock, render outside it: an arm stepping the same world from another
+        // thread (the xArm emulator's 250 Hz tick) must not wait for a whole render.
+        let (scene, stamp_s) = {
             let w = self.world.lock();
-            (
-                render(&w.render_scene(), &self.camera, &self.options),
-                w.time(),
-            )
+            (w.render_scene(), w.time())
         };
+        let out = render(&scene, &self.camera, &self.options);
         let c = &self.camera;
         let (wd, ht) = (c.intrinsics.width, c.intrinsics.height);
         let rgb = RgbImage::from_raw(c.width(), c.height(), out.rgb)
