@@ -4,6 +4,7 @@
 //! `realsense` feature). Everything downstream takes a
 //! `Frame`, so a pointer or executor never knows which camera produced it.
 
+pub mod calibrated;
 pub mod lift;
 pub mod realsense;
 pub mod record;

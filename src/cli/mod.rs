@@ -9,6 +9,7 @@ pub mod eval;
 pub mod point;
 pub mod print;
 pub mod run;
+pub mod run_robot;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -156,6 +157,18 @@ pub mod values {
         } else {
             Err(format!(
                 "{v} is outside [0, inf): give a finite number >= 0"
+            ))
+        }
+    }
+
+    /// A speed scale in (0, 1]: the fraction of the planned speed a robot moves at.
+    pub fn speed_scale(s: &str) -> Result<f64, String> {
+        let v = number(s)?;
+        if v > 0.0 && v <= 1.0 {
+            Ok(v)
+        } else {
+            Err(format!(
+                "{v} is outside (0, 1]: give a fraction of the planned speed"
             ))
         }
     }

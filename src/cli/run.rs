@@ -1,4 +1,5 @@
-//! `pointact run`: one task end to end in the simulator, every stage printed.
+//! `pointact run`: one task end to end in the simulator, every stage printed; with `--xarm` or
+//! `--widowx`, one typed instruction on a physical arm (`run_robot`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,6 +15,7 @@ use pointact::sim::tasks;
 use super::{announce_model, end_stream, finish_viz, print::print_event, runtime, RerunCli};
 
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("hardware").args(["xarm", "widowx"])))]
 pub struct RunCli {
     /// Task id (`tabletop/<id>`, `bridge/<id>` or a unique id); default: tabletop/pepper_in_pan.
     #[arg(long)]
@@ -21,9 +23,46 @@ pub struct RunCli {
     /// A scene TOML to use instead of the task's built-in scene (same object names).
     #[arg(long)]
     scene: Option<PathBuf>,
-    /// Robot override (xarm6, widowx250); default: the task's robot.
+    /// Robot override (xarm6, widowx250); default: the task's robot, or the arm --xarm/--widowx
+    /// names.
     #[arg(long)]
     robot: Option<String>,
+    /// What to do, in the executor's words ("put the pepper in the pan", "pick up the knife by
+    /// the handle"); replaces the task's instruction. Required with --xarm/--widowx.
+    #[arg(long)]
+    instruction: Option<String>,
+    /// Run on a physical xArm 6 (or `pointact emulate xarm`): its controller's address, HOST or
+    /// HOST:PORT (command port; default 502, the other ports from driver.toml).
+    #[arg(long, conflicts_with_all = ["widowx", "task", "scene", "record"])]
+    xarm: Option<String>,
+    /// Run on a physical WidowX 250 (or `pointact emulate widowx`): its serial port.
+    #[arg(long, conflicts_with_all = ["task", "scene", "record"])]
+    widowx: Option<String>,
+    /// With --xarm/--widowx: driver settings (default: the built-in robot-configs/<robot>/driver.toml).
+    #[arg(long, requires = "hardware")]
+    driver: Option<PathBuf>,
+    /// With --xarm/--widowx: realsense[:SERIAL] (default), tcp:HOST:PORT (`emulate xarm --sim`'s
+    /// camera) or replay:DIR.
+    #[arg(long, requires = "hardware")]
+    camera: Option<String>,
+    /// With --xarm/--widowx: the calibration file placing the camera in the robot base frame
+    /// (`pointact calibrate hand-eye`); required with a RealSense.
+    #[arg(long, requires = "hardware")]
+    calibration: Option<PathBuf>,
+    /// With --xarm/--widowx: execute the checked plan without asking.
+    #[arg(long, requires = "hardware")]
+    yes: bool,
+    /// Fraction (0, 1] of the planned speed (default: 0.25 on a robot, 1 in the simulator).
+    #[arg(long, value_parser = super::values::speed_scale)]
+    speed_scale: Option<f64>,
+    /// With --xarm/--widowx: height of the table top in the robot base frame (m), for the gate.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        allow_hyphen_values = true,
+        requires = "hardware"
+    )]
+    table_z: f64,
     /// Executor branch: p (affordance: grasp + place points) or v (visual trace).
     #[arg(long, default_value = "p")]
     branch: Branch,
@@ -54,6 +93,37 @@ pub struct RunCli {
 }
 
 pub fn run(a: RunCli) -> Result<ExitCode> {
+    let target = match (&a.xarm, &a.widowx) {
+        (Some(addr), _) => Some(super::run_robot::Target::Xarm(addr.clone())),
+        (None, Some(port)) => Some(super::run_robot::Target::Widowx(port.clone())),
+        (None, None) => None,
+    };
+    if let Some(target) = target {
+        let expected = match target {
+            super::run_robot::Target::Xarm(_) => "xarm6",
+            super::run_robot::Target::Widowx(_) => "widowx250",
+        };
+        if let Some(r) = a.robot.as_deref().filter(|r| *r != expected) {
+            anyhow::bail!("--robot {r} does not match the arm --xarm/--widowx names ({expected})");
+        }
+        let instruction = a.instruction.as_deref().ok_or_else(|| {
+            anyhow::anyhow!("a run on a robot needs --instruction \"...\" (what to do)")
+        })?;
+        return super::run_robot::run(super::run_robot::RobotRun {
+            target,
+            driver: a.driver.as_deref(),
+            instruction,
+            branch: a.branch,
+            camera: a.camera.as_deref().unwrap_or("realsense"),
+            calibration: a.calibration.as_deref(),
+            pointer: a.pointer,
+            model: &a.model,
+            speed_scale: a.speed_scale,
+            table_z: a.table_z,
+            dry_run: a.dry_run,
+            yes: a.yes,
+        });
+    }
     let spec = tasks::task(a.task.as_deref().unwrap_or(tasks::DEFAULT_TASK))?;
     let mut ep = spec.instantiate(a.seed)?;
     if let Some(path) = &a.scene {
@@ -63,6 +133,9 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
     }
     if let Some(r) = &a.robot {
         ep.robot = r.clone();
+    }
+    if let Some(text) = &a.instruction {
+        ep.instruction = text.clone();
     }
     println!(
         "task      {} (seed {}, robot {}, branch {:?})",
@@ -80,6 +153,7 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
         branch: a.branch,
         oracle: oracle.clone(),
         dry_run: a.dry_run,
+        speed_scale: a.speed_scale.unwrap_or(1.0),
         ..Default::default()
     };
     // Every side effect is made ready before anything moves: a recording folder that cannot be

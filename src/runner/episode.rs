@@ -28,6 +28,8 @@ pub struct EpisodeOptions {
     pub oracle: OracleOptions,
     pub render: RenderOptions,
     pub dry_run: bool,
+    /// Fraction (0, 1] of the planned speed (`SafetyConfig::speed_scale`).
+    pub speed_scale: f64,
     /// Seconds the scene may take to come to rest before judging.
     pub settle_s: f64,
 }
@@ -39,6 +41,7 @@ impl Default for EpisodeOptions {
             oracle: OracleOptions::default(),
             render: RenderOptions::default(),
             dry_run: false,
+            speed_scale: 1.0,
             settle_s: 3.0,
         }
     }
@@ -212,6 +215,7 @@ pub async fn run_prepared<R: Robot, C: Camera, P: Pointer>(
     let safety = SafetyConfig {
         table_z,
         dry_run: options.dry_run,
+        speed_scale: options.speed_scale,
         ..SafetyConfig::default()
     };
     let mut steps_executed = 0;

@@ -1,0 +1,20 @@
+//! A camera placed by a calibration file: a physical camera knows its pixels, not where it stands,
+//! so every frame gets the base-from-camera pose that `pointact calibrate hand-eye` wrote.
+
+use k::nalgebra::Isometry3;
+
+use super::{Camera, CameraError, Frame};
+
+pub struct Calibrated<C> {
+    pub camera: C,
+    /// Camera (OpenCV optical frame) → robot base, from the calibration file.
+    pub base_from_camera: Isometry3<f64>,
+}
+
+impl<C: Camera> Camera for Calibrated<C> {
+    fn capture(&mut self) -> Result<Frame, CameraError> {
+        let mut frame = self.camera.capture()?;
+        frame.base_from_camera = self.base_from_camera;
+        Ok(frame)
+    }
+}
