@@ -1,11 +1,13 @@
 //! Frames in: colour + aligned depth + intrinsics + where the camera is, from the simulator
 //! (`sim::devices::SimCamera`) or from recorded-frame folders ([`replay::ReplayCamera`], written by
 //! [`record::write_frame`]) and from RealSense devices ([`realsense`], the device itself behind the
-//! `realsense` feature). Everything downstream takes a
-//! `Frame`, so a pointer or executor never knows which camera produced it.
+//! `realsense` feature), and from another process's camera over loopback TCP ([`net`]).
+//! Everything downstream takes a `Frame`, so a pointer or executor never knows which camera
+//! produced it.
 
 pub mod calibrated;
 pub mod lift;
+pub mod net;
 pub mod realsense;
 pub mod record;
 pub mod replay;
@@ -46,6 +48,9 @@ pub enum CameraError {
     /// Reading recorded frames; the error names the file.
     #[error(transparent)]
     Replay(#[from] replay::ReplayError),
+    /// Talking to a frame server (`tcp:HOST:PORT`): connect, timeout, or a malformed answer.
+    #[error(transparent)]
+    Net(#[from] net::NetError),
     /// Opening or reading a RealSense device.
     #[error(transparent)]
     RealSense(#[from] realsense::RealSenseError),
@@ -67,6 +72,9 @@ pub enum CameraSpec {
     Replay { dir: std::path::PathBuf },
     /// `realsense[:SERIAL]`: a RealSense device (feature `realsense`).
     RealSense { serial: Option<String> },
+    /// `tcp:HOST:PORT`: frames served by another pointact process ([`net::serve`], e.g. the
+    /// simulator behind `pointact emulate xarm --sim`), read by [`net::RemoteCamera`].
+    Tcp { addr: String },
 }
 
 impl std::str::FromStr for CameraSpec {
@@ -77,18 +85,33 @@ impl std::str::FromStr for CameraSpec {
         match scheme {
             "sim" => Ok(CameraSpec::Sim { task: nonempty }),
             "realsense" => Ok(CameraSpec::RealSense { serial: nonempty }),
+            "tcp" => match net::check_addr(rest) {
+                Ok(()) => Ok(CameraSpec::Tcp {
+                    addr: rest.to_string(),
+                }),
+                Err(reason) => Err(replay::ReplayError::Spec {
+                    spec: spec.to_string(),
+                    reason,
+                }
+                .into()),
+            },
             // Recorded folders keep their own error wording (it names the spec and the folder).
             _ => replay::parse_spec(spec).map(|dir| CameraSpec::Replay { dir }),
         }
     }
 }
 
-/// Opens a recorded-frames folder or a RealSense. The simulator's camera needs its world: the
+/// Opens a recorded-frames folder, a RealSense or a frame server (connecting now, with
+/// [`net::DEFAULT_TIMEOUT`] per capture). The simulator's camera needs its world: the
 /// runner opens `sim` specs (`runner::open_camera`), so here it is an error.
 pub fn open(spec: &CameraSpec) -> Result<Box<dyn Camera>, CameraError> {
     match spec {
         CameraSpec::Replay { dir } => Ok(Box::new(replay::ReplayCamera::open(dir)?)),
         CameraSpec::RealSense { serial } => open_realsense(serial.clone()),
+        CameraSpec::Tcp { addr } => Ok(Box::new(net::RemoteCamera::connect(
+            addr,
+            net::DEFAULT_TIMEOUT,
+        )?)),
         CameraSpec::Sim { .. } => Err(CameraError::NotInThisBuild(
             "the simulator's camera is opened with its world (runner::open_camera)".into(),
         )),
@@ -172,6 +195,31 @@ mod tests {
                 serial: Some("123".into())
             }
         );
+        assert_eq!(
+            p("tcp:127.0.0.1:5600").unwrap(),
+            CameraSpec::Tcp {
+                addr: "127.0.0.1:5600".into()
+            }
+        );
+        assert_eq!(
+            p("tcp:[::1]:5600").unwrap(),
+            CameraSpec::Tcp {
+                addr: "[::1]:5600".into()
+            }
+        );
+        // A frame server needs a host and a usable port.
+        for bad in [
+            "tcp:",
+            "tcp:5600",
+            "tcp::5600",
+            "tcp:localhost:0",
+            "tcp:localhost:99999",
+        ] {
+            assert!(
+                p(bad).unwrap_err().to_string().contains("HOST:PORT"),
+                "{bad}"
+            );
+        }
         // A folder is required, and unknown schemes are named.
         assert!(p("replay:").unwrap_err().to_string().contains("replay:DIR"));
         assert!(p("webcam:0").unwrap_err().to_string().contains("webcam"));

@@ -10,6 +10,20 @@ use crate::geometry::{CameraCalibration, Extrinsics};
 /// Depth unit of recorded frames: 0.1 mm (finer than RealSense's 1 mm, still 6.5 m of range).
 pub const RECORD_DEPTH_SCALE_M: f64 = 1e-4;
 
+/// One depth value (metres) in units of [`RECORD_DEPTH_SCALE_M`]: 0 for no depth (NaN, ±inf,
+/// 0 or negative), otherwise rounded and clamped to `1..=65535` so a measured pixel never turns
+/// into "no depth". The one conversion for everything that stores depth as u16 (recordings here,
+/// the frame server's wire format in [`super::net`]).
+pub(crate) fn depth_to_record_units(depth_m: f32) -> u16 {
+    if depth_m.is_finite() && depth_m > 0.0 {
+        (depth_m as f64 / RECORD_DEPTH_SCALE_M)
+            .round()
+            .clamp(1.0, 65535.0) as u16
+    } else {
+        0
+    }
+}
+
 pub fn write_frame(frame: &Frame, dir: &Path) -> Result<(), CameraError> {
     let io = |e: std::io::Error| CameraError::Device(format!("{}: {e}", dir.display()));
     std::fs::create_dir_all(dir).map_err(io)?;
@@ -21,15 +35,7 @@ pub fn write_frame(frame: &Frame, dir: &Path) -> Result<(), CameraError> {
         .depth
         .data
         .iter()
-        .map(|d| {
-            if d.is_finite() && *d > 0.0 {
-                (*d as f64 / RECORD_DEPTH_SCALE_M)
-                    .round()
-                    .clamp(1.0, 65535.0) as u16
-            } else {
-                0
-            }
-        })
+        .map(|&d| depth_to_record_units(d))
         .collect();
     let img = image::ImageBuffer::<image::Luma<u16>, Vec<u16>>::from_raw(
         frame.depth.width as u32,

@@ -15,7 +15,7 @@ use super::{Camera, CameraError, Frame};
 use crate::geometry::{CameraCalibration, DepthImage};
 
 /// Camera sources the CLI knows, for the message of an unusable spec.
-pub const KNOWN_SCHEMES: &str = "replay:DIR (recorded frames), sim[:TASK] (the simulator's camera), realsense[:SERIAL] (feature `realsense`)";
+pub const KNOWN_SCHEMES: &str = "replay:DIR (recorded frames), sim[:TASK] (the simulator's camera), realsense[:SERIAL] (feature `realsense`), tcp:HOST:PORT (a frame server, e.g. `pointact emulate xarm --sim`)";
 
 /// Errors of reading recorded frames; each names the file or folder it is about.
 #[derive(Debug, thiserror::Error)]
@@ -296,7 +296,7 @@ pub(crate) fn parse_spec(spec: &str) -> Result<std::path::PathBuf, CameraError> 
     match scheme {
         "replay" if rest.is_empty() => Err(err("replay needs a folder: replay:DIR".into()).into()),
         "replay" => Ok(rest.into()),
-        "sim" | "realsense" => {
+        "sim" | "realsense" | "tcp" => {
             Err(err(format!("`{scheme}` is not a recorded-frames source")).into())
         }
         _ => Err(err(format!("unknown scheme `{scheme}`")).into()),

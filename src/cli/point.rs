@@ -17,7 +17,8 @@ pub struct PointCli {
     /// The image, a PNG (8- or 16-bit, RGB/RGBA/gray; converted to 8-bit RGB).
     #[arg(long, required_unless_present = "camera")]
     image: Option<PathBuf>,
-    /// Instead of --image, one frame from a camera: sim[:TASK], replay:DIR or realsense[:SERIAL].
+    /// Instead of --image, one frame from a camera: sim[:TASK], replay:DIR, realsense[:SERIAL] or
+    /// tcp:HOST:PORT (a frame server).
     /// The model sees its RGB; the JSON adds the points lifted to 3D (camera and base frame)
     /// with the frame's depth, intrinsics and extrinsics.
     #[arg(long, conflicts_with = "image")]
