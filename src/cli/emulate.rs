@@ -60,10 +60,22 @@ pub struct XarmEmulateCli {
     /// Real-time report rate (Hz); the model is stepped at this rate too.
     #[arg(long, default_value_t = 250.0)]
     rt_hz: f64,
-    /// Drive the built-in simulator's arm instead of the kinematic model.
-    #[arg(long)]
-    sim: bool,
+    /// Drive the built-in simulator's arm instead of the kinematic model, in TASK's scene
+    /// (default tabletop/pepper_in_pan; `calibration`: no objects, the hand-eye tag on the tool).
+    /// The simulator's camera is served on --camera-port (`--camera tcp:127.0.0.1:PORT`); Ctrl-C
+    /// ends and judges the task.
+    #[arg(long, num_args = 0..=1, default_missing_value = pointact::sim::tasks::DEFAULT_TASK)]
+    sim: Option<String>,
+    /// With --sim: the episode seed (object layout).
+    #[arg(long, default_value_t = 0, requires = "sim")]
+    seed: u64,
+    /// With --sim: port of the camera frame server on 127.0.0.1 (0 = any free port, printed).
+    #[arg(long, default_value_t = 0, requires = "sim")]
+    camera_port: u16,
 }
+
+/// The scene `emulate xarm --sim calibration` serves: the calibration rig's.
+pub const CALIBRATION_SCENE: &str = "calibration";
 
 fn version(s: &str) -> Result<String, String> {
     pointact::robot::xarm::proto::parse_version(s)
@@ -83,14 +95,7 @@ pub fn run(which: EmulateCommand) -> Result<ExitCode> {
 }
 
 fn xarm(a: XarmEmulateCli) -> Result<ExitCode> {
-    if a.sim {
-        return super::not_built(
-            "`emulate xarm --sim` (a simulator-backed arm behind the emulator)",
-        );
-    }
     let model = Arc::new(RobotModel::resolve(&a.robot)?);
-    let home = vec![0.0; model.joint_limits().len()];
-    let arm = KinematicArm::new(model.clone(), home);
     let mut parts = a.version.split(',');
     let options = EmulatorOptions {
         command_port: a.port,
@@ -104,6 +109,11 @@ fn xarm(a: XarmEmulateCli) -> Result<ExitCode> {
             version: a.version.clone(),
         },
     };
+    if let Some(task) = &a.sim {
+        return xarm_sim(&a, task, options);
+    }
+    let home = vec![0.0; model.joint_limits().len()];
+    let arm = KinematicArm::new(model.clone(), home);
     let rt = super::runtime()?;
     rt.block_on(async {
         let emulator = Emulator::bind(options, Box::new(arm))
@@ -115,11 +125,7 @@ fn xarm(a: XarmEmulateCli) -> Result<ExitCode> {
             model.source,
             a.version
         );
-        println!("command        {}", emulator.command_addr());
-        println!("report         {}", emulator.report_addr());
-        println!("real-time      {}", emulator.rt_addr());
-        println!("ready          (Ctrl-C ends)");
-        std::io::stdout().flush()?;
+        print_ports(&emulator)?;
         emulator
             .run(async {
                 let _ = tokio::signal::ctrl_c().await;
@@ -128,6 +134,96 @@ fn xarm(a: XarmEmulateCli) -> Result<ExitCode> {
         println!("stopped");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+fn print_ports(emulator: &Emulator) -> Result<()> {
+    println!("command        {}", emulator.command_addr());
+    println!("report         {}", emulator.report_addr());
+    println!("real-time      {}", emulator.rt_addr());
+    println!("ready          (Ctrl-C ends)");
+    std::io::stdout().flush()?;
+    Ok(())
+}
+
+/// `--sim TASK`: the simulator's arm behind the emulator, its camera on a frame server; at the
+/// end the simulator judges the task (what a person at a real robot would look at).
+fn xarm_sim(a: &XarmEmulateCli, task: &str, options: EmulatorOptions) -> Result<ExitCode> {
+    use pointact::camera::{net, Camera};
+    use pointact::sim::devices::{SimArm, SimCamera};
+    if a.robot != "xarm6" {
+        bail!(
+            "--sim drives the simulator's xArm 6; --robot {} is not it",
+            a.robot
+        );
+    }
+    let (world, model, episode) = if task == CALIBRATION_SCENE {
+        let target = pointact::calibrate::sim::SimCalibrationOptions::default().target;
+        let rig = pointact::calibrate::sim::SimRig::new(&target)?;
+        (rig.camera.world().clone(), rig.model.clone(), None)
+    } else {
+        let spec = pointact::sim::tasks::task(task)?;
+        let ep = spec.instantiate(a.seed)?;
+        let prepared = pointact::runner::prepare_episode(&ep)?;
+        if prepared.model.name() != "xarm6" {
+            bail!(
+                "task {} is set up for {}; the xArm emulator drives an xArm 6",
+                spec.full_id(),
+                prepared.model.name()
+            );
+        }
+        (prepared.world, prepared.model, Some(ep))
+    };
+    let arm = SimArm::new(world.clone(), model.clone(), model.home().to_vec())?;
+    let mut camera = SimCamera::new(world.clone(), Default::default());
+    let rt = super::runtime()?;
+    rt.block_on(async {
+        let emulator = Emulator::bind(options, Box::new(arm))
+            .await
+            .context("starting the xArm emulator")?;
+        let frames = net::bind_local(a.camera_port)
+            .await
+            .context("starting the camera frame server")?;
+        let camera_addr = frames.local_addr()?;
+        match &episode {
+            Some(ep) => println!(
+                "xarm emulator  the simulator's xArm 6 in {} (seed {}): \"{}\"",
+                ep.task, a.seed, ep.instruction
+            ),
+            None => println!(
+                "xarm emulator  the simulator's xArm 6 with the calibration tag on its tool"
+            ),
+        }
+        println!("camera         tcp:{camera_addr}");
+        print_ports(&emulator)?;
+        let stop = tokio::signal::ctrl_c();
+        tokio::pin!(stop);
+        tokio::select! {
+            r = emulator.run(std::future::pending::<()>()) => r?,
+            _ = net::serve(frames, move || camera.capture(), std::future::pending::<()>()) => {}
+            _ = &mut stop => {}
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    match &episode {
+        Some(ep) => {
+            let mut w = world.lock();
+            let j = pointact::sim::judge(&mut w, ep);
+            println!(
+                "judge          {}: {}",
+                if j.success { "SUCCESS" } else { "FAILURE" },
+                j.detail
+            );
+            Ok(if j.success {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        None => {
+            println!("stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
 
 fn widowx(a: WidowxCli) -> Result<ExitCode> {

@@ -67,9 +67,10 @@ pub struct RunCli {
     #[arg(long, default_value = "p")]
     branch: Branch,
     /// Pointing backend: oracle (simulator ground truth), qwen (local model, --model DIR) or
-    /// openai (a vLLM/SGLang server, --endpoint URL).
-    #[arg(long, value_enum, default_value = "oracle")]
-    pointer: PointerKind,
+    /// openai (a vLLM/SGLang server, --endpoint URL). Default: oracle in the simulator, qwen on a
+    /// robot (the oracle needs the simulator's ground truth).
+    #[arg(long, value_enum)]
+    pointer: Option<PointerKind>,
     #[command(flatten)]
     model: ModelOptions,
     /// Episode seed (object layout, noise).
@@ -116,7 +117,7 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
             branch: a.branch,
             camera: a.camera.as_deref().unwrap_or("realsense"),
             calibration: a.calibration.as_deref(),
-            pointer: a.pointer,
+            pointer: a.pointer.unwrap_or(PointerKind::Qwen),
             model: &a.model,
             speed_scale: a.speed_scale,
             table_z: a.table_z,
@@ -180,9 +181,9 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
             }
         }
     };
-    announce_model(a.pointer, &a.model);
-    let pointer =
-        EpisodePointer::open(a.pointer, &a.model, oracle, Some(super::stream_to_stderr()))?;
+    let kind = a.pointer.unwrap_or(PointerKind::Oracle);
+    announce_model(kind, &a.model);
+    let pointer = EpisodePointer::open(kind, &a.model, oracle, Some(super::stream_to_stderr()))?;
     let result = runtime()?.block_on(run_episode_with(
         &ep,
         &opts,

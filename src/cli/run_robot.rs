@@ -264,6 +264,11 @@ async fn drive<R: Robot>(
     approve: &mut (dyn FnMut(&Plan) -> bool + Send),
     on_event: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<ExitCode> {
+    let mut approved = false;
+    let mut approve = |plan: &Plan| {
+        approved = approve(plan);
+        approved
+    };
     let result = tokio::select! {
         r = run_task(
             &mut robot,
@@ -272,7 +277,7 @@ async fn drive<R: Robot>(
             a.instruction,
             a.branch,
             safety,
-            approve,
+            &mut approve,
             on_event,
         ) => Some(r),
         _ = tokio::signal::ctrl_c() => None,
@@ -302,7 +307,10 @@ async fn drive<R: Robot>(
             println!("outcome   not approved: nothing moved");
             Ok(ExitCode::FAILURE)
         }
-        Err(e) => Err(anyhow::Error::new(e).context("the run stopped (the arm was stopped)")),
+        Err(e) if approved => {
+            Err(anyhow::Error::new(e).context("the run stopped during motion; the arm was stopped"))
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("the run ended before any motion")),
     }
 }
 
