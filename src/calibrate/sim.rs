@@ -12,11 +12,11 @@ use std::sync::Arc;
 use super::target::pattern::sim_tag_plate;
 use super::target::session::SessionInfo;
 use super::target::views::{
-    capture_views, default_tcp_from_target, view_poses, CalibrationView, SkippedView,
+    capture_views, default_tcp_from_target, standard_view_poses, CalibrationView, SkippedView,
 };
 use super::target::{TagTarget, TargetError};
 use crate::kinematics::RobotModel;
-use crate::nalgebra::{Isometry3, Point3, Vector3};
+use crate::nalgebra::{Isometry3, Point3};
 use crate::safety::SafetyConfig;
 use crate::sim::devices::{SharedWorld, SimCamera, SimRobot};
 use crate::sim::render::RenderOptions;
@@ -91,22 +91,22 @@ impl SimRig {
         })
     }
 
-    /// `n` seeded view poses of the tool: the tag's centre over a 10 x 24 x 8 cm box in front of
-    /// the camera's line of sight, tilted up to 25° about both in-plane axes and rolled up to 40°
-    /// (rotation about two axes, as the solver needs, with the tag never seen edge-on).
+    /// `n` seeded view poses of the tool: the standard views around (0.5, 0, 0.3) m, facing the
+    /// camera ([`standard_view_poses`]).
     pub fn view_poses(&self, n: usize, seed: u64) -> Vec<Isometry3<f64>> {
-        view_poses(
+        standard_view_poses(
             &self.eye,
-            &Point3::new(0.5, 0.0, 0.3),
-            &Vector3::new(0.05, 0.12, 0.04),
-            25f64.to_radians(),
-            40f64.to_radians(),
+            &Point3::from(VIEW_CENTRE),
             &self.tcp_from_target,
             n,
             seed,
         )
     }
 }
+
+/// Where the standard views are centred (base frame, m): in front of an xArm 6 at table height
+/// plus 30 cm, well inside its reach.
+pub const VIEW_CENTRE: [f64; 3] = [0.5, 0.0, 0.3];
 
 /// Plans and captures the views of a [`SimRig`] and keeps the camera's true pose to compare with.
 pub async fn capture_sim_session(opts: &SimCalibrationOptions) -> Result<SimSession, TargetError> {

@@ -153,6 +153,29 @@ pub fn view_poses(
         .collect()
 }
 
+/// The standard calibration views (`calibrate hand-eye --sim` and on a robot): the tag's centre
+/// over a 10 x 24 x 8 cm box around `centre`, facing `camera_eye`, tilted up to 25° about both
+/// in-plane axes and rolled up to 40° (rotation about two axes, as the solver needs, with the tag
+/// never seen edge-on).
+pub fn standard_view_poses(
+    camera_eye: &Point3<f64>,
+    centre: &Point3<f64>,
+    tcp_from_target: &Isometry3<f64>,
+    count: usize,
+    seed: u64,
+) -> Vec<Isometry3<f64>> {
+    view_poses(
+        camera_eye,
+        centre,
+        &Vector3::new(0.05, 0.12, 0.04),
+        25f64.to_radians(),
+        40f64.to_radians(),
+        tcp_from_target,
+        count,
+        seed,
+    )
+}
+
 /// Target orientation at `p` with z towards `eye` and y as close to world up as possible (the tag
 /// upright as the camera sees it); `None` when the eye is straight above or at `p`.
 fn facing_rotation(p: &Point3<f64>, eye: &Point3<f64>) -> Option<UnitQuaternion<f64>> {
