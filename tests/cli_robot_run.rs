@@ -94,12 +94,13 @@ struct Emulator {
 }
 
 impl Emulator {
-    fn start() -> Emulator {
+    fn start(scene: &str) -> Emulator {
         let mut child = Command::new(env!("CARGO_BIN_EXE_pointact"))
             .args([
                 "emulate",
                 "xarm",
                 "--sim",
+                scene,
                 "--port",
                 "0",
                 "--report-port",
@@ -144,6 +145,35 @@ impl Emulator {
     }
 }
 
+impl Emulator {
+    /// The shipped xarm6 driver.toml with this emulator's report ports, written into `dir`.
+    fn driver_file(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        let port = |name: &str| self.field(name).rsplit(':').next().unwrap().to_string();
+        std::fs::create_dir_all(dir).unwrap();
+        let shipped = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("robot-configs/xarm6/driver.toml"),
+        )
+        .unwrap();
+        let driver: String = shipped
+            .lines()
+            .map(|l| {
+                if l.starts_with("state_report_port") {
+                    format!("state_report_port = {}", port("report"))
+                } else if l.starts_with("realtime_report_port") {
+                    format!("realtime_report_port = {}", port("real-time"))
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let path = dir.join("driver.toml");
+        std::fs::write(&path, driver).unwrap();
+        path
+    }
+}
+
 impl Drop for Emulator {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -153,32 +183,12 @@ impl Drop for Emulator {
 
 #[test]
 fn the_simulated_emulator_serves_its_camera_to_a_robot_run_and_judges_on_ctrl_c() {
-    let emu = Emulator::start();
+    let emu = Emulator::start("tabletop/pepper_in_pan");
     let camera = emu.field("camera");
     assert!(camera.starts_with("tcp:127.0.0.1:"), "{camera}");
     let command = emu.field("command");
-    let port = |name: &str| emu.field(name).rsplit(':').next().unwrap().to_string();
     let dir = std::env::temp_dir().join(format!("pointact-cli-robot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let shipped = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("robot-configs/xarm6/driver.toml"),
-    )
-    .unwrap();
-    let driver: String = shipped
-        .lines()
-        .map(|l| {
-            if l.starts_with("state_report_port") {
-                format!("state_report_port = {}", port("report"))
-            } else if l.starts_with("realtime_report_port") {
-                format!("realtime_report_port = {}", port("real-time"))
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let driver_path = dir.join("driver.toml");
-    std::fs::write(&driver_path, driver).unwrap();
+    let driver_path = emu.driver_file(&dir);
     // A pointer server that is not there: the run gets the camera's frame (served by the
     // emulator) and connects to the arm, then ends before any motion with the pointer's error.
     let o = pointact(&[
@@ -228,6 +238,51 @@ fn the_simulated_emulator_serves_its_camera_to_a_robot_run_and_judges_on_ctrl_c(
         status.code(),
         Some(1),
         "judged a failure: the pepper never moved"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `calibrate hand-eye --xarm`: the camera-at hint is required, and a "no" at the prompt moves
+/// nothing and writes nothing (the arm stays where the emulator started it).
+#[test]
+fn live_calibration_asks_before_moving_and_a_no_writes_nothing() {
+    let emu = Emulator::start("calibration");
+    let camera = emu.field("camera");
+    let at = emu
+        .lines
+        .iter()
+        .find(|l| l.starts_with("camera at"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .expect("the emulator prints where its camera is")
+        .to_string();
+    let command = emu.field("command");
+    let dir = std::env::temp_dir().join(format!("pointact-cli-cal-{}", std::process::id()));
+    let driver = emu.driver_file(&dir);
+    let out = dir.join("cal");
+    let base = [
+        "calibrate",
+        "hand-eye",
+        "--xarm",
+        &command,
+        "--driver",
+        driver.to_str().unwrap(),
+        "--source",
+        &camera,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    refused(&base, 1, &["--camera-at"]);
+    let mut args = base.to_vec();
+    args.extend(["--camera-at", &at]);
+    // stdin is empty (end of input): the answer is no.
+    let o = pointact(&args);
+    let (stdout, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{stdout}\n{err}");
+    assert!(stdout.contains("24 calibration views"), "{stdout}");
+    assert!(err.contains("not approved: nothing moved"), "{err}");
+    assert!(
+        !out.join("front.toml").exists(),
+        "a declined calibration wrote a file"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use super::runtime;
@@ -43,15 +43,38 @@ pub struct HandEyeCli {
     /// result is compared with the camera's true pose.
     #[arg(long, conflicts_with_all = ["samples", "frames"])]
     sim: bool,
-    /// With --sim: views to plan, 3 to 1000.
+    /// With --sim or --xarm: views to plan, 3 to 1000.
     #[arg(long, default_value_t = 24, value_parser = super::values::views)]
     views: usize,
-    /// With --sim: edge of the tag's black square, metres (0.01 to 1).
+    /// With --sim or --xarm: edge of the tag's black square, metres (0.01 to 1).
     #[arg(long, default_value_t = 0.10, value_parser = super::values::tag_size)]
     tag_size: f64,
-    /// With --sim: also write the captured session here (replayable with --frames).
+    /// With --sim or --xarm: also write the captured session here (replayable with --frames).
     #[arg(long)]
     save_session: Option<PathBuf>,
+    /// Calibrate on a robot: move this xArm (HOST or HOST:PORT; `emulate xarm --sim calibration`
+    /// here) through the views, with the tag on its tool, and capture the camera at each.
+    #[arg(long, conflicts_with_all = ["samples", "frames", "sim"])]
+    xarm: Option<String>,
+    /// With --xarm: driver settings (default: the built-in robot-configs/xarm6/driver.toml).
+    #[arg(long, requires = "xarm")]
+    driver: Option<PathBuf>,
+    /// With --xarm: the camera to calibrate, realsense[:SERIAL] (default) or tcp:HOST:PORT.
+    #[arg(long, requires = "xarm")]
+    source: Option<String>,
+    /// With --xarm (required): roughly where the camera is in the robot base frame, X,Y,Z metres
+    /// (a tape measure is enough: the views turn the tag towards it).
+    #[arg(long, requires = "xarm", value_parser = super::values::point3, allow_hyphen_values = true)]
+    camera_at: Option<[f64; 3]>,
+    /// With --xarm: centre of the views in the base frame, X,Y,Z metres.
+    #[arg(long, requires = "xarm", value_parser = super::values::point3, allow_hyphen_values = true, default_value = "0.5,0,0.3")]
+    views_centre: [f64; 3],
+    /// With --xarm: move without asking first.
+    #[arg(long, requires = "xarm")]
+    yes: bool,
+    /// With --xarm: fraction (0, 1] of the planned speed (default 0.25).
+    #[arg(long, requires = "xarm", value_parser = super::values::speed_scale)]
+    speed_scale: Option<f64>,
     /// Write the calibration even when the sanity check calls the solve implausible (rotation
     /// RMS > 2°, translation RMS > 20 mm or camera > 5 m from the base); prints a warning.
     #[arg(long)]
@@ -102,13 +125,20 @@ fn hand_eye(a: HandEyeCli) -> Result<ExitCode> {
             }
             truth = Some(run.base_from_camera);
             (run.views, run.info.target)
+        } else if let Some(addr) = &a.xarm {
+            let run = live_session(&a, addr)?;
+            if let Some(dir) = &a.save_session {
+                session::write_session(dir, &run.0, &run.1)?;
+                println!("session   {}", dir.display());
+            }
+            (run.1, run.0.target)
         } else if let Some(dir) = &a.frames {
             let s = session::read_session(dir)?;
             (s.views, s.info.target)
         } else {
             anyhow::bail!(
-                "give --samples FILE.json (recorded pose pairs), --frames DIR (a recorded session) \
-                 or --sim (format: calibration/README.md)"
+                "give --samples FILE.json (recorded pose pairs), --frames DIR (a recorded session), \
+                 --xarm ADDR (a robot) or --sim (format: calibration/README.md)"
             );
         };
         let c = calibrate::calibrate_views(&views, &target, options, &a.out, &camera)?;
@@ -156,4 +186,91 @@ fn hand_eye(a: HandEyeCli) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--xarm`: the standard views on a robot, through the safety gate, after the user agreed; Ctrl-C
+/// stops the arm. Returns the session's description and its views.
+fn live_session(
+    a: &HandEyeCli,
+    addr: &str,
+) -> Result<(
+    pointact::calibrate::target::session::SessionInfo,
+    Vec<pointact::calibrate::target::views::CalibrationView>,
+)> {
+    use pointact::calibrate::sim::SimCalibrationOptions;
+    use pointact::calibrate::target::session::SessionInfo;
+    use pointact::calibrate::target::views::{
+        capture_views, default_tcp_from_target, standard_view_poses,
+    };
+    use pointact::nalgebra::Point3;
+    use pointact::robot::Robot;
+    let Some(eye) = a.camera_at else {
+        anyhow::bail!(
+            "--xarm needs --camera-at X,Y,Z: roughly where the camera is in the robot base frame \
+             (metres; the views turn the tag towards it)"
+        );
+    };
+    let settings = super::run_robot::xarm_settings(a.driver.as_deref(), addr)?;
+    let model = std::sync::Arc::new(pointact::kinematics::RobotModel::builtin("xarm6")?);
+    let spec: pointact::camera::CameraSpec = a.source.as_deref().unwrap_or("realsense").parse()?;
+    let mut camera = super::run_robot::open_robot_camera(&spec)?;
+    let mut target = SimCalibrationOptions::default().target;
+    target.size_m = a.tag_size;
+    let tcp_from_target = default_tcp_from_target(&model, 0.02);
+    let poses = standard_view_poses(
+        &Point3::from(eye),
+        &Point3::from(a.views_centre),
+        &tcp_from_target,
+        a.views,
+        SimCalibrationOptions::default().seed,
+    );
+    let safety = pointact::safety::SafetyConfig {
+        speed_scale: a
+            .speed_scale
+            .unwrap_or(super::run_robot::HARDWARE_SPEED_SCALE),
+        ..Default::default()
+    };
+    let question = format!(
+        "move the xArm at {addr} through {} calibration views at speed scale {:.2} (tag {} mm \
+         on the tool, nothing else within reach)?",
+        poses.len(),
+        safety.speed_scale,
+        target.size_m * 1e3
+    );
+    if !super::run_robot::ask(&question, a.yes) {
+        anyhow::bail!("not approved: nothing moved");
+    }
+    let run = runtime()?.block_on(async {
+        let mut robot = pointact::robot::xarm::XarmRobot::connect(model.clone(), &settings)
+            .await
+            .with_context(|| format!("connecting to the xArm at {addr}"))?;
+        let r = tokio::select! {
+            r = capture_views(&mut robot, &mut camera, &poses, safety, &[]) => Some(r),
+            _ = tokio::signal::ctrl_c() => None,
+        };
+        match r {
+            Some(r) => Ok(r?),
+            None => {
+                let stopped = robot.stop().await;
+                anyhow::bail!(
+                    "interrupted by Ctrl-C: {}; nothing was written",
+                    match stopped {
+                        Ok(()) => "the arm was stopped".to_string(),
+                        Err(e) => format!("the stop command FAILED ({e}): use the emergency stop"),
+                    }
+                )
+            }
+        }
+    })?;
+    for v in &run.skipped {
+        eprintln!("skipped   view {}: {}", v.view, v.reason);
+    }
+    Ok((
+        SessionInfo {
+            robot: "xarm6".into(),
+            gripper_frame: model.config.tip_link.clone(),
+            target,
+        },
+        run.views,
+    ))
 }

@@ -156,10 +156,15 @@ fn xarm_sim(a: &XarmEmulateCli, task: &str, options: EmulatorOptions) -> Result<
             a.robot
         );
     }
-    let (world, model, episode) = if task == CALIBRATION_SCENE {
+    let (world, model, episode, eye) = if task == CALIBRATION_SCENE {
         let target = pointact::calibrate::sim::SimCalibrationOptions::default().target;
         let rig = pointact::calibrate::sim::SimRig::new(&target)?;
-        (rig.camera.world().clone(), rig.model.clone(), None)
+        (
+            rig.camera.world().clone(),
+            rig.model.clone(),
+            None,
+            Some(rig.eye),
+        )
     } else {
         let spec = pointact::sim::tasks::task(task)?;
         let ep = spec.instantiate(a.seed)?;
@@ -171,7 +176,7 @@ fn xarm_sim(a: &XarmEmulateCli, task: &str, options: EmulatorOptions) -> Result<
                 prepared.model.name()
             );
         }
-        (prepared.world, prepared.model, Some(ep))
+        (prepared.world, prepared.model, Some(ep), None)
     };
     let arm = SimArm::new(world.clone(), model.clone(), model.home().to_vec())?;
     let mut camera = SimCamera::new(world.clone(), Default::default());
@@ -194,6 +199,10 @@ fn xarm_sim(a: &XarmEmulateCli, task: &str, options: EmulatorOptions) -> Result<
             ),
         }
         println!("camera         tcp:{camera_addr}");
+        if let Some(e) = eye {
+            // What a tape measure would give at a real robot (calibrate hand-eye --camera-at).
+            println!("camera at      {:.2},{:.2},{:.2}", e.x, e.y, e.z);
+        }
         print_ports(&emulator)?;
         let stop = tokio::signal::ctrl_c();
         tokio::pin!(stop);

@@ -173,6 +173,22 @@ pub mod values {
         }
     }
 
+    /// A point `X,Y,Z` (metres), every coordinate finite.
+    pub fn point3(s: &str) -> Result<[f64; 3], String> {
+        let parts: Vec<&str> = s.split(',').collect();
+        if parts.len() != 3 {
+            return Err(format!("`{s}` is not X,Y,Z (three numbers, metres)"));
+        }
+        let mut p = [0.0; 3];
+        for (v, t) in p.iter_mut().zip(parts) {
+            *v = number(t)?;
+            if !v.is_finite() {
+                return Err(format!("`{s}`: {v} is not a finite coordinate"));
+            }
+        }
+        Ok(p)
+    }
+
     /// A probability in [0, 1].
     pub fn probability(s: &str) -> Result<f64, String> {
         let v = number(s)?;

@@ -107,16 +107,7 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
     };
     let outcome = match &a.target {
         Target::Xarm(addr) => {
-            let mut s = driver
-                .as_xarm()
-                .context("--xarm needs xArm driver settings (kind = \"xarm\")")?
-                .clone();
-            let (host, port) = split_host_port(addr)?;
-            s.network.address = host;
-            if let Some(p) = port {
-                s.network.command_port = p;
-            }
-            DriverSettings::Xarm(s.clone()).validate("--xarm")?;
+            let s = xarm_settings(a.driver, addr)?;
             rt.block_on(async {
                 let robot = XarmRobot::connect(model.clone(), &s)
                     .await
@@ -163,12 +154,6 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
 /// Opens `spec`, places it by the calibration file, and checks one frame. A RealSense has no idea
 /// where it stands: without a calibration its points would be in the camera frame, so it is refused.
 fn open_camera(spec: &CameraSpec, calibration: Option<&Path>) -> Result<Box<dyn Camera>> {
-    if let CameraSpec::Sim { .. } = spec {
-        anyhow::bail!(
-            "--camera sim is the built-in simulator's camera, which does not see this robot: \
-             use realsense[:SERIAL], or tcp:HOST:PORT from `pointact emulate xarm --sim`"
-        );
-    }
     let base_from_camera = match calibration {
         Some(path) => Some(
             pointact::geometry::Extrinsics::load(path)
@@ -181,15 +166,27 @@ fn open_camera(spec: &CameraSpec, calibration: Option<&Path>) -> Result<Box<dyn 
         ),
         None => None,
     };
-    let camera = pointact::runner::open_camera(spec)?;
-    let mut camera: Box<dyn Camera> = match base_from_camera {
+    let camera = open_robot_camera(spec)?;
+    Ok(match base_from_camera {
         Some(base_from_camera) => Box::new(Calibrated {
             camera,
             base_from_camera,
         }),
         None => camera,
-    };
-    let frame = camera.capture().context("first frame from --camera")?;
+    })
+}
+
+/// Opens a camera that looks at a robot (not the simulator's own), and checks that it delivers a
+/// valid frame before anything moves.
+pub fn open_robot_camera(spec: &CameraSpec) -> Result<Box<dyn Camera>> {
+    if let CameraSpec::Sim { .. } = spec {
+        anyhow::bail!(
+            "--camera sim is the built-in simulator's camera, which does not see this robot: \
+             use realsense[:SERIAL], or tcp:HOST:PORT from `pointact emulate xarm --sim`"
+        );
+    }
+    let mut camera = pointact::runner::open_camera(spec)?;
+    let frame = camera.capture().context("first frame from the camera")?;
     frame.validate()?;
     println!(
         "camera    {}x{} ({} valid depth pixels)",
@@ -231,15 +228,21 @@ fn split_host_port(addr: &str) -> Result<(String, Option<u16>)> {
 /// Asks the user to approve the printed plan. `--yes` approves; end of input or anything but
 /// `y`/`yes` declines.
 fn confirm(plan: &Plan, yes: bool) -> bool {
+    ask(
+        &format!("execute these {} steps on the robot?", plan.steps.len()),
+        yes,
+    )
+}
+
+/// Asks a yes/no question on stdin (`--yes` answers yes without asking); end of input or anything
+/// but `y`/`yes` is no.
+pub fn ask(question: &str, yes: bool) -> bool {
     use std::io::{BufRead, Write};
     if yes {
-        println!("confirm   --yes: executing {} steps", plan.steps.len());
+        println!("confirm   {question} --yes");
         return true;
     }
-    print!(
-        "confirm   execute these {} steps on the robot? [y/N] ",
-        plan.steps.len()
-    );
+    print!("confirm   {question} [y/N] ");
     let _ = std::io::stdout().flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {
@@ -251,6 +254,26 @@ fn confirm(plan: &Plan, yes: bool) -> bool {
         println!();
     }
     ok
+}
+
+/// The xArm driver settings (`driver`, else the built-in ones) pointed at `addr` (HOST or
+/// HOST:PORT, the command port), checked.
+pub fn xarm_settings(driver: Option<&Path>, addr: &str) -> Result<pointact::robot::XarmSettings> {
+    let settings = match driver {
+        Some(p) => settings::load(p)?,
+        None => settings::builtin("xarm6")?,
+    };
+    let mut s = settings
+        .as_xarm()
+        .context("--xarm needs xArm driver settings (kind = \"xarm\")")?
+        .clone();
+    let (host, port) = split_host_port(addr)?;
+    s.network.address = host;
+    if let Some(p) = port {
+        s.network.command_port = p;
+    }
+    DriverSettings::Xarm(s.clone()).validate("--xarm")?;
+    Ok(s)
 }
 
 /// Runs the task on `robot`, stopping it on Ctrl-C; prints the outcome and returns the exit code.

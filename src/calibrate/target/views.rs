@@ -96,7 +96,7 @@ pub fn observe_target(
 /// Where the target sits on the tool: its face `offset_m` beyond the tool point along the
 /// approach axis, facing outwards (target z = approach axis), so the fingers are behind the plate
 /// and a camera in front of the gripper sees the whole tag.
-pub(crate) fn default_tcp_from_target(model: &RobotModel, offset_m: f64) -> Isometry3<f64> {
+pub fn default_tcp_from_target(model: &RobotModel, offset_m: f64) -> Isometry3<f64> {
     let a = Vector3::from(model.config.approach_axis);
     let a = if a.norm() > 0.0 {
         a.normalize()
