@@ -2,9 +2,12 @@
 //! what a robot run refuses before it touches the arm, and the emulator serving the simulator's
 //! camera to the run, then judging the scene when it is stopped.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use common::emulator::{EmulatorProcess, FREE_PORTS};
 
 fn pointact(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pointact"))
@@ -87,68 +90,48 @@ fn a_robot_run_refuses_what_it_cannot_do_safely_before_connecting() {
     refused(&["run", "--camera", "tcp:127.0.0.1:9"], 2, &["--xarm"]);
 }
 
-/// `emulate xarm --sim` on free ports; the lines it printed before `ready`.
-struct Emulator {
-    child: Child,
-    lines: Vec<String>,
-}
+/// `emulate xarm --sim SCENE` on free ports.
+struct Emulator(EmulatorProcess);
 
 impl Emulator {
     fn start(scene: &str) -> Emulator {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pointact"))
-            .args([
-                "emulate",
-                "xarm",
-                "--sim",
-                scene,
-                "--port",
-                "0",
-                "--report-port",
-                "0",
-                "--rt-port",
-                "0",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the emulator");
-        let mut reader = BufReader::new(child.stdout.take().unwrap());
-        let mut lines = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            let mut l = String::new();
-            if reader.read_line(&mut l).unwrap() == 0 {
-                break;
-            }
-            lines.push(l.trim_end().to_string());
-            if l.starts_with("ready") {
-                break;
-            }
-        }
-        // Keep reading stdout (the judge's verdict) on a thread so the child never blocks on it.
-        let rest = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut reader, &mut s);
-            s
-        });
-        std::mem::forget(rest);
-        Emulator { child, lines }
+        Emulator(EmulatorProcess::spawn(
+            &[&["--sim", scene][..], &FREE_PORTS[..]].concat(),
+        ))
     }
 
+    /// The address printed after `name` in the banner (`camera`, `command`, …).
     fn field(&self, name: &str) -> String {
         let l = self
-            .lines
-            .iter()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no `{name}` line in {:?}", self.lines));
+            .0
+            .banner
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no `{name}` line in {}", self.0.banner));
         l.split_whitespace().nth(1).unwrap().to_string()
     }
-}
 
-impl Emulator {
+    /// Ctrl-C (SIGINT, through `kill` as a shell would send it), then waits at most 60 s for the
+    /// emulator to judge the scene and exit.
+    fn interrupt(&mut self) -> std::process::ExitStatus {
+        let child = &mut self.0.child;
+        let pid = child.id().to_string();
+        Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the emulator did not stop on SIGINT"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The shipped xarm6 driver.toml with this emulator's report ports, written into `dir`.
     fn driver_file(&self, dir: &std::path::Path) -> std::path::PathBuf {
-        let port = |name: &str| self.field(name).rsplit(':').next().unwrap().to_string();
         std::fs::create_dir_all(dir).unwrap();
         let shipped = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -159,9 +142,9 @@ impl Emulator {
             .lines()
             .map(|l| {
                 if l.starts_with("state_report_port") {
-                    format!("state_report_port = {}", port("report"))
+                    format!("state_report_port = {}", self.0.report_port)
                 } else if l.starts_with("realtime_report_port") {
-                    format!("realtime_report_port = {}", port("real-time"))
+                    format!("realtime_report_port = {}", self.0.rt_port)
                 } else {
                     l.to_string()
                 }
@@ -174,16 +157,9 @@ impl Emulator {
     }
 }
 
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn the_simulated_emulator_serves_its_camera_to_a_robot_run_and_judges_on_ctrl_c() {
-    let emu = Emulator::start("tabletop/pepper_in_pan");
+    let mut emu = Emulator::start("tabletop/pepper_in_pan");
     let camera = emu.field("camera");
     assert!(camera.starts_with("tcp:127.0.0.1:"), "{camera}");
     let command = emu.field("command");
@@ -216,24 +192,7 @@ fn the_simulated_emulator_serves_its_camera_to_a_robot_run_and_judges_on_ctrl_c(
     assert!(!out.lines().any(|l| l.starts_with("execute")), "{out}");
 
     // Ctrl-C: the emulator stops and the simulator judges the untouched scene: a failure.
-    let mut emu = emu;
-    let pid = emu.child.id() as i32;
-    // SAFETY-free: `kill -INT` through the shell's utility, as a user's Ctrl-C.
-    Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = emu.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the emulator did not stop on SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = emu.interrupt();
     assert_eq!(
         status.code(),
         Some(1),
@@ -249,8 +208,9 @@ fn live_calibration_asks_before_moving_and_a_no_writes_nothing() {
     let emu = Emulator::start("calibration");
     let camera = emu.field("camera");
     let at = emu
-        .lines
-        .iter()
+        .0
+        .banner
+        .lines()
         .find(|l| l.starts_with("camera at"))
         .and_then(|l| l.split_whitespace().nth(2))
         .expect("the emulator prints where its camera is")
@@ -283,6 +243,186 @@ fn live_calibration_asks_before_moving_and_a_no_writes_nothing() {
     assert!(
         !out.join("front.toml").exists(),
         "a declined calibration wrote a file"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What the oracle answered, in order: (reasoning-free) point lists in the frame's pixels.
+struct Recorder {
+    inner: pointact::sim::oracle::OraclePointer,
+    answers: Vec<Vec<[f64; 2]>>,
+}
+
+impl pointact::pointing::Pointer for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+
+    fn point(
+        &mut self,
+        frame: &pointact::camera::Frame,
+        ability: pointact::pointing::Ability,
+        instruction: &str,
+    ) -> Result<pointact::pointing::Pointing, pointact::pointing::PointerError> {
+        let p = self.inner.point(frame, ability, instruction)?;
+        self.answers.push(p.points_px());
+        Ok(p)
+    }
+}
+
+/// The replies an Embodied-R1 server would give for pepper-in-pan seed 0: the oracle's points for
+/// the same seeded scene (planned in this process, nothing moved), in the model's resized pixels.
+fn embodied_r1_replies() -> Vec<String> {
+    use pointact::executor::Branch;
+    use pointact::pointing::{ImageSize, ModelImageMap, DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS};
+    use pointact::runner::{prepare_episode, run_task};
+    use pointact::safety::SafetyConfig;
+    use pointact::sim::devices::{SimCamera, SimRobot};
+    let ep = pointact::sim::tasks::task("tabletop/pepper_in_pan")
+        .unwrap()
+        .instantiate(0)
+        .unwrap();
+    let prepared = prepare_episode(&ep).unwrap();
+    let home = prepared.model.home().to_vec();
+    let mut robot = SimRobot::new(prepared.world.clone(), prepared.model.clone(), home).unwrap();
+    let mut camera = SimCamera::new(prepared.world.clone(), Default::default());
+    let (w, h) = {
+        let i = &camera.pinhole().intrinsics;
+        (i.width as u32, i.height as u32)
+    };
+    let mut pointer = Recorder {
+        inner: pointact::sim::oracle::OraclePointer::new(prepared.truth, Default::default()),
+        answers: Vec::new(),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(run_task(
+        &mut robot,
+        &mut camera,
+        &mut pointer,
+        &ep.instruction,
+        Branch::Affordance,
+        SafetyConfig {
+            dry_run: true,
+            ..SafetyConfig::default()
+        },
+        &mut |_| true,
+        &mut |_| {},
+    ))
+    .unwrap();
+    let map = ModelImageMap::for_qwen25vl(
+        ImageSize::new(w, h),
+        DEFAULT_MIN_PIXELS,
+        PRETRAINED_MAX_PIXELS,
+    )
+    .unwrap();
+    assert!(!pointer.answers.is_empty());
+    pointer
+        .answers
+        .iter()
+        .map(|pts| {
+            let list: Vec<String> = pts
+                .iter()
+                .map(|p| {
+                    let m = map.to_model(*p);
+                    format!("[{}, {}]", m[0].round(), m[1].round())
+                })
+                .collect();
+            format!(
+                "<think>As seen.</think><answer><point>[{}]</point></answer>",
+                list.join(", ")
+            )
+        })
+        .collect()
+}
+
+/// An OpenAI-compatible server on 127.0.0.1 that answers the n-th chat completion with
+/// `replies[n]` (one request per connection, `Connection: close`).
+fn mock_openai(replies: Vec<String>) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut replies = replies.into_iter();
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { break };
+            // Headers, then Content-Length bytes of body.
+            let mut buf = Vec::new();
+            let mut byte = [0u8; 1];
+            while !buf.ends_with(b"\r\n\r\n") {
+                if s.read(&mut byte).unwrap_or(0) == 0 {
+                    break;
+                }
+                buf.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let mut body = vec![0u8; len];
+            let _ = s.read_exact(&mut body);
+            let content = replies.next().unwrap_or_else(|| "no more answers".into());
+            let json = serde_json::json!({
+                "id": "chatcmpl-mock",
+                "object": "chat.completion",
+                "model": "embodied-r1",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                             "finish_reason": "stop"}],
+            })
+            .to_string();
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+                json.len()
+            );
+        }
+    });
+    base
+}
+
+/// The whole physical path as a user runs it, two processes: `emulate xarm --sim` (the simulator's
+/// arm behind the controller emulator, its camera served over TCP) and `run --xarm … --camera tcp:…
+/// --pointer openai` (a pointer server answering as Embodied-R1 would), confirmed with --yes; then
+/// Ctrl-C makes the emulator judge the scene: the pepper is in the pan.
+#[test]
+fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
+    let endpoint = mock_openai(embodied_r1_replies());
+    let mut emu = Emulator::start("tabletop/pepper_in_pan");
+    let camera = emu.field("camera");
+    let command = emu.field("command");
+    let dir = std::env::temp_dir().join(format!("pointact-cli-whole-{}", std::process::id()));
+    let driver = emu.driver_file(&dir);
+    let o = pointact(&[
+        "run",
+        "--xarm",
+        &command,
+        "--driver",
+        driver.to_str().unwrap(),
+        "--camera",
+        &camera,
+        "--instruction",
+        "put the pepper in the pan",
+        "--pointer",
+        "openai",
+        "--endpoint",
+        &endpoint,
+        "--yes",
+        "--speed-scale",
+        "1",
+    ]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("outcome   DONE"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("execute")), "{out}");
+    let status = emu.interrupt();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the simulator judged the task a failure\n{out}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,9 +16,11 @@
 //! | `valid_streams_round_trip` | several valid packets with noise between them: decoded exactly, in order |
 //! | `emulator_answers_anything` | near-valid requests into the emulator: no panic, every answer a valid status packet |
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+mod common;
+
+use common::fuzz;
 use pointact::kinematics::RobotModel;
 use pointact::robot::dynamixel::emulator::BusState;
 use pointact::robot::dynamixel::proto::{
@@ -26,47 +28,17 @@ use pointact::robot::dynamixel::proto::{
 };
 use pointact::robot::settings;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 const DEFAULT_CASES: u32 = 5_000;
 
-fn cases() -> u32 {
-    std::env::var("POINTACT_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(DEFAULT_CASES)
-}
-
-/// Runs `cases()` cases of `strategy` through `check`, asserts they all ran, and returns how many
-/// `check` counted as reaching its interesting path (so each test shows it got there).
+/// `run` of the shared fuzz runner with this file's case count.
 fn run<S: Strategy>(
     name: &str,
     strategy: S,
     check: impl Fn(S::Value) -> Result<bool, TestCaseError>,
 ) -> usize {
-    let cases = cases();
-    let ran = AtomicUsize::new(0);
-    let hit = AtomicUsize::new(0);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let result = runner.run(&strategy, |v| {
-        ran.fetch_add(1, Ordering::Relaxed);
-        if check(v)? {
-            hit.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("{name}: {e}");
-    }
-    let ran = ran.load(Ordering::Relaxed);
-    assert!(ran >= cases as usize, "{name}: only {ran} of {cases} ran");
-    let hit = hit.load(Ordering::Relaxed);
-    eprintln!("{name}: {ran} cases, {hit} reached the checked path");
-    hit
+    fuzz::run(name, fuzz::cases(DEFAULT_CASES), strategy, check)
 }
 
 /// Bytes biased toward the ones framing is made of.

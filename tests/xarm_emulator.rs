@@ -10,7 +10,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
-use common::emulator::EmulatorProcess;
+use common::emulator::{EmulatorProcess, FREE_PORTS};
 use pointact::robot::xarm::proto::{
     feedback_code, feedback_kind, prot, Command as Cmd, FrameReader, Incoming, Mode, MoveJoint,
     Reply, ReportReader, Request, RichReport, RobotState, RtReport,
@@ -61,16 +61,7 @@ fn read_report(port: u16) -> Vec<Vec<u8>> {
 
 #[test]
 fn binary_serves_three_sockets_and_ends_cleanly_on_ctrl_c() {
-    let mut emu = EmulatorProcess::spawn(&[
-        "--port",
-        "0",
-        "--report-port",
-        "0",
-        "--rt-port",
-        "0",
-        "--rt-hz",
-        "100",
-    ]);
+    let mut emu = EmulatorProcess::spawn(&[&FREE_PORTS[..], &["--rt-hz", "100"][..]].concat());
     let mut s = connect(emu.command_port);
     let mut r = FrameReader::new();
     let (v, _) = call(&mut s, &mut r, Cmd::GetVersion, 1);
@@ -111,24 +102,24 @@ fn binary_serves_three_sockets_and_ends_cleanly_on_ctrl_c() {
     assert!(rest.contains("stopped"), "{rest}");
 }
 
+/// `--sim` refuses a scene whose robot is not an xArm 6 and an unknown task before binding
+/// anything (the served case is `tests/cli_robot_run.rs`); bad versions are refused at parse time.
 #[test]
-fn sim_backed_arm_is_not_built_yet_and_bad_versions_are_refused() {
-    let o = Command::new(env!("CARGO_BIN_EXE_pointact"))
-        .args([
-            "emulate",
-            "xarm",
-            "--sim",
-            "--port",
-            "0",
-            "--report-port",
-            "0",
-            "--rt-port",
-            "0",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not built yet"));
+fn sim_scenes_for_other_robots_and_bad_versions_are_refused() {
+    let sim = |task: &str| {
+        Command::new(env!("CARGO_BIN_EXE_pointact"))
+            .args(["emulate", "xarm", "--sim", task])
+            .args(FREE_PORTS)
+            .output()
+            .unwrap()
+    };
+    let o = sim("bridge/carrot_on_plate");
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("widowx250") && e.contains("xArm 6"), "{e}");
+    let o = sim("tabletop/no_such_task");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no_such_task"));
     let o = Command::new(env!("CARGO_BIN_EXE_pointact"))
         .args(["emulate", "xarm", "--version", "v2.3.0", "--port", "0"])
         .output()

@@ -23,15 +23,16 @@
 //! POINTACT_FUZZ_CASES=1000000 cargo test --release --test xarm_proto_fuzz # a longer soak
 //! ```
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
+use common::fuzz::run;
 use pointact::robot::xarm::proto::{
     parse_version, reg, ArmStatus, Command, Feedback, FrameReader, Incoming, MotionBounds,
     ProtoError, Reply, ReportReader, Request, Response, RichReport, RichTail, RtReport, RtuReply,
     RtuRequest, Status, RICH_REPORT_LEN, RT_REPORT_LEN,
 };
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 /// Total cases over the five tests when `POINTACT_FUZZ_CASES` is not set.
 const DEFAULT_CASES: usize = 100_000;
@@ -43,41 +44,6 @@ fn cases(share_percent: usize) -> u32 {
         .and_then(|v| v.trim().parse::<usize>().ok())
         .unwrap_or(DEFAULT_CASES);
     (total * share_percent).div_ceil(100).max(1) as u32
-}
-
-/// Runs `cases` cases, asserts they all ran, and returns how many decoded to `Ok` somewhere, so
-/// each test shows it reached the accepting path too.
-fn run<S: Strategy>(
-    name: &str,
-    cases: u32,
-    strategy: S,
-    check: impl Fn(S::Value) -> Result<bool, TestCaseError>,
-) -> usize {
-    let ran = AtomicUsize::new(0);
-    let accepted = AtomicUsize::new(0);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let result = runner.run(&strategy, |v| {
-        ran.fetch_add(1, Ordering::Relaxed);
-        if check(v)? {
-            accepted.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("{name}: {e}");
-    }
-    let ran = ran.load(Ordering::Relaxed);
-    assert!(
-        ran >= cases as usize,
-        "{name}: only {ran} of {cases} cases ran"
-    );
-    let accepted = accepted.load(Ordering::Relaxed);
-    eprintln!("{name}: {ran} cases, {accepted} with something accepted");
-    accepted
 }
 
 fn hex(s: &str) -> Vec<u8> {

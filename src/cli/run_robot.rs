@@ -99,12 +99,6 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
     let mut pointer =
         pointact::pointing::open(a.pointer, a.model, Some(super::stream_to_stderr()))?;
     let rt = runtime()?;
-    let yes = a.yes;
-    let mut approve = move |plan: &Plan| confirm(plan, yes);
-    let mut on_event = |e: Event<'_>| {
-        end_stream();
-        print_event(&e);
-    };
     let outcome = match &a.target {
         Target::Xarm(addr) => {
             let s = xarm_settings(a.driver, addr)?;
@@ -112,16 +106,7 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
                 let robot = XarmRobot::connect(model.clone(), &s)
                     .await
                     .with_context(|| format!("connecting to the xArm at {addr}"))?;
-                drive(
-                    robot,
-                    &mut camera,
-                    &mut pointer,
-                    &a,
-                    safety,
-                    &mut approve,
-                    &mut on_event,
-                )
-                .await
+                drive(robot, &mut camera, &mut pointer, &a, safety).await
             })?
         }
         Target::Widowx(port) => {
@@ -134,16 +119,7 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
                 let robot = WidowX::connect(&s, model.clone())
                     .await
                     .with_context(|| format!("connecting to the WidowX on {port}"))?;
-                drive(
-                    robot,
-                    &mut camera,
-                    &mut pointer,
-                    &a,
-                    safety,
-                    &mut approve,
-                    &mut on_event,
-                )
-                .await
+                drive(robot, &mut camera, &mut pointer, &a, safety).await
             })?
         }
     };
@@ -276,21 +252,23 @@ pub fn xarm_settings(driver: Option<&Path>, addr: &str) -> Result<pointact::robo
     Ok(s)
 }
 
-/// Runs the task on `robot`, stopping it on Ctrl-C; prints the outcome and returns the exit code.
-#[allow(clippy::too_many_arguments)]
+/// Runs the task on `robot` (every stage printed, the plan confirmed unless `--yes`), stopping it
+/// on Ctrl-C; prints the outcome and returns the exit code.
 async fn drive<R: Robot>(
     mut robot: R,
     camera: &mut Box<dyn Camera>,
     pointer: &mut pointact::pointing::ModelPointer,
     a: &RobotRun<'_>,
     safety: SafetyConfig,
-    approve: &mut (dyn FnMut(&Plan) -> bool + Send),
-    on_event: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<ExitCode> {
     let mut approved = false;
     let mut approve = |plan: &Plan| {
-        approved = approve(plan);
+        approved = confirm(plan, a.yes);
         approved
+    };
+    let mut on_event = |e: Event<'_>| {
+        end_stream();
+        print_event(&e);
     };
     let result = tokio::select! {
         r = run_task(
@@ -301,7 +279,7 @@ async fn drive<R: Robot>(
             a.branch,
             safety,
             &mut approve,
-            on_event,
+            &mut on_event,
         ) => Some(r),
         _ = tokio::signal::ctrl_c() => None,
     };

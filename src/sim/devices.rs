@@ -93,12 +93,8 @@ impl SimRobot {
         model: Arc<RobotModel>,
         q: Vec<f64>,
     ) -> Result<Self, RobotError> {
-        {
-            let mut w = world.lock();
-            let opening = w.gripper_opening();
-            w.set_robot(&q, opening).map_err(sim)?;
-            w.step();
-        }
+        let opening = world.lock().gripper_opening();
+        place_arm(&world, &q, opening)?;
         Ok(SimRobot {
             world,
             model,
@@ -116,6 +112,14 @@ impl SimRobot {
             gripper_width: g.closed_width + w.gripper_opening() * (g.open_width - g.closed_width),
         });
     }
+}
+
+/// Puts the arm at `q` with the fingers commanded to `opening`, stepping once so the links are there.
+fn place_arm(world: &SharedWorld, q: &[f64], opening: f64) -> Result<(), RobotError> {
+    let mut w = world.lock();
+    w.set_robot(q, opening).map_err(sim)?;
+    w.step();
+    Ok(())
 }
 
 fn sim(e: impl std::fmt::Display) -> RobotError {
@@ -214,11 +218,7 @@ impl SimArm {
         model: Arc<RobotModel>,
         q: Vec<f64>,
     ) -> Result<Self, RobotError> {
-        {
-            let mut w = world.lock();
-            w.set_robot(&q, 1.0).map_err(sim)?;
-            w.step();
-        }
+        place_arm(&world, &q, 1.0)?;
         Ok(SimArm {
             world,
             model,

@@ -3,6 +3,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
+/// Arguments that bind every socket to a free port (printed in the banner).
+pub const FREE_PORTS: [&str; 6] = ["--port", "0", "--report-port", "0", "--rt-port", "0"];
+
 /// A running emulator; killed when dropped (a test that fails half way leaves nothing behind).
 pub struct EmulatorProcess {
     pub child: Child,
