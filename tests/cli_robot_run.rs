@@ -130,6 +130,31 @@ impl Emulator {
         }
     }
 
+    /// `pointact run --xarm` on this emulator and its served camera, "put the pepper in the pan",
+    /// the openai pointer at `endpoint`, plus `extra` (driver settings written into `dir`).
+    fn run_pepper_in_pan(&self, dir: &std::path::Path, endpoint: &str, extra: &[&str]) -> Output {
+        let command = self.field("command");
+        let camera = self.field("camera");
+        let driver = self.driver_file(dir);
+        let mut args = vec![
+            "run",
+            "--xarm",
+            &command,
+            "--driver",
+            driver.to_str().unwrap(),
+            "--camera",
+            &camera,
+            "--instruction",
+            "put the pepper in the pan",
+            "--pointer",
+            "openai",
+            "--endpoint",
+            endpoint,
+        ];
+        args.extend_from_slice(extra);
+        pointact(&args)
+    }
+
     /// The shipped xarm6 driver.toml with this emulator's report ports, written into `dir`.
     fn driver_file(&self, dir: &std::path::Path) -> std::path::PathBuf {
         std::fs::create_dir_all(dir).unwrap();
@@ -162,26 +187,10 @@ fn the_simulated_emulator_serves_its_camera_to_a_robot_run_and_judges_on_ctrl_c(
     let mut emu = Emulator::start("tabletop/pepper_in_pan");
     let camera = emu.field("camera");
     assert!(camera.starts_with("tcp:127.0.0.1:"), "{camera}");
-    let command = emu.field("command");
     let dir = std::env::temp_dir().join(format!("pointact-cli-robot-{}", std::process::id()));
-    let driver_path = emu.driver_file(&dir);
     // A pointer server that is not there: the run gets the camera's frame (served by the
     // emulator) and connects to the arm, then ends before any motion with the pointer's error.
-    let o = pointact(&[
-        "run",
-        "--xarm",
-        &command,
-        "--driver",
-        driver_path.to_str().unwrap(),
-        "--camera",
-        &camera,
-        "--instruction",
-        "put the pepper in the pan",
-        "--pointer",
-        "openai",
-        "--endpoint",
-        "http://127.0.0.1:1",
-    ]);
+    let o = emu.run_pepper_in_pan(&dir, "http://127.0.0.1:1", &[]);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
     assert!(out.contains("camera    640x480"), "the served frame: {out}");
@@ -392,28 +401,8 @@ fn mock_openai(replies: Vec<String>) -> String {
 fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
     let endpoint = mock_openai(embodied_r1_replies());
     let mut emu = Emulator::start("tabletop/pepper_in_pan");
-    let camera = emu.field("camera");
-    let command = emu.field("command");
     let dir = std::env::temp_dir().join(format!("pointact-cli-whole-{}", std::process::id()));
-    let driver = emu.driver_file(&dir);
-    let o = pointact(&[
-        "run",
-        "--xarm",
-        &command,
-        "--driver",
-        driver.to_str().unwrap(),
-        "--camera",
-        &camera,
-        "--instruction",
-        "put the pepper in the pan",
-        "--pointer",
-        "openai",
-        "--endpoint",
-        &endpoint,
-        "--yes",
-        "--speed-scale",
-        "1",
-    ]);
+    let o = emu.run_pepper_in_pan(&dir, &endpoint, &["--yes", "--speed-scale", "1"]);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
     assert!(out.contains("outcome   DONE"), "{out}");
