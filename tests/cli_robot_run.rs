@@ -348,13 +348,14 @@ fn embodied_r1_replies() -> Vec<String> {
 }
 
 /// An OpenAI-compatible server on 127.0.0.1 that answers the n-th chat completion with
-/// `replies[n]` (one request per connection, `Connection: close`).
+/// `replies[n % len]` (one request per connection, `Connection: close`).
 fn mock_openai(replies: Vec<String>) -> String {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
-        let mut replies = replies.into_iter();
+        // The answers repeat: a run that was declined asks the same questions again.
+        let mut replies = replies.into_iter().cycle();
         for stream in listener.incoming() {
             let Ok(mut s) = stream else { break };
             // Headers, then Content-Length bytes of body.
@@ -395,13 +396,24 @@ fn mock_openai(replies: Vec<String>) -> String {
 
 /// The whole physical path as a user runs it, two processes: `emulate xarm --sim` (the simulator's
 /// arm behind the controller emulator, its camera served over TCP) and `run --xarm … --camera tcp:…
-/// --pointer openai` (a pointer server answering as Embodied-R1 would), confirmed with --yes; then
-/// Ctrl-C makes the emulator judge the scene: the pepper is in the pan.
+/// --pointer openai` (a pointer server answering as Embodied-R1 would): declined at the prompt
+/// (nothing moves), then confirmed with --yes; Ctrl-C makes the emulator judge the scene: the
+/// pepper is in the pan.
 #[test]
 fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
     let endpoint = mock_openai(embodied_r1_replies());
     let mut emu = Emulator::start("tabletop/pepper_in_pan");
     let dir = std::env::temp_dir().join(format!("pointact-cli-whole-{}", std::process::id()));
+    // First without --yes and nothing on stdin: the plan is shown, the answer is no, nothing moves.
+    let o = emu.run_pepper_in_pan(&dir, &endpoint, &["--speed-scale", "1"]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", text(&o.stderr));
+    assert!(out.contains("[y/N]"), "{out}");
+    assert!(
+        out.contains("outcome   not approved: nothing moved"),
+        "{out}"
+    );
+    assert!(!out.lines().any(|l| l.starts_with("execute")), "{out}");
     let o = emu.run_pepper_in_pan(&dir, &endpoint, &["--yes", "--speed-scale", "1"]);
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
