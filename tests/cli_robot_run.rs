@@ -427,3 +427,79 @@ fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Ctrl-C during motion: the run stops the arm (the controller is left in state 4, "stopped",
+/// which only a stop command or an error puts it in) and exits 130, saying so.
+#[test]
+fn ctrl_c_during_a_motion_stops_the_arm_and_exits_130() {
+    use pointact::robot::xarm::proto::RobotState;
+    use pointact::robot::xarm::XarmClient;
+    use std::io::{BufRead, BufReader};
+    let endpoint = mock_openai(embodied_r1_replies());
+    let emu = Emulator::start("tabletop/pepper_in_pan");
+    let dir = std::env::temp_dir().join(format!("pointact-cli-ctrlc-{}", std::process::id()));
+    let driver = emu.driver_file(&dir);
+    let (command, camera) = (emu.field("command"), emu.field("camera"));
+    let mut run = Command::new(env!("CARGO_BIN_EXE_pointact"))
+        .args([
+            "run",
+            "--xarm",
+            &command,
+            "--driver",
+            driver.to_str().unwrap(),
+        ])
+        .args([
+            "--camera",
+            &camera,
+            "--instruction",
+            "put the pepper in the pan",
+        ])
+        .args(["--pointer", "openai", "--endpoint", &endpoint, "--yes"])
+        // Slow, so the signal lands in the middle of the first motion.
+        .args(["--speed-scale", "0.1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(run.stdout.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut l = String::new();
+        assert!(
+            out.read_line(&mut l).unwrap() > 0,
+            "the run ended early:\n{seen}"
+        );
+        seen.push_str(&l);
+        if l.starts_with("execute  0") {
+            break;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    Command::new("kill")
+        .args(["-INT", &run.id().to_string()])
+        .status()
+        .unwrap();
+    let status = run.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}\n{err}");
+    assert!(err.contains("Ctrl-C: the arm was stopped"), "{err}");
+    // A fresh connection sees what the run left behind: a controller told to stop.
+    let settings = pointact::robot::settings::load(&driver).unwrap();
+    let mut s = settings.as_xarm().unwrap().clone();
+    s.network.command_port = emu.0.command_port;
+    let model = pointact::kinematics::RobotModel::builtin("xarm6").unwrap();
+    let state = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut c = XarmClient::connect(&s, &model.config.gripper)
+                .await
+                .unwrap();
+            c.state().await.unwrap()
+        });
+    assert_eq!(state, RobotState::Stopped);
+    let _ = std::fs::remove_dir_all(&dir);
+}
