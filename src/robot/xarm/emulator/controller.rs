@@ -62,6 +62,15 @@ const SERVOJ_MAX_TCP_SPEED: f64 = 1200.0;
 /// since the previous target, clamped to that range, so a far target is too fast at any rate.
 const SERVO_MIN_PERIOD: f64 = 1.0 / 250.0;
 const SERVO_MAX_PERIOD: f64 = 1.0 / 30.0;
+/// The servo speed check averages over at least this much time: a stream whose packets were
+/// bunched by scheduling (this emulator is not a real-time controller, and a loaded machine delays
+/// its tick) is judged by the speed it asks for over 100 ms, not by two packets that arrived
+/// 0.1 ms apart. A jump is still a jump: 100 ms at the joints' speed limit is a fraction of a
+/// radian.
+const SERVO_WINDOW: f64 = 0.1;
+/// The longest span a speed is averaged over: a target after a pause is judged as if it came at
+/// most this long after the one before.
+const SERVO_LONGEST_SPAN: f64 = 0.5;
 /// IK samples along a line: at most this far apart (mm, rad).
 const LINE_STEP_MM: f64 = 2.0;
 const LINE_STEP_RAD: f64 = 0.02;
@@ -206,6 +215,8 @@ pub struct Controller {
     queue: VecDeque<Motion>,
     active: Option<Active>,
     servo: Option<ServoTarget>,
+    /// Accepted servo targets: the newest one at least `SERVO_WINDOW` old and every one after it.
+    servo_history: std::collections::VecDeque<ServoTarget>,
     tcp_offset_wire: [f32; 6],
     /// `flange_from_tcp` set by SET_TCP_OFFSET.
     tcp_offset: Isometry3<f64>,
@@ -255,6 +266,7 @@ impl Controller {
             queue: VecDeque::new(),
             active: None,
             servo: None,
+            servo_history: std::collections::VecDeque::new(),
             tcp_offset_wire: [0.0; 6],
             tcp_offset: Isometry3::identity(),
             load: [0.0; 4],
@@ -464,6 +476,7 @@ impl Controller {
             self.notify(&tag, feedback_kind::MOTION_FINISH, feedback_code::DISCARDED);
         }
         self.servo = None;
+        self.servo_history.clear();
         self.setpoint = self.q.clone();
     }
 
@@ -932,12 +945,23 @@ impl Controller {
             .as_ref()
             .map(|s| s.q.clone())
             .unwrap_or_else(|| self.setpoint.clone());
-        let period = self
-            .servo
-            .as_ref()
-            .map(|s| now - s.at)
-            .unwrap_or(SERVO_MAX_PERIOD)
-            .clamp(SERVO_MIN_PERIOD, SERVO_MAX_PERIOD);
+        // What the speed is measured from: the newest target at least `SERVO_WINDOW` old (the
+        // average speed over at least the window; a pause counts for at most
+        // `SERVO_LONGEST_SPAN`), else the oldest one kept, else (the first target) the setpoint
+        // over one slowest servo period.
+        let anchor = self
+            .servo_history
+            .iter()
+            .rev()
+            .find(|s| now - s.at >= SERVO_WINDOW)
+            .or(self.servo_history.front());
+        let (from, period) = match anchor {
+            Some(a) => (
+                a.q.clone(),
+                (now - a.at).clamp(SERVO_MIN_PERIOD, SERVO_LONGEST_SPAN),
+            ),
+            None => (prev.clone(), SERVO_MAX_PERIOD),
+        };
         let (target, tcp_limit, tcp_error) = match cmd {
             Command::ServoJoint(s) => {
                 if !all_finite(&s.joints) {
@@ -972,7 +996,7 @@ impl Controller {
         };
         let too_fast_joint = target
             .iter()
-            .zip(&prev)
+            .zip(&from)
             .zip(self.model.joint_limits())
             .any(|((a, b), l)| (a - b).abs() / period > l.velocity);
         if too_fast_joint {
@@ -980,7 +1004,7 @@ impl Controller {
             return;
         }
         let tcp_speed = (self.tcp_pose(&target).translation.vector
-            - self.tcp_pose(&prev).translation.vector)
+            - self.tcp_pose(&from).translation.vector)
             .norm()
             * 1000.0
             / period;
@@ -988,6 +1012,18 @@ impl Controller {
             self.raise(tcp_error);
             return;
         }
+        // Keep one target at least a window old (the anchor of the next check) and those after it.
+        while self
+            .servo_history
+            .get(1)
+            .is_some_and(|s| now - s.at >= SERVO_WINDOW)
+        {
+            self.servo_history.pop_front();
+        }
+        self.servo_history.push_back(ServoTarget {
+            q: target.clone(),
+            at: now,
+        });
         self.servo = Some(ServoTarget { q: target, at: now });
         self.state = RobotState::Moving;
     }

@@ -442,6 +442,64 @@ fn servo_mode_applies_the_newest_target_and_refuses_too_fast_steps() {
     assert_eq!(r.c.state(), RobotState::Stopped);
 }
 
+/// Sends `n` servo-joint targets moving joint 0 by `step` rad each, the k-th at `at(k)`; returns
+/// the controller's error code after them (0 = none).
+fn servo_stream(step: f64, n: usize, at: impl Fn(usize) -> f64) -> u8 {
+    let mut r = Rig::new();
+    r.ready(Mode::Position, 0.0);
+    r.move_joint(&READY_POSE, 1.0, 10.0, 0.0);
+    r.c.advance(3.0);
+    r.ready(Mode::Servo, 3.0);
+    let mut q = READY_POSE;
+    let mut last = 3.0;
+    for k in 0..n {
+        q[0] += step;
+        last = 3.0 + at(k);
+        let mut joints = [0f32; 7];
+        for (j, v) in joints.iter_mut().zip(&q) {
+            *j = *v as f32;
+        }
+        let resp = r.send(
+            Command::ServoJoint(ServoJoint {
+                joints,
+                speed: 0.0,
+                acc: 0.0,
+                mvtime: 0.0,
+            }),
+            last,
+        );
+        if resp.status.error() {
+            break;
+        }
+    }
+    r.errors(last + 0.001).0
+}
+
+/// The servo speed check is an average over at least 100 ms, so a stream at a legal speed whose
+/// packets arrived bunched (a stalled emulator tick, a loaded machine) is not refused, while a
+/// stream that is too fast on average still is, whatever its packet spacing. (With the check
+/// over one packet gap, the bunched packets were C24.)
+#[test]
+fn bunched_servo_packets_of_a_legal_stream_are_accepted_and_a_fast_stream_is_not() {
+    let v = Rig::new().c.model.joint_limits()[0].velocity;
+    // 100 Hz at 80 % of the speed limit; packets 20..25 arrive together after a 50 ms stall.
+    let legal = 0.8 * v * 0.01;
+    let bunched = |k: usize| {
+        if (20..25).contains(&k) {
+            0.01 * 25.0
+        } else {
+            0.01 * (k as f64 + 1.0)
+        }
+    };
+    assert_eq!(servo_stream(legal, 40, bunched), 0);
+    // The same spacing without the stall is of course fine too.
+    assert_eq!(servo_stream(legal, 40, |k| 0.01 * (k as f64 + 1.0)), 0);
+    // Twice the speed limit, evenly spaced or bunched: C24.
+    let fast = 2.0 * v * 0.01;
+    assert_eq!(servo_stream(fast, 40, |k| 0.01 * (k as f64 + 1.0)), 24);
+    assert_eq!(servo_stream(fast, 40, bunched), 24);
+}
+
 #[test]
 fn servo_commands_outside_servo_mode_do_nothing() {
     let mut r = Rig::new();
