@@ -1,1 +1,0 @@
-//! Policy server for SimplerEnv and other evaluators (WebSocket + msgpack). Not built yet: a later issue.
