@@ -30,6 +30,23 @@ impl Rig {
         self.c.handle(1, &req, t).expect("a reply")
     }
 
+    /// SERVO_J to joints `q` (rad) at time `t`.
+    fn servo_joints(&mut self, q: &[f64], t: f64) -> Response {
+        let mut joints = [0f32; 7];
+        for (j, v) in joints.iter_mut().zip(q) {
+            *j = *v as f32;
+        }
+        self.send(
+            Command::ServoJoint(ServoJoint {
+                joints,
+                speed: 0.0,
+                acc: 0.0,
+                mvtime: 0.0,
+            }),
+            t,
+        )
+    }
+
     fn reply(&mut self, cmd: Command, t: f64) -> Reply {
         self.send(cmd, t).reply().unwrap()
     }
@@ -389,19 +406,7 @@ fn servo_mode_applies_the_newest_target_and_refuses_too_fast_steps() {
     for _ in 0..20 {
         q[0] += 0.005;
         t += 0.01;
-        let mut joints = [0f32; 7];
-        for (j, v) in joints.iter_mut().zip(&q) {
-            *j = *v as f32;
-        }
-        let resp = r.send(
-            Command::ServoJoint(ServoJoint {
-                joints,
-                speed: 0.0,
-                acc: 0.0,
-                mvtime: 0.0,
-            }),
-            t,
-        );
+        let resp = r.servo_joints(&q, t);
         assert_eq!(resp.status, Status::OK, "{:?}", r.c.codes());
     }
     r.c.advance(t + 0.05);
@@ -455,19 +460,7 @@ fn servo_stream(step: f64, n: usize, at: impl Fn(usize) -> f64) -> u8 {
     for k in 0..n {
         q[0] += step;
         last = 3.0 + at(k);
-        let mut joints = [0f32; 7];
-        for (j, v) in joints.iter_mut().zip(&q) {
-            *j = *v as f32;
-        }
-        let resp = r.send(
-            Command::ServoJoint(ServoJoint {
-                joints,
-                speed: 0.0,
-                acc: 0.0,
-                mvtime: 0.0,
-            }),
-            last,
-        );
+        let resp = r.servo_joints(&q, last);
         if resp.status.error() {
             break;
         }
