@@ -706,25 +706,18 @@ impl XarmClient {
         let m = &self.settings.motion;
         let (v, a) = (m.tcp_speed, m.tcp_acceleration);
         let t = translation * 1000.0;
-        let cmd = Command::MoveRelative(MoveRelative {
-            offset: [
+        let cmd = Command::MoveRelative(MoveRelative::linear(
+            [
                 t.x as f32,
                 t.y as f32,
                 t.z as f32,
                 rpy[0] as f32,
                 rpy[1] as f32,
                 rpy[2] as f32,
-                0.0,
             ],
-            speed: (v * 1000.0) as f32,
-            acc: (a * 1000.0) as f32,
-            mvtime: 0.0,
-            radius: -1.0,
-            joint: false,
-            axis_angle: false,
-            only_check: None,
-            motion_type: None,
-        });
+            (v * 1000.0) as f32,
+            (a * 1000.0) as f32,
+        ));
         let turn = rpy.iter().map(|r| r.abs()).sum::<f64>();
         let length = translation.norm().max(turn * ROTATION_LENGTH_M_PER_RAD);
         self.motion(cmd, wait, length / v + v / a).await

@@ -1069,6 +1069,26 @@ pub struct MoveRelative {
     pub motion_type: Option<u8>,
 }
 
+impl MoveRelative {
+    /// The SDK's `set_position(..., relative=True)`: a Cartesian offset (x, y, z mm; roll, pitch,
+    /// yaw rad) in the base frame, no blending.
+    pub fn linear(offset: [f32; 6], speed: f32, acc: f32) -> MoveRelative {
+        let mut o = [0f32; 7];
+        o[..6].copy_from_slice(&offset);
+        MoveRelative {
+            offset: o,
+            speed,
+            acc,
+            mvtime: 0.0,
+            radius: -1.0,
+            joint: false,
+            axis_angle: false,
+            only_check: None,
+            motion_type: None,
+        }
+    }
+}
+
 /// MOVE_SERVOJ (29): servo-mode joint target, applied at once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServoJoint {

@@ -583,17 +583,11 @@ fn commands_round_trip_through_their_params() {
             mvtime: 0.0,
             only_check: Some(1),
         }),
-        Command::MoveRelative(MoveRelative {
-            offset: [10.0, 0.0, -5.0, 0.0, 0.0, 0.1, 0.0],
-            speed: 50.0,
-            acc: 500.0,
-            mvtime: 0.0,
-            radius: -1.0,
-            joint: false,
-            axis_angle: false,
-            only_check: None,
-            motion_type: None,
-        }),
+        Command::MoveRelative(MoveRelative::linear(
+            [10.0, 0.0, -5.0, 0.0, 0.0, 0.1],
+            50.0,
+            500.0,
+        )),
         Command::MoveLine(MoveLine {
             pose: [1.0; 6],
             speed: 1.0,

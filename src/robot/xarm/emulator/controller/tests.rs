@@ -307,17 +307,11 @@ fn relative_and_tool_frame_lines_move_from_the_last_target() {
     r.move_joint(&READY_POSE, 1.0, 10.0, 0.0);
     r.c.advance(3.0);
     let a = r.tcp(3.0);
-    let rel = Command::MoveRelative(crate::robot::xarm::proto::MoveRelative {
-        offset: [0.0, 30.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-        speed: 100.0,
-        acc: 2000.0,
-        mvtime: 0.0,
-        radius: -1.0,
-        joint: false,
-        axis_angle: false,
-        only_check: None,
-        motion_type: None,
-    });
+    let rel = Command::MoveRelative(crate::robot::xarm::proto::MoveRelative::linear(
+        [0.0, 30.0, 0.0, 0.0, 0.0, 0.0],
+        100.0,
+        2000.0,
+    ));
     assert_eq!(r.send(rel, 3.0).status, Status::OK);
     // Tool frame: the gripper points down, so +z in the tool frame is -z in the base frame.
     let tool = Command::MoveLine(MoveLine {
