@@ -8,6 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::emulator::{EmulatorProcess, FREE_PORTS};
+use common::openai_mock::{completion, Mock, Reply};
 
 fn pointact(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pointact"))
@@ -347,51 +348,13 @@ fn embodied_r1_replies() -> Vec<String> {
         .collect()
 }
 
-/// An OpenAI-compatible server on 127.0.0.1 that answers the n-th chat completion with
-/// `replies[n % len]` (one request per connection, `Connection: close`).
-fn mock_openai(replies: Vec<String>) -> String {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        // The answers repeat: a run that was declined asks the same questions again.
-        let mut replies = replies.into_iter().cycle();
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { break };
-            // Headers, then Content-Length bytes of body.
-            let mut buf = Vec::new();
-            let mut byte = [0u8; 1];
-            while !buf.ends_with(b"\r\n\r\n") {
-                if s.read(&mut byte).unwrap_or(0) == 0 {
-                    break;
-                }
-                buf.push(byte[0]);
-            }
-            let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            let mut body = vec![0u8; len];
-            let _ = s.read_exact(&mut body);
-            let content = replies.next().unwrap_or_else(|| "no more answers".into());
-            let json = serde_json::json!({
-                "id": "chatcmpl-mock",
-                "object": "chat.completion",
-                "model": "embodied-r1",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                             "finish_reason": "stop"}],
-            })
-            .to_string();
-            let _ = write!(
-                s,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
-                json.len()
-            );
-        }
-    });
-    base
+/// An Embodied-R1 stand-in on 127.0.0.1 (`common::openai_mock`) that gives `replies` in order,
+/// `runs` times over (a declined run asks the same questions again); returns its endpoint.
+fn pointer_server(replies: &[String], runs: usize) -> String {
+    let canned = (0..runs)
+        .flat_map(|_| replies.iter().map(|r| Reply::Http(200, completion(r))))
+        .collect();
+    Mock::start(canned).base
 }
 
 /// The whole physical path as a user runs it, two processes: `emulate xarm --sim` (the simulator's
@@ -401,7 +364,7 @@ fn mock_openai(replies: Vec<String>) -> String {
 /// pepper is in the pan.
 #[test]
 fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
-    let endpoint = mock_openai(embodied_r1_replies());
+    let endpoint = pointer_server(&embodied_r1_replies(), 2);
     let mut emu = Emulator::start("tabletop/pepper_in_pan");
     let dir = std::env::temp_dir().join(format!("pointact-cli-whole-{}", std::process::id()));
     // First without --yes and nothing on stdin: the plan is shown, the answer is no, nothing moves.
@@ -435,7 +398,7 @@ fn ctrl_c_during_a_motion_stops_the_arm_and_exits_130() {
     use pointact::robot::xarm::proto::RobotState;
     use pointact::robot::xarm::XarmClient;
     use std::io::{BufRead, BufReader};
-    let endpoint = mock_openai(embodied_r1_replies());
+    let endpoint = pointer_server(&embodied_r1_replies(), 1);
     let emu = Emulator::start("tabletop/pepper_in_pan");
     let dir = std::env::temp_dir().join(format!("pointact-cli-ctrlc-{}", std::process::id()));
     let driver = emu.driver_file(&dir);

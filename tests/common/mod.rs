@@ -4,6 +4,7 @@
 pub mod emulator;
 pub mod fuzz;
 pub mod handeye;
+pub mod openai_mock;
 pub mod python;
 
 use std::future::Future;
