@@ -31,7 +31,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Run(a) => cli::run::run(a),
         Command::Point(a) => cli::point::run(a),
         Command::Eval { which } => cli::eval::run(which),
-        Command::Serve => not_built("`serve` (SimplerEnv bridge)"),
+        Command::Serve { which } => cli::serve::run(which),
         Command::Emulate { which } => cli::emulate::run(which),
         Command::Calibrate { which } => cli::calibrate::run(which),
         Command::Capture(a) => cli::capture::run(a),

@@ -1,5 +1,23 @@
-//! Policy server for SimplerEnv and other evaluators (WebSocket + msgpack, openpi array encoding).
-//! The server itself is not built yet (a later issue); [`wire`] is the message encoding it will
-//! speak, so that the stock `openpi-client` can drive it unchanged.
+//! Policy server for SimplerEnv and other evaluators: WebSocket + msgpack with openpi's array
+//! encoding, so the stock `openpi-client` drives it unchanged (reference simplerenv.md §5).
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | [`wire`] | the msgpack encoding, byte-identical to openpi's `packb`, bounded decoding |
+//! | [`protocol`] | the messages (metadata, `reset`, `infer` → `action`, `episode_end`) as wire values |
+//! | [`session`] | one episode: the runner's `run_task` with the evaluator as camera and robot |
+//! | [`server`] | [`BridgeServer`]: connections, one episode each, errors kept per connection |
+//! | [`client`] | [`BridgeClient`]: the evaluator's end in Rust (`eval bridge`, `bench bridge`) |
+//!
+//! The observation and action types are the runner's (`runner::remote`): the server and our
+//! evaluator share them, and the runner's `run_remote_episode` is the evaluator side.
 
+pub mod client;
+pub mod protocol;
+pub mod server;
+pub mod session;
 pub mod wire;
+
+pub use client::BridgeClient;
+pub use server::BridgeServer;
+pub use session::SessionConfig;

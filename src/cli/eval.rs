@@ -1,5 +1,6 @@
 //! `pointact eval sim`: a suite of simulated tasks over seeded episodes, with a progress bar, a
-//! success table and a JSON record. (`eval bridge` waits for the SimplerEnv bridge.)
+//! success table and a JSON record. `pointact eval bridge`: the same suite, each episode driven
+//! through a bridge server (ours in process, or `--server`) over the SimplerEnv protocol.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,8 +21,9 @@ use super::{finish_viz, runtime, RerunCli};
 pub enum EvalCommand {
     /// All tasks of a simulated suite over seeded episodes.
     Sim(EvalSimCli),
-    /// SimplerEnv through the bridge.
-    Bridge,
+    /// Our simulator's suite through a bridge server and its protocol (the Rust evaluator; for
+    /// SimplerEnv itself run sim/simplerenv/run.py against `serve bridge`).
+    Bridge(EvalBridgeCli),
 }
 
 #[derive(Args)]
@@ -56,8 +58,121 @@ pub struct EvalSimCli {
 pub fn run(which: EvalCommand) -> Result<ExitCode> {
     match which {
         EvalCommand::Sim(a) => sim(a),
-        EvalCommand::Bridge => super::not_built("`eval bridge` (SimplerEnv bridge)"),
+        EvalCommand::Bridge(a) => bridge(a),
     }
+}
+
+#[derive(Args)]
+pub struct EvalBridgeCli {
+    /// bridge (4 WidowX tasks) or tabletop (8 xArm 6 tasks).
+    #[arg(long, default_value = "bridge")]
+    suite: String,
+    /// A running bridge server (`ws://HOST:PORT` or `HOST:PORT`); default: one started in this
+    /// process on a free loopback port, with the oracle pointer.
+    #[arg(long)]
+    server: Option<String>,
+    /// delta (SimplerEnv's stock 7-D delta end-effector controller) or joint (8-D joint targets).
+    #[arg(long, default_value = "delta", value_parser = ["delta", "joint"])]
+    control_mode: String,
+    /// Executor branch of the in-process server: p (affordance) or v (visual trace).
+    #[arg(long, default_value = "p")]
+    branch: Branch,
+    /// Episodes per task (seeds 0..N), 1 to 100000.
+    #[arg(long, default_value_t = 24, value_parser = super::values::episodes)]
+    episodes: u64,
+    /// Control steps per episode (5 Hz); our simulator has no official budget.
+    #[arg(long, default_value_t = 300)]
+    max_steps: u64,
+    /// Write every episode's result here.
+    #[arg(long, default_value = "eval-bridge.json")]
+    json: PathBuf,
+}
+
+fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
+    use pointact::bridge::{BridgeClient, BridgeServer};
+    use pointact::runner::pointer::SessionPointer;
+    use pointact::runner::remote::{run_remote_suite, ControlMode, RemoteOptions};
+
+    let suite = Suite::parse(&a.suite)?;
+    let control_mode = ControlMode::from_name(&a.control_mode)
+        .ok_or_else(|| anyhow::anyhow!("unknown control mode {:?}", a.control_mode))?;
+    let options = RemoteOptions {
+        episode: EpisodeOptions {
+            branch: a.branch,
+            ..Default::default()
+        },
+        control_mode,
+        max_steps: a.max_steps,
+        ..Default::default()
+    };
+    let seeds: Vec<u64> = (0..a.episodes).collect();
+    write_report(
+        &a.json,
+        &EvalReport::new(suite, &options.episode, &seeds, Vec::new(), true),
+    )?;
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register_conditional_shutdown(
+        signal_hook::consts::SIGINT,
+        130,
+        stop.clone(),
+    )?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    let bar = indicatif::ProgressBar::new((suite.tasks().len() * seeds.len()) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} episodes ({eta}) {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut ok = 0;
+    let rt = runtime()?;
+    let report = rt.block_on(async {
+        let (addr, shutdown) = match &a.server {
+            Some(s) => (s.clone(), None),
+            None => {
+                let robot = suite
+                    .tasks()
+                    .first()
+                    .and_then(|t| t.instantiate(0).ok())
+                    .map_or_else(|| "widowx250".to_string(), |e| e.robot);
+                let config = super::serve::session_config(
+                    SessionPointer::Oracle(OracleOptions::default()),
+                    &robot,
+                    a.branch,
+                    0.0,
+                )?;
+                let server = BridgeServer::bind("127.0.0.1:0", config).await?;
+                let addr = server.local_addr()?.to_string();
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                tokio::spawn(server.serve(async {
+                    let _ = rx.await;
+                }));
+                (addr, Some(tx))
+            }
+        };
+        println!("server    ws://{addr}/ ({} control)", control_mode.name());
+        let report = run_remote_suite(
+            suite,
+            &seeds,
+            &options,
+            || BridgeClient::connect(&addr),
+            &stop,
+            &mut |done, _, r| {
+                ok += r.success as usize;
+                bar.set_position(done as u64);
+                bar.set_message(format!("{ok}/{done} succeeded"));
+            },
+        )
+        .await;
+        drop(shutdown);
+        Ok::<_, anyhow::Error>(report)
+    })?;
+    bar.finish_and_clear();
+    println!("{report}");
+    write_report(&a.json, &report)?;
+    println!("wrote {}", a.json.display());
+    if report.interrupted {
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn sim(a: EvalSimCli) -> Result<ExitCode> {

@@ -10,6 +10,7 @@ pub mod point;
 pub mod print;
 pub mod run;
 pub mod run_robot;
+pub mod serve;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,7 +41,10 @@ pub enum Command {
         which: eval::EvalCommand,
     },
     /// Serve the policy to external evaluators (SimplerEnv bridge).
-    Serve,
+    Serve {
+        #[command(subcommand)]
+        which: serve::ServeCommand,
+    },
     /// Emulate robot controllers (xArm controller, Dynamixel bus) on this machine for tests and demos.
     Emulate {
         #[command(subcommand)]

@@ -30,6 +30,11 @@ pub enum GeometryError {
     #[error("non-finite value in {what}")]
     NonFinite { what: &'static str },
 
+    /// A pose or end-effector delta that came from outside and is not one (wrong length,
+    /// non-finite, a quaternion that is not unit length).
+    #[error("invalid pose: {0}")]
+    InvalidPose(String),
+
     /// A pixel outside the image.
     #[error("pixel ({u}, {v}) is outside the {width}x{height} image")]
     PixelOutsideImage {

@@ -14,6 +14,7 @@
 //! | [`plane`] | [`fit_table_plane`] (RANSAC + least squares) |
 //! | [`normals`] | organised-grid normals, PCA normal at a pixel |
 //! | [`calibration`] | [`Extrinsics`], [`CameraCalibration`], TOML files |
+//! | [`ee_delta`] | SimplerEnv's delta end-effector controller both ways, `[p, q wxyz]` poses |
 //! | [`interp`] | [`SePath`]: Catmull-Rom + slerp through waypoints |
 //! | `shape` | [`Shape`]: box, cylinder, sphere, capsule primitives shared by links, objects, camera, safety |
 //! | [`synthetic`] | analytic tabletop depth images for tests and benchmarks, [`camera_look_at`] |
@@ -21,6 +22,7 @@
 pub mod calibration;
 pub mod cloud;
 pub mod depth;
+pub mod ee_delta;
 pub mod error;
 pub mod interp;
 pub mod intrinsics;

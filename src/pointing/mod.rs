@@ -9,6 +9,7 @@
 //!   (the processor needs them), re-exported here because every answer is mapped through them.
 //! * [`qwen`]: the local backend, Embodied-R1 (Qwen2.5-VL) in process on candle (`vlm`).
 //! * [`openai`]: the remote backend, Embodied-R1 behind an OpenAI-compatible server (vLLM, SGLang).
+//! * [`queue`]: one backend shared by many clients (the bridge's connections) through a FIFO queue.
 //!
 //! Parsed points are in model pixels (the model sees a resized image); they become original-image
 //! pixels only through [`ModelImageMap`]. Backends implement the [`Pointer`] trait.
@@ -35,6 +36,7 @@ pub mod openai;
 pub mod overlay;
 pub mod parse;
 pub mod pointer;
+pub mod queue;
 pub mod qwen;
 pub mod report;
 
@@ -51,4 +53,5 @@ pub use backend::{open, ModelOptions, ModelPointer, PointerKind, TextStream};
 pub use openai::{OpenAiConfig, OpenAiError, OpenAiPointer};
 pub use parse::{parse_answer, ListProblem, PointAnswer, PointingError};
 pub use pointer::{Pointer, PointerError, Pointing};
+pub use queue::{PointerQueue, QueuedPointer};
 pub use report::PointReport;

@@ -18,7 +18,7 @@ use crate::robot::Robot;
 use crate::safety::SafetyConfig;
 use crate::sim::devices::{SharedWorld, SimCamera, SimRobot};
 use crate::sim::judge::judge;
-use crate::sim::oracle::{OracleObject, OracleOptions, OraclePointer, OracleTruth};
+use crate::sim::oracle::{LabelSource, OracleObject, OracleOptions, OraclePointer, OracleTruth};
 use crate::sim::render::RenderOptions;
 use crate::sim::tasks::{self, Episode, ObjectChoice, Target};
 
@@ -114,7 +114,7 @@ pub fn oracle_truth(episode: &Episode, shared: &SharedWorld) -> OracleTruth {
     };
     let grasp = GraspParams::default();
     OracleTruth {
-        world: shared.clone(),
+        labels: LabelSource::World(shared.clone()),
         objects,
         manipulated: episode.object.clone(),
         place_target,

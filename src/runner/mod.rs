@@ -7,6 +7,8 @@
 //! * [`episode`]: one simulated episode (the simulator as the world, judged at the end);
 //!   [`eval`]: the `eval sim` suites over seeded episodes; [`emulated`]: the same episode with the
 //!   xArm driver and the controller emulator between the runner and the simulated arm.
+//! * [`remote`]: episodes whose actions come from a policy over a link (the bridge), SimplerEnv's
+//!   observation and controller contract, and `eval bridge`'s evaluator side on our simulator.
 //! * [`pointer`]: the pointer of a simulated episode, oracle or model; [`open_camera`]: any
 //!   `--camera` source, the simulator's included.
 //!
@@ -18,6 +20,7 @@ pub mod emulated;
 pub mod episode;
 pub mod eval;
 pub mod pointer;
+pub mod remote;
 pub mod task;
 
 pub use emulated::{run_episode_xarm, SimXarm};

@@ -2,10 +2,19 @@
 //! ground truth, which exists only once the episode's world is built, so the choice is made first
 //! (a model is loaded once, before any world) and the pointer is finished per episode.
 
+use std::sync::Arc;
+
+use k::nalgebra::Point3;
+
+use super::remote::{Labels, ObjectRole, Observation};
+use crate::camera::Frame;
+use crate::executor::GraspParams;
 use crate::pointing::{
-    open, ModelOptions, ModelPointer, Pointer, PointerError, PointerKind, TextStream,
+    open, ModelOptions, ModelPointer, Pointer, PointerError, PointerKind, PointerQueue,
+    QueuedPointer, TextStream,
 };
-use crate::sim::oracle::{OracleOptions, OraclePointer, OracleTruth};
+use crate::sim::devices::Segmentation;
+use crate::sim::oracle::{LabelSource, OracleObject, OracleOptions, OraclePointer, OracleTruth};
 
 /// A chosen pointer, waiting for the episode's ground truth.
 pub enum EpisodePointer {
@@ -35,4 +44,171 @@ impl EpisodePointer {
             EpisodePointer::Model(m) => Box::new(m),
         }
     }
+}
+
+/// The pointer of bridge sessions, chosen once when the server starts: the oracle, finished per
+/// session from the labels the evaluator sends, or one model shared by every session through a
+/// FIFO queue (its worker thread lives as long as any clone of this value).
+#[derive(Clone)]
+pub enum SessionPointer {
+    Oracle(OracleOptions),
+    Shared(QueuedPointer),
+}
+
+impl SessionPointer {
+    /// Chooses the backend like [`EpisodePointer::open`]; a model goes onto its own thread.
+    pub fn open(
+        kind: PointerKind,
+        model: &ModelOptions,
+        oracle: OracleOptions,
+    ) -> Result<Self, PointerError> {
+        Ok(match kind {
+            PointerKind::Oracle => SessionPointer::Oracle(oracle),
+            _ => SessionPointer::Shared(
+                PointerQueue::spawn(Box::new(open(kind, model, None)?))?.handle(),
+            ),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            SessionPointer::Oracle(_) => "oracle",
+            SessionPointer::Shared(p) => p.name(),
+        }
+    }
+
+    /// The pointer for a session whose first observation is `first`: a model's place in the queue,
+    /// or the oracle over the evaluator's segmentation (refused when it sent none, or named no
+    /// object the task moves).
+    pub fn for_session(
+        &self,
+        first: &Observation,
+    ) -> Result<Box<dyn Pointer + Send>, PointerError> {
+        match self {
+            SessionPointer::Shared(p) => Ok(Box::new(p.clone())),
+            SessionPointer::Oracle(options) => {
+                let labels = first.labels.as_ref().ok_or_else(|| {
+                    PointerError::Backend(
+                        "the oracle pointer needs the evaluator's ground truth: send \"segmentation\" \
+                         and \"objects\" with the observation, or serve with a model pointer"
+                            .into(),
+                    )
+                })?;
+                Ok(Box::new(OraclePointer::new(
+                    truth_from_labels(labels, &first.frame)?,
+                    options.clone(),
+                )))
+            }
+        }
+    }
+}
+
+/// What the oracle may know from an evaluator's labels: the objects by their phrases, the moved
+/// one, and the place point, from the target's segment in the depth image (its centre, at the
+/// height of its surface there: a plate's top, a basket's floor).
+fn truth_from_labels(labels: &Labels, frame: &Frame) -> Result<OracleTruth, PointerError> {
+    let bad = |m: String| PointerError::Backend(format!("oracle labels: {m}"));
+    if (labels.width, labels.height) != (frame.depth.width, frame.depth.height)
+        || labels.ids.len() != labels.width * labels.height
+    {
+        return Err(bad(format!(
+            "segmentation is {}x{} ({} ids) but the frame is {}x{}",
+            labels.width,
+            labels.height,
+            labels.ids.len(),
+            frame.depth.width,
+            frame.depth.height
+        )));
+    }
+    if labels.objects.len() >= u16::MAX as usize {
+        return Err(bad(format!("{} objects is too many", labels.objects.len())));
+    }
+    // Compact instance numbers (1, 2, …) for the objects named; other ids are background.
+    let instance_of = |id: u32| {
+        labels
+            .objects
+            .iter()
+            .position(|o| o.id == id)
+            .map_or(0, |i| i as u16 + 1)
+    };
+    let seg = Segmentation {
+        instance: labels.ids.iter().map(|&id| instance_of(id)).collect(),
+        part: vec![0; labels.ids.len()],
+        width: labels.width,
+        height: labels.height,
+    };
+    let objects = labels
+        .objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| OracleObject {
+            name: o.name.clone(),
+            aliases: vec![o.name.to_lowercase()],
+            instance: i as u16 + 1,
+            parts: Vec::new(),
+        })
+        .collect();
+    let with_role = |role| labels.objects.iter().find(|o| o.role == role);
+    let source = with_role(ObjectRole::Source).ok_or_else(|| {
+        bad("no object has the role \"source\" (the object the task moves)".into())
+    })?;
+    let place_target = match with_role(ObjectRole::Target) {
+        None => None,
+        Some(t) => Some(
+            surface_centre(&seg, instance_of(t.id), frame).ok_or_else(|| {
+                bad(format!(
+                    "the target `{}` has no pixel with valid depth in view",
+                    t.name
+                ))
+            })?,
+        ),
+    };
+    let grasp = GraspParams::default();
+    Ok(OracleTruth {
+        labels: LabelSource::Given(Arc::new(seg)),
+        objects,
+        manipulated: source.name.clone(),
+        place_target,
+        trace_lift: grasp.trace_lift,
+        pick_up_lift: grasp.pick_up_lift,
+    })
+}
+
+/// The base-frame centre of an instance's visible surface: the centroid of its points in x and y,
+/// the median height of those within 2 cm of it (a container's floor, not its rim).
+fn surface_centre(seg: &Segmentation, instance: u16, frame: &Frame) -> Option<Point3<f64>> {
+    let w = seg.width;
+    let points: Vec<Point3<f64>> = seg
+        .instance
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| **i == instance && instance != 0)
+        .filter_map(|(p, _)| {
+            let d = frame.depth.data[p] as f64;
+            let c = frame
+                .intrinsics
+                .deproject([(p % w) as f64, (p / w) as f64], d)
+                .ok()
+                .filter(|_| d > 0.0)?;
+            Some(frame.base_from_camera * Point3::from(c))
+        })
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
+    let n = points.len() as f64;
+    let (cx, cy) = (
+        points.iter().map(|p| p.x).sum::<f64>() / n,
+        points.iter().map(|p| p.y).sum::<f64>() / n,
+    );
+    let mut near: Vec<f64> = points
+        .iter()
+        .filter(|p| (p.x - cx).hypot(p.y - cy) <= 0.02)
+        .map(|p| p.z)
+        .collect();
+    if near.is_empty() {
+        near = points.iter().map(|p| p.z).collect();
+    }
+    near.sort_by(f64::total_cmp);
+    Some(Point3::new(cx, cy, near[near.len() / 2]))
 }

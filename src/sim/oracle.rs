@@ -3,6 +3,8 @@
 //! validation run as for a real model. Options add Gaussian pixel noise and drop points, to measure
 //! how the executors degrade with a worse pointer.
 
+use std::sync::Arc;
+
 use k::nalgebra::Point3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -27,9 +29,9 @@ pub struct OracleObject {
 /// What the oracle knows about the episode.
 #[derive(Debug, Clone)]
 pub struct OracleTruth {
-    /// The simulated world whose camera took the frames asked about: the oracle reads each
-    /// frame's instance and part labels from it (frames themselves carry no ground truth).
-    pub world: SharedWorld,
+    /// Where each frame's instance and part labels come from (frames themselves carry no ground
+    /// truth).
+    pub labels: LabelSource,
     pub objects: Vec<OracleObject>,
     /// The object the task moves.
     pub manipulated: String,
@@ -39,6 +41,27 @@ pub struct OracleTruth {
     pub trace_lift: f64,
     /// Rise of a pick-up trace (no place target), m.
     pub pick_up_lift: f64,
+}
+
+/// The labels of the frames the oracle is asked about.
+#[derive(Debug, Clone)]
+pub enum LabelSource {
+    /// Our simulated world, whose camera took the frames: the labels of its latest render.
+    World(SharedWorld),
+    /// Labels that came with the frame from elsewhere (an external simulator's segmentation,
+    /// sent over the bridge): valid for any frame of the same size.
+    Given(Arc<Segmentation>),
+}
+
+impl LabelSource {
+    fn labels_of(&self, frame: &Frame) -> Option<Arc<Segmentation>> {
+        match self {
+            LabelSource::World(w) => w.labels_of(frame),
+            LabelSource::Given(seg) => (seg.width == frame.depth.width
+                && seg.height == frame.depth.height)
+                .then(|| seg.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -113,9 +136,9 @@ impl OraclePointer {
         ability: Ability,
         instruction: &str,
     ) -> Result<(String, Vec<[f64; 2]>), PointerError> {
-        let seg = self.truth.world.labels_of(frame).ok_or_else(|| {
+        let seg = self.truth.labels.labels_of(frame).ok_or_else(|| {
             PointerError::Backend(
-                "oracle pointer: no simulator labels for this frame (not rendered by the episode's camera)"
+                "oracle pointer: no ground-truth labels for this frame (not rendered by the episode's camera, or labels of another size)"
                     .into(),
             )
         })?;

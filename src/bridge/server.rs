@@ -1,0 +1,295 @@
+//! `pointact serve bridge`: the WebSocket server. One task per connection, one episode per
+//! connection (openpi's convention: the client opens a connection per episode), as many
+//! connections at once as clients open.
+//!
+//! Every fault stays on its connection: an unreadable frame, an unknown message, a wrong array or
+//! a message out of order is answered with a text frame naming the problem (openpi's client raises
+//! it as `RuntimeError`) and the episode goes on waiting for a good one; a client that leaves ends
+//! its episode with the arm held. Nothing a client sends can take the server down.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::protocol::{
+    decode_client, encode_metadata, encode_server, ClientMessage, Metadata, ServerMessage,
+};
+use super::session::{hold_after, spawn_episode, EpisodeEnd, EpisodeLink, SessionConfig};
+use super::wire::MAX_FRAME_BYTES;
+use crate::runner::remote::{Action, EpisodeStart, Observation, PolicyStatus};
+
+/// A bound server, not yet serving.
+pub struct BridgeServer {
+    listener: TcpListener,
+    config: Arc<SessionConfig>,
+}
+
+impl BridgeServer {
+    /// Binds `addr` (`127.0.0.1:8000`; port 0 picks a free one, see [`BridgeServer::local_addr`]).
+    pub async fn bind(addr: &str, config: SessionConfig) -> io::Result<Self> {
+        Ok(BridgeServer {
+            listener: TcpListener::bind(addr).await?,
+            config: Arc::new(config),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` completes; connections still open are dropped then (their
+    /// episodes end with the arm held).
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+        let metadata = Arc::new(encode_metadata(&Metadata {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pointer: self.config.pointer.name().to_string(),
+        }));
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                accepted = self.listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(a) => a,
+                        // A connection that failed before it was ours (reset during accept,
+                        // out of descriptors): the listener itself is fine.
+                        Err(e) => {
+                            tracing::warn!("accept failed: {e}");
+                            continue;
+                        }
+                    };
+                    let config = self.config.clone();
+                    let metadata = metadata.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = connection(stream, config, &metadata).await {
+                            tracing::info!("{peer}: connection ended: {e}");
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Where a connection's one episode stands.
+enum State {
+    /// Connected, no `reset` yet.
+    Idle,
+    Running(Box<Running>),
+    /// `episode_end` was answered.
+    Ended,
+}
+
+struct Running {
+    start: EpisodeStart,
+    /// `None` once the episode has ended.
+    link: Option<EpisodeLink>,
+    join: Option<tokio::task::JoinHandle<EpisodeEnd>>,
+    end: Option<EpisodeEnd>,
+    last_step: Option<u64>,
+    last_action: Option<Action>,
+}
+
+impl Running {
+    /// How the episode ended (waits for its thread, which has stopped or is stopping).
+    async fn finish(&mut self) -> EpisodeEnd {
+        if let Some(end) = &self.end {
+            return end.clone();
+        }
+        self.link = None;
+        let end = match self.join.take() {
+            Some(j) => j.await.unwrap_or_else(|e| EpisodeEnd {
+                status: PolicyStatus::Failed,
+                detail: format!("the episode's thread failed: {e}"),
+            }),
+            None => EpisodeEnd {
+                status: PolicyStatus::Failed,
+                detail: "the episode ended".into(),
+            },
+        };
+        self.end = Some(end.clone());
+        end
+    }
+
+    /// The answer to `obs`: the episode's action, or a hold once it has ended.
+    async fn answer(&mut self, obs: Arc<Observation>, arm_joints: usize) -> Action {
+        if let Some(link) = &mut self.link {
+            if link.observations.send(obs.clone()).await.is_ok() {
+                if let Some(a) = link.actions.recv().await {
+                    self.last_action = Some(a.clone());
+                    return a;
+                }
+            }
+        }
+        let end = self.finish().await;
+        Action {
+            step: obs.step,
+            values: hold_after(
+                self.start.control_mode,
+                self.last_action.as_ref(),
+                &obs,
+                arm_joints,
+            ),
+            terminate: true,
+            status: end.status,
+            detail: end.detail,
+        }
+    }
+}
+
+async fn connection(
+    stream: TcpStream,
+    config: Arc<SessionConfig>,
+    metadata: &[u8],
+) -> Result<(), String> {
+    // Frames as large as the wire format allows, no larger (tungstenite's default is 64 MiB too,
+    // but the bound is ours to state).
+    let ws_config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES));
+    let _ = stream.set_nodelay(true);
+    let mut ws = tokio_tungstenite::accept_async_with_config(stream, Some(ws_config))
+        .await
+        .map_err(|e| format!("websocket handshake: {e}"))?;
+    ws.send(Message::Binary(metadata.to_vec().into()))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut state = State::Idle;
+    while let Some(msg) = ws.next().await {
+        let bytes = match msg {
+            Ok(Message::Binary(b)) => b,
+            Ok(Message::Text(_)) => {
+                let e = "pointact bridge: send msgpack in binary frames, not text";
+                ws.send(Message::text(e)).await.map_err(|e| e.to_string())?;
+                continue;
+            }
+            Ok(Message::Close(_)) => break,
+            Ok(_) => continue,
+            Err(e) => return Err(e.to_string()),
+        };
+        let received = Instant::now();
+        let reply = handle(&mut state, &bytes, &config).await;
+        let out = match reply {
+            Ok((msg, timed)) => {
+                let mut frame = encode_server(&msg);
+                if timed {
+                    append_server_ms(&mut frame, received.elapsed().as_secs_f64() * 1e3);
+                }
+                Message::Binary(frame.into())
+            }
+            Err(e) => Message::text(format!("pointact bridge: {e}")),
+        };
+        ws.send(out).await.map_err(|e| e.to_string())?;
+        if matches!(state, State::Ended) {
+            let _ = ws.close(None).await;
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Adds `server_ms` (time from the frame's arrival to its answer) as the last entry of an encoded
+/// map: the count in the map's header goes up by one.
+fn append_server_ms(frame: &mut Vec<u8>, ms: f64) {
+    // Server messages are fixmaps (fewer than 16 entries): header 0x80 | n.
+    if let Some(h) = frame.first_mut() {
+        if *h & 0xf0 == 0x80 && *h & 0x0f < 15 {
+            *h += 1;
+            frame.extend_from_slice(&[0xa9]);
+            frame.extend_from_slice(b"server_ms");
+            frame.push(0xcb);
+            frame.extend_from_slice(&ms.to_be_bytes());
+        }
+    }
+}
+
+/// One client frame → the answer (and whether it is timed), or the error to send as text.
+async fn handle(
+    state: &mut State,
+    bytes: &[u8],
+    config: &SessionConfig,
+) -> Result<(ServerMessage, bool), String> {
+    let msg = decode_client(bytes).map_err(|e| e.to_string())?;
+    let arm_joints = config.model.joint_limits().len();
+    match (&mut *state, msg) {
+        (State::Idle, ClientMessage::Reset(start)) => {
+            let (link, join) = spawn_episode(start.clone(), config.clone());
+            let ready = ServerMessage::Ready {
+                episode_id: start.episode_id,
+                control_mode: start.control_mode,
+            };
+            tracing::info!(
+                "episode {} #{}: {:?} ({})",
+                start.task,
+                start.episode_id,
+                start.instruction,
+                start.control_mode.name()
+            );
+            *state = State::Running(Box::new(Running {
+                start,
+                link: Some(link),
+                join: Some(join),
+                end: None,
+                last_step: None,
+                last_action: None,
+            }));
+            Ok((ready, false))
+        }
+        (State::Idle, m) => Err(format!("{:?} before \"reset\": start the episode first", m.kind())),
+        (State::Running(_), ClientMessage::Reset(_)) | (State::Ended, ClientMessage::Reset(_)) => {
+            Err("one episode per connection: this one was already reset (open a new connection for the next episode)".into())
+        }
+        (State::Ended, m) => Err(format!(
+            "{:?} after \"episode_end\": this connection's episode is over",
+            m.kind()
+        )),
+        (State::Running(run), ClientMessage::Infer(obs)) => {
+            if let Some(last) = run.last_step {
+                if obs.step <= last {
+                    return Err(format!(
+                        "observation of step {} after step {last}: steps must increase",
+                        obs.step
+                    ));
+                }
+            }
+            if obs.qpos.len() != arm_joints + 2 {
+                return Err(format!(
+                    "\"qpos\" has {} values; the {} needs {} arm joints and 2 fingers",
+                    obs.qpos.len(),
+                    config.model.name(),
+                    arm_joints
+                ));
+            }
+            let mut obs = *obs;
+            obs.frame.stamp_s = obs.step as f64 / run.start.control_freq;
+            run.last_step = Some(obs.step);
+            let action = run.answer(Arc::new(obs), arm_joints).await;
+            Ok((ServerMessage::Action(action), true))
+        }
+        (State::Running(run), ClientMessage::EpisodeEnd { success, steps }) => {
+            let end = run.finish().await;
+            tracing::info!(
+                "episode {} #{}: policy {} ({}); evaluator: success {success} after {steps} steps",
+                run.start.task,
+                run.start.episode_id,
+                end.status.name(),
+                end.detail
+            );
+            *state = State::Ended;
+            Ok((
+                ServerMessage::Ended {
+                    status: end.status,
+                    detail: end.detail,
+                },
+                false,
+            ))
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! One evaluator episode on the server: the runner's `run_task` with the evaluator as the world.
+//!
+//! The evaluator's observations are the camera ([`BridgeCamera`]: the frame of the observation now
+//! waiting for an answer) and the robot's state ([`BridgeRobot`]); the robot's commands become the
+//! answers. Every motion still goes through the runner and its safety gate first: `execute`
+//! receives a `CheckedTrajectory` and samples it at the evaluator's control rate, turning each
+//! sample into the stock controller's delta (`geometry::ee_delta::delta_for`, tracking the planned
+//! absolute pose from the controller's own target) or into joint targets. So a bridge episode is a
+//! `run` on a robot that happens to be a simulator elsewhere, and the same bad-input rules hold:
+//! a failed plan, a refused step or a lost connection ends in a held arm and a stated reason.
+//!
+//! The episode runs on its own blocking thread ([`spawn_episode`]), so a pointer that computes for
+//! seconds (a model on the CPU) never stalls the runtime that serves the other connections; it
+//! talks to the connection's task through two channels, one observation in, one action out.
+
+use std::sync::{Arc, Mutex};
+
+use k::nalgebra::Point3;
+use tokio::sync::mpsc;
+
+use crate::camera::{Camera, CameraError, Frame};
+use crate::executor::{Branch, Event};
+use crate::geometry::ee_delta::{delta_for, EeDelta};
+use crate::kinematics::{pose_error, RobotModel};
+use crate::robot::{Robot, RobotError};
+use crate::runner::pointer::SessionPointer;
+use crate::runner::remote::{
+    Action, ControlMode, EpisodeStart, Observation, PolicyStatus, GRIPPER_ACTION_RANGE,
+};
+use crate::runner::run_task;
+use crate::safety::{CheckedGripper, CheckedTrajectory, SafetyConfig};
+
+/// What every session of a server shares.
+#[derive(Clone)]
+pub struct SessionConfig {
+    pub pointer: SessionPointer,
+    /// The evaluator's arm (SimplerEnv's WidowX: `widowx250`, whose tip link is SimplerEnv's
+    /// `ee_gripper_link`).
+    pub model: Arc<RobotModel>,
+    pub branch: Branch,
+    /// The gate's settings; `table_z` is in the robot-base frame.
+    pub safety: SafetyConfig,
+    /// Control steps a gripper command may take to settle, and an arm to reach the end of a motion.
+    pub settle_steps: u32,
+    /// How close (m, rad) the measured TCP must come to the end of each motion.
+    pub reach_tolerance: (f64, f64),
+}
+
+impl SessionConfig {
+    pub fn new(pointer: SessionPointer, model: Arc<RobotModel>) -> Self {
+        SessionConfig {
+            pointer,
+            model,
+            branch: Branch::Affordance,
+            safety: SafetyConfig::default(),
+            settle_steps: 10,
+            reach_tolerance: (0.01, 0.1),
+        }
+    }
+}
+
+/// How an episode ended, for the last answers and the `ended` message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodeEnd {
+    pub status: PolicyStatus,
+    pub detail: String,
+}
+
+/// The connection's ends of an episode's channels.
+pub struct EpisodeLink {
+    pub observations: mpsc::Sender<Arc<Observation>>,
+    pub actions: mpsc::Receiver<Action>,
+}
+
+/// Starts `start`'s episode on a blocking thread of the current runtime; it waits for the first
+/// observation. The handle yields how it ended.
+pub fn spawn_episode(
+    start: EpisodeStart,
+    config: SessionConfig,
+) -> (EpisodeLink, tokio::task::JoinHandle<EpisodeEnd>) {
+    let (obs_tx, obs_rx) = mpsc::channel(1);
+    let (act_tx, act_rx) = mpsc::channel(1);
+    let handle = tokio::runtime::Handle::current();
+    let join = tokio::task::spawn_blocking(move || {
+        handle.block_on(run_episode(start, config, obs_rx, act_tx))
+    });
+    (
+        EpisodeLink {
+            observations: obs_tx,
+            actions: act_rx,
+        },
+        join,
+    )
+}
+
+async fn run_episode(
+    start: EpisodeStart,
+    config: SessionConfig,
+    mut observations: mpsc::Receiver<Arc<Observation>>,
+    actions: mpsc::Sender<Action>,
+) -> EpisodeEnd {
+    let failed = |detail: String| EpisodeEnd {
+        status: PolicyStatus::Failed,
+        detail,
+    };
+    let Some(first) = observations.recv().await else {
+        return failed("the evaluator left before the first observation".into());
+    };
+    let mut pointer = match config.pointer.for_session(&first) {
+        Ok(p) => p,
+        Err(e) => return failed(format!("pointer: {e}")),
+    };
+    let current = Arc::new(Mutex::new(first));
+    let model = config.model.clone();
+    let open = model.config.gripper.open_units;
+    let mut robot = BridgeRobot {
+        model: model.clone(),
+        mode: start.control_mode,
+        dt: 1.0 / start.control_freq,
+        current: current.clone(),
+        observations,
+        actions,
+        finger: open,
+        settle_steps: config.settle_steps,
+        reach_tolerance: config.reach_tolerance,
+    };
+    let mut camera = BridgeCamera { current };
+    let mut on_event = |e: Event<'_>| {
+        if let Event::Step { index, label } = e {
+            tracing::debug!(task = %start.task, episode = start.episode_id, index, label, "step");
+        }
+    };
+    match run_task(
+        &mut robot,
+        &mut camera,
+        &mut pointer,
+        &start.instruction,
+        config.branch,
+        config.safety.clone(),
+        &mut |_| true,
+        &mut on_event,
+    )
+    .await
+    {
+        Ok(o) => EpisodeEnd {
+            status: PolicyStatus::Done,
+            detail: format!("plan of {} steps executed", o.plan.steps.len()),
+        },
+        Err(e) => failed(e.to_string()),
+    }
+}
+
+/// The frame of the observation waiting for an answer.
+struct BridgeCamera {
+    current: Arc<Mutex<Arc<Observation>>>,
+}
+
+impl Camera for BridgeCamera {
+    fn capture(&mut self) -> Result<Frame, CameraError> {
+        Ok(self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .frame
+            .clone())
+    }
+}
+
+/// The evaluator's arm: each command is answered to the waiting observation, and the next
+/// observation is the arm's new state.
+struct BridgeRobot {
+    model: Arc<RobotModel>,
+    mode: ControlMode,
+    /// Seconds per control step.
+    dt: f64,
+    current: Arc<Mutex<Arc<Observation>>>,
+    observations: mpsc::Receiver<Arc<Observation>>,
+    actions: mpsc::Sender<Action>,
+    /// The finger target now commanded (joint units, m).
+    finger: f64,
+    settle_steps: u32,
+    reach_tolerance: (f64, f64),
+}
+
+impl BridgeRobot {
+    fn now(&self) -> Arc<Observation> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The gripper entry of a delta action for the commanded finger target.
+    fn gripper_action(&self) -> f64 {
+        let (lo, hi) = GRIPPER_ACTION_RANGE;
+        (2.0 * (self.finger - lo) / (hi - lo) - 1.0).clamp(-1.0, 1.0)
+    }
+
+    /// The action that puts the arm at joints `q` (its tip pose, in delta mode).
+    fn action_towards(&self, q: &[f64], now: &Observation) -> Result<Vec<f64>, RobotError> {
+        Ok(match self.mode {
+            ControlMode::DeltaEe => {
+                let desired = self
+                    .model
+                    .fk(q)
+                    .map_err(|e| RobotError::Sim(e.to_string()))?;
+                let tcp = now.base_from_tcp().translation.vector;
+                let d = delta_for(&desired, &now.base_from_target, &Point3::from(tcp));
+                let mut a = d.to_array().to_vec();
+                a.push(self.gripper_action());
+                a
+            }
+            ControlMode::JointPos => {
+                let mut a = q.to_vec();
+                a.extend([self.finger, self.finger]);
+                a
+            }
+        })
+    }
+
+    /// The action that holds the arm at its controller target.
+    fn hold_action(&self, now: &Observation) -> Vec<f64> {
+        match self.mode {
+            ControlMode::DeltaEe => {
+                let mut a = EeDelta::ZERO.to_array().to_vec();
+                a.push(self.gripper_action());
+                a
+            }
+            ControlMode::JointPos => {
+                let n = self.model.joint_limits().len();
+                let mut a = now.qpos[..n].to_vec();
+                a.extend([self.finger, self.finger]);
+                a
+            }
+        }
+    }
+
+    /// Answers the waiting observation with `values` and waits for the next one.
+    async fn exchange(&mut self, values: Vec<f64>) -> Result<Arc<Observation>, RobotError> {
+        let step = self.now().step;
+        let lost = || RobotError::Disconnected("the evaluator closed the connection".into());
+        self.actions
+            .send(Action {
+                step,
+                values,
+                terminate: false,
+                status: PolicyStatus::Moving,
+                detail: String::new(),
+            })
+            .await
+            .map_err(|_| lost())?;
+        let next = self.observations.recv().await.ok_or_else(lost)?;
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = next.clone();
+        Ok(next)
+    }
+
+    fn fingers(&self, o: &Observation) -> f64 {
+        let n = self.model.joint_limits().len();
+        (o.qpos[n] + o.qpos[n + 1]) / 2.0
+    }
+}
+
+impl Robot for BridgeRobot {
+    fn model(&self) -> &Arc<RobotModel> {
+        &self.model
+    }
+
+    async fn joint_positions(&mut self) -> Result<Vec<f64>, RobotError> {
+        let n = self.model.joint_limits().len();
+        Ok(self.now().qpos[..n].to_vec())
+    }
+
+    async fn gripper_width(&mut self) -> Result<f64, RobotError> {
+        let units = self.fingers(&self.now());
+        Ok(self.model.config.gripper.width_for_units(units))
+    }
+
+    async fn execute(&mut self, trajectory: &CheckedTrajectory) -> Result<(), RobotError> {
+        let traj = trajectory.trajectory();
+        let n = (traj.duration() / self.dt).ceil().max(1.0) as usize;
+        for i in 1..=n {
+            let q = traj.sample((i as f64 * self.dt).min(traj.duration()));
+            let now = self.now();
+            let a = self.action_towards(&q, &now)?;
+            self.exchange(a).await?;
+        }
+        // The evaluator's controller lags (PD drive, IK): give it a few steps to arrive, holding
+        // the end pose, and insist that it does before the next motion starts from there.
+        let end = traj.end().to_vec();
+        let want = self
+            .model
+            .fk(&end)
+            .map_err(|e| RobotError::Sim(e.to_string()))?;
+        let (pos_tol, rot_tol) = self.reach_tolerance;
+        let mut now = self.now();
+        for _ in 0..self.settle_steps {
+            let (pe, re) = pose_error(&now.base_from_tcp(), &want);
+            if pe <= pos_tol && re <= rot_tol {
+                return Ok(());
+            }
+            let a = self.action_towards(&end, &now)?;
+            now = self.exchange(a).await?;
+        }
+        let (pe, re) = pose_error(&now.base_from_tcp(), &want);
+        if pe <= pos_tol && re <= rot_tol {
+            return Ok(());
+        }
+        Err(RobotError::Stopped(format!(
+            "the evaluator's arm stands {:.1} mm and {:.1}° from the end of the planned motion \
+             after {} extra steps: its controller did not follow (IK failure or a blocked arm)",
+            pe * 1e3,
+            re.to_degrees(),
+            self.settle_steps
+        )))
+    }
+
+    async fn set_gripper(&mut self, command: CheckedGripper) -> Result<(), RobotError> {
+        self.finger = self.model.config.gripper.units_for_width(command.width());
+        // At least two steps (the command must reach the fingers), then until they stop.
+        let mut last = self.fingers(&self.now());
+        for i in 0..self.settle_steps.max(2) {
+            let now = self.now();
+            let a = self.hold_action(&now);
+            let next = self.exchange(a).await?;
+            let f = self.fingers(&next);
+            if i >= 1 && (f - last).abs() < 5e-4 {
+                break;
+            }
+            last = f;
+        }
+        Ok(())
+    }
+
+    async fn stop(&mut self) -> Result<(), RobotError> {
+        // Nothing to send: once the episode ends, the connection answers every observation with
+        // a hold action.
+        Ok(())
+    }
+}
+
+/// The answer that holds the arm after the episode ended (or failed): no arm delta (the
+/// controller keeps its target) or the last joint targets, and the gripper as last commanded.
+pub fn hold_after(
+    mode: ControlMode,
+    last: Option<&Action>,
+    now: &Observation,
+    arm_joints: usize,
+) -> Vec<f64> {
+    match mode {
+        ControlMode::DeltaEe => {
+            let g = last.and_then(|a| a.values.get(6).copied()).unwrap_or(1.0);
+            let mut a = EeDelta::ZERO.to_array().to_vec();
+            a.push(g);
+            a
+        }
+        ControlMode::JointPos => match last {
+            Some(a) if a.values.len() == arm_joints + 2 => a.values.clone(),
+            _ => now.qpos.clone(),
+        },
+    }
+}

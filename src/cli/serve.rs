@@ -1,0 +1,98 @@
+//! `pointact serve bridge`: the policy server SimplerEnv's runner (`sim/simplerenv/run.py`), the
+//! stock openpi client and `pointact eval bridge` connect to.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use pointact::bridge::{BridgeServer, SessionConfig};
+use pointact::executor::Branch;
+use pointact::kinematics::RobotModel;
+use pointact::pointing::{ModelOptions, PointerKind};
+use pointact::runner::pointer::SessionPointer;
+use pointact::safety::SafetyConfig;
+use pointact::sim::oracle::OracleOptions;
+
+use super::{announce_model, runtime};
+
+#[derive(Subcommand)]
+pub enum ServeCommand {
+    /// WebSocket + msgpack policy server (openpi encoding): one episode per connection.
+    Bridge(ServeBridgeCli),
+}
+
+#[derive(Args)]
+pub struct ServeBridgeCli {
+    /// Address to listen on (port 0: any free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    addr: String,
+    /// Pointing backend: oracle (from the segmentation and object list the evaluator sends),
+    /// qwen (local model, --model DIR; one model shared by all connections) or openai.
+    #[arg(long, value_enum, default_value = "oracle")]
+    pointer: PointerKind,
+    #[command(flatten)]
+    model: ModelOptions,
+    /// The evaluator's arm: a built-in robot (widowx250 is SimplerEnv's WidowX) or a robot folder.
+    #[arg(long, default_value = "widowx250")]
+    robot: String,
+    /// Executor branch: p (affordance) or v (visual trace).
+    #[arg(long, default_value = "p")]
+    branch: Branch,
+    /// Table top height in the robot-base frame (m), for the safety gate (SimplerEnv's WidowX
+    /// stands on the table: 0).
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    table_z: f64,
+}
+
+pub fn run(which: ServeCommand) -> Result<ExitCode> {
+    match which {
+        ServeCommand::Bridge(a) => bridge(a),
+    }
+}
+
+/// The session settings `serve bridge` and `eval bridge` share.
+pub fn session_config(
+    pointer: SessionPointer,
+    robot: &str,
+    branch: Branch,
+    table_z: f64,
+) -> Result<SessionConfig> {
+    let model = Arc::new(RobotModel::resolve(robot).with_context(|| format!("robot {robot:?}"))?);
+    let mut config = SessionConfig::new(pointer, model);
+    config.branch = branch;
+    config.safety = SafetyConfig {
+        table_z,
+        ..SafetyConfig::default()
+    };
+    Ok(config)
+}
+
+fn bridge(a: ServeBridgeCli) -> Result<ExitCode> {
+    announce_model(a.pointer, &a.model);
+    let pointer = SessionPointer::open(a.pointer, &a.model, OracleOptions::default())?;
+    let config = session_config(pointer, &a.robot, a.branch, a.table_z)?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let server = BridgeServer::bind(&a.addr, config)
+            .await
+            .with_context(|| format!("cannot listen on {}", a.addr))?;
+        let addr = server.local_addr()?;
+        println!(
+            "listening ws://{addr}/ (pointer {}, robot {})",
+            a.pointer.as_str(),
+            a.robot
+        );
+        println!("Ctrl-C stops the server");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        server
+            .serve(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await?;
+        println!("stopped");
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

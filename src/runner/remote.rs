@@ -1,0 +1,525 @@
+//! Episodes driven by a policy on the other end of a link, SimplerEnv style: the evaluator owns the
+//! world and sends an observation each control step; the policy answers with an action for the
+//! arm's controller. This is the contract between pointact's bridge server (`bridge::server`, the
+//! policy) and any evaluator (SimplerEnv through `sim/simplerenv/run.py`, or our own simulator
+//! through `bridge::client`), written once as plain data so both ends share it.
+//!
+//! [`run_remote_episode`] is the evaluator side on the built-in simulator (`pointact eval bridge`):
+//! the simulator stands in for SimplerEnv. It reproduces SimplerEnv's WidowX interface where it
+//! matters to a policy: observations with RGB, z-depth, intrinsics, a world→camera extrinsic, the
+//! base and TCP poses, `qpos` (6 arm joints + 2 finger joints) and the controller's target pose;
+//! the stock delta end-effector controller (`geometry::ee_delta::apply_delta` on the previous
+//! *target*, IK from the current joints, the joints kept where IK fails) or absolute joint targets;
+//! the gripper mapped from `[-1, 1]` to finger positions; a step budget. The world is judged by our
+//! simulator's judge, as in `eval sim`, so the two evaluations are comparable.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use k::nalgebra::{Isometry3, Point3};
+
+use super::episode::{prepare_episode, EpisodeError, EpisodeOptions};
+use super::eval::{EpisodeRecord, EvalReport};
+use crate::camera::{Camera, Frame};
+use crate::geometry::ee_delta::{apply_delta, EeDelta};
+use crate::kinematics::{IkOptions, IkSolver, RobotModel};
+use crate::robot::xarm::emulator::EmulatedArm as _;
+use crate::sim::devices::{SimArm, SimCamera};
+use crate::sim::judge::judge;
+use crate::sim::tasks::{Episode, Suite, Target};
+
+/// SimplerEnv's control mode names (interface strings).
+pub const DELTA_EE_MODE: &str = "arm_pd_ee_target_delta_pose_align2_gripper_pd_joint_pos";
+pub const JOINT_POS_MODE: &str = "arm_pd_joint_pos_gripper_pd_joint_pos";
+
+/// Finger joint targets the stock gripper controller maps `[-1, 1]` onto (m; +1 = open).
+pub const GRIPPER_ACTION_RANGE: (f64, f64) = (0.014, 0.038);
+
+/// How actions drive the arm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlMode {
+    /// 7-D `[dx, dy, dz, rotvec, gripper]`: SimplerEnv's stock WidowX controller.
+    DeltaEe,
+    /// 8-D `[6 joint targets (rad), 2 finger targets (m)]`: the joint-position controller SoFar
+    /// and the FSD / Embodied-R1 evaluations added to SimplerEnv.
+    JointPos,
+}
+
+impl ControlMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ControlMode::DeltaEe => DELTA_EE_MODE,
+            ControlMode::JointPos => JOINT_POS_MODE,
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            DELTA_EE_MODE | "delta" | "delta_ee" => Some(ControlMode::DeltaEe),
+            JOINT_POS_MODE | "joint" | "joint_pos" => Some(ControlMode::JointPos),
+            _ => None,
+        }
+    }
+
+    /// Entries in one action.
+    pub fn action_len(self) -> usize {
+        match self {
+            ControlMode::DeltaEe => 7,
+            ControlMode::JointPos => 8,
+        }
+    }
+}
+
+/// What the evaluator says when an episode begins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodeStart {
+    /// The evaluator's task name (`widowx_carrot_on_plate`, or our `bridge/carrot_on_plate`).
+    pub task: String,
+    pub instruction: String,
+    pub episode_id: u64,
+    pub control_mode: ControlMode,
+    /// Control steps per second (SimplerEnv's Bridge tasks: 5).
+    pub control_freq: f64,
+    /// The evaluator's step budget (official SimplerEnv: 60 or 120).
+    pub max_steps: u64,
+}
+
+/// An object in the evaluator's segmentation, and its part in the task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelledObject {
+    /// Its id in [`Labels::ids`].
+    pub id: u32,
+    /// A phrase that names it ("carrot", "green block").
+    pub name: String,
+    pub role: ObjectRole,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectRole {
+    /// The object the task moves.
+    Source,
+    /// Where it goes (the support or container).
+    Target,
+    Other,
+}
+
+impl ObjectRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectRole::Source => "source",
+            ObjectRole::Target => "target",
+            ObjectRole::Other => "other",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "source" => Some(ObjectRole::Source),
+            "target" => Some(ObjectRole::Target),
+            "other" => Some(ObjectRole::Other),
+            _ => None,
+        }
+    }
+}
+
+/// Ground-truth segmentation an evaluator may send (SimplerEnv's actor ids): only an oracle
+/// pointer reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Labels {
+    pub width: usize,
+    pub height: usize,
+    /// Object id per pixel, row-major.
+    pub ids: Vec<u32>,
+    pub objects: Vec<LabelledObject>,
+}
+
+/// One control step's observation. The frame's `base_from_camera` is derived from the extrinsic
+/// and the base pose (`inv(camera_from_world · world_from_base)`), as every modular SimplerEnv
+/// baseline does it.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    pub step: u64,
+    pub frame: Frame,
+    /// `extrinsic_cv`: world → camera, OpenCV axes.
+    pub camera_from_world: Isometry3<f64>,
+    /// `base_pose`: the robot base in the world.
+    pub world_from_base: Isometry3<f64>,
+    /// `tcp_pose`: the TCP (the model's tip link) in the world.
+    pub world_from_tcp: Isometry3<f64>,
+    /// 6 arm joints then 2 finger joints (m).
+    pub qpos: Vec<f64>,
+    /// The arm controller's current target pose, robot-base frame.
+    pub base_from_target: Isometry3<f64>,
+    pub labels: Option<Labels>,
+}
+
+impl Observation {
+    /// The TCP in the robot-base frame.
+    pub fn base_from_tcp(&self) -> Isometry3<f64> {
+        self.world_from_base.inverse() * self.world_from_tcp
+    }
+}
+
+/// Where the policy stands, sent with every action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyStatus {
+    /// Looking and planning (the first observation), or moving through the plan.
+    Moving,
+    /// The plan ran to its end; hold actions follow.
+    Done,
+    /// The plan failed or was refused; the arm is held where it is.
+    Failed,
+}
+
+impl PolicyStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyStatus::Moving => "moving",
+            PolicyStatus::Done => "done",
+            PolicyStatus::Failed => "failed",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "moving" => Some(PolicyStatus::Moving),
+            "done" => Some(PolicyStatus::Done),
+            "failed" => Some(PolicyStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// The policy's answer to one observation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Action {
+    /// The observation's step it answers.
+    pub step: u64,
+    /// [`ControlMode::action_len`] values.
+    pub values: Vec<f64>,
+    /// The policy has nothing more to do (done or failed); further actions hold the arm.
+    pub terminate: bool,
+    pub status: PolicyStatus,
+    pub detail: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The link to the policy failed (connect, send, receive, closed).
+    #[error("policy link: {0}")]
+    Link(String),
+    /// The policy answered something this side cannot use, or an error message.
+    #[error("policy answered: {0}")]
+    Policy(String),
+}
+
+/// A policy at the other end of a link (the bridge client, in `bridge`). One episode per value:
+/// `reset`, then `act` once per control step, then `end`.
+#[allow(async_fn_in_trait)]
+pub trait RemotePolicy {
+    async fn reset(&mut self, start: &EpisodeStart) -> Result<(), RemoteError>;
+    async fn act(&mut self, observation: &Observation) -> Result<Action, RemoteError>;
+    async fn end(&mut self, success: bool, steps: u64) -> Result<(), RemoteError>;
+}
+
+/// Settings of the evaluator side.
+#[derive(Debug, Clone)]
+pub struct RemoteOptions {
+    pub episode: EpisodeOptions,
+    pub control_mode: ControlMode,
+    pub control_freq: f64,
+    /// Step budget per episode. Our simulator has no official one; the default leaves a plan at
+    /// the WidowX's planned speed time to finish.
+    pub max_steps: u64,
+    /// Send the segmentation and object roles (an oracle pointer needs them).
+    pub send_labels: bool,
+}
+
+impl Default for RemoteOptions {
+    fn default() -> Self {
+        RemoteOptions {
+            episode: EpisodeOptions::default(),
+            control_mode: ControlMode::DeltaEe,
+            control_freq: 5.0,
+            max_steps: 300,
+            send_labels: true,
+        }
+    }
+}
+
+/// How one remote episode went.
+#[derive(Debug, Clone)]
+pub struct RemoteEpisode {
+    pub success: bool,
+    /// The judge's words.
+    pub detail: String,
+    /// Control steps taken.
+    pub steps: u64,
+    /// The policy's last status and words.
+    pub policy_status: PolicyStatus,
+    pub policy_detail: String,
+    pub sim_time_s: f64,
+}
+
+/// The stock controller's state on our simulated arm.
+struct Controller {
+    model: Arc<RobotModel>,
+    ik: IkSolver,
+    q: Vec<f64>,
+    target: Isometry3<f64>,
+    /// Finger joint target (m).
+    finger: f64,
+}
+
+impl Controller {
+    fn finger_to_opening(&self, finger: f64) -> f64 {
+        let g = &self.model.config.gripper;
+        let width = g.width_for_units(finger);
+        ((width - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0)
+    }
+
+    /// The joint target and finger target after `action`; a malformed action holds.
+    fn apply(&mut self, mode: ControlMode, a: &[f64]) -> Result<(), String> {
+        if a.len() != mode.action_len() || a.iter().any(|v| !v.is_finite()) {
+            return Err(format!(
+                "action {a:?} is not {} finite numbers for {}",
+                mode.action_len(),
+                mode.name()
+            ));
+        }
+        match mode {
+            ControlMode::DeltaEe => {
+                let delta = EeDelta::from_slice(&a[..6]).map_err(|e| e.to_string())?;
+                let current = self.model.fk(&self.q).map_err(|e| e.to_string())?;
+                self.target = apply_delta(
+                    &delta,
+                    &self.target,
+                    &Point3::from(current.translation.vector),
+                );
+                // As SimplerEnv: IK from the current joints; where it fails the arm stays.
+                if let Ok(sol) = self.ik.solve(&self.target, &self.q) {
+                    self.q = sol.q;
+                }
+                let (lo, hi) = GRIPPER_ACTION_RANGE;
+                self.finger = lo + (a[6].clamp(-1.0, 1.0) + 1.0) / 2.0 * (hi - lo);
+            }
+            ControlMode::JointPos => {
+                let limits = self.model.joint_limits();
+                self.q = a[..6]
+                    .iter()
+                    .zip(limits)
+                    .map(|(v, l)| v.clamp(l.lower, l.upper))
+                    .collect();
+                self.target = self.model.fk(&self.q).map_err(|e| e.to_string())?;
+                self.finger = a[6];
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The labels of `frame` from the simulator, with the episode's roles.
+fn labels_for(
+    prepared: &super::episode::PreparedEpisode,
+    episode: &Episode,
+    frame: &Frame,
+) -> Option<Labels> {
+    let seg = prepared.world.labels_of(frame)?;
+    let target = match &episode.target {
+        Target::Object { name, .. } => Some(name.as_str()),
+        _ => None,
+    };
+    let objects = prepared
+        .truth
+        .objects
+        .iter()
+        .map(|o| LabelledObject {
+            id: o.instance as u32,
+            name: o.aliases.first().cloned().unwrap_or_else(|| o.name.clone()),
+            role: if o.name == episode.object {
+                ObjectRole::Source
+            } else if Some(o.name.as_str()) == target {
+                ObjectRole::Target
+            } else {
+                ObjectRole::Other
+            },
+        })
+        .collect();
+    Some(Labels {
+        width: seg.width,
+        height: seg.height,
+        ids: seg.instance.iter().map(|i| *i as u32).collect(),
+        objects,
+    })
+}
+
+/// Runs `episode` on our simulator with `policy` choosing every action, then judges the world as
+/// `eval sim` does (after letting it settle).
+pub async fn run_remote_episode<P: RemotePolicy>(
+    episode: &Episode,
+    options: &RemoteOptions,
+    policy: &mut P,
+) -> Result<RemoteEpisode, EpisodeError> {
+    let setup = |e: &dyn std::fmt::Display| EpisodeError::Setup(e.to_string());
+    let prepared = prepare_episode(episode)?;
+    let model = prepared.model.clone();
+    let home = model.home().to_vec();
+    let mut arm =
+        SimArm::new(prepared.world.clone(), model.clone(), home.clone()).map_err(|e| setup(&e))?;
+    let mut camera = SimCamera::new(prepared.world.clone(), options.episode.render.clone());
+    let ik = IkSolver::new(
+        &model,
+        IkOptions {
+            position_tolerance: 1e-4,
+            rotation_tolerance: 1e-3,
+            max_iterations: 100,
+            max_attempts: 1,
+            ..IkOptions::default()
+        },
+    );
+    let gripper = model.config.gripper.clone();
+    let mut ctl = Controller {
+        target: model.fk(&home).map_err(|e| setup(&e))?,
+        model: model.clone(),
+        ik,
+        q: home,
+        finger: gripper.open_units,
+    };
+    let start = EpisodeStart {
+        task: episode.task.clone(),
+        instruction: episode.instruction.clone(),
+        episode_id: episode.seed,
+        control_mode: options.control_mode,
+        control_freq: options.control_freq,
+        max_steps: options.max_steps,
+    };
+    let link = |e: RemoteError| EpisodeError::Setup(e.to_string());
+    policy.reset(&start).await.map_err(link)?;
+    let dt = 1.0 / options.control_freq;
+    let (mut status, mut policy_detail) = (PolicyStatus::Moving, String::new());
+    let mut steps = 0;
+    while steps < options.max_steps {
+        let frame = camera.capture().map_err(|e| setup(&e))?;
+        let labels = if options.send_labels {
+            labels_for(&prepared, episode, &frame)
+        } else {
+            None
+        };
+        let opening = prepared.world.lock().gripper_opening();
+        let finger = gripper.units_for_width(
+            gripper.closed_width + opening * (gripper.open_width - gripper.closed_width),
+        );
+        let mut qpos = ctl.q.clone();
+        qpos.extend([finger, finger]);
+        let base_from_tcp = model.fk(&ctl.q).map_err(|e| setup(&e))?;
+        // Our simulator's world frame is the robot base.
+        let camera_from_world = frame.base_from_camera.inverse();
+        let observation = Observation {
+            step: steps,
+            frame,
+            camera_from_world,
+            world_from_base: Isometry3::identity(),
+            world_from_tcp: base_from_tcp,
+            qpos,
+            base_from_target: ctl.target,
+            labels,
+        };
+        let action = policy.act(&observation).await.map_err(link)?;
+        status = action.status;
+        policy_detail = action.detail.clone();
+        if action.step != steps {
+            return Err(setup(&format!(
+                "the policy answered step {} to observation {steps}",
+                action.step
+            )));
+        }
+        ctl.apply(options.control_mode, &action.values)
+            .map_err(|e| setup(&e))?;
+        let opening = ctl.finger_to_opening(ctl.finger);
+        arm.step(dt, &ctl.q, opening);
+        steps += 1;
+        if action.terminate {
+            break;
+        }
+    }
+    let (success, detail, sim_time_s) = {
+        let mut w = prepared.world.lock();
+        w.settle(options.episode.settle_s);
+        let j = judge(&mut w, episode);
+        (j.success, j.detail, w.time())
+    };
+    policy.end(success, steps).await.map_err(link)?;
+    Ok(RemoteEpisode {
+        success,
+        detail,
+        steps,
+        policy_status: status,
+        policy_detail,
+        sim_time_s,
+    })
+}
+
+/// [`run_remote_episode`] over every task of `suite` and `seeds`, one policy per episode from
+/// `connect` (the bridge opens one connection per episode); the same report as `eval sim`.
+pub async fn run_remote_suite<P, F, C>(
+    suite: Suite,
+    seeds: &[u64],
+    options: &RemoteOptions,
+    mut connect: C,
+    stop: &AtomicBool,
+    progress: &mut (dyn FnMut(usize, usize, &EpisodeRecord) + Send),
+) -> EvalReport
+where
+    P: RemotePolicy,
+    F: Future<Output = Result<P, RemoteError>>,
+    C: FnMut() -> F,
+{
+    let tasks = suite.tasks();
+    let total = tasks.len() * seeds.len();
+    let mut episodes = Vec::with_capacity(total);
+    let mut interrupted = false;
+    'tasks: for spec in &tasks {
+        for &seed in seeds {
+            if stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break 'tasks;
+            }
+            let task = spec.full_id();
+            let outcome = match spec.instantiate(seed) {
+                Err(e) => Err(e.to_string()),
+                Ok(ep) => match connect().await {
+                    Err(e) => Err(e.to_string()),
+                    Ok(mut policy) => run_remote_episode(&ep, options, &mut policy)
+                        .await
+                        .map_err(|e| e.to_string()),
+                },
+            };
+            let record = match outcome {
+                Ok(r) => EpisodeRecord {
+                    task,
+                    seed,
+                    success: r.success,
+                    executed: r.policy_status == PolicyStatus::Done,
+                    detail: if r.policy_status == PolicyStatus::Failed {
+                        format!("{} (policy: {})", r.detail, r.policy_detail)
+                    } else {
+                        r.detail
+                    },
+                    sim_time_s: r.sim_time_s,
+                },
+                Err(detail) => EpisodeRecord {
+                    task,
+                    seed,
+                    success: false,
+                    executed: false,
+                    detail,
+                    sim_time_s: 0.0,
+                },
+            };
+            episodes.push(record);
+            progress(episodes.len(), total, episodes.last().expect("just pushed"));
+        }
+    }
+    EvalReport::new(suite, &options.episode, seeds, episodes, interrupted)
+}
