@@ -65,7 +65,13 @@ pub fn plan_task<P: Pointer + ?Sized>(
     let mut planner = TaskPlanner {
         model,
         motion: DirectPlanner::new(model),
-        params: GraspParams::default(),
+        params: GraspParams {
+            carry_height: model
+                .config
+                .carry_height
+                .unwrap_or(GraspParams::default().carry_height),
+            ..GraspParams::default()
+        },
         table_z,
     };
     let mut ask = |ability: Ability,
