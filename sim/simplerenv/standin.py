@@ -24,7 +24,7 @@ What it is NOT:
   * no physics: objects are oriented boxes that sit on the table (or on the highest surface under their centre
     after being released); nothing is pushed, nothing collides with the robot, the gripper can pass through things;
   * a grasp is a rule (fingers close while the TCP is inside the object's box grown by 1 cm and the object's
-    width across the fingers is smaller than the finger gap), not contact physics;
+    chord along the closing axis through the TCP is shorter than the finger gap), not contact physics;
   * the robot is NOT rendered (no arm in the images, no occlusion by the arm); there is no green-screen photo:
     the RGB is a flat-shaded synthetic image of the table and the boxes;
   * the eggplant "basket" is a visible box basket with its own actor id; in real SimplerEnv the eggplant target is an
@@ -302,10 +302,22 @@ class Actor:
     def yaw(self):
         return math.atan2(self.R[1, 0], self.R[0, 0])
 
-    def width_across(self, d):
-        """Extent of the bounding box along the unit direction d (base frame)."""
-        dl = self.R.T @ d
-        return float(np.sum(np.abs(dl) * self.size))
+    def chord_through(self, pt, d):
+        """Length of the line pt + t·d (unit d, base frame) inside the box: what two fingers closing along d through pt
+        pinch. A long object turned a few degrees from the closing axis is still pinched across its width (the chord),
+        where the bounding-box extent along d would wrongly include its length."""
+        c = self.R.T @ (np.asarray(pt) - self.p)
+        u = self.R.T @ np.asarray(d)
+        h = self.size / 2.0
+        lo, hi = -np.inf, np.inf
+        for i in range(3):
+            if abs(u[i]) < 1e-12:
+                if abs(c[i]) > h[i]:
+                    return 0.0
+                continue
+            t1, t2 = (-h[i] - c[i]) / u[i], (h[i] - c[i]) / u[i]
+            lo, hi = max(lo, min(t1, t2)), min(hi, max(t1, t2))
+        return float(max(hi - lo, 0.0))
 
     def contains(self, pt, margin=0.0):
         local = self.R.T @ (pt - self.p)
@@ -676,9 +688,9 @@ class StandInEnv:
             for obj in self.actors:
                 if obj is self.episode_target_obj and self.cfg["tgt"].get("basket"):
                     continue
-                w = obj.width_across(y_dir)
+                w = obj.chord_through(T_tcp[:3, 3], y_dir)
                 f_stop = FINGER_MIN + w / 2.0
-                if w < gap_prev and f_new <= f_stop and obj.contains(T_tcp[:3, 3], margin=0.01):
+                if 0.005 < w < gap_prev and f_new <= f_stop and obj.contains(T_tcp[:3, 3], margin=0.01):
                     self.held = (obj, np.linalg.inv(T_tcp) @ obj.T)
                     self._held_width = w
                     f_new = f_stop
