@@ -378,7 +378,7 @@ pub async fn run_remote_episode<P: RemotePolicy>(
             ..IkOptions::default()
         },
     );
-    let gripper = model.config.gripper.clone();
+    let gripper = model.config.gripper;
     let mut ctl = Controller {
         target: model.fk(&home).map_err(|e| setup(&e))?,
         model: model.clone(),
