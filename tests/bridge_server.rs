@@ -246,7 +246,9 @@ async fn standin_episodes_through_run_py() {
         .filter(|e| e["success"] == true)
         .map(|e| str_at(e, "/task"))
         .collect();
-    // Measured: spoon, stack and eggplant succeed; the carrot's plan does not fit in 60 steps.
+    // Measured on this branch (base ed8a978): spoon, stack and eggplant succeed, the carrot is
+    // grasped but its plan does not fit in 60 steps; with main's 12 cm WidowX carry (6405bf6)
+    // all 4 succeed. The carrot is left out of the assertion: it is at the edge of its budget.
     assert!(
         succeeded.len() >= 3,
         "only {succeeded:?} succeeded\n{stdout}"
