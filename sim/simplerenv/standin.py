@@ -309,6 +309,9 @@ class Actor:
         c = self.R.T @ (np.asarray(pt) - self.p)
         u = self.R.T @ np.asarray(d)
         h = self.size / 2.0
+        # The finger pads reach below and above the TCP: a TCP within the grasp margin over a thin object (a spoon)
+        # still pinches it, so the line is taken at a height inside the box.
+        c[2] = min(max(c[2], -h[2]), h[2])
         lo, hi = -np.inf, np.inf
         for i in range(3):
             if abs(u[i]) < 1e-12:

@@ -44,9 +44,10 @@ impl BridgeServer {
         self.listener.local_addr()
     }
 
-    /// Serves until `shutdown` completes; connections still open are dropped then (their
-    /// episodes end with the arm held).
+    /// Serves until `shutdown` completes; connections still open are then closed (a close frame;
+    /// their episodes end with the arm held).
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+        let (closing, closed) = tokio::sync::watch::channel(false);
         let metadata = Arc::new(encode_metadata(&Metadata {
             version: env!("CARGO_PKG_VERSION").to_string(),
             pointer: self.config.pointer.name().to_string(),
@@ -54,7 +55,10 @@ impl BridgeServer {
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
-                _ = &mut shutdown => return Ok(()),
+                _ = &mut shutdown => {
+                    let _ = closing.send(true);
+                    return Ok(());
+                }
                 accepted = self.listener.accept() => {
                     let (stream, peer) = match accepted {
                         Ok(a) => a,
@@ -67,8 +71,9 @@ impl BridgeServer {
                     };
                     let config = self.config.clone();
                     let metadata = metadata.clone();
+                    let closed = closed.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = connection(stream, config, &metadata).await {
+                        if let Err(e) = connection(stream, config, &metadata, closed).await {
                             tracing::info!("{peer}: connection ended: {e}");
                         }
                     });
@@ -148,6 +153,7 @@ async fn connection(
     stream: TcpStream,
     config: Arc<SessionConfig>,
     metadata: &[u8],
+    mut closed: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), String> {
     // Frames as large as the wire format allows, no larger (tungstenite's default is 64 MiB too,
     // but the bound is ours to state).
@@ -162,7 +168,18 @@ async fn connection(
         .await
         .map_err(|e| e.to_string())?;
     let mut state = State::Idle;
-    while let Some(msg) = ws.next().await {
+    loop {
+        let msg = tokio::select! {
+            m = ws.next() => match m {
+                Some(m) => m,
+                None => break,
+            },
+            // The server is shutting down (or gone): say goodbye.
+            _ = async { closed.wait_for(|c| *c).await.map(|_| ()) } => {
+                let _ = ws.close(None).await;
+                break;
+            }
+        };
         let bytes = match msg {
             Ok(Message::Binary(b)) => b,
             Ok(Message::Text(_)) => {

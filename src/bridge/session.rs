@@ -238,7 +238,12 @@ impl BridgeRobot {
     /// Answers the waiting observation with `values` and waits for the next one.
     async fn exchange(&mut self, values: Vec<f64>) -> Result<Arc<Observation>, RobotError> {
         let step = self.now().step;
-        let lost = || RobotError::Disconnected("the evaluator closed the connection".into());
+        let lost = || {
+            RobotError::Disconnected(
+                "the evaluator stopped the episode (episode_end before the plan finished, or the connection closed)"
+                    .into(),
+            )
+        };
         self.actions
             .send(Action {
                 step,
