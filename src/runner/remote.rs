@@ -410,7 +410,7 @@ pub async fn run_remote_episode<P: RemotePolicy>(
     let mut arm =
         SimArm::new(prepared.world.clone(), model.clone(), home.clone()).map_err(|e| setup(&e))?;
     let mut camera = SimCamera::new(prepared.world.clone(), options.episode.render.clone());
-    let gripper = model.config.gripper.clone();
+    let gripper = model.config.gripper;
     let mut ctl = SimplerController::new(model.clone(), home).map_err(|e| setup(&e))?;
     let start = EpisodeStart {
         task: episode.task.clone(),
