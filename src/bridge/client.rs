@@ -23,6 +23,7 @@ pub struct BridgeClient {
     /// Longest wait for any answer (the first observation's includes the pointer and planning).
     pub timeout: Duration,
     last_server_ms: Option<f64>,
+    last_reply_bytes: usize,
 }
 
 /// `ws://HOST:PORT[/PATH]`, or `HOST:PORT` meaning `ws://HOST:PORT/`.
@@ -69,6 +70,7 @@ impl BridgeClient {
             metadata,
             timeout: Duration::from_secs(600),
             last_server_ms: None,
+            last_reply_bytes: 0,
         })
     }
 
@@ -77,27 +79,45 @@ impl BridgeClient {
         self.last_server_ms
     }
 
+    /// The size of the last answer's frame (bytes).
+    pub fn last_reply_bytes(&self) -> usize {
+        self.last_reply_bytes
+    }
+
     /// Sends one message and reads its answer; a text answer is the server's error.
     pub async fn request(&mut self, msg: &ClientMessage) -> Result<ServerMessage, RemoteError> {
         let frame = encode_client(msg).map_err(|e| RemoteError::Link(format!("encode: {e}")))?;
+        self.request_encoded(frame, msg.kind()).await
+    }
+
+    /// [`BridgeClient::request`] for a message already encoded (`kind` names it in errors): the
+    /// load bench encodes itself, to count the bytes and reuse the observation's buffers.
+    pub async fn request_encoded(
+        &mut self,
+        frame: Vec<u8>,
+        kind: &str,
+    ) -> Result<ServerMessage, RemoteError> {
         self.send_raw(frame).await?;
         let answer = tokio::time::timeout(self.timeout, self.ws.next())
             .await
             .map_err(|_| {
                 RemoteError::Link(format!(
-                    "no answer to {:?} within {:.0} s",
-                    msg.kind(),
+                    "no answer to {kind:?} within {:.0} s",
                     self.timeout.as_secs_f64()
                 ))
             })?;
         match answer {
             Some(Ok(Message::Binary(b))) => {
+                self.last_reply_bytes = b.len();
                 self.last_server_ms = wire::decode(&b)
                     .ok()
                     .and_then(|v| v.get("server_ms").and_then(|s| s.as_f64()));
                 decode_server(&b).map_err(|e| RemoteError::Policy(e.to_string()))
             }
-            Some(Ok(Message::Text(t))) => Err(RemoteError::Policy(t.to_string())),
+            Some(Ok(Message::Text(t))) => {
+                self.last_reply_bytes = t.len();
+                Err(RemoteError::Policy(t.to_string()))
+            }
             Some(Ok(other)) => Err(RemoteError::Policy(format!("unexpected frame {other:?}"))),
             Some(Err(e)) => Err(RemoteError::Link(e.to_string())),
             None => Err(RemoteError::Link("the server closed the connection".into())),

@@ -300,17 +300,7 @@ fn decode_observation(f: &Fields<'_>) -> Result<Observation, ProtocolError> {
     let depth = DepthImage {
         width: w,
         height: h,
-        data: depth
-            .cast_f64()
-            .into_iter()
-            .map(|d| {
-                if d.is_finite() && d > 0.0 {
-                    d as f32
-                } else {
-                    0.0
-                }
-            })
-            .collect(),
+        data: depth_m(depth),
     };
     let k = f.floats("intrinsic_cv", &[3, 3])?;
     if k[1] != 0.0 || k[3] != 0.0 || k[6] != 0.0 || k[7] != 0.0 || k[8] != 1.0 {
@@ -356,6 +346,39 @@ fn decode_observation(f: &Fields<'_>) -> Result<Observation, ProtocolError> {
         base_from_target,
         labels,
     })
+}
+
+/// Depth in metres along the optical axis from a float32 or float64 array; NaN, infinity and
+/// values not above 0 become 0 ("no depth", what every consumer of a DepthImage already treats
+/// as a hole). Read straight from the bytes: no float64 copy of a whole image on the way.
+fn depth_m(a: &NdArray) -> Vec<f32> {
+    let clean = |d: f64| {
+        if d.is_finite() && d > 0.0 {
+            d as f32
+        } else {
+            0.0
+        }
+    };
+    match a.dtype() {
+        Dtype::F32 => a
+            .data()
+            .chunks_exact(4)
+            .map(|c| {
+                let d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                if d.is_finite() && d > 0.0 {
+                    d
+                } else {
+                    0.0
+                }
+            })
+            .collect(),
+        Dtype::F64 => a
+            .data()
+            .chunks_exact(8)
+            .map(|c| clean(f64::from_le_bytes(c.try_into().expect("8 bytes"))))
+            .collect(),
+        _ => a.cast_f64().into_iter().map(clean).collect(),
+    }
 }
 
 /// A 4×4 rigid transform: a rotation (orthonormal within 1e-4, determinant +1), a translation,
@@ -405,17 +428,26 @@ fn decode_labels(f: &Fields<'_>, w: usize, h: usize) -> Result<Option<Labels>, P
             format!("must hold integer ids, got {}", seg.dtype()),
         ));
     }
-    // SimplerEnv's (H, W, 4) holds the actor id in channel 1.
-    let all = seg.cast_f64();
-    let pick = if channels == 1 { 0 } else { 1 };
-    let mut ids = Vec::with_capacity(w * h);
-    for px in all.chunks_exact(channels) {
-        let v = px[pick];
-        if !(0.0..=u32::MAX as f64).contains(&v) {
-            return Err(f.bad("segmentation", format!("id {v} is outside 0..2^32")));
+    let ids = if channels == 1 && seg.dtype() == Dtype::U32 {
+        // What SimplerEnv's runner sends: every value is an id, no conversion.
+        seg.data()
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    } else {
+        // SimplerEnv's (H, W, 4) holds the actor id in channel 1.
+        let all = seg.cast_f64();
+        let pick = if channels == 1 { 0 } else { 1 };
+        let mut ids = Vec::with_capacity(w * h);
+        for px in all.chunks_exact(channels) {
+            let v = px[pick];
+            if !(0.0..=u32::MAX as f64).contains(&v) {
+                return Err(f.bad("segmentation", format!("id {v} is outside 0..2^32")));
+            }
+            ids.push(v as u32);
         }
-        ids.push(v as u32);
-    }
+        ids
+    };
     let list = objects
         .as_array()
         .ok_or_else(|| f.bad("objects", format!("must be a list, got {}", objects.kind())))?;

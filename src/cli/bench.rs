@@ -19,6 +19,10 @@ pub enum BenchCommand {
     /// A checked trajectory streamed through XarmRobot to the xArm emulator (servo mode): achieved
     /// rate and period jitter, vs the same servo loop with a sink that does nothing.
     Servo(ServoBenchCli),
+    /// Load on the bridge server: N evaluator connections at 5 Hz on loopback (kinematic
+    /// evaluators, one rendered frame per task); server latency and lost or reordered messages,
+    /// vs one connection alone.
+    Bridge(BridgeBenchCli),
     /// One configuration of `bench vlm`, run by it in a child process (internal).
     #[command(name = "vlm-worker", hide = true)]
     VlmWorker(VlmWorkerCli),
@@ -81,6 +85,29 @@ pub struct ServoBenchCli {
     /// Its real-time report port.
     #[arg(long, default_value_t = 30000)]
     rt_port: u16,
+}
+
+#[derive(Args)]
+pub struct BridgeBenchCli {
+    /// Evaluator connections at once.
+    #[arg(long, default_value_t = 16)]
+    connections: usize,
+    /// Observations per second on each connection (SimplerEnv's Bridge tasks: 5).
+    #[arg(long, default_value_t = 5.0)]
+    rate_hz: f64,
+    /// Length of the load (s).
+    #[arg(long, default_value_t = 120.0)]
+    seconds: f64,
+    /// Step budget per episode.
+    #[arg(long, default_value_t = 120)]
+    max_steps: u64,
+    /// Length of the one-connection peer run before the load (s; 0 skips it).
+    #[arg(long, default_value_t = 10.0)]
+    solo_seconds: f64,
+    /// A running `pointact serve bridge` (oracle pointer, widowx250) to load instead of one
+    /// started in this process (`ws://HOST:PORT` or `HOST:PORT`).
+    #[arg(long)]
+    server: Option<String>,
 }
 
 #[derive(Args)]
@@ -167,12 +194,44 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             println!("{report}");
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Bridge(a) => bench_bridge(a),
         BenchCommand::VlmWorker(a) => {
             let m = pointact::bench::vlm::worker::run(&a.request, a.quant)?;
             println!("{}", serde_json::to_string(&m)?);
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn bench_bridge(a: BridgeBenchCli) -> Result<ExitCode> {
+    use pointact::bench::bridge::{self, BridgeTarget};
+    use pointact::executor::Branch;
+    use pointact::runner::pointer::SessionPointer;
+    use pointact::sim::oracle::OracleOptions;
+
+    let target = match a.server {
+        Some(addr) => BridgeTarget::External(addr),
+        None => BridgeTarget::InProcess(super::serve::session_config(
+            SessionPointer::Oracle(OracleOptions::default()),
+            "widowx250",
+            Branch::Affordance,
+            0.0,
+        )?),
+    };
+    let report = bridge::run(bridge::BridgeBenchArgs {
+        target,
+        connections: a.connections,
+        rate_hz: a.rate_hz,
+        seconds: a.seconds,
+        max_steps: a.max_steps,
+        solo_seconds: a.solo_seconds,
+    })?;
+    println!("{report}");
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {

@@ -23,7 +23,7 @@ use super::episode::{prepare_episode, EpisodeError, EpisodeOptions};
 use super::eval::{EpisodeRecord, EvalReport};
 use crate::camera::{Camera, Frame};
 use crate::geometry::ee_delta::{apply_delta, EeDelta};
-use crate::kinematics::{IkOptions, IkSolver, RobotModel};
+use crate::kinematics::{IkOptions, IkSolver, KinematicsError, RobotModel};
 use crate::robot::xarm::emulator::EmulatedArm as _;
 use crate::sim::devices::{SimArm, SimCamera};
 use crate::sim::judge::judge;
@@ -262,8 +262,12 @@ pub struct RemoteEpisode {
     pub sim_time_s: f64,
 }
 
-/// The stock controller's state on our simulated arm.
-struct Controller {
+/// SimplerEnv's arm controller on a kinematic arm: the stock delta end-effector controller
+/// (`apply_delta` on the previous *target*, IK from the current joints, the joints kept where IK
+/// fails) or absolute joint targets, and the gripper action mapped onto a finger target. The
+/// evaluator side of [`run_remote_episode`] drives our simulated arm with it; `bench bridge` uses
+/// it alone, as a kinematic evaluator.
+pub struct SimplerController {
     model: Arc<RobotModel>,
     ik: IkSolver,
     q: Vec<f64>,
@@ -272,15 +276,52 @@ struct Controller {
     finger: f64,
 }
 
-impl Controller {
-    fn finger_to_opening(&self, finger: f64) -> f64 {
+impl SimplerController {
+    /// At joints `q` (the target is their tip pose), fingers open.
+    pub fn new(model: Arc<RobotModel>, q: Vec<f64>) -> Result<Self, KinematicsError> {
+        let ik = IkSolver::new(
+            &model,
+            IkOptions {
+                position_tolerance: 1e-4,
+                rotation_tolerance: 1e-3,
+                max_iterations: 100,
+                max_attempts: 1,
+                ..IkOptions::default()
+            },
+        );
+        Ok(SimplerController {
+            target: model.fk(&q)?,
+            finger: model.config.gripper.open_units,
+            model,
+            ik,
+            q,
+        })
+    }
+
+    /// The arm joints now.
+    pub fn q(&self) -> &[f64] {
+        &self.q
+    }
+
+    /// The controller's target pose, robot-base frame.
+    pub fn target(&self) -> &Isometry3<f64> {
+        &self.target
+    }
+
+    /// The finger joint target (m).
+    pub fn finger(&self) -> f64 {
+        self.finger
+    }
+
+    /// The gripper opening (0 closed .. 1 open) a finger target stands for.
+    pub fn finger_to_opening(&self, finger: f64) -> f64 {
         let g = &self.model.config.gripper;
         let width = g.width_for_units(finger);
         ((width - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0)
     }
 
     /// The joint target and finger target after `action`; a malformed action holds.
-    fn apply(&mut self, mode: ControlMode, a: &[f64]) -> Result<(), String> {
+    pub fn apply(&mut self, mode: ControlMode, a: &[f64]) -> Result<(), String> {
         if a.len() != mode.action_len() || a.iter().any(|v| !v.is_finite()) {
             return Err(format!(
                 "action {a:?} is not {} finite numbers for {}",
@@ -319,8 +360,9 @@ impl Controller {
     }
 }
 
-/// The labels of `frame` from the simulator, with the episode's roles.
-fn labels_for(
+/// The labels of `frame` from the simulator, with the episode's roles (`None` when the frame is
+/// not the simulator's last capture).
+pub fn labels_for(
     prepared: &super::episode::PreparedEpisode,
     episode: &Episode,
     frame: &Frame,
@@ -368,24 +410,8 @@ pub async fn run_remote_episode<P: RemotePolicy>(
     let mut arm =
         SimArm::new(prepared.world.clone(), model.clone(), home.clone()).map_err(|e| setup(&e))?;
     let mut camera = SimCamera::new(prepared.world.clone(), options.episode.render.clone());
-    let ik = IkSolver::new(
-        &model,
-        IkOptions {
-            position_tolerance: 1e-4,
-            rotation_tolerance: 1e-3,
-            max_iterations: 100,
-            max_attempts: 1,
-            ..IkOptions::default()
-        },
-    );
     let gripper = model.config.gripper;
-    let mut ctl = Controller {
-        target: model.fk(&home).map_err(|e| setup(&e))?,
-        model: model.clone(),
-        ik,
-        q: home,
-        finger: gripper.open_units,
-    };
+    let mut ctl = SimplerController::new(model.clone(), home).map_err(|e| setup(&e))?;
     let start = EpisodeStart {
         task: episode.task.clone(),
         instruction: episode.instruction.clone(),
