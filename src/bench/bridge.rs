@@ -325,8 +325,8 @@ pub fn run(args: BridgeBenchArgs) -> Result<BridgeBenchReport, BridgeBenchError>
         BridgeTarget::InProcess(config) => {
             let s = InProcessServer::start(config)?;
             let target = format!(
-                "in-process server ws://{}/ (pointer {}, robot {}): one current_thread runtime \
-                 thread, one blocking thread per open episode",
+                "in-process server ws://{}/ (pointer {}, robot {}): a multi-thread runtime (a \
+                 worker per core, as `serve bridge`), one blocking thread per open episode",
                 s.addr, s.pointer, s.robot
             );
             (s.addr.to_string(), Some(s), target)
@@ -620,7 +620,8 @@ async fn episode(
     (ending, steps)
 }
 
-/// The server on its own thread and current_thread runtime; dropping it stops the server.
+/// The server on its own thread and a multi-thread runtime (as `serve bridge`); dropping it stops
+/// the server.
 struct InProcessServer {
     addr: std::net::SocketAddr,
     pointer: String,
@@ -639,7 +640,8 @@ impl InProcessServer {
         let thread = std::thread::Builder::new()
             .name("bench-bridge-server".into())
             .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
+                // As `serve bridge` runs it: a worker per core.
+                let rt = match tokio::runtime::Builder::new_multi_thread()
                     .enable_all()
                     .build()
                 {

@@ -115,6 +115,14 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// A runtime with a worker per core, for servers: one connection's large frame (a 3.4 MB
+/// observation) must not hold up the answers to the others.
+pub fn server_runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
 /// Whether a model reply is being streamed to stderr (the next printed line must start fresh).
 static STREAMING: AtomicBool = AtomicBool::new(false);
 

@@ -14,7 +14,7 @@ use pointact::runner::pointer::SessionPointer;
 use pointact::safety::SafetyConfig;
 use pointact::sim::oracle::OracleOptions;
 
-use super::{announce_model, runtime};
+use super::{announce_model, server_runtime};
 
 #[derive(Subcommand)]
 pub enum ServeCommand {
@@ -72,7 +72,7 @@ fn bridge(a: ServeBridgeCli) -> Result<ExitCode> {
     announce_model(a.pointer, &a.model);
     let pointer = SessionPointer::open(a.pointer, &a.model, OracleOptions::default())?;
     let config = session_config(pointer, &a.robot, a.branch, a.table_z)?;
-    let rt = runtime()?;
+    let rt = server_runtime()?;
     rt.block_on(async {
         let server = BridgeServer::bind(&a.addr, config)
             .await
