@@ -26,6 +26,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from poses import mat_to_quat, quat_to_mat  # noqa: E402  (this folder's poses.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 DELTA_MODE = "arm_pd_ee_target_delta_pose_align2_gripper_pd_joint_pos"
@@ -83,40 +86,11 @@ class ServerError(Exception):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _quat_to_mat(q):
-    w, x, y, z = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
-    return np.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
-def _mat_to_quat(R):
-    t = np.trace(R)
-    if t > 0:
-        s = math.sqrt(t + 1.0) * 2
-        q = [0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s]
-    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
-        s = math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2]) * 2
-        q = [(R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s]
-    elif R[1, 1] > R[2, 2]:
-        s = math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2]) * 2
-        q = [(R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s]
-    else:
-        s = math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1]) * 2
-        q = [(R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s]
-    q = np.array(q)
-    return (q if q[0] >= 0 else -q) / np.linalg.norm(q)
-
-
 def world_pose_to_base(pose_world, base_pose):
     """[p, q wxyz] in world -> [p, q wxyz] in the robot-base frame, base given as [p, q wxyz] in world."""
-    Rb, pb = _quat_to_mat(base_pose[3:7]), np.asarray(base_pose[:3], dtype=np.float64)
-    R, p = _quat_to_mat(pose_world[3:7]), np.asarray(pose_world[:3], dtype=np.float64)
-    return np.concatenate([Rb.T @ (p - pb), _mat_to_quat(Rb.T @ R)])
+    Rb, pb = quat_to_mat(base_pose[3:7]), np.asarray(base_pose[:3], dtype=np.float64)
+    R, p = quat_to_mat(pose_world[3:7]), np.asarray(pose_world[:3], dtype=np.float64)
+    return np.concatenate([Rb.T @ (p - pb), mat_to_quat(Rb.T @ R)])
 
 
 # ----------------------------------------------------------------------------------------------------------------

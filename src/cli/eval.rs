@@ -110,18 +110,8 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
         &a.json,
         &EvalReport::new(suite, &options.episode, &seeds, Vec::new(), true),
     )?;
-    let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register_conditional_shutdown(
-        signal_hook::consts::SIGINT,
-        130,
-        stop.clone(),
-    )?;
-    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
-    let bar = indicatif::ProgressBar::new((suite.tasks().len() * seeds.len()) as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} episodes ({eta}) {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let stop = stop_on_ctrl_c()?;
+    let bar = episode_bar(suite.tasks().len() * seeds.len());
     let mut ok = 0;
     let rt = runtime()?;
     let report = rt.block_on(async {
@@ -210,19 +200,8 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         &a.json,
         &EvalReport::new(suite, &opts, &seeds, resumed.clone(), true),
     )?;
-    // Ctrl-C stops the suite between episodes; a second one ends the process at once.
-    let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register_conditional_shutdown(
-        signal_hook::consts::SIGINT,
-        130,
-        stop.clone(),
-    )?;
-    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
-    let bar = indicatif::ProgressBar::new((suite.tasks().len() * seeds.len()) as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} episodes ({eta}) {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let stop = stop_on_ctrl_c()?;
+    let bar = episode_bar(suite.tasks().len() * seeds.len());
     let mut viz = a.rerun.open("pointact-eval")?;
     let mut ok = 0;
     let mut finished = Vec::new();
@@ -288,6 +267,28 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A flag Ctrl-C sets, read by a suite between episodes; a second Ctrl-C ends the process at once.
+fn stop_on_ctrl_c() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register_conditional_shutdown(
+        signal_hook::consts::SIGINT,
+        130,
+        stop.clone(),
+    )?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    Ok(stop)
+}
+
+/// The progress bar of a suite of `total` episodes.
+fn episode_bar(total: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} episodes ({eta}) {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
 }
 
 /// Writes the report atomically: a temporary file beside it, then a rename, so a reader (or an
