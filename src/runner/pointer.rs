@@ -174,8 +174,9 @@ fn truth_from_labels(labels: &Labels, frame: &Frame) -> Result<OracleTruth, Poin
     })
 }
 
-/// The base-frame centre of an instance's visible surface: the centroid of its points in x and y,
-/// the median height of those within 2 cm of it (a container's floor, not its rim).
+/// The base-frame centre of an instance's visible surface: the middle of its points' extent in x
+/// and y, at the median height of its points within 2 cm of that centre (a block's top, a
+/// container's floor rather than its rim).
 fn surface_centre(seg: &Segmentation, instance: u16, frame: &Frame) -> Option<Point3<f64>> {
     let w = seg.width;
     let points: Vec<Point3<f64>> = seg
@@ -196,11 +197,17 @@ fn surface_centre(seg: &Segmentation, instance: u16, frame: &Frame) -> Option<Po
     if points.is_empty() {
         return None;
     }
-    let n = points.len() as f64;
-    let (cx, cy) = (
-        points.iter().map(|p| p.x).sum::<f64>() / n,
-        points.iter().map(|p| p.y).sum::<f64>() / n,
-    );
+    // The middle of the points' extent (2nd to 98th percentile, against stray edge pixels): the
+    // camera sees a block's near sides and a basket's far wall more than their other halves, so a
+    // centroid is pulled toward what is visible (a stacked cube then lands half off); the extent
+    // of a convex object's visible points spans its whole footprint.
+    let mid = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        (at(0.02) + at(0.98)) / 2.0
+    };
+    let cx = mid(points.iter().map(|p| p.x).collect());
+    let cy = mid(points.iter().map(|p| p.y).collect());
     let mut near: Vec<f64> = points
         .iter()
         .filter(|p| (p.x - cx).hypot(p.y - cy) <= 0.02)
