@@ -7,6 +7,7 @@
 //! | `openpi_client_exchanges_observation_and_action` | openpi-client 0.1.2's unchanged `WebsocketClientPolicy` (`tests/bridge_openpi.py`) reads our metadata (server, protocol 1, both control modes), gets `ready` for a reset, and for 4 observations that `sim/simplerenv/run.py` converted from the stand-in's SimplerEnv-shaped obs dict (segmentation and objects included) an `action` whose array is float32 (7,), finite, with the step echoed and status `moving`; `{"type": "bogus"}` before the reset and mid-episode raises `RuntimeError` naming the type, and the connection goes on |
 //! | `standin_episodes_through_run_py` | `run.py --env standin` (the official runner) runs all 4 tasks for episode 0 in the official budget (60, 60, 60, 120 steps) and exits 0; its printout states the final-step success rule and the budget; at least 3 of 4 episodes succeed; the joint-position control mode succeeds on the spoon task |
 //! | `eval_bridge_matches_eval_sim` | our simulator's bridge suite (4 tasks × seeds 0, 1) through the server and `run_remote_suite` succeeds on exactly the episodes `run_suite` (`eval sim`) succeeds on, and runs the same plans to their end |
+//! | `bridge_oracle_places_stacked_cubes_on_top` | the three stack_cube seeds whose place point (from the evaluator's segmentation) used to land half off the yellow block succeed through the bridge |
 //! | `bad_input_stays_on_its_connection` | while another connection's real episode is paused mid-way, each on its own connection: bytes that are not msgpack, unknown or untyped messages, wrong arrays (rgb float32, depth of another size, 5 qpos values, a non-unit quaternion, NaN in the extrinsic), out-of-order messages (infer before reset, a second reset, steps that repeat or go back) are each answered with a text naming the problem and the connection still works; a client that leaves after its first action takes nothing down; the paused episode then finishes as it would have; new connections are served after every case |
 //! | `protocol_round_trips` | `encode_client` → `decode_client` (reset, an infer with labels and a base pose that is not the world's, episode_end) and `encode_server` → `decode_server` (ready, action, ended), metadata, all without a socket |
 //!
@@ -342,6 +343,28 @@ async fn eval_bridge_matches_eval_sim() {
         details(&remote),
         details(&sim)
     );
+}
+
+/// The oracle's place point from an evaluator's segmentation is the middle of the target's
+/// extent: a centroid of the visible points leaned toward the block's near sides and dropped these
+/// three stacked cubes half off the yellow block (measured: 21/24 through the bridge against 24/24
+/// in `eval sim`, before the fix).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bridge_oracle_places_stacked_cubes_on_top() {
+    let server = start_server().await;
+    let spec = pointact::sim::tasks::task("bridge/stack_cube").expect("task");
+    for seed in [3, 5, 6] {
+        let ep = spec.instantiate(seed).expect("episode");
+        let mut client = BridgeClient::connect(&server.addr).await.expect("connect");
+        let r = run_remote_episode(&ep, &RemoteOptions::default(), &mut client)
+            .await
+            .expect("episode ran");
+        assert!(
+            r.success,
+            "stack_cube seed {seed}: {} (policy {:?}: {})",
+            r.detail, r.policy_status, r.policy_detail
+        );
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
