@@ -82,6 +82,13 @@ fn episode_counts_are_bounded_and_never_zero() {
             &["--episodes", "[1, 100000]"],
         );
     }
+    for n in ["0", "100001"] {
+        refused(
+            &["eval", "bridge", "--max-steps", n, "--json", json],
+            2,
+            &["--max-steps", "[1, 100000]"],
+        );
+    }
     assert!(
         !tmp.join("eval.json").exists(),
         "a refused eval wrote its JSON"

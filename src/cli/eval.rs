@@ -80,8 +80,8 @@ pub struct EvalBridgeCli {
     /// Episodes per task (seeds 0..N), 1 to 100000.
     #[arg(long, default_value_t = 24, value_parser = super::values::episodes)]
     episodes: u64,
-    /// Control steps per episode (5 Hz); our simulator has no official budget.
-    #[arg(long, default_value_t = 300)]
+    /// Control steps per episode (5 Hz), 1 to 100000; our simulator has no official budget.
+    #[arg(long, default_value_t = 300, value_parser = super::values::control_steps)]
     max_steps: u64,
     /// Write every episode's result here.
     #[arg(long, default_value = "eval-bridge.json")]

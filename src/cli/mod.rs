@@ -232,6 +232,11 @@ pub mod values {
 
     pub const MAX_EPISODES: u64 = 100_000;
 
+    /// Control steps of an `eval bridge` episode: at least one; 100 000 is 5.5 hours at 5 Hz.
+    pub fn control_steps(s: &str) -> Result<u64, String> {
+        count(s, 1, 100_000)
+    }
+
     /// Views of `calibrate hand-eye --sim`: a solve needs at least 3; beyond 1000 the capture only
     /// costs time and memory (each view keeps a frame).
     pub fn views(s: &str) -> Result<usize, String> {
