@@ -9,7 +9,7 @@
 //! | `eval_bridge_matches_eval_sim` | our simulator's bridge suite (4 tasks × seeds 0, 1) through the server and `run_remote_suite` succeeds on exactly the episodes `run_suite` (`eval sim`) succeeds on, and runs the same plans to their end |
 //! | `bridge_oracle_places_stacked_cubes_on_top` | the three stack_cube seeds whose place point (from the evaluator's segmentation) used to land half off the yellow block succeed through the bridge |
 //! | `bad_input_stays_on_its_connection` | while another connection's real episode is paused mid-way, each on its own connection: bytes that are not msgpack, unknown or untyped messages, wrong arrays (rgb float32, depth of another size, 5 qpos values, a non-unit quaternion, NaN in the extrinsic), out-of-order messages (infer before reset, a second reset, steps that repeat or go back) are each answered with a text naming the problem and the connection still works; a client that leaves after its first action takes nothing down; the paused episode then finishes as it would have; new connections are served after every case |
-//! | `protocol_round_trips` | `encode_client` → `decode_client` (reset, an infer with labels and a base pose that is not the world's, episode_end) and `encode_server` → `decode_server` (ready, action, ended), metadata, all without a socket |
+//! | `protocol_round_trips` | `encode_client` → `decode_client` (reset, an infer with labels and a base pose that is not the world's, episode_end; the server's check-only decode of later observations: poses kept, images and labels empty, a wrong image still refused) and `encode_server` → `decode_server` (ready, action, ended), metadata, all without a socket |
 //!
 //! The Python tests run with `POINTACT_PYTHON` (see `common::python`; CI installs
 //! `openpi-client==0.1.2` there) and are skipped with a message where it is missing, unless CI or
@@ -24,8 +24,9 @@ use std::time::Duration;
 
 use common::python;
 use pointact::bridge::protocol::{
-    decode_client, decode_metadata, decode_server, encode_client, encode_metadata, encode_server,
-    ClientMessage, Metadata, ServerMessage, PROTOCOL_VERSION,
+    decode_client, decode_client_with, decode_metadata, decode_server, encode_client,
+    encode_metadata, encode_server, ClientMessage, Images, Metadata, ServerMessage,
+    PROTOCOL_VERSION,
 };
 use pointact::bridge::wire::{self, NdArray, Value};
 use pointact::bridge::{BridgeClient, BridgeServer, SessionConfig};
@@ -787,6 +788,31 @@ fn protocol_round_trips() {
         &o.frame.base_from_camera,
         "base_from_camera",
     );
+
+    // After an episode's first observation the server only checks the images (it plans from the
+    // first): the poses and joints come through, the images and labels stay empty, and a wrong
+    // image is still refused.
+    let ClientMessage::Infer(light) =
+        decode_client_with(&infer_frame(&o, o.step), Images::CheckOnly).expect("check-only")
+    else {
+        panic!("not an infer")
+    };
+    assert_eq!(light.qpos, o.qpos);
+    assert_pose_eq(
+        &light.world_from_tcp,
+        &o.world_from_tcp,
+        "tcp_pose (check-only)",
+    );
+    assert!(light.frame.depth.data.is_empty() && light.frame.rgb.is_empty());
+    assert!(o.labels.is_some() && light.labels.is_none());
+    let bad_rgb = with_field(
+        &infer_frame(&o, o.step),
+        "rgb",
+        Value::NdArray(NdArray::from_slice(&[2, 2, 3], &[0.5f32; 12]).expect("array")),
+    );
+    let refused = decode_client_with(&bad_rgb, Images::CheckOnly)
+        .expect_err("a float32 rgb is refused in check-only mode too");
+    assert!(refused.to_string().contains("rgb"), "{refused}");
 
     let server_messages = [
         ServerMessage::Ready {

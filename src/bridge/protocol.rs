@@ -199,8 +199,24 @@ fn message_type(v: &Value) -> Result<&str, ProtocolError> {
     }
 }
 
+/// What to do with an observation's images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Images {
+    /// Convert them into the frame (and the labels).
+    Keep,
+    /// Check their dtypes and shapes only; the frame's images and the labels stay empty. The
+    /// server plans from the first observation only, so converting 3.4 MB per later step would
+    /// be work nobody reads ([`crate::camera::Camera::capture`] refuses such a frame).
+    CheckOnly,
+}
+
 /// Reads one frame from an evaluator.
 pub fn decode_client(bytes: &[u8]) -> Result<ClientMessage, ProtocolError> {
+    decode_client_with(bytes, Images::Keep)
+}
+
+/// [`decode_client`], converting an observation's images only when `images` says so.
+pub fn decode_client_with(bytes: &[u8], images: Images) -> Result<ClientMessage, ProtocolError> {
     let v = wire::decode(bytes)?;
     match message_type(&v)? {
         "reset" => decode_reset(&Fields {
@@ -208,10 +224,13 @@ pub fn decode_client(bytes: &[u8]) -> Result<ClientMessage, ProtocolError> {
             map: &v,
         })
         .map(ClientMessage::Reset),
-        "infer" => decode_observation(&Fields {
-            kind: "infer",
-            map: &v,
-        })
+        "infer" => decode_observation(
+            &Fields {
+                kind: "infer",
+                map: &v,
+            },
+            images,
+        )
         .map(|o| ClientMessage::Infer(Box::new(o))),
         "episode_end" => {
             let f = Fields {
@@ -259,7 +278,8 @@ fn decode_reset(f: &Fields<'_>) -> Result<EpisodeStart, ProtocolError> {
     })
 }
 
-fn decode_observation(f: &Fields<'_>) -> Result<Observation, ProtocolError> {
+fn decode_observation(f: &Fields<'_>, images: Images) -> Result<Observation, ProtocolError> {
+    let keep = images == Images::Keep;
     let step = f.uint("step")?;
     let rgb = f.array("rgb")?;
     let (h, w) = match rgb.shape() {
@@ -280,8 +300,12 @@ fn decode_observation(f: &Fields<'_>) -> Result<Observation, ProtocolError> {
             format!("{w}x{h} is not an image size served (1..={MAX_IMAGE_SIDE} per side)"),
         ));
     }
-    let rgb = RgbImage::from_raw(w as u32, h as u32, rgb.data().to_vec())
-        .ok_or_else(|| f.bad("rgb", "data does not fill the image"))?;
+    let rgb = if keep {
+        RgbImage::from_raw(w as u32, h as u32, rgb.data().to_vec())
+            .ok_or_else(|| f.bad("rgb", "data does not fill the image"))?
+    } else {
+        RgbImage::new(0, 0)
+    };
     let depth = f.array("depth")?;
     let depth_ok = matches!(depth.dtype(), Dtype::F32 | Dtype::F64)
         && (depth.shape() == [h, w] || depth.shape() == [h, w, 1]);
@@ -297,10 +321,18 @@ fn decode_observation(f: &Fields<'_>) -> Result<Observation, ProtocolError> {
     }
     // Metres along the optical axis; NaN and infinity become "no depth", which is what every
     // consumer of a DepthImage already treats as a hole.
-    let depth = DepthImage {
-        width: w,
-        height: h,
-        data: depth_m(depth),
+    let depth = if keep {
+        DepthImage {
+            width: w,
+            height: h,
+            data: depth_m(depth),
+        }
+    } else {
+        DepthImage {
+            width: 0,
+            height: 0,
+            data: Vec::new(),
+        }
     };
     let k = f.floats("intrinsic_cv", &[3, 3])?;
     if k[1] != 0.0 || k[3] != 0.0 || k[6] != 0.0 || k[7] != 0.0 || k[8] != 1.0 {
@@ -328,7 +360,7 @@ fn decode_observation(f: &Fields<'_>) -> Result<Observation, ProtocolError> {
     if qpos.iter().any(|x| !x.is_finite()) {
         return Err(f.bad("qpos", "holds NaN or infinity"));
     }
-    let labels = decode_labels(f, w, h)?;
+    let labels = decode_labels(f, w, h, keep)?;
     let frame = Frame {
         rgb,
         depth,
@@ -403,7 +435,12 @@ fn rigid(f: &Fields<'_>, field: &'static str) -> Result<Isometry3<f64>, Protocol
     ))
 }
 
-fn decode_labels(f: &Fields<'_>, w: usize, h: usize) -> Result<Option<Labels>, ProtocolError> {
+fn decode_labels(
+    f: &Fields<'_>,
+    w: usize,
+    h: usize,
+    keep: bool,
+) -> Result<Option<Labels>, ProtocolError> {
     let (Some(_), Some(objects)) = (f.opt("segmentation"), f.opt("objects")) else {
         return match (f.opt("segmentation"), f.opt("objects")) {
             (None, None) => Ok(None),
@@ -428,7 +465,9 @@ fn decode_labels(f: &Fields<'_>, w: usize, h: usize) -> Result<Option<Labels>, P
             format!("must hold integer ids, got {}", seg.dtype()),
         ));
     }
-    let ids = if channels == 1 && seg.dtype() == Dtype::U32 {
+    let ids = if !keep {
+        Vec::new()
+    } else if channels == 1 && seg.dtype() == Dtype::U32 {
         // What SimplerEnv's runner sends: every value is an id, no conversion.
         seg.data()
             .chunks_exact(4)
@@ -470,6 +509,9 @@ fn decode_labels(f: &Fields<'_>, w: usize, h: usize) -> Result<Option<Labels>, P
                 of.bad("role", format!("{role:?} is not source, target or other"))
             })?,
         });
+    }
+    if !keep {
+        return Ok(None);
     }
     Ok(Some(Labels {
         width: w,

@@ -19,7 +19,8 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::protocol::{
-    decode_client, encode_metadata, encode_server, ClientMessage, Metadata, ServerMessage,
+    decode_client_with, encode_metadata, encode_server, ClientMessage, Images, Metadata,
+    ServerMessage,
 };
 use super::session::{hold_after, spawn_episode, EpisodeEnd, EpisodeLink, SessionConfig};
 use super::wire::MAX_FRAME_BYTES;
@@ -233,7 +234,12 @@ async fn handle(
     bytes: &[u8],
     config: &SessionConfig,
 ) -> Result<(ServerMessage, bool), String> {
-    let msg = decode_client(bytes).map_err(|e| e.to_string())?;
+    // Images are converted for the first observation only: the episode plans from it.
+    let images = match state {
+        State::Running(run) if run.last_step.is_some() => Images::CheckOnly,
+        _ => Images::Keep,
+    };
+    let msg = decode_client_with(bytes, images).map_err(|e| e.to_string())?;
     let arm_joints = config.model.joint_limits().len();
     match (&mut *state, msg) {
         (State::Idle, ClientMessage::Reset(start)) => {

@@ -157,12 +157,20 @@ struct BridgeCamera {
 
 impl Camera for BridgeCamera {
     fn capture(&mut self) -> Result<Frame, CameraError> {
-        Ok(self
+        let frame = self
             .current
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .frame
-            .clone())
+            .clone();
+        if frame.depth.data.is_empty() {
+            // The server keeps the images of an episode's first observation only
+            // (`protocol::Images::CheckOnly` after it): a capture later must not plan on nothing.
+            return Err(CameraError::Device(
+                "the bridge kept no images of this observation (only the first one's)".into(),
+            ));
+        }
+        Ok(frame)
     }
 }
 
