@@ -793,7 +793,7 @@ fn protocol_round_trips() {
     // first): the poses and joints come through, the images and labels stay empty, and a wrong
     // image is still refused.
     let ClientMessage::Infer(light) =
-        decode_client_with(&infer_frame(&o, o.step), Images::CheckOnly).expect("check-only")
+        decode_client_with(&infer_frame(&o, o.step).into(), Images::CheckOnly).expect("check-only")
     else {
         panic!("not an infer")
     };
@@ -810,7 +810,7 @@ fn protocol_round_trips() {
         "rgb",
         Value::NdArray(NdArray::from_slice(&[2, 2, 3], &[0.5f32; 12]).expect("array")),
     );
-    let refused = decode_client_with(&bad_rgb, Images::CheckOnly)
+    let refused = decode_client_with(&bad_rgb.into(), Images::CheckOnly)
         .expect_err("a float32 rgb is refused in check-only mode too");
     assert!(refused.to_string().contains("rgb"), "{refused}");
 

@@ -5,6 +5,7 @@
 //! | `openpi_observation_decodes_exactly` | openpi-client 0.1.2's `packb` of a SimplerEnv-like observation (640×480 RGB and depth, intrinsics, extrinsic, poses, qpos, every dtype, numpy scalars, nested maps) decodes to the same content (compared through the JSON description `tests/bridge_wire.py` prints: dtype, shape, CRC-32, first and last element of each array), re-encodes to the same bytes, and reads the same with str-keyed tags |
 //! | `openpi_reads_our_action_byte_for_byte` | our encoding of an action is what openpi's `unpackb` reads as the action, byte-identical to openpi's `packb` of it |
 //! | `openpi_golden_bytes` | the same without Python: frames openpi wrote, as hex |
+//! | `shared_decode_copies_nothing` | `decode_shared` of a frame held in `Bytes` gives the same value as `decode`, with every array's and bin's data inside the frame's own buffer (views, not copies), still valid after the frame handle is dropped |
 //! | the rest | round trips (every dtype, every value kind, bin and str keys) and every malformed input a typed error |
 //! | `fuzz_*` | random bytes, byte-mutated and structure-mutated valid frames: never a panic; what is accepted re-encodes stably |
 //!
@@ -20,8 +21,8 @@ use std::time::Duration;
 use common::fuzz::{self, arbitrary_bytes, case_seeds, crc32, excerpt, mutate_bytes, Rng};
 use common::{python, TempDir};
 use pointact::bridge::wire::{
-    decode, decode_with, encode, Dtype, Limits, NdArray, NpScalar, Scalar, Value, WireError,
-    MAX_DEPTH,
+    decode, decode_shared, decode_with, encode, Dtype, Limits, NdArray, NpScalar, Scalar, Value,
+    WireError, MAX_DEPTH,
 };
 use proptest::test_runner::TestCaseError;
 use serde_json::{json, Value as Json};
@@ -347,15 +348,56 @@ fn every_dtype_round_trips() {
 }
 
 #[test]
+fn shared_decode_copies_nothing() {
+    let rgb: Vec<u8> = (0..64 * 48 * 3).map(|i| (i % 251) as u8).collect();
+    let depth: Vec<f32> = (0..64 * 48).map(|i| i as f32 * 1e-3).collect();
+    let frame = encode(&Value::map([
+        (
+            "rgb",
+            Value::NdArray(NdArray::from_u8(&[48, 64, 3], &rgb).expect("rgb")),
+        ),
+        (
+            "depth",
+            Value::NdArray(NdArray::from_f32(&[48, 64], &depth).expect("depth")),
+        ),
+        ("blob", Value::Bin(vec![7u8; 300].into())),
+    ]))
+    .expect("encode");
+    let copied = decode(&frame).expect("decode");
+    let frame = bytes::Bytes::from(frame);
+    let span = frame.as_ptr_range();
+    let shared = decode_shared(&frame, &Limits::DEFAULT).expect("decode_shared");
+    assert_eq!(shared, copied);
+    let inside = |data: &[u8]| {
+        let r = data.as_ptr_range();
+        span.start <= r.start && r.end <= span.end
+    };
+    for key in ["rgb", "depth"] {
+        let a = shared.get(key).and_then(Value::as_ndarray).expect(key);
+        assert!(inside(a.data()), "{key}: decode_shared copied the data");
+        let c = copied.get(key).and_then(Value::as_ndarray).expect(key);
+        assert!(!inside(c.data()), "{key}: decode must own its data");
+    }
+    match shared.get("blob") {
+        Some(Value::Bin(b)) => assert!(inside(b), "blob: decode_shared copied the bin"),
+        other => panic!("blob decoded as {other:?}"),
+    }
+    // The views keep the buffer alive on their own.
+    drop(frame);
+    let rgb_back = shared.get("rgb").and_then(Value::as_ndarray).expect("rgb");
+    assert_eq!(rgb_back.as_u8().expect("u8"), rgb);
+}
+
+#[test]
 fn every_value_kind_round_trips() {
     let v = Value::Map(vec![
         (Value::Str("nil".into()), Value::Nil),
-        (Value::Bin(b"bin key".to_vec()), Value::Bool(true)),
+        (Value::Bin(b"bin key".to_vec().into()), Value::Bool(true)),
         (Value::Int(-1), Value::Int(i64::MIN)),
         (Value::Str("u".into()), Value::UInt(u64::MAX)),
         (Value::Str("f".into()), Value::Float(-2.5e-8)),
         (Value::Str("s".into()), Value::Str("é".repeat(200))),
-        (Value::Str("b".into()), Value::Bin(vec![0; 70_000])),
+        (Value::Str("b".into()), Value::Bin(vec![0; 70_000].into())),
         (
             Value::Str("a".into()),
             Value::Array((0..40).map(Value::Int).collect()),
@@ -392,7 +434,7 @@ fn every_value_kind_round_trips() {
 fn tagged(bin_keys: bool, fields: Vec<(&str, Value)>) -> Vec<u8> {
     let key = |k: &str| {
         if bin_keys {
-            Value::Bin(k.as_bytes().to_vec())
+            Value::Bin(k.as_bytes().to_vec().into())
         } else {
             Value::Str(k.into())
         }
@@ -406,7 +448,7 @@ fn tagged(bin_keys: bool, fields: Vec<(&str, Value)>) -> Vec<u8> {
 fn f32_fields(dtype: &str, shape: Vec<Value>, data: Vec<u8>) -> Vec<(&'static str, Value)> {
     vec![
         ("__ndarray__", Value::Bool(true)),
-        ("data", Value::Bin(data)),
+        ("data", Value::Bin(data.into())),
         ("dtype", Value::Str(dtype.into())),
         ("shape", Value::Array(shape)),
     ]
@@ -740,11 +782,11 @@ fn hostile(rng: &mut Rng) -> Value {
         4 => Value::Nil,
         5 => {
             let len = rng.below(40);
-            Value::Bin(rng.bytes(len))
+            Value::Bin(rng.bytes(len).into())
         }
         6 => Value::Float(*rng.pick(fuzz::HOSTILE_FLOATS)),
         7 => Value::Int(*rng.pick(fuzz::HOSTILE_INTS)),
-        8 => Value::Bin(b"__ndarray__".to_vec()),
+        8 => Value::Bin(b"__ndarray__".to_vec().into()),
         9 => Value::Str("__npgeneric__".into()),
         10 => {
             let mut v = Value::Nil;
@@ -753,14 +795,17 @@ fn hostile(rng: &mut Rng) -> Value {
             }
             v
         }
-        _ => Value::Map(vec![(Value::Str("data".into()), Value::Bin(vec![0; 4]))]),
+        _ => Value::Map(vec![(
+            Value::Str("data".into()),
+            Value::Bin(vec![0; 4].into()),
+        )]),
     }
 }
 
 /// A decoded frame with its tagged values spelled out as the maps they travel as, so that a
 /// mutation can break a tag's fields one by one.
 fn plain(v: Value) -> Value {
-    let bin = |k: &str| Value::Bin(k.as_bytes().to_vec());
+    let bin = |k: &str| Value::Bin(k.as_bytes().to_vec().into());
     match v {
         Value::Array(items) => Value::Array(items.into_iter().map(plain).collect()),
         Value::Map(e) => Value::Map(e.into_iter().map(|(k, v)| (k, plain(v))).collect()),
@@ -797,7 +842,9 @@ fn mutate(rng: &mut Rng, v: &mut Value) {
             }
             (1, Value::Bin(b)) => {
                 let len = rng.few(8);
-                b.extend(rng.bytes(len));
+                let mut longer = b.to_vec();
+                longer.extend(rng.bytes(len));
+                *b = longer.into();
             }
             (2, Value::Map(e)) if !e.is_empty() => {
                 e.remove(rng.below(e.len()));

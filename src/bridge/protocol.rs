@@ -15,6 +15,7 @@
 //! (`pointact bridge: …`), which openpi's client raises as `RuntimeError`; the connection stays
 //! open unless the frame could not be read at all.
 
+use bytes::Bytes;
 use k::nalgebra::{Isometry3, Matrix3, Matrix4, Rotation3, Translation3, UnitQuaternion};
 
 use super::wire::{self, Dtype, NdArray, Value, WireError};
@@ -212,12 +213,16 @@ pub enum Images {
 
 /// Reads one frame from an evaluator.
 pub fn decode_client(bytes: &[u8]) -> Result<ClientMessage, ProtocolError> {
-    decode_client_with(bytes, Images::Keep)
+    client_message(wire::decode(bytes)?, Images::Keep)
 }
 
-/// [`decode_client`], converting an observation's images only when `images` says so.
-pub fn decode_client_with(bytes: &[u8], images: Images) -> Result<ClientMessage, ProtocolError> {
-    let v = wire::decode(bytes)?;
+/// [`decode_client`] of a frame the server owns: arrays are views of `frame` (no copy), and an
+/// observation's images are converted only when `images` says so.
+pub fn decode_client_with(frame: &Bytes, images: Images) -> Result<ClientMessage, ProtocolError> {
+    client_message(wire::decode_shared(frame, &wire::Limits::DEFAULT)?, images)
+}
+
+fn client_message(v: Value, images: Images) -> Result<ClientMessage, ProtocolError> {
     match message_type(&v)? {
         "reset" => decode_reset(&Fields {
             kind: "reset",

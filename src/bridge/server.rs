@@ -231,7 +231,7 @@ fn append_server_ms(frame: &mut Vec<u8>, ms: f64) {
 /// One client frame → the answer (and whether it is timed), or the error to send as text.
 async fn handle(
     state: &mut State,
-    bytes: &[u8],
+    bytes: &bytes::Bytes,
     config: &SessionConfig,
 ) -> Result<(ServerMessage, bool), String> {
     // Images are converted for the first observation only: the episode plans from it.
