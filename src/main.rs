@@ -35,6 +35,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Emulate { which } => cli::emulate::run(which),
         Command::Calibrate { which } => cli::calibrate::run(which),
         Command::Capture(a) => cli::capture::run(a),
+        Command::Fit { which } => cli::fit::run(which),
         Command::Train => not_built("`train` (GRPO trainer)"),
         Command::Bench { which } => cli::bench::run(which),
     }

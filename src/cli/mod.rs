@@ -6,6 +6,7 @@ pub mod calibrate;
 pub mod capture;
 pub mod emulate;
 pub mod eval;
+pub mod fit;
 pub mod point;
 pub mod print;
 pub mod run;
@@ -57,6 +58,11 @@ pub enum Command {
     },
     /// Grab RGB-D frames from a RealSense into a recorded-frames folder (DIR/0000, DIR/0001, …).
     Capture(capture::CaptureCli),
+    /// Fit models from robot descriptions (the planner's collision spheres).
+    Fit {
+        #[command(subcommand)]
+        which: fit::FitCommand,
+    },
     /// Fine-tune the pointing model with GRPO.
     Train,
     /// Benchmarks against a peer measured in the same run.

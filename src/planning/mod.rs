@@ -10,13 +10,17 @@
 //!   acceleration limits ([`Trajectory`], the type the safety gate checks).
 
 pub mod collision;
+pub mod fk;
 pub mod motion;
+pub mod spheres;
 mod trajectory;
 pub mod world;
 
 pub use collision::{
     link_spheres, robot_spheres, shape_spheres, ArmCollisionModel, Contact, Obstacle, Sphere,
 };
+pub use fk::LinkTree;
 pub use motion::{fold_yaw, top_down, DirectPlanner, MotionError, MotionPlanner};
+pub use spheres::{Allowed, SphereModel, SpheresError};
 pub use trajectory::{limit_tool_speed, JointPath, Trajectory, TrajectoryError};
 pub use world::obstacle_voxels;
