@@ -191,7 +191,7 @@ fn fixed_links(model: &RobotModel) -> Vec<String> {
 
 /// Whether a sphere (world centre, radius) overlaps a solid. Exact for spheres and boxes; cylinders
 /// and capsules use the exact distance to their axis segment.
-fn sphere_hits_shape(
+pub(crate) fn sphere_hits_shape(
     c: &Point3<f64>,
     r: f64,
     shape: &Shape,

@@ -9,18 +9,22 @@
 //! * `trajectory`: joint-space paths and their time parameterisation under velocity and
 //!   acceleration limits ([`Trajectory`], the type the safety gate checks).
 
+pub mod checker;
 pub mod collision;
+pub mod field;
 pub mod fk;
 pub mod motion;
 pub mod spheres;
 mod trajectory;
 pub mod world;
 
+pub use checker::{Attached, Checker, Hit};
 pub use collision::{
     link_spheres, robot_spheres, shape_spheres, ArmCollisionModel, Contact, Obstacle, Sphere,
 };
+pub use field::DistanceField;
 pub use fk::LinkTree;
 pub use motion::{fold_yaw, top_down, DirectPlanner, MotionError, MotionPlanner};
 pub use spheres::{Allowed, SphereModel, SpheresError};
 pub use trajectory::{limit_tool_speed, JointPath, Trajectory, TrajectoryError};
-pub use world::obstacle_voxels;
+pub use world::{cloud_field, obstacle_voxels, CloudWorldOptions, World, WorldError};

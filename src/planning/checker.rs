@@ -1,0 +1,398 @@
+//! Is the arm, at these joints, clear of the world and of itself? The planner's one question,
+//! answered from the sphere model ([`SphereModel`]) against a [`World`].
+//!
+//! Order of the checks (and of the names a contact reports): table, known solids, depth cloud,
+//! self-collision. A held object rides on the tip as extra spheres ([`Attached`]) and is checked
+//! against the table, the solids and the cloud like a link.
+
+use k::nalgebra::{Isometry3, Point3};
+
+use super::collision::sphere_hits_shape;
+use super::fk::{LinkTree, Motion};
+use super::spheres::SphereModel;
+use super::{Sphere, World};
+use crate::kinematics::{KinematicsError, RobotModel};
+
+/// Name a held object goes by in contacts.
+pub const HELD: &str = "held object";
+
+/// What is in contact at one configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Hit {
+    /// A sphere of `link` dips below the table margin.
+    Table { link: String },
+    /// A sphere of `link` overlaps the solid `obstacle`.
+    Solid { link: String, obstacle: String },
+    /// A sphere of `link` overlaps the depth cloud near `at`.
+    Cloud { link: String, at: Point3<f64> },
+    /// Two links that are checked against each other overlap.
+    SelfCollision { a: String, b: String },
+}
+
+impl std::fmt::Display for Hit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Hit::Table { link } => write!(f, "link `{link}` touches the table"),
+            Hit::Solid { link, obstacle } => write!(f, "link `{link}` hits `{obstacle}`"),
+            Hit::Cloud { link, at } => write!(
+                f,
+                "link `{link}` hits the depth cloud near ({:.3}, {:.3}, {:.3})",
+                at.x, at.y, at.z
+            ),
+            Hit::SelfCollision { a, b } => write!(f, "link `{a}` hits link `{b}`"),
+        }
+    }
+}
+
+/// Spheres carried in the tip frame (a grasped object).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attached {
+    pub spheres: Vec<Sphere>,
+}
+
+#[derive(Debug, Clone)]
+struct Body {
+    name: String,
+    node: usize,
+    spheres: Vec<Sphere>,
+    /// Fixed to the base (it stands on the table by design): not checked against the table or the
+    /// world, only against the moving links.
+    grounded: bool,
+}
+
+/// The collision checker of one robot.
+#[derive(Debug, Clone)]
+pub struct Checker {
+    tree: LinkTree,
+    bodies: Vec<Body>,
+    /// Body index pairs checked for self-collision.
+    pairs: Vec<(usize, usize)>,
+    tip: usize,
+    attached: Option<Attached>,
+    /// Reused buffers.
+    poses: Vec<Isometry3<f64>>,
+    centers: Vec<Vec<Point3<f64>>>,
+    /// Configurations checked so far (for benchmarks).
+    pub checks: u64,
+}
+
+impl Checker {
+    pub fn new(model: &RobotModel, spheres: &SphereModel) -> Result<Checker, KinematicsError> {
+        let tree = LinkTree::new(model)?;
+        // A node is grounded when no arm joint lies between it and the root.
+        let mut moving = vec![false; tree.nodes().len()];
+        for (i, n) in tree.nodes().iter().enumerate() {
+            let own = matches!(
+                n.motion,
+                Motion::ArmRevolute { .. } | Motion::ArmPrismatic { .. }
+            );
+            moving[i] = own || n.parent.is_some_and(|p| moving[p]);
+        }
+        let bodies: Vec<Body> = spheres
+            .links
+            .iter()
+            .map(|l| Body {
+                name: l.link.clone(),
+                node: l.node,
+                spheres: l.spheres.clone(),
+                grounded: !moving[l.node],
+            })
+            .collect();
+        let mut pairs = Vec::new();
+        for i in 0..bodies.len() {
+            for j in i + 1..bodies.len() {
+                if (bodies[i].grounded && bodies[j].grounded)
+                    || !spheres.checks_pair(&bodies[i].name, &bodies[j].name)
+                {
+                    continue;
+                }
+                pairs.push((i, j));
+            }
+        }
+        let tip = tree
+            .index_of(&model.config.tip_link)
+            .ok_or_else(|| KinematicsError::Urdf {
+                file: model.source.clone(),
+                detail: format!("tip link `{}` not in the tree", model.config.tip_link),
+            })?;
+        Ok(Checker {
+            tree,
+            bodies,
+            pairs,
+            tip,
+            attached: None,
+            poses: Vec::new(),
+            centers: Vec::new(),
+            checks: 0,
+        })
+    }
+
+    /// The fitted model of `model` (committed or fitted now), see [`SphereModel::for_model`].
+    pub fn for_model(model: &RobotModel) -> Result<Checker, super::SpheresError> {
+        let spheres = SphereModel::for_model(model)?;
+        Ok(Checker::new(model, &spheres)?)
+    }
+
+    /// Carry `attached` on the tip from now on (None: the hand is empty).
+    pub fn set_attached(&mut self, attached: Option<Attached>) {
+        self.attached = attached;
+    }
+
+    pub fn attached(&self) -> Option<&Attached> {
+        self.attached.as_ref()
+    }
+
+    pub fn tree(&self) -> &LinkTree {
+        &self.tree
+    }
+
+    /// Link pairs checked for self-collision (for exporting the model to a peer planner).
+    pub fn self_pairs(&self) -> Vec<(usize, usize)> {
+        self.pairs
+            .iter()
+            .map(|&(a, b)| (self.bodies[a].node, self.bodies[b].node))
+            .collect()
+    }
+
+    /// Every link's spheres as (node, link frame sphere), and whether the link is grounded.
+    pub fn link_spheres(&self) -> Vec<(usize, Sphere, bool)> {
+        self.bodies
+            .iter()
+            .flat_map(|b| b.spheres.iter().map(move |s| (b.node, *s, b.grounded)))
+            .collect()
+    }
+
+    /// The first contact at joints `q` with the fingers at `opening` (0..1), or None when clear.
+    /// `q` must be finite and of the arm's length (planners only make such configurations).
+    pub fn first_contact(&mut self, q: &[f64], opening: f64, world: &World) -> Option<Hit> {
+        self.checks += 1;
+        self.tree.poses_into(q, opening, &mut self.poses);
+        self.centers.resize(self.bodies.len(), Vec::new());
+        for (b, c) in self.bodies.iter().zip(self.centers.iter_mut()) {
+            let pose = &self.poses[b.node];
+            c.clear();
+            c.extend(b.spheres.iter().map(|s| pose * s.center));
+        }
+        let tip = self.poses[self.tip];
+        let held: Vec<(Point3<f64>, f64)> = self
+            .attached
+            .iter()
+            .flat_map(|a| a.spheres.iter().map(|s| (tip * s.center, s.radius)))
+            .collect();
+        let moving = self
+            .bodies
+            .iter()
+            .zip(&self.centers)
+            .filter(|(b, _)| !b.grounded)
+            .flat_map(|(b, c)| {
+                c.iter()
+                    .zip(&b.spheres)
+                    .map(move |(p, s)| (b.name.as_str(), *p, s.radius))
+            })
+            .chain(held.iter().map(|(p, r)| (HELD, *p, *r)));
+        let floor = world.table_z + world.table_margin;
+        let mut table = None;
+        let mut solid = None;
+        let mut cloud = None;
+        for (name, p, r) in moving {
+            if table.is_none() && p.z - r < floor {
+                table = Some(Hit::Table {
+                    link: name.to_string(),
+                });
+                break;
+            }
+            if solid.is_none() {
+                if let Some(o) = world
+                    .boxes
+                    .iter()
+                    .find(|o| sphere_hits_shape(&p, r, &o.shape, &o.world_from_shape))
+                {
+                    solid = Some(Hit::Solid {
+                        link: name.to_string(),
+                        obstacle: o.name.clone(),
+                    });
+                }
+            }
+            if cloud.is_none() {
+                if let Some(f) = &world.field {
+                    if f.sphere_hits(&p, r) {
+                        cloud = Some(Hit::Cloud {
+                            link: name.to_string(),
+                            at: p,
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(h) = table.or(solid).or(cloud) {
+            return Some(h);
+        }
+        for &(i, j) in &self.pairs {
+            let (bi, bj) = (&self.bodies[i], &self.bodies[j]);
+            let touch = self.centers[i].iter().zip(&bi.spheres).any(|(ci, si)| {
+                self.centers[j].iter().zip(&bj.spheres).any(|(cj, sj)| {
+                    let r = si.radius + sj.radius;
+                    (ci - cj).norm_squared() < r * r
+                })
+            });
+            if touch {
+                return Some(Hit::SelfCollision {
+                    a: bi.name.clone(),
+                    b: bj.name.clone(),
+                });
+            }
+        }
+        None
+    }
+
+    /// Whether `q` is clear.
+    pub fn is_free(&mut self, q: &[f64], opening: f64, world: &World) -> bool {
+        self.first_contact(q, opening, world).is_none()
+    }
+
+    /// The first contact on the straight joint-space segment `a → b`, checked every `resolution`
+    /// radians (largest joint step) including both ends: `Some((fraction along, hit))`.
+    pub fn segment_contact(
+        &mut self,
+        a: &[f64],
+        b: &[f64],
+        resolution: f64,
+        opening: f64,
+        world: &World,
+    ) -> Option<(f64, Hit)> {
+        let n = segment_steps(a, b, resolution);
+        let mut q = a.to_vec();
+        for i in 0..=n {
+            let f = i as f64 / n as f64;
+            for (k, v) in q.iter_mut().enumerate() {
+                *v = a[k] + f * (b[k] - a[k]);
+            }
+            if let Some(h) = self.first_contact(&q, opening, world) {
+                return Some((f, h));
+            }
+        }
+        None
+    }
+}
+
+/// Steps of at most `resolution` (largest joint move) from `a` to `b`, at least 1.
+pub(crate) fn segment_steps(a: &[f64], b: &[f64], resolution: f64) -> usize {
+    let longest = a
+        .iter()
+        .zip(b)
+        .fold(0.0f64, |m, (x, y)| m.max((y - x).abs()));
+    ((longest / resolution.max(1e-6)).ceil() as usize).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::Shape;
+    use crate::planning::Obstacle;
+    use k::nalgebra::Vector3;
+
+    fn xarm() -> (RobotModel, Checker) {
+        let model = RobotModel::builtin("xarm6").expect("model");
+        let c = Checker::for_model(&model).expect("checker");
+        (model, c)
+    }
+
+    /// Lowest point of the empty hand's moving spheres at `q`.
+    fn lowest(c: &Checker, q: &[f64]) -> f64 {
+        let poses = c.tree().poses(q, 0.0);
+        c.link_spheres()
+            .iter()
+            .filter(|(_, _, grounded)| !grounded)
+            .map(|(node, s, _)| (poses[*node] * s.center).z - s.radius)
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    #[test]
+    fn home_is_clear_and_contacts_are_named() {
+        let (model, mut c) = xarm();
+        let home = model.home().to_vec();
+        let mut world = World::table(0.0);
+        assert_eq!(c.first_contact(&home, 0.0, &world), None);
+        // A box at the closed fingertips names the link it meets.
+        let tcp = model.fk(&home).expect("fk").translation.vector;
+        world.boxes.push(Obstacle {
+            name: "crate".into(),
+            shape: Shape::Cuboid {
+                half_extents: Vector3::new(0.03, 0.03, 0.03),
+            },
+            world_from_shape: Isometry3::translation(tcp.x, tcp.y, tcp.z),
+        });
+        match c.first_contact(&home, 0.0, &world) {
+            Some(Hit::Solid { obstacle, link }) => {
+                assert_eq!(obstacle, "crate");
+                assert!(link.contains("finger"), "{link}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The table raised to the lowest sphere: a table hit comes first.
+        world.table_z = lowest(&c, &home);
+        assert!(matches!(
+            c.first_contact(&home, 0.0, &world),
+            Some(Hit::Table { .. })
+        ));
+        world.table_z -= world.table_margin + 1e-6;
+        assert!(matches!(
+            c.first_contact(&home, 0.0, &world),
+            Some(Hit::Solid { .. })
+        ));
+    }
+
+    #[test]
+    fn self_collisions_are_found_and_only_on_checked_pairs() {
+        use rand::{Rng, SeedableRng};
+        let (model, mut c) = xarm();
+        let spheres = SphereModel::for_model(&model).expect("spheres");
+        let world = World::table(-10.0);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let mut found = 0;
+        for _ in 0..3000 {
+            let q: Vec<f64> = model
+                .joint_limits()
+                .iter()
+                .map(|l| rng.gen_range(l.lower..=l.upper))
+                .collect();
+            if let Some(hit) = c.first_contact(&q, 1.0, &world) {
+                let Hit::SelfCollision { a, b } = hit else {
+                    panic!("only self-collision is possible here: {hit}");
+                };
+                assert!(spheres.checks_pair(&a, &b), "{a}-{b} is an allowed pair");
+                found += 1;
+            }
+        }
+        assert!(
+            found > 30,
+            "{found} self-collisions in 3000 random configurations"
+        );
+    }
+
+    #[test]
+    fn held_object_is_checked() {
+        let (model, mut c) = xarm();
+        let home = model.home().to_vec();
+        // The table 1 cm below the lowest sphere: clear empty-handed, hit with an object held
+        // that reaches down to it.
+        let mut world = World::table(0.0);
+        world.table_z = lowest(&c, &home) - world.table_margin - 0.01;
+        assert_eq!(c.first_contact(&home, 0.0, &world), None);
+        // Home holds the tool straight down (+z of the tip): a long object reaching the table.
+        let tcp = model.fk(&home).expect("fk");
+        assert!((tcp.rotation * Vector3::z()).z < -0.99);
+        c.set_attached(Some(Attached {
+            spheres: vec![Sphere {
+                center: Point3::new(0.0, 0.0, tcp.translation.z - world.table_z),
+                radius: 0.02,
+            }],
+        }));
+        assert_eq!(
+            c.first_contact(&home, 0.0, &world),
+            Some(Hit::Table {
+                link: HELD.to_string()
+            })
+        );
+    }
+}
