@@ -69,6 +69,13 @@ pub struct Checker {
     pairs: Vec<(usize, usize)>,
     tip: usize,
     attached: Option<Attached>,
+    /// World checks grow every sphere by this much (m): edges are checked at poses no sphere
+    /// moves more than twice this between ([`Checker::edge_steps`]), so the swept motion between
+    /// two clear checks is clear with the unpadded spheres.
+    padding: f64,
+    /// Per arm joint: the farthest a link sphere centre can be from that joint (m), an upper bound
+    /// through the tree. A joint step of δ moves no sphere more than δ × reach.
+    reach: Vec<f64>,
     /// Reused buffers.
     poses: Vec<Isometry3<f64>>,
     centers: Vec<Vec<Point3<f64>>>,
@@ -115,12 +122,15 @@ impl Checker {
                 file: model.source.clone(),
                 detail: format!("tip link `{}` not in the tree", model.config.tip_link),
             })?;
+        let reach = joint_reach(&tree, &bodies, tip, &[]);
         Ok(Checker {
             tree,
             bodies,
             pairs,
             tip,
             attached: None,
+            padding: DEFAULT_PADDING,
+            reach,
             poses: Vec::new(),
             centers: Vec::new(),
             checks: 0,
@@ -135,7 +145,40 @@ impl Checker {
 
     /// Carry `attached` on the tip from now on (None: the hand is empty).
     pub fn set_attached(&mut self, attached: Option<Attached>) {
+        let held: Vec<Sphere> = attached.iter().flat_map(|a| a.spheres.clone()).collect();
+        self.reach = joint_reach(&self.tree, &self.bodies, self.tip, &held);
         self.attached = attached;
+    }
+
+    /// Sets the world padding (m, ≥ 0.0005); see [`Checker::edge_steps`].
+    pub fn set_padding(&mut self, padding: f64) {
+        self.padding = if padding.is_finite() {
+            padding.max(0.0005)
+        } else {
+            DEFAULT_PADDING
+        };
+    }
+
+    pub fn padding(&self) -> f64 {
+        self.padding
+    }
+
+    /// Per arm joint, the farthest any sphere centre can be from it (m).
+    pub fn reach(&self) -> &[f64] {
+        &self.reach
+    }
+
+    /// Checks on the straight joint-space segment `a → b` (ends included: this many steps) so that
+    /// no sphere moves more than twice the padding between two checks: with every check clear by
+    /// the padding, every pose in between is clear with the unpadded spheres.
+    pub fn edge_steps(&self, a: &[f64], b: &[f64]) -> usize {
+        let travel: f64 = a
+            .iter()
+            .zip(b)
+            .zip(&self.reach)
+            .map(|((x, y), r)| (y - x).abs() * r)
+            .sum();
+        ((travel / (2.0 * self.padding)).ceil() as usize).max(1)
     }
 
     pub fn attached(&self) -> Option<&Attached> {
@@ -194,7 +237,9 @@ impl Checker {
         let mut table = None;
         let mut solid = None;
         let mut cloud = None;
+        let pad = self.padding;
         for (name, p, r) in moving {
+            let r = r + pad;
             if table.is_none() && p.z - r < floor {
                 table = Some(Hit::Table {
                     link: name.to_string(),
@@ -250,17 +295,16 @@ impl Checker {
         self.first_contact(q, opening, world).is_none()
     }
 
-    /// The first contact on the straight joint-space segment `a → b`, checked every `resolution`
-    /// radians (largest joint step) including both ends: `Some((fraction along, hit))`.
+    /// The first contact on the straight joint-space segment `a → b`, checked at
+    /// [`Checker::edge_steps`] poses, both ends included: `Some((fraction along, hit))`.
     pub fn segment_contact(
         &mut self,
         a: &[f64],
         b: &[f64],
-        resolution: f64,
         opening: f64,
         world: &World,
     ) -> Option<(f64, Hit)> {
-        let n = segment_steps(a, b, resolution);
+        let n = self.edge_steps(a, b);
         let mut q = a.to_vec();
         for i in 0..=n {
             let f = i as f64 / n as f64;
@@ -275,13 +319,48 @@ impl Checker {
     }
 }
 
-/// Steps of at most `resolution` (largest joint move) from `a` to `b`, at least 1.
-pub(crate) fn segment_steps(a: &[f64], b: &[f64], resolution: f64) -> usize {
-    let longest = a
+/// Default world padding (m): spheres move at most 1 cm between edge checks.
+pub const DEFAULT_PADDING: f64 = 0.005;
+
+/// Upper bound, per arm joint, of the distance from the joint to any sphere centre it moves:
+/// the sphere's offset in its link plus every joint offset (and finger travel) between the link
+/// and the joint, whatever the joints in between.
+fn joint_reach(tree: &LinkTree, bodies: &[Body], tip: usize, held: &[Sphere]) -> Vec<f64> {
+    let nodes = tree.nodes();
+    let mut reach = vec![0.0f64; tree.dof()];
+    let spheres = bodies
         .iter()
-        .zip(b)
-        .fold(0.0f64, |m, (x, y)| m.max((y - x).abs()));
-    ((longest / resolution.max(1e-6)).ceil() as usize).max(1)
+        .flat_map(|b| {
+            b.spheres
+                .iter()
+                .map(move |s| (b.node, s.center.coords.norm()))
+        })
+        .chain(held.iter().map(|s| (tip, s.center.coords.norm())));
+    for (node, offset) in spheres {
+        let mut dist = offset;
+        let mut n = node;
+        loop {
+            let node = &nodes[n];
+            match node.motion {
+                Motion::ArmRevolute { index, .. } => reach[index] = reach[index].max(dist),
+                // A prismatic joint moves everything below it by the joint's own travel.
+                Motion::ArmPrismatic { index, .. } => reach[index] = reach[index].max(1.0),
+                Motion::Gripper {
+                    prismatic: true,
+                    lower,
+                    upper,
+                    ..
+                } => dist += lower.abs().max(upper.abs()),
+                _ => {}
+            }
+            dist += node.origin.translation.vector.norm();
+            match node.parent {
+                Some(p) => n = p,
+                None => break,
+            }
+        }
+    }
+    reach
 }
 
 #[cfg(test)]
@@ -325,7 +404,7 @@ mod tests {
         match c.first_contact(&home, 0.0, &world) {
             Some(Hit::Solid { obstacle, link }) => {
                 assert_eq!(obstacle, "crate");
-                assert!(link.contains("finger"), "{link}");
+                assert!(link.contains("finger") || link == "link_eef", "{link}");
             }
             other => panic!("{other:?}"),
         }
@@ -335,7 +414,7 @@ mod tests {
             c.first_contact(&home, 0.0, &world),
             Some(Hit::Table { .. })
         ));
-        world.table_z -= world.table_margin + 1e-6;
+        world.table_z -= world.table_margin + c.padding() + 1e-6;
         assert!(matches!(
             c.first_contact(&home, 0.0, &world),
             Some(Hit::Solid { .. })
@@ -377,7 +456,7 @@ mod tests {
         // The table 1 cm below the lowest sphere: clear empty-handed, hit with an object held
         // that reaches down to it.
         let mut world = World::table(0.0);
-        world.table_z = lowest(&c, &home) - world.table_margin - 0.01;
+        world.table_z = lowest(&c, &home) - world.table_margin - c.padding() - 0.01;
         assert_eq!(c.first_contact(&home, 0.0, &world), None);
         // Home holds the tool straight down (+z of the tip): a long object reaching the table.
         let tcp = model.fk(&home).expect("fk");

@@ -14,6 +14,7 @@ pub mod collision;
 pub mod field;
 pub mod fk;
 pub mod motion;
+pub mod rrt;
 pub mod spheres;
 mod trajectory;
 pub mod world;
@@ -25,6 +26,7 @@ pub use collision::{
 pub use field::DistanceField;
 pub use fk::LinkTree;
 pub use motion::{fold_yaw, top_down, DirectPlanner, MotionError, MotionPlanner};
+pub use rrt::{path_length, rrt_connect, RrtError, RrtOptions, RrtPath};
 pub use spheres::{Allowed, SphereModel, SpheresError};
 pub use trajectory::{limit_tool_speed, JointPath, Trajectory, TrajectoryError};
 pub use world::{cloud_field, obstacle_voxels, CloudWorldOptions, World, WorldError};
