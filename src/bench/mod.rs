@@ -4,6 +4,7 @@
 pub mod bridge;
 pub mod cloud;
 pub mod ik;
+pub mod plan;
 pub mod render;
 pub mod servo;
 pub mod vlm;

@@ -23,6 +23,10 @@ pub enum BenchCommand {
     /// evaluators, one rendered frame per task); server latency and lost or reordered messages,
     /// vs one connection alone.
     Bridge(BridgeBenchCli),
+    /// Collision-aware planning on >= 200 fixed xArm 6 tabletop problems (boxes, shelf, wall,
+    /// clutter from a simulated depth cloud), vs OMPL's RRTConnect (Python bindings) with the same
+    /// collision model behind its validity callback.
+    Plan(PlanBenchCli),
     /// One configuration of `bench vlm`, run by it in a child process (internal).
     #[command(name = "vlm-worker", hide = true)]
     VlmWorker(VlmWorkerCli),
@@ -85,6 +89,25 @@ pub struct ServoBenchCli {
     /// Its real-time report port.
     #[arg(long, default_value_t = 30000)]
     rt_port: u16,
+}
+
+#[derive(Args)]
+pub struct PlanBenchCli {
+    /// Problems per scene family (4 families).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub per_family: u64,
+    /// Seed of the problem set (the default is the published set).
+    #[arg(long, default_value_t = 14)]
+    pub seed: u64,
+    /// Time budget per problem for both planners (s).
+    #[arg(long, default_value_t = 5.0, value_parser = crate::cli::values::non_negative)]
+    pub time_limit: f64,
+    /// Skip OMPL (which the first run installs into ~/.cache/pointact/planpy from PyPI).
+    #[arg(long)]
+    pub no_peer: bool,
+    /// Where the exported problems and OMPL's answers go.
+    #[arg(long, default_value = "target/bench-plan")]
+    pub out: std::path::PathBuf,
 }
 
 #[derive(Args)]
@@ -195,6 +218,18 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Bridge(a) => bench_bridge(a),
+        BenchCommand::Plan(a) => {
+            let report = pointact::bench::plan::run(&pointact::bench::plan::PlanBenchArgs {
+                per_family: a.per_family as usize,
+                seed: a.seed,
+                time_limit_s: a.time_limit.max(0.01),
+                peer: !a.no_peer,
+                out_dir: a.out,
+            })
+            .map_err(anyhow::Error::msg)?;
+            println!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::VlmWorker(a) => {
             let m = pointact::bench::vlm::worker::run(&a.request, a.quant)?;
             println!("{}", serde_json::to_string(&m)?);
