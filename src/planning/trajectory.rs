@@ -28,16 +28,85 @@ pub enum TrajectoryError {
     BadLimits,
 }
 
-/// A timed joint trajectory: position along the path follows `s(t)` with a trapezoidal speed profile.
+/// A timed joint trajectory: position along the path follows `s(t)`, one trapezoidal speed
+/// profile over the whole path, or one per segment stopping at every waypoint
+/// ([`Trajectory::time_parameterize_with_stops`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trajectory {
     path: JointPath,
     /// Cumulative path parameter at each waypoint (max-norm joint distance, rad).
     knots: Vec<f64>,
-    /// Peak path speed and acceleration actually used.
+    /// Consecutive profiles covering [0, duration].
+    profiles: Vec<Profile>,
+    duration: f64,
+}
+
+/// One trapezoid (or triangle) from rest to rest over path parameter [s0, s0 + len].
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Profile {
+    t0: f64,
+    s0: f64,
+    len: f64,
+    /// Peak path speed and acceleration.
     v: f64,
     a: f64,
     duration: f64,
+}
+
+impl Profile {
+    /// Rest to rest over `len` under peak speed `v` and acceleration `a`.
+    fn new(t0: f64, s0: f64, len: f64, v: f64, a: f64) -> Profile {
+        if !(len > 0.0 && v.is_finite() && a.is_finite()) {
+            return Profile {
+                t0,
+                s0,
+                len: 0.0,
+                v: 0.0,
+                a: 0.0,
+                duration: 0.0,
+            };
+        }
+        // Trapezoid if there is room to reach v, else a triangle with a lower peak.
+        let (v, duration) = if len >= v * v / a {
+            (v, len / v + v / a)
+        } else {
+            let vp = (len * a).sqrt();
+            (vp, 2.0 * vp / a)
+        };
+        Profile {
+            t0,
+            s0,
+            len,
+            v,
+            a,
+            duration,
+        }
+    }
+
+    /// Path parameter at time t (absolute, clamped to this profile).
+    fn s_at(&self, t: f64) -> f64 {
+        if self.duration <= 0.0 {
+            return self.s0;
+        }
+        let t = (t - self.t0).clamp(0.0, self.duration);
+        let ta = self.v / self.a;
+        let s = if t < ta {
+            0.5 * self.a * t * t
+        } else if t > self.duration - ta {
+            let r = self.duration - t;
+            self.len - 0.5 * self.a * r * r
+        } else {
+            0.5 * self.a * ta * ta + self.v * (t - ta)
+        };
+        self.s0 + s.clamp(0.0, self.len)
+    }
+
+    fn slowed(&mut self, factor: f64, t0: f64) {
+        self.v /= factor;
+        self.a /= factor * factor;
+        self.duration *= factor;
+        self.t0 = t0;
+    }
 }
 
 impl Trajectory {
@@ -77,38 +146,56 @@ impl Trajectory {
             }
         }
         let total = knots.last().copied().unwrap_or(0.0);
-        if !v.is_finite() {
-            // No motion at all: a zero-length trajectory.
-            return Ok(Trajectory {
-                path,
-                knots,
-                v: 0.0,
-                a: 0.0,
-                duration: 0.0,
-            });
-        }
-        // Trapezoid if there is room to reach v, else a triangle with a lower peak.
-        let (v, duration) = if total >= v * v / a {
-            (v, total / v + v / a)
-        } else {
-            let vp = (total * a).sqrt();
-            (vp, 2.0 * vp / a)
-        };
+        let profile = Profile::new(0.0, 0.0, total, v, a);
         Ok(Trajectory {
             path,
             knots,
-            v,
-            a,
-            duration,
+            duration: profile.duration,
+            profiles: vec![profile],
         })
+    }
+
+    /// Times `path` segment by segment, each from rest to rest under the limits: for paths with
+    /// corners (a planner's waypoints), where one profile through the corner would turn the
+    /// joints' velocity around in no time.
+    pub fn time_parameterize_with_stops(
+        path: JointPath,
+        vel_limits: &[f64],
+        acc_limits: &[f64],
+    ) -> Result<Self, TrajectoryError> {
+        let mut t = Trajectory::time_parameterize(path, vel_limits, acc_limits)?;
+        let mut profiles = Vec::new();
+        let mut t0 = 0.0;
+        for (i, w) in t.path.waypoints.windows(2).enumerate() {
+            let (mut v, mut a) = (f64::INFINITY, f64::INFINITY);
+            let len = t.knots[i + 1] - t.knots[i];
+            for j in 0..w[0].len() {
+                let slope = (w[1][j] - w[0][j]).abs() / len.max(1e-300);
+                if slope > 0.0 {
+                    v = v.min(vel_limits[j] / slope);
+                    a = a.min(acc_limits[j] / slope);
+                }
+            }
+            let p = Profile::new(t0, t.knots[i], len, v, a);
+            t0 += p.duration;
+            profiles.push(p);
+        }
+        if !profiles.is_empty() {
+            t.profiles = profiles;
+            t.duration = t0;
+        }
+        Ok(t)
     }
 
     /// Slows the whole trajectory down by `factor` ≥ 1 (e.g. to respect a Cartesian speed limit
     /// measured on the samples).
     pub fn slowed(mut self, factor: f64) -> Self {
         if factor.is_finite() && factor > 1.0 {
-            self.v /= factor;
-            self.a /= factor * factor;
+            let mut t0 = 0.0;
+            for p in &mut self.profiles {
+                p.slowed(factor, t0);
+                t0 += p.duration;
+            }
             self.duration *= factor;
         }
         self
@@ -136,21 +223,11 @@ impl Trajectory {
 
     /// Path parameter at time t (clamped to [0, duration]).
     fn s_at(&self, t: f64) -> f64 {
-        let total = self.knots.last().copied().unwrap_or(0.0);
-        if self.duration <= 0.0 {
-            return 0.0;
-        }
-        let t = t.clamp(0.0, self.duration);
-        let ta = self.v / self.a;
-        let s = if t < ta {
-            0.5 * self.a * t * t
-        } else if t > self.duration - ta {
-            let r = self.duration - t;
-            total - 0.5 * self.a * r * r
-        } else {
-            0.5 * self.a * ta * ta + self.v * (t - ta)
-        };
-        s.clamp(0.0, total)
+        let i = self
+            .profiles
+            .partition_point(|p| p.t0 + p.duration < t)
+            .min(self.profiles.len().saturating_sub(1));
+        self.profiles.get(i).map_or(0.0, |p| p.s_at(t))
     }
 
     /// Joint positions at time t.
@@ -277,6 +354,45 @@ mod tests {
         }
         assert_eq!(s.last().unwrap().1, vec![0.0, 1.0]);
         assert_eq!(s[0].1, vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn stops_at_every_corner_and_keeps_each_segment_within_limits() {
+        let p = path(&[&[0.0, 0.0], &[1.0, 0.0], &[1.0, 0.5]]);
+        let (vl, al) = ([1.0, 1.0], [2.0, 2.0]);
+        let t = Trajectory::time_parameterize_with_stops(p, &vl, &al).unwrap();
+        // Segment 1: 1 rad at 1 rad/s, 2 rad/s² = 1.5 s; segment 2: 0.5 rad, triangle 2·sqrt(0.25).
+        assert!(
+            (t.duration() - (1.5 + 1.0)).abs() < 1e-12,
+            "{}",
+            t.duration()
+        );
+        assert_eq!(t.sample(1.5), vec![1.0, 0.0]);
+        // At rest at the corner: speed just before and after is near zero.
+        let h = 1e-4;
+        let v = |a: f64, b: f64| {
+            let (x, y) = (t.sample(a), t.sample(b));
+            ((y[0] - x[0]).powi(2) + (y[1] - x[1]).powi(2)).sqrt() / (b - a)
+        };
+        assert!(v(1.5 - h, 1.5) < 1e-3 && v(1.5, 1.5 + h) < 1e-3);
+        // Speeds and accelerations from the samples stay within the limits.
+        let s = t.samples(1e-3);
+        for w in s.windows(3) {
+            for j in 0..2 {
+                let v1 = (w[1].1[j] - w[0].1[j]) / 1e-3;
+                let v2 = (w[2].1[j] - w[1].1[j]) / 1e-3;
+                assert!(v1.abs() <= vl[j] * (1.0 + 1e-6));
+                assert!(
+                    ((v2 - v1) / 1e-3).abs() <= al[j] * 1.01 + 1e-6,
+                    "acc {}",
+                    (v2 - v1) / 1e-3
+                );
+            }
+        }
+        // Slowing keeps the stops.
+        let slow = t.slowed(2.0);
+        assert!((slow.duration() - 5.0).abs() < 1e-12);
+        assert_eq!(slow.sample(3.0), vec![1.0, 0.0]);
     }
 
     #[test]
