@@ -353,7 +353,7 @@ fn scene(family: &str, rng: &mut ChaCha8Rng) -> Result<(World, Vec<Area>), Strin
                 },
             )
             .map_err(|e| e.to_string())?;
-            world.field = Some(field);
+            world.field = Some(std::sync::Arc::new(field));
             Ok((world, vec![left, right]))
         }
     }

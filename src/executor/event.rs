@@ -26,7 +26,7 @@ pub enum Event<'a> {
         pointing: &'a Pointing,
     },
     TableHeight(f64),
-    /// Occupied voxels the gate checks the arm against.
+    /// Occupied 1 cm cells of the depth cloud the free-space moves avoid.
     Obstacles {
         count: usize,
     },

@@ -9,7 +9,7 @@ use crate::camera::Frame;
 use crate::geometry::{
     fit_table_plane, CloudOptions, CropBox, GeometryError, PlaneOptions, RayTable,
 };
-use crate::planning::{obstacle_voxels, Obstacle, Sphere};
+use crate::planning::{cloud_field, CloudWorldOptions, Sphere, World, WorldError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PerceiveError {
@@ -25,6 +25,8 @@ pub enum PerceiveError {
     NoObject { u: f64, v: f64 },
     #[error(transparent)]
     Geometry(#[from] GeometryError),
+    #[error("obstacles from depth: {0}")]
+    World(#[from] WorldError),
 }
 
 /// Where the ray through pixel `px` meets the horizontal plane at height `z` (base frame). Used for
@@ -218,16 +220,16 @@ fn narrowest_direction(points: &[Point3<f64>]) -> (f64, f64) {
     best
 }
 
-/// The solids on the table the gate checks transit moves against: planning's occupied voxels over
-/// the frame's cloud inside `crop` (every second pixel), see `planning::obstacle_voxels`.
-pub fn obstacles(
+/// The world the planner and the gate check free-space moves against: the table, and the frame's
+/// cloud inside `crop` (every second pixel) as a distance field (`planning::cloud_field`), without
+/// the robot's own points and without `remove` (the object about to be grasped).
+pub fn planning_world(
     frame: &Frame,
     table_z: f64,
     crop: CropBox,
-    voxel: f64,
-    keep_out: &[(f64, f64, f64)],
     robot_spheres: &[Sphere],
-) -> Result<Vec<Obstacle>, PerceiveError> {
+    remove: &[Point3<f64>],
+) -> Result<World, PerceiveError> {
     let rays = RayTable::new(&frame.intrinsics)?;
     let cloud = rays.cloud(
         &frame.depth,
@@ -238,11 +240,18 @@ pub fn obstacles(
             ..CloudOptions::default()
         },
     )?;
-    Ok(obstacle_voxels(
+    let field = cloud_field(
         &cloud.points,
         table_z,
-        voxel,
-        keep_out,
         robot_spheres,
-    ))
+        remove,
+        &CloudWorldOptions {
+            crop,
+            ..CloudWorldOptions::default()
+        },
+    )?;
+    Ok(World {
+        field: Some(std::sync::Arc::new(field)),
+        ..World::table(table_z)
+    })
 }

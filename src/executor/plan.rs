@@ -10,7 +10,7 @@ use crate::camera::lift::{lift, LiftError};
 use crate::camera::Frame;
 use crate::geometry::RobustDepthOptions;
 use crate::kinematics::RobotModel;
-use crate::planning::{fold_yaw, top_down, MotionError, MotionPlanner, Trajectory};
+use crate::planning::{fold_yaw, top_down, Attached, MotionError, MotionPlanner, Trajectory};
 
 /// Which executor turns points into motion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +46,8 @@ pub enum Step {
         trajectory: Trajectory,
         gripper_opening: f64,
         transit: bool,
+        /// The object in the hand during the move (its spheres on the tip), for the checks.
+        held: Option<Attached>,
     },
     /// Move the fingers to `width` (m). `expect_object`: a closed-loop check that the fingers stopped
     /// on something (the grasp held) before the plan continues.
@@ -232,14 +234,18 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
         ))
     }
 
-    /// Open, approach, descend, close (checked), lift: the common start of both branches.
+    /// Open, approach, descend, close (checked): the common start of both branches. Returns the
+    /// joints at the grasp and the object now in the hand (from its blob), which the planner
+    /// checks the later moves with.
     fn pick(
         &mut self,
         grasp: &Grasp,
+        blob: &ObjectBlob,
         q0: &[f64],
         steps: &mut Vec<Step>,
-    ) -> Result<Vec<f64>, PlanError> {
+    ) -> Result<(Vec<f64>, Option<Attached>), PlanError> {
         let model = self.model;
+        self.motion.set_hand(1.0, None);
         let g = &model.config.gripper;
         let (open, closed) = (g.open_width, g.closed_width);
         steps.push(Step::Gripper {
@@ -256,6 +262,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
             trajectory: t,
             gripper_opening: 1.0,
             transit: true,
+            held: None,
         });
         let t = self.motion.line_to("descend to grasp", &q1, &gp)?;
         let q2 = t.end().to_vec();
@@ -264,13 +271,16 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
             trajectory: t,
             gripper_opening: 1.0,
             transit: false,
+            held: None,
         });
         steps.push(Step::Gripper {
             label: "close on the object".into(),
             width: closed,
             expect_object: true,
         });
-        Ok(q2)
+        let held = Attached::from_points(&gp, &blob.points, self.table_z);
+        self.motion.set_hand(0.0, held.clone());
+        Ok((q2, held))
     }
 
     /// Affordance branch: grasp at `grasp_px`, place at `place_px` (None: pick up and hold).
@@ -283,9 +293,9 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
         relation: Relation,
         q0: &[f64],
     ) -> Result<Plan, PlanError> {
-        let (grasp, _) = self.grasp(frame, grasp_px, grasp_is_part, q0)?;
+        let (grasp, blob) = self.grasp(frame, grasp_px, grasp_is_part, q0)?;
         let mut steps = Vec::new();
-        let q = self.pick(&grasp, q0, &mut steps)?;
+        let (q, held) = self.pick(&grasp, &blob, q0, &mut steps)?;
         let lift_z = (self.table_z + self.params.carry_height)
             .max(grasp.pose.translation.z + self.params.approach);
         let up = with_z(&grasp.pose, lift_z);
@@ -296,6 +306,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
             trajectory: t,
             gripper_opening: 0.0,
             transit: false,
+            held: held.clone(),
         });
         let mut targets = Targets {
             table_z: self.table_z,
@@ -322,6 +333,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
                 trajectory: t,
                 gripper_opening: 0.0,
                 transit: true,
+                held: held.clone(),
             });
             let t = self.motion.line_to("lower to place", &q, &place)?;
             q = t.end().to_vec();
@@ -330,6 +342,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
                 trajectory: t,
                 gripper_opening: 0.0,
                 transit: false,
+                held: held.clone(),
             });
             self.release_and_retreat(&place, &mut q, &mut steps)?;
             targets.place = Some(place);
@@ -358,7 +371,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
         let pick_up = intent.is_some_and(|i| i.relation == Relation::PickUp);
         let by_part = intent.is_some_and(|i| i.part.is_some());
         let start = lift(frame, first, &RobustDepthOptions::grasp())?;
-        let (grasp, _) = self.grasp(frame, first, by_part, q0)?;
+        let (grasp, blob) = self.grasp(frame, first, by_part, q0)?;
         let end = if pick_up {
             // In the air: its own depth would hit whatever is behind it.
             ray_to_height(frame, last, start.z + self.params.pick_up_lift)?
@@ -366,7 +379,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
             lift(frame, last, &RobustDepthOptions::surface())?
         };
         let mut steps = Vec::new();
-        let mut q = self.pick(&grasp, q0, &mut steps)?;
+        let (mut q, held) = self.pick(&grasp, &blob, q0, &mut steps)?;
         let yaw = yaw_of(self.model, &grasp.pose);
         let n = trace_px.len() - 1;
         let tcp_start = grasp.pose.translation.vector;
@@ -395,15 +408,23 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
             trace.push(p);
             poses.push(top_down(self.model, p.x, p.y, tcp_z, yaw));
         }
+        // Between the grasp and the place the trace moves among the other objects, with the
+        // object in the hand: its middle points must be clear of them (the two ends enter the
+        // object and the place on purpose).
+        if poses.len() > 2 {
+            self.motion
+                .check_poses("follow the trace", &q, &poses[1..poses.len() - 1])?;
+        }
         let t = self.motion.path_through("follow the trace", &q, &poses)?;
         q = t.end().to_vec();
         steps.push(Step::Move {
             label: "follow the trace".into(),
             trajectory: t,
             gripper_opening: 0.0,
-            // Starts at the grasp and ends at the place, among the objects it moves between: checked
-            // against the table only until collision-aware planning lands.
+            // Starts in the object and ends in the place: the gate checks it against the table
+            // (its middle points were checked against the world above).
             transit: false,
+            held: held.clone(),
         });
         let place = *poses.last().unwrap_or(&grasp.pose);
         if !pick_up {
@@ -432,6 +453,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
             width: model.config.gripper.open_width,
             expect_object: false,
         });
+        self.motion.set_hand(1.0, None);
         let up = with_z(place, place.translation.z + self.params.approach);
         let t = self.motion.line_to("retreat", q, &up)?;
         *q = t.end().to_vec();
@@ -440,6 +462,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
             trajectory: t,
             gripper_opening: 1.0,
             transit: false,
+            held: None,
         });
         let home = model.home().to_vec();
         let t = self.motion.joint_move(q, home)?;
@@ -449,6 +472,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
             trajectory: t,
             gripper_opening: 1.0,
             transit: true,
+            held: None,
         });
         Ok(())
     }

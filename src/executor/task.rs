@@ -1,23 +1,18 @@
 //! One frame and one instruction to a plan: find the table, ask the pointer the abilities the
-//! branch needs, plan the motions, and collect the obstacles the gate will check the transit moves
-//! against. Reads the frame and the joints only; moves nothing (the runner does, after the gate).
+//! branch needs, build the world from the depth cloud (without the object about to be grasped),
+//! and plan the motions in it: free-space moves collision-aware, approaches straight. Reads the
+//! frame and the joints only; moves nothing (the runner does, after the gate re-checks the moves
+//! in the same world).
 
 use super::event::Event;
-use super::perceive::{obstacles, table_height, PerceiveError};
+use super::perceive::{object_blob, planning_world, table_height, PerceiveError};
 use super::plan::{medoid, Branch, GraspParams, Plan, PlanError, TaskPlanner};
 use super::{parse_instruction, InstructionError, Relation};
 use crate::camera::Frame;
 use crate::geometry::CropBox;
 use crate::kinematics::RobotModel;
-use crate::planning::{robot_spheres, DirectPlanner, Obstacle};
+use crate::planning::{robot_spheres, RrtPlanner, SpheresError, World};
 use crate::pointing::{Ability, Pointer, PointerError};
-
-/// Obstacle voxel edge (m).
-const OBSTACLE_VOXEL: f64 = 0.03;
-/// Radius around the grasp point where the cloud is the object being picked, not an obstacle (m).
-const KEEP_OUT_GRASP: f64 = 0.08;
-/// Radius around the place point where the cloud is the support or container (m).
-const KEEP_OUT_PLACE: f64 = 0.13;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
@@ -33,13 +28,15 @@ pub enum TaskError {
     Perceive(#[from] PerceiveError),
     #[error("planning: {0}")]
     Plan(#[from] PlanError),
+    #[error("collision model: {0}")]
+    CollisionModel(#[from] SpheresError),
 }
 
-/// A plan and what its transit moves must avoid.
+/// A plan and the world its free-space moves were planned in (the gate re-checks them there).
 #[derive(Debug, Clone)]
 pub struct TaskPlan {
     pub plan: Plan,
-    pub obstacles: Vec<Obstacle>,
+    pub world: World,
 }
 
 /// Plans `instruction` with `branch` on `frame`, the arm at joints `q0`; `on_event` sees the table
@@ -62,18 +59,6 @@ pub fn plan_task<P: Pointer + ?Sized>(
         },
     )?;
     on_event(Event::TableHeight(table_z));
-    let mut planner = TaskPlanner {
-        model,
-        motion: DirectPlanner::new(model),
-        params: GraspParams {
-            carry_height: model
-                .config
-                .carry_height
-                .unwrap_or(GraspParams::default().carry_height),
-            ..GraspParams::default()
-        },
-        table_z,
-    };
     let mut ask = |ability: Ability,
                    query: &str,
                    on_event: &mut dyn FnMut(Event<'_>)|
@@ -88,7 +73,19 @@ pub fn plan_task<P: Pointer + ?Sized>(
         });
         Ok(pointing.points_px())
     };
-    let plan = match branch {
+    enum Answers {
+        Affordance {
+            intent: super::Intent,
+            grasp_px: [f64; 2],
+            is_part: bool,
+            place_px: Option<[f64; 2]>,
+        },
+        Trace {
+            points: Vec<[f64; 2]>,
+            intent: Option<super::Intent>,
+        },
+    }
+    let answers = match branch {
         Branch::Affordance => {
             let intent = parse_instruction(instruction)?;
             let (grasp_pts, is_part) = match &intent.part {
@@ -103,39 +100,68 @@ pub fn plan_task<P: Pointer + ?Sized>(
                 let pts = ask(Ability::Rrg, &intent.instruction, on_event)?;
                 Some(medoid(&pts).ok_or_else(|| PlanError::Answer("no place point".into()))?)
             };
-            planner.affordance(frame, grasp_px, is_part, place_px, intent.relation, q0)?
+            Answers::Affordance {
+                intent,
+                grasp_px,
+                is_part,
+                place_px,
+            }
         }
         Branch::Trace => {
-            let pts = ask(Ability::Vtg, instruction, on_event)?;
+            let points = ask(Ability::Vtg, instruction, on_event)?;
             // The grammar only refines a trace (pick up, named part); any instruction may be traced.
-            let intent = parse_instruction(instruction).ok();
-            planner.trace(frame, &pts, intent.as_ref(), q0)?
+            Answers::Trace {
+                points,
+                intent: parse_instruction(instruction).ok(),
+            }
         }
     };
-    on_event(Event::Planned(&plan));
-    // Everything standing on the table is an obstacle, except the object being picked and the
-    // place it goes (the gripper enters both on purpose).
-    let mut keep_out = Vec::new();
-    if let Some(g) = plan.targets.grasp {
-        keep_out.push((g.translation.x, g.translation.y, KEEP_OUT_GRASP));
-    }
-    if let Some(p) = plan.targets.place {
-        keep_out.push((p.translation.x, p.translation.y, KEEP_OUT_PLACE));
-    }
-    let obstacles = obstacles(
+    // The world the free-space moves avoid: everything the camera sees standing on the table
+    // except the robot and the object about to be grasped (the fingers enter it on purpose).
+    let grasp_px = match &answers {
+        Answers::Affordance { grasp_px, .. } => Some(*grasp_px),
+        Answers::Trace { points, .. } => points.first().copied(),
+    };
+    let target = match grasp_px {
+        Some(px) => object_blob(frame, px, table_z, 0.004, 0.15)?.points,
+        None => Vec::new(),
+    };
+    let world = planning_world(
         frame,
         table_z,
         CropBox {
-            min: [ws.min[0] - 0.1, ws.min[1] - 0.1, table_z],
+            min: [ws.min[0] - 0.1, ws.min[1] - 0.1, table_z - 0.01],
             max: [ws.max[0] + 0.1, ws.max[1] + 0.1, ws.max[2]],
         },
-        OBSTACLE_VOXEL,
-        &keep_out,
         // Fingers open: the widest the robot gets.
         &robot_spheres(model, q0, 1.0),
+        &target,
     )?;
     on_event(Event::Obstacles {
-        count: obstacles.len(),
+        count: world.field.as_ref().map_or(0, |f| f.occupied()),
     });
-    Ok(TaskPlan { plan, obstacles })
+    let mut planner = TaskPlanner {
+        model,
+        motion: RrtPlanner::new(model, world)?,
+        params: GraspParams {
+            carry_height: model
+                .config
+                .carry_height
+                .unwrap_or(GraspParams::default().carry_height),
+            ..GraspParams::default()
+        },
+        table_z,
+    };
+    let plan = match answers {
+        Answers::Affordance {
+            intent,
+            grasp_px,
+            is_part,
+            place_px,
+        } => planner.affordance(frame, grasp_px, is_part, place_px, intent.relation, q0)?,
+        Answers::Trace { points, intent } => planner.trace(frame, &points, intent.as_ref(), q0)?,
+    };
+    on_event(Event::Planned(&plan));
+    let world = planner.motion.world().clone();
+    Ok(TaskPlan { plan, world })
 }

@@ -50,6 +50,57 @@ pub struct Attached {
     pub spheres: Vec<Sphere>,
 }
 
+impl Attached {
+    /// A grasped object from its segment of the depth cloud (base frame) and the tip pose that
+    /// holds it: the points' box, down to `floor_z` (the camera sees the top and the front; the
+    /// object stands on the table), expressed in the tip frame and covered with spheres.
+    pub fn from_points(
+        base_from_tip: &Isometry3<f64>,
+        points: &[Point3<f64>],
+        floor_z: f64,
+    ) -> Option<Attached> {
+        let finite: Vec<&Point3<f64>> = points
+            .iter()
+            .filter(|p| p.coords.iter().all(|c| c.is_finite()))
+            .collect();
+        if finite.is_empty() {
+            return None;
+        }
+        let (mut lo, mut hi) = (*finite[0], *finite[0]);
+        for p in &finite {
+            lo = lo.inf(p);
+            hi = hi.sup(p);
+        }
+        lo.z = lo.z.min(floor_z);
+        let tip_from_base = base_from_tip.inverse();
+        let (mut tlo, mut thi) = (
+            Point3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY),
+            Point3::new(f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY),
+        );
+        for i in 0..8 {
+            let c = Point3::new(
+                if i & 1 == 0 { lo.x } else { hi.x },
+                if i & 2 == 0 { lo.y } else { hi.y },
+                if i & 4 == 0 { lo.z } else { hi.z },
+            );
+            let t = tip_from_base * c;
+            tlo = tlo.inf(&t);
+            thi = thi.sup(&t);
+        }
+        let center = Point3::from((tlo.coords + thi.coords) * 0.5);
+        let half = (thi - tlo) * 0.5;
+        let spheres =
+            super::spheres::fit_shape(&crate::geometry::Shape::Cuboid { half_extents: half })
+                .into_iter()
+                .map(|s| Sphere {
+                    center: center + s.center.coords,
+                    radius: s.radius,
+                })
+                .collect();
+        Some(Attached { spheres })
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Body {
     name: String,

@@ -6,7 +6,11 @@
 
 use k::nalgebra::{Isometry3, Matrix3, Rotation3, Translation3, UnitQuaternion, Vector3};
 
-use super::{limit_tool_speed, JointPath, Trajectory, TrajectoryError};
+use rand::{Rng, SeedableRng};
+
+use super::checker::{Attached, Checker, Hit};
+use super::rrt::{rrt_connect, RrtError, RrtOptions};
+use super::{limit_tool_speed, JointPath, Trajectory, TrajectoryError, World};
 use crate::geometry::SePath;
 use crate::kinematics::{IkError, IkOptions, IkSolver, KinematicsError, RobotModel};
 
@@ -23,6 +27,16 @@ pub enum MotionError {
         what: String,
         joint: String,
         jump: f64,
+    },
+    #[error("{what}: every IK solution collides ({hit})")]
+    Blocked { what: String, hit: Hit },
+    #[error("{what} collides: {hit}")]
+    Collides { what: String, hit: Hit },
+    #[error("{what}: {source}")]
+    NoPath {
+        what: String,
+        #[source]
+        source: RrtError,
     },
     #[error(transparent)]
     Trajectory(#[from] TrajectoryError),
@@ -85,6 +99,22 @@ pub trait MotionPlanner {
         poses: &[Isometry3<f64>],
     ) -> Result<Trajectory, MotionError>;
 
+    /// The hand from now on: fingers at `opening` (0 closed … 1 open) and the object it holds, if
+    /// any. A collision-aware planner checks later moves with them; others ignore it.
+    fn set_hand(&mut self, _opening: f64, _held: Option<Attached>) {}
+
+    /// Checks tool poses along a path (IK from `from`, pose after pose) against the world, with
+    /// the hand as [`MotionPlanner::set_hand`] left it; the error names the pose (1-based).
+    /// Planners without a world accept every pose.
+    fn check_poses(
+        &mut self,
+        _what: &str,
+        _from: &[f64],
+        _poses: &[Isometry3<f64>],
+    ) -> Result<(), MotionError> {
+        Ok(())
+    }
+
     /// Free-space motion to a pose (IK seeded at `from`).
     fn joint_move_to(
         &mut self,
@@ -93,7 +123,13 @@ pub trait MotionPlanner {
         pose: &Isometry3<f64>,
     ) -> Result<Trajectory, MotionError> {
         let q = self.solve(what, pose, from)?;
-        self.joint_move(from, q)
+        self.joint_move(from, q).map_err(|e| match e {
+            MotionError::NoPath { source, .. } => MotionError::NoPath {
+                what: what.to_string(),
+                source,
+            },
+            e => e,
+        })
     }
 
     /// Straight Cartesian line from the current tool pose to `pose` (position linear, rotation slerp).
@@ -192,5 +228,155 @@ impl MotionPlanner for DirectPlanner<'_> {
             waypoints.push(q);
         }
         self.timed(JointPath { waypoints })
+    }
+}
+
+/// Random IK seeds tried when the solution nearest the current joints collides.
+const IK_SEEDS: usize = 12;
+
+/// Collision-aware free-space moves: collision-free IK from several seeds and RRT-Connect on the
+/// sphere model against a [`World`] (table, solids, the depth cloud), timed with a stop at each
+/// corner. Cartesian paths (approach, descent, lift, trace) are [`DirectPlanner`]'s: they go
+/// into the object and the place on purpose; the gate checks them against the table.
+pub struct RrtPlanner<'a> {
+    direct: DirectPlanner<'a>,
+    checker: Checker,
+    world: World,
+    opening: f64,
+    pub options: RrtOptions,
+    /// Moves planned so far (seeds each search differently, deterministically).
+    moves: u64,
+}
+
+impl<'a> RrtPlanner<'a> {
+    pub fn new(model: &'a RobotModel, world: World) -> Result<Self, super::SpheresError> {
+        Ok(RrtPlanner {
+            direct: DirectPlanner::new(model),
+            checker: Checker::for_model(model)?,
+            world,
+            opening: 1.0,
+            options: RrtOptions::default(),
+            moves: 0,
+        })
+    }
+
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// What the hand holds now.
+    pub fn held(&self) -> Option<&Attached> {
+        self.checker.attached()
+    }
+}
+
+impl MotionPlanner for RrtPlanner<'_> {
+    fn model(&self) -> &RobotModel {
+        self.direct.model
+    }
+
+    fn set_hand(&mut self, opening: f64, held: Option<Attached>) {
+        self.opening = opening;
+        self.checker.set_attached(held);
+    }
+
+    /// The IK solution nearest `seed` when it is clear; else the clear one nearest `seed` among
+    /// solutions from random seeds; else an error naming what the first solution hits.
+    fn solve(
+        &mut self,
+        what: &str,
+        pose: &Isometry3<f64>,
+        seed: &[f64],
+    ) -> Result<Vec<f64>, MotionError> {
+        let first = self.direct.solve(what, pose, seed)?;
+        let Some(hit) = self
+            .checker
+            .first_contact(&first, self.opening, &self.world)
+        else {
+            return Ok(first);
+        };
+        let limits = self.direct.model.joint_limits().to_vec();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x1c ^ self.moves);
+        let mut best: Option<(f64, Vec<f64>)> = None;
+        for _ in 0..IK_SEEDS {
+            let s: Vec<f64> = limits
+                .iter()
+                .map(|l| rng.gen_range(l.lower..=l.upper))
+                .collect();
+            let Ok(q) = self.direct.solve(what, pose, &s) else {
+                continue;
+            };
+            if self.checker.is_free(&q, self.opening, &self.world) {
+                let d: f64 = q.iter().zip(seed).map(|(a, b)| (a - b) * (a - b)).sum();
+                if best.as_ref().is_none_or(|(bd, _)| d < *bd) {
+                    best = Some((d, q));
+                }
+            }
+        }
+        best.map(|(_, q)| q).ok_or(MotionError::Blocked {
+            what: what.to_string(),
+            hit,
+        })
+    }
+
+    /// RRT-Connect from `from` to `to` (a straight line when that is clear), a stop at each
+    /// corner of the path.
+    fn joint_move(&mut self, from: &[f64], to: Vec<f64>) -> Result<Trajectory, MotionError> {
+        self.moves += 1;
+        let o = RrtOptions {
+            seed: self.options.seed ^ self.moves,
+            ..self.options.clone()
+        };
+        let path = rrt_connect(
+            &mut self.checker,
+            &self.world,
+            self.opening,
+            self.direct.model.joint_limits(),
+            from,
+            &to,
+            &o,
+        )
+        .map_err(|source| MotionError::NoPath {
+            what: "free-space move".into(),
+            source,
+        })?;
+        let l = &self.direct.model.config.limits;
+        let t = Trajectory::time_parameterize_with_stops(
+            JointPath {
+                waypoints: path.waypoints,
+            },
+            &l.joint_velocity,
+            &l.joint_acceleration,
+        )?;
+        Ok(limit_tool_speed(t, self.direct.model, l.cartesian_speed)?)
+    }
+
+    fn path_through(
+        &mut self,
+        what: &str,
+        from: &[f64],
+        poses: &[Isometry3<f64>],
+    ) -> Result<Trajectory, MotionError> {
+        self.direct.path_through(what, from, poses)
+    }
+
+    fn check_poses(
+        &mut self,
+        what: &str,
+        from: &[f64],
+        poses: &[Isometry3<f64>],
+    ) -> Result<(), MotionError> {
+        let mut seed = from.to_vec();
+        for (i, pose) in poses.iter().enumerate() {
+            let q = self.direct.solve(what, pose, &seed)?;
+            if let Some(hit) = self.checker.first_contact(&q, self.opening, &self.world) {
+                return Err(MotionError::Collides {
+                    what: format!("{what}, waypoint {}", i + 1),
+                    hit,
+                });
+            }
+            seed = q;
+        }
+        Ok(())
     }
 }

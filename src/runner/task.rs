@@ -5,10 +5,12 @@
 use crate::camera::{Camera, CameraError};
 use crate::executor::{plan_task, Branch, Event, Plan, Step, TaskError};
 use crate::kinematics::RobotModel;
-use crate::planning::Obstacle;
+use crate::planning::World;
 use crate::pointing::Pointer;
 use crate::robot::{JointState, Robot, RobotError};
-use crate::safety::{CheckedGripper, CheckedTrajectory, SafetyConfig, SafetyError, SafetyGate};
+use crate::safety::{
+    CheckedGripper, CheckedTrajectory, SafetyConfig, SafetyError, SafetyGate, Transit,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -77,7 +79,7 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
     });
     let task = plan_task(&frame, pointer, instruction, branch, &model, &q0, on_event)?;
     let plan = task.plan;
-    let checked = check_plan(&plan, &model, &q0, &task.obstacles, safety.clone())?;
+    let checked = check_plan(&plan, &model, &q0, &task.world, safety.clone())?;
     on_event(Event::Checked {
         steps: checked.len(),
     });
@@ -158,7 +160,7 @@ fn check_plan(
     plan: &Plan,
     model: &RobotModel,
     q0: &[f64],
-    obstacles: &[Obstacle],
+    world: &World,
     config: SafetyConfig,
 ) -> Result<Vec<CheckedStep>, RunError> {
     let gate = SafetyGate::new(model, config);
@@ -175,12 +177,19 @@ fn check_plan(
                 trajectory,
                 gripper_opening,
                 transit,
+                held,
                 ..
             } => {
-                let known = if *transit { obstacles } else { &[] };
-                let c = gate
-                    .check(trajectory.clone(), &q, *gripper_opening, known)
-                    .map_err(refuse)?;
+                let c = if *transit {
+                    let transit = Transit {
+                        world,
+                        held: held.as_ref(),
+                    };
+                    gate.check_transit(trajectory.clone(), &q, *gripper_opening, transit)
+                } else {
+                    gate.check(trajectory.clone(), &q, *gripper_opening, &world.boxes)
+                }
+                .map_err(refuse)?;
                 q = trajectory.end().to_vec();
                 out.push(CheckedStep::Move(c));
             }

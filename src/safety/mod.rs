@@ -5,13 +5,18 @@
 //! Checks, on samples at the robot's servo period: finite values; the trajectory starts where the
 //! robot is; joint limits; joint speed; the TCP inside the workspace box and below the Cartesian speed
 //! limit; every moving link (its exact primitives) above the table by a clearance; no moving link
-//! sphere (a conservative cover) inside a known obstacle. The collision model is planning's
-//! (`planning::ArmCollisionModel`): the gate re-checks with the model the planner used. Gripper commands are checked against the gripper's range.
+//! sphere (a conservative cover) inside a known obstacle. Free-space (transit) moves are re-checked
+//! with the collision-aware planner's own model too (`planning::Checker`: the fitted spheres
+//! against the world the planner planned in, the depth cloud included, the held object, and
+//! self-collision). The collision models are planning's: the gate re-checks with the model the
+//! planner used. Gripper commands are checked against the gripper's range.
 
 use k::nalgebra::Vector3;
 
 use crate::kinematics::{KinematicsError, RobotModel};
-use crate::planning::{ArmCollisionModel, Contact, Obstacle, Trajectory};
+use crate::planning::{
+    ArmCollisionModel, Attached, Checker, Contact, Hit, Obstacle, Trajectory, World,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct SafetyConfig {
@@ -83,6 +88,10 @@ pub enum SafetyError {
         link: String,
         obstacle: String,
     },
+    #[error("at t = {t:.3} s {hit}")]
+    Contact { t: f64, hit: Hit },
+    #[error("no collision model for this robot: {0}")]
+    NoCollisionModel(String),
     #[error("gripper width {width} m is outside [{min}, {max}]")]
     Gripper { width: f64, min: f64, max: f64 },
 }
@@ -116,10 +125,22 @@ impl CheckedGripper {
     }
 }
 
+/// A free-space move's surroundings: the world it was planned in and what the hand holds.
+#[derive(Debug, Clone, Copy)]
+pub struct Transit<'w> {
+    pub world: &'w World,
+    pub held: Option<&'w Attached>,
+}
+
+/// The gate samples at the servo period, so it checks with spheres barely padded (m).
+const GATE_PADDING: f64 = 0.0005;
+
 pub struct SafetyGate<'a> {
     model: &'a RobotModel,
     pub config: SafetyConfig,
     collision: ArmCollisionModel,
+    /// The planner's sphere checker (built on first transit check).
+    checker: std::sync::Mutex<Option<Checker>>,
 }
 
 impl<'a> SafetyGate<'a> {
@@ -128,6 +149,7 @@ impl<'a> SafetyGate<'a> {
             model,
             config,
             collision: ArmCollisionModel::new(model),
+            checker: std::sync::Mutex::new(None),
         }
     }
 
@@ -144,6 +166,47 @@ impl<'a> SafetyGate<'a> {
         gripper_opening: f64,
         obstacles: &[Obstacle],
     ) -> Result<CheckedTrajectory, SafetyError> {
+        self.check_move(traj, current_q, gripper_opening, obstacles, None)
+    }
+
+    /// [`SafetyGate::check`] of a free-space move, which must also stay clear of `transit`'s world
+    /// (table, solids, depth cloud) and of itself, held object included, by the planner's model.
+    pub fn check_transit(
+        &self,
+        traj: Trajectory,
+        current_q: &[f64],
+        gripper_opening: f64,
+        transit: Transit<'_>,
+    ) -> Result<CheckedTrajectory, SafetyError> {
+        self.check_move(
+            traj,
+            current_q,
+            gripper_opening,
+            &transit.world.boxes,
+            Some(transit),
+        )
+    }
+
+    fn check_move(
+        &self,
+        traj: Trajectory,
+        current_q: &[f64],
+        gripper_opening: f64,
+        obstacles: &[Obstacle],
+        transit: Option<Transit<'_>>,
+    ) -> Result<CheckedTrajectory, SafetyError> {
+        let mut guard = self.checker.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = transit {
+            if guard.is_none() {
+                let mut c = Checker::for_model(self.model)
+                    .map_err(|e| SafetyError::NoCollisionModel(e.to_string()))?;
+                c.set_padding(GATE_PADDING);
+                *guard = Some(c);
+            }
+            if let Some(c) = guard.as_mut() {
+                c.set_attached(t.held.cloned());
+            }
+        }
         let cfg = &self.model.config;
         let dt = 1.0 / cfg.servo_rate_hz;
         let scale = self.config.speed_scale;
@@ -220,6 +283,11 @@ impl<'a> SafetyGate<'a> {
                 }
             }
             self.check_pose(t, q, gripper_opening, obstacles)?;
+            if let (Some(tr), Some(c)) = (transit, guard.as_mut()) {
+                if let Some(hit) = c.first_contact(q, gripper_opening, tr.world) {
+                    return Err(SafetyError::Contact { t, hit });
+                }
+            }
             prev = Some((t, q.clone(), tcp));
         }
         Ok(CheckedTrajectory {
