@@ -208,22 +208,15 @@ pub struct ObstacleRule {
     pub gap_to_target_m: [f64; 2],
 }
 
-/// An obstacle that only has to keep `gap` (m) from the object and from the target.
-const fn apart(name: &'static str, gap: f64) -> ObstacleRule {
+/// An obstacle across the path from the object to the target (the path crosses its footprint at
+/// least `inset` m inside its ends), at least `gap_object` m from the object (room for the open
+/// gripper beside it) and `gap_target` m from the target.
+const fn across(name: &'static str, inset: f64, gap_object: f64, gap_target: f64) -> ObstacleRule {
     ObstacleRule {
         name,
-        on_path_grow_m: None,
-        gap_to_object_m: [gap, f64::INFINITY],
-        gap_to_target_m: [gap, f64::INFINITY],
-    }
-}
-
-/// An obstacle across the path from the object to the target (the path crosses its footprint at
-/// least `inset` m inside its ends), at least `gap` m from both.
-const fn across(name: &'static str, inset: f64, gap: f64) -> ObstacleRule {
-    ObstacleRule {
         on_path_grow_m: Some(-inset),
-        ..apart(name, gap)
+        gap_to_object_m: [gap_object, f64::INFINITY],
+        gap_to_target_m: [gap_target, f64::INFINITY],
     }
 }
 
@@ -284,16 +277,16 @@ pub fn all_tasks() -> Vec<TaskSpec> {
     let tb = Suite::Tabletop;
     let br = Suite::Bridge;
     let cl = Suite::Clutter;
-    const XARM_WALL: &[ObstacleRule] = &[across("wall", 0.03, 0.05)];
-    const XARM_BOTTLE: &[ObstacleRule] = &[beside_object("bottle", [0.045, 0.07])];
-    const WIDOWX_WALL: &[ObstacleRule] = &[across("wall", 0.02, 0.04)];
-    const WIDOWX_BOTTLE: &[ObstacleRule] = &[beside_object("bottle", [0.045, 0.065])];
+    const XARM_WALL: &[ObstacleRule] = &[across("wall", 0.03, 0.07, 0.05)];
+    const XARM_BOTTLE: &[ObstacleRule] = &[beside_object("bottle", [0.05, 0.075])];
+    const WIDOWX_WALL: &[ObstacleRule] = &[across("wall", 0.02, 0.055, 0.04)];
+    const WIDOWX_BOTTLE: &[ObstacleRule] = &[beside_object("bottle", [0.05, 0.07])];
     const XARM_STACK: &[ObstacleRule] = &[
-        across("stack", 0.02, 0.04),
+        across("stack", 0.02, 0.065, 0.04),
         beside_target("tall_can", [0.02, 0.05]),
     ];
     const WIDOWX_STACK: &[ObstacleRule] = &[
-        across("stack", 0.015, 0.04),
+        across("stack", 0.015, 0.055, 0.04),
         beside_target("can", [0.02, 0.05]),
     ];
     let with = |obstacles: &'static [ObstacleRule], spec: TaskSpec| TaskSpec { obstacles, ..spec };
