@@ -28,7 +28,8 @@ pub enum EvalCommand {
 
 #[derive(Args)]
 pub struct EvalSimCli {
-    /// tabletop (8 xArm 6 tasks) or bridge (4 WidowX tasks).
+    /// tabletop (8 xArm 6 tasks), bridge (4 WidowX tasks) or clutter (3 xArm 6 + 3 WidowX tasks
+    /// with tall obstacles in the way; touching one fails the episode).
     #[arg(long, default_value = "tabletop")]
     suite: String,
     /// p (affordance) or v (visual trace).
@@ -118,11 +119,25 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
         let (addr, shutdown) = match &a.server {
             Some(s) => (s.clone(), None),
             None => {
-                let robot = suite
+                // One in-process server drives one arm.
+                let mut robots: Vec<String> = suite
                     .tasks()
-                    .first()
-                    .and_then(|t| t.instantiate(0).ok())
-                    .map_or_else(|| "widowx250".to_string(), |e| e.robot);
+                    .iter()
+                    .filter_map(|t| t.instantiate(0).ok())
+                    .map(|e| e.robot)
+                    .collect();
+                robots.sort();
+                robots.dedup();
+                if robots.len() > 1 {
+                    anyhow::bail!(
+                        "suite {} mixes arms ({}); the in-process bridge server drives one: run it \
+                         with `eval sim --suite {}`, or give --server",
+                        suite.name(),
+                        robots.join(", "),
+                        suite.name()
+                    );
+                }
+                let robot = robots.pop().unwrap_or_else(|| "widowx250".to_string());
                 let config = super::serve::session_config(
                     SessionPointer::Oracle(OracleOptions::default()),
                     &robot,

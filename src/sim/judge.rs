@@ -22,10 +22,18 @@
 //! * **Lifted** — the episode ends holding the object: both fingers touch it, they touch no part but
 //!   the named one (e.g. the knife's `handle`), and its centre is at least `min_lift_m` above where
 //!   it started.
+//!
+//! **Obstacles** (the episode's `obstacles`, clutter tasks only): after the goal is judged, the
+//! episode fails, whatever the goal's verdict, if the robot ever touched an obstacle (a link,
+//! fingers included, or the object it held came within `TOUCH_DISTANCE_M` of it, at any step since
+//! the world was built; the physics world records the first such touch per object), or if an
+//! obstacle's centre ends more than [`OBSTACLE_MOVE_M`] from where the scene put it, or its up axis
+//! more than [`OBSTACLE_TIP_RAD`] from upright (knocked by something else, e.g. the released
+//! object). The detail names the obstacle and the link, and says what the goal alone gave.
 
 use k::nalgebra::{Isometry3, Point3, Vector3};
 
-use super::physics::{ContactWith, SimWorld, REST_MOVE_M, REST_TURN_RAD};
+use super::physics::{ContactWith, SimWorld, Toucher, REST_MOVE_M, REST_TURN_RAD};
 use super::scene::{CameraSpec, Region, SceneObject};
 use super::tasks::{table_area, Episode, Goal, Side};
 use crate::geometry::Shape;
@@ -42,6 +50,10 @@ const BESIDE_MAX_GAP_M: f64 = 0.25;
 const BESIDE_LATERAL_SLACK_M: f64 = 0.08;
 /// Supports thinner than this (towels) may be overhung onto the table.
 const THIN_SUPPORT_M: f64 = 0.01;
+/// An obstacle whose centre moved farther than this from its scene pose was hit, m.
+pub const OBSTACLE_MOVE_M: f64 = 0.01;
+/// An obstacle whose up axis turned farther than this from its scene pose was tipped, rad.
+pub const OBSTACLE_TIP_RAD: f64 = 0.1;
 
 /// The verdict, with a sentence saying why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,9 +77,52 @@ impl Judgement {
     }
 }
 
-/// Settles `world` and judges the episode's goal.
+/// Settles `world` and judges the episode's goal, then its obstacles (see the module doc).
 pub fn judge(world: &mut SimWorld, episode: &Episode) -> Judgement {
-    judge_goal(world, &episode.goal)
+    let goal = judge_goal(world, &episode.goal);
+    match obstacle_problem(world, &episode.obstacles) {
+        None => goal,
+        Some(why) => Judgement::fail(format!(
+            "{why}; the goal alone {}: {}",
+            if goal.success { "held" } else { "failed" },
+            goal.detail
+        )),
+    }
+}
+
+/// Why the obstacles fail the episode (touched by the robot, moved or tipped), or `None`.
+pub fn obstacle_problem(world: &SimWorld, obstacles: &[String]) -> Option<String> {
+    for name in obstacles {
+        let (Some(o), Some(pose), Some(start)) = (
+            world.object(name),
+            world.object_pose(name),
+            world.initial_pose(name),
+        ) else {
+            return Some(format!("no obstacle `{name}` in the scene"));
+        };
+        if let Some(t) = world.first_robot_touch(name) {
+            return Some(match &t.by {
+                Toucher::Link(link) => {
+                    format!("arm hit `{name}` (link `{link}`, t = {:.2} s)", t.time_s)
+                }
+                Toucher::Held(held) => {
+                    format!("the carried `{held}` hit `{name}` (t = {:.2} s)", t.time_s)
+                }
+            });
+        }
+        let moved = (center_at(o, &pose) - center_at(o, &start)).norm();
+        if moved > OBSTACLE_MOVE_M {
+            return Some(format!(
+                "`{name}` was moved {:.1} cm from where it stood",
+                100.0 * moved
+            ));
+        }
+        let tilt = (pose.rotation * Vector3::z()).angle(&(start.rotation * Vector3::z()));
+        if tilt > OBSTACLE_TIP_RAD {
+            return Some(format!("`{name}` was tipped {:.2} rad", tilt));
+        }
+    }
+    None
 }
 
 /// Settles `world` and judges `goal` (see the module doc for each rule).

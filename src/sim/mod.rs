@@ -18,9 +18,9 @@ pub mod scene;
 pub mod tasks;
 
 pub use judge::{judge, Judgement};
-pub use physics::{Contact, ContactWith, PhysicsError, SimWorld, ToolVisual};
+pub use physics::{Contact, ContactWith, PhysicsError, RobotTouch, SimWorld, ToolVisual, Toucher};
 pub use scene::{CameraSpec, Region, Scene, SceneError, SceneObject};
-pub use tasks::{Episode, Goal, Side, Suite, Target, TaskError, TaskSpec};
+pub use tasks::{Episode, Goal, ObstacleRule, Side, Suite, Target, TaskError, TaskSpec};
 
 use k::nalgebra::Isometry3;
 

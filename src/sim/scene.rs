@@ -65,6 +65,30 @@ pub const BUILTIN_SCENES: &[(&str, &str)] = &[
         "bridge_eggplant_in_basket",
         include_str!("../../sim/scenes/bridge_eggplant_in_basket.toml"),
     ),
+    (
+        "clutter_xarm_block_over_wall",
+        include_str!("../../sim/scenes/clutter_xarm_block_over_wall.toml"),
+    ),
+    (
+        "clutter_xarm_fruit_past_bottle",
+        include_str!("../../sim/scenes/clutter_xarm_fruit_past_bottle.toml"),
+    ),
+    (
+        "clutter_xarm_block_past_stack",
+        include_str!("../../sim/scenes/clutter_xarm_block_past_stack.toml"),
+    ),
+    (
+        "clutter_widowx_block_over_wall",
+        include_str!("../../sim/scenes/clutter_widowx_block_over_wall.toml"),
+    ),
+    (
+        "clutter_widowx_carrot_past_bottle",
+        include_str!("../../sim/scenes/clutter_widowx_carrot_past_bottle.toml"),
+    ),
+    (
+        "clutter_widowx_block_past_stack",
+        include_str!("../../sim/scenes/clutter_widowx_block_past_stack.toml"),
+    ),
 ];
 
 /// Why a scene could not be loaded. Each names the file (and object) at fault, because scenes are
@@ -730,6 +754,36 @@ impl Rect {
             axes: [Vector2::new(ax.x, ax.y), Vector2::new(ay.x, ay.y)],
             half: [h.x, h.y],
         }
+    }
+
+    /// The same rectangle grown by `by` on every side (negative: shrunk, never below 0.5 mm).
+    pub(crate) fn grown(&self, by: f64) -> Rect {
+        Rect {
+            c: self.c,
+            axes: self.axes,
+            half: self.half.map(|h| (h + by).max(0.0005)),
+        }
+    }
+
+    /// Distance in the plane from the point `p` to the rectangle (0 inside).
+    pub(crate) fn distance_to_point(&self, p: Vector2<f64>) -> f64 {
+        let d = p - self.c;
+        let out = |i: usize| (d.dot(&self.axes[i]).abs() - self.half[i]).max(0.0);
+        out(0).hypot(out(1))
+    }
+
+    /// Gap between two rectangles (0 when they overlap): for disjoint convex polygons it is
+    /// reached at a corner of one of them.
+    pub(crate) fn distance(&self, b: &Rect) -> f64 {
+        if self.overlaps(b) {
+            return 0.0;
+        }
+        let from_a = self.corners().map(|p| b.distance_to_point(p));
+        let from_b = b.corners().map(|p| self.distance_to_point(p));
+        from_a
+            .into_iter()
+            .chain(from_b)
+            .fold(f64::INFINITY, f64::min)
     }
 
     /// Separating-axis test of two oriented rectangles.

@@ -3,6 +3,11 @@
 //! * `tabletop`: 8 xArm 6 tasks modelled on the Embodied-R1 real-robot tasks (spatial placement,
 //!   part-aware grasping, containers, stacking).
 //! * `bridge`: the 4 SimplerEnv WidowX tasks, with SimplerEnv's instruction strings.
+//! * `clutter`: 3 xArm 6 and 3 WidowX 250 pick-and-place tasks with tall obstacles in the way (a
+//!   wall or a stack across the straight path from the object to its target, a tall bottle or can
+//!   right beside the object or the target), for collision-aware motion planning. Each obstacle
+//!   has an [`ObstacleRule`] that every sampled layout obeys, and the judge fails an episode in
+//!   which the robot touched an obstacle or left one moved or tipped (see `sim::judge`).
 //!
 //! `TaskSpec::instantiate(seed)` samples object poses (uniform in each object's `place` ranges,
 //! rejection-sampled so footprints keep apart, every object stays on the table and in the camera
@@ -34,12 +39,15 @@ const CLEARANCE_M: f64 = 0.02;
 const IMAGE_MARGIN_PX: f64 = 40.0;
 /// Tries per episode before giving up on a layout.
 const MAX_TRIES: usize = 5000;
+/// Obstacles of clutter tasks keep at least this far from the robot at its home pose (a sphere
+/// cover of its collision geometry, fingers open), so the arm starts well clear of them, m.
+pub const HOME_CLEARANCE_M: f64 = 0.04;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
     #[error("unknown task `{name}`; tasks are {known}")]
     UnknownTask { name: String, known: String },
-    #[error("unknown suite `{name}`; suites are tabletop, bridge")]
+    #[error("unknown suite `{name}`; suites are tabletop, bridge, clutter")]
     UnknownSuite { name: String },
     #[error(transparent)]
     Scene(#[from] SceneError),
@@ -76,6 +84,8 @@ pub enum TaskError {
 pub enum Suite {
     Tabletop,
     Bridge,
+    /// Both arms, obstacles in the way (collision-aware planning).
+    Clutter,
 }
 
 impl Suite {
@@ -83,6 +93,7 @@ impl Suite {
         match self {
             Suite::Tabletop => "tabletop",
             Suite::Bridge => "bridge",
+            Suite::Clutter => "clutter",
         }
     }
 
@@ -90,6 +101,7 @@ impl Suite {
         match name {
             "tabletop" => Ok(Suite::Tabletop),
             "bridge" => Ok(Suite::Bridge),
+            "clutter" => Ok(Suite::Clutter),
             _ => Err(TaskError::UnknownSuite {
                 name: name.to_string(),
             }),
@@ -180,6 +192,54 @@ pub enum Relation {
     Lifted { min_lift_m: f64 },
 }
 
+/// Where an obstacle of a `clutter` task must stand; every sampled layout obeys it. Gaps are
+/// between footprints on the table (oriented rectangles), in metres.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ObstacleRule {
+    /// The scene object that is an obstacle (the judge fails an episode that touches or moves it).
+    pub name: &'static str,
+    /// `Some(g)`: the straight table-plane path from the object's centre to the target's centre
+    /// crosses the obstacle's footprint grown by `g` (negative: shrunk, so the path crosses it
+    /// well inside its ends). `None`: no condition on the path.
+    pub on_path_grow_m: Option<f64>,
+    /// Allowed gap to the manipulated object's footprint, [min, max].
+    pub gap_to_object_m: [f64; 2],
+    /// Allowed gap to the target's footprint (the container, support or area), [min, max].
+    pub gap_to_target_m: [f64; 2],
+}
+
+/// An obstacle across the path from the object to the target (the path crosses its footprint at
+/// least `inset` m inside its ends), at least `gap_object` m from the object (room for the open
+/// gripper beside it) and `gap_target` m from the target.
+const fn across(name: &'static str, inset: f64, gap_object: f64, gap_target: f64) -> ObstacleRule {
+    ObstacleRule {
+        name,
+        on_path_grow_m: Some(-inset),
+        gap_to_object_m: [gap_object, f64::INFINITY],
+        gap_to_target_m: [gap_target, f64::INFINITY],
+    }
+}
+
+/// A tall obstacle right beside the object (`gap` m from it), on its path to the target.
+const fn beside_object(name: &'static str, gap: [f64; 2]) -> ObstacleRule {
+    ObstacleRule {
+        name,
+        on_path_grow_m: Some(0.0),
+        gap_to_object_m: gap,
+        gap_to_target_m: [0.03, f64::INFINITY],
+    }
+}
+
+/// A tall obstacle right beside the target (`gap` m from it), anywhere around it.
+const fn beside_target(name: &'static str, gap: [f64; 2]) -> ObstacleRule {
+    ObstacleRule {
+        name,
+        on_path_grow_m: None,
+        gap_to_object_m: [0.03, f64::INFINITY],
+        gap_to_target_m: gap,
+    }
+}
+
 /// One task: a scene, an instruction, and what counts as done.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskSpec {
@@ -195,6 +255,8 @@ pub struct TaskSpec {
     pub relation: Relation,
     /// Simulated time an executor gets, s.
     pub time_limit_s: f64,
+    /// Objects the robot must not touch, move or tip, and where they stand (clutter tasks).
+    pub obstacles: &'static [ObstacleRule],
 }
 
 /// Every task of every suite.
@@ -210,9 +272,24 @@ pub fn all_tasks() -> Vec<TaskSpec> {
         grasp_part,
         relation,
         time_limit_s,
+        obstacles: &[],
     };
     let tb = Suite::Tabletop;
     let br = Suite::Bridge;
+    let cl = Suite::Clutter;
+    const XARM_WALL: &[ObstacleRule] = &[across("wall", 0.03, 0.07, 0.05)];
+    const XARM_BOTTLE: &[ObstacleRule] = &[beside_object("bottle", [0.05, 0.075])];
+    const WIDOWX_WALL: &[ObstacleRule] = &[across("wall", 0.02, 0.055, 0.04)];
+    const WIDOWX_BOTTLE: &[ObstacleRule] = &[beside_object("bottle", [0.05, 0.07])];
+    const XARM_STACK: &[ObstacleRule] = &[
+        across("stack", 0.02, 0.065, 0.04),
+        beside_target("tall_can", [0.02, 0.05]),
+    ];
+    const WIDOWX_STACK: &[ObstacleRule] = &[
+        across("stack", 0.015, 0.055, 0.04),
+        beside_target("can", [0.02, 0.05]),
+    ];
+    let with = |obstacles: &'static [ObstacleRule], spec: TaskSpec| TaskSpec { obstacles, ..spec };
     vec![
         t(
             "nearest_right_of_box",
@@ -359,6 +436,97 @@ pub fn all_tasks() -> Vec<TaskSpec> {
             },
             24.0,
         ),
+        // Clutter, xArm 6: obstacles up to 26 cm tall where today's executor carries at 20 cm.
+        with(
+            XARM_WALL,
+            t(
+                "xarm_block_over_wall",
+                cl,
+                "clutter_xarm_block_over_wall",
+                "put the red block in the bowl",
+                Named("red_block"),
+                None,
+                Inside { container: "bowl" },
+                30.0,
+            ),
+        ),
+        with(
+            XARM_BOTTLE,
+            t(
+                "xarm_fruit_past_bottle",
+                cl,
+                "clutter_xarm_fruit_past_bottle",
+                "put the fruit in the bowl",
+                Named("orange"),
+                None,
+                Inside { container: "bowl" },
+                30.0,
+            ),
+        ),
+        with(
+            XARM_STACK,
+            t(
+                "xarm_block_past_stack",
+                cl,
+                "clutter_xarm_block_past_stack",
+                "put the blue block on the plate",
+                Named("blue_block"),
+                None,
+                OnTop {
+                    support: "plate",
+                    still_s: 1.0,
+                },
+                30.0,
+            ),
+        ),
+        // Clutter, WidowX 250: obstacles 16-16.5 cm tall where today's executor carries at 12-15 cm.
+        with(
+            WIDOWX_WALL,
+            t(
+                "widowx_block_over_wall",
+                cl,
+                "clutter_widowx_block_over_wall",
+                "put the green block in the basket",
+                Named("green_block"),
+                None,
+                Inside {
+                    container: "basket",
+                },
+                24.0,
+            ),
+        ),
+        with(
+            WIDOWX_BOTTLE,
+            t(
+                "widowx_carrot_past_bottle",
+                cl,
+                "clutter_widowx_carrot_past_bottle",
+                "put the carrot on the plate",
+                Named("carrot"),
+                None,
+                OnTop {
+                    support: "plate",
+                    still_s: 1.0,
+                },
+                24.0,
+            ),
+        ),
+        with(
+            WIDOWX_STACK,
+            t(
+                "widowx_block_past_stack",
+                cl,
+                "clutter_widowx_block_past_stack",
+                "put the yellow block on the plate",
+                Named("yellow_block"),
+                None,
+                OnTop {
+                    support: "plate",
+                    still_s: 1.0,
+                },
+                24.0,
+            ),
+        ),
     ]
 }
 
@@ -401,6 +569,9 @@ pub struct Episode {
     pub grasp_part: Option<String>,
     pub target: Target,
     pub time_limit_s: f64,
+    /// Objects the robot must not touch, move or tip (the task's obstacles; empty outside the
+    /// clutter suite). The judge fails an episode that does.
+    pub obstacles: Vec<String>,
 }
 
 impl Episode {
@@ -438,6 +609,13 @@ impl Episode {
                     "has no object `{name}` to put it in or on"
                 )));
             }
+        }
+        if let Some(name) = self
+            .obstacles
+            .iter()
+            .find(|n| self.scene.object(n).is_none())
+        {
+            return Err(mismatch(format!("has no obstacle `{name}`")));
         }
         Ok(())
     }
@@ -488,6 +666,7 @@ impl TaskSpec {
             | Relation::Beside { reference: o, .. } => names.push(o),
             Relation::Lifted { .. } => {}
         }
+        names.extend(self.obstacles.iter().map(|r| r.name));
         if let Some(n) = names.iter().find(|n| base.object(n).is_none()) {
             return Err(missing(n));
         }
@@ -497,6 +676,12 @@ impl TaskSpec {
             }
         }
 
+        // Where the arm starts (obstacles keep clear of it).
+        let home = if self.obstacles.is_empty() {
+            None
+        } else {
+            Some(home_cover(&base.robot)?)
+        };
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ fnv1a(&self.full_id()));
         for _ in 0..MAX_TRIES {
             let mut scene = base.clone();
@@ -515,7 +700,12 @@ impl TaskSpec {
                 continue;
             };
             if let Some(ep) = self.episode(scene, object, seed) {
-                return Ok(ep);
+                let misplaced = home
+                    .as_ref()
+                    .and_then(|h| self.obstacle_problem_with(&ep, h));
+                if misplaced.is_none() {
+                    return Ok(ep);
+                }
             }
         }
         Err(TaskError::Placement {
@@ -655,10 +845,163 @@ impl TaskSpec {
             grasp_part: self.grasp_part.map(str::to_string),
             target,
             time_limit_s: self.time_limit_s,
+            obstacles: self.obstacles.iter().map(|r| r.name.to_string()).collect(),
             object,
             scene,
         })
     }
+
+    /// Why `ep`'s layout breaks one of the task's [`ObstacleRule`]s, or lets an obstacle stand
+    /// within [`HOME_CLEARANCE_M`] of the robot at its home pose, or hides the object's top or the
+    /// place point behind an obstacle from the camera; `None` when it does none of these. Poses are
+    /// the scene's (as laid out, before physics). Every sampled episode passes.
+    pub fn obstacle_problem(&self, ep: &Episode) -> Result<Option<String>, TaskError> {
+        Ok(self.obstacle_problem_with(ep, &home_cover(&ep.robot)?))
+    }
+
+    fn obstacle_problem_with(&self, ep: &Episode, home: &[(Point3<f64>, f64)]) -> Option<String> {
+        if self.obstacles.is_empty() {
+            return None;
+        }
+        let scene = &ep.scene;
+        let obj = scene.object(&ep.object)?;
+        let obj_rect = Rect::of_object(obj, &obj.world_from_object, 0.0);
+        let table_z = scene.table.height;
+        let (target_rect, place) = match &ep.target {
+            Target::Object { name, region } => {
+                let t = scene.object(name)?;
+                let r = region.transformed(&t.world_from_object);
+                (
+                    Rect::of_object(t, &t.world_from_object, 0.0),
+                    bottom_centre(&r),
+                )
+            }
+            Target::Area { region } => (Rect::of_region(region), bottom_centre(region)),
+            Target::None => return Some("the task has no target to carry the object to".into()),
+        };
+        let from = Point3::new(obj_rect.c.x, obj_rect.c.y, 0.0);
+        let to = Point3::new(place.x, place.y, 0.0);
+        let top = Point3::new(obj_rect.c.x, obj_rect.c.y, table_z + obj.height());
+        let eye = scene.camera.eye;
+        for rule in self.obstacles {
+            let Some(o) = scene.object(rule.name) else {
+                return Some(format!("no obstacle `{}` in the scene", rule.name));
+            };
+            let name = rule.name;
+            let r = Rect::of_object(o, &o.world_from_object, 0.0);
+            let (z0, z1) = (table_z, table_z + o.height());
+            for (what, p) in [("the object's top", &top), ("the place point", &place)] {
+                if segment_meets_box(&r, z0, z1, &eye, p) {
+                    return Some(format!("`{name}` hides {what} from the camera"));
+                }
+            }
+            if home
+                .iter()
+                .any(|(c, radius)| box_distance(&r, z0, z1, c) < radius + HOME_CLEARANCE_M)
+            {
+                return Some(format!(
+                    "`{name}` is within {HOME_CLEARANCE_M} m of the robot at its home pose"
+                ));
+            }
+            let gaps = [
+                ("the object", &obj_rect, rule.gap_to_object_m),
+                ("the target", &target_rect, rule.gap_to_target_m),
+            ];
+            for (what, other, [lo, hi]) in gaps {
+                let gap = r.distance(other);
+                if gap < lo {
+                    return Some(format!("`{name}` is closer than {lo} m to {what}"));
+                }
+                if gap > hi {
+                    return Some(format!("`{name}` is farther than {hi} m from {what}"));
+                }
+            }
+            if let Some(g) = rule.on_path_grow_m {
+                let flat = r.grown(g);
+                if !segment_meets_box(&flat, f64::NEG_INFINITY, f64::INFINITY, &from, &to) {
+                    return Some(format!(
+                        "`{name}` is not on the path from the object to the target"
+                    ));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Spheres (centre, radius; world frame) covering every collision primitive of `robot` at its
+/// home pose with the fingers open: rows of spheres along each primitive's longest axis, each
+/// wide enough to cover the cross-section.
+pub fn home_cover(robot: &str) -> Result<Vec<(Point3<f64>, f64)>, TaskError> {
+    let model = RobotModel::builtin(robot)?;
+    let poses = model.link_poses(model.home(), 1.0)?;
+    let mut out = Vec::new();
+    for s in model.collision_shapes() {
+        let Some((_, link)) = poses.iter().find(|(n, _)| *n == s.link) else {
+            continue;
+        };
+        let h = s.shape.local_half_extents();
+        let axis = h.imax();
+        let cross = (h.norm_squared() - h[axis] * h[axis]).max(0.0).sqrt();
+        let n = ((h[axis] / cross.max(1e-6)).ceil() as usize).clamp(1, 16);
+        let step = h[axis] / n as f64;
+        let radius = (cross * cross + step * step).sqrt();
+        for i in 0..n {
+            let mut c = Point3::origin();
+            c[axis] = -h[axis] + step * (2 * i + 1) as f64;
+            out.push((link * s.link_from_shape * c, radius));
+        }
+    }
+    Ok(out)
+}
+
+/// Distance from `p` to the box standing on footprint `r` between heights `z0` and `z1` (0 inside).
+fn box_distance(r: &Rect, z0: f64, z1: f64, p: &Point3<f64>) -> f64 {
+    let d = k::nalgebra::Vector2::new(p.x, p.y) - r.c;
+    let out = |v: f64, lo: f64, hi: f64| (lo - v).max(v - hi).max(0.0);
+    let a = d.dot(&r.axes[0]);
+    let b = d.dot(&r.axes[1]);
+    Vector3::new(
+        out(a, -r.half[0], r.half[0]),
+        out(b, -r.half[1], r.half[1]),
+        out(p.z, z0, z1),
+    )
+    .norm()
+}
+
+/// The centre of a region's bottom face (where a place point is).
+fn bottom_centre(r: &Region) -> Point3<f64> {
+    let half = r.shape.local_half_extents();
+    r.frame_from_region * Point3::new(0.0, 0.0, -half.z)
+}
+
+/// Whether the segment `a`–`b` meets the box standing on footprint `r` between heights `z0` and
+/// `z1` (slab clipping in the footprint's frame).
+fn segment_meets_box(r: &Rect, z0: f64, z1: f64, a: &Point3<f64>, b: &Point3<f64>) -> bool {
+    let local = |p: &Point3<f64>| {
+        let d = k::nalgebra::Vector2::new(p.x, p.y) - r.c;
+        [d.dot(&r.axes[0]), d.dot(&r.axes[1]), p.z]
+    };
+    let (pa, pb) = (local(a), local(b));
+    let lo = [-r.half[0], -r.half[1], z0];
+    let hi = [r.half[0], r.half[1], z1];
+    let (mut t0, mut t1) = (0.0_f64, 1.0_f64);
+    for k in 0..3 {
+        let d = pb[k] - pa[k];
+        if d.abs() < 1e-12 {
+            if pa[k] < lo[k] || pa[k] > hi[k] {
+                return false;
+            }
+            continue;
+        }
+        let (u, v) = ((lo[k] - pa[k]) / d, (hi[k] - pa[k]) / d);
+        t0 = t0.max(u.min(v));
+        t1 = t1.min(u.max(v));
+        if t0 > t1 {
+            return false;
+        }
+    }
+    true
 }
 
 fn sample(rng: &mut ChaCha8Rng, r: [f64; 2]) -> f64 {
@@ -704,13 +1047,19 @@ mod tests {
     /// `run --task T --scene sim/scenes/T.toml` runs).
     #[test]
     fn every_scene_file_as_written_is_an_episode_of_its_task() {
-        for suite in [Suite::Tabletop, Suite::Bridge] {
+        for suite in [Suite::Tabletop, Suite::Bridge, Suite::Clutter] {
             for spec in suite.tasks() {
                 let seeded = spec.instantiate(0).unwrap();
                 let file = Scene::builtin(spec.scene).unwrap();
-                if let Err(e) = spec.episode_in(seeded, file) {
-                    panic!("{}: {e}", spec.full_id());
+                let ep = match spec.episode_in(seeded, file) {
+                    Ok(ep) => ep,
+                    Err(e) => panic!("{}: {e}", spec.full_id()),
+                };
+                // A clutter file also keeps its obstacles where the task's rules put them.
+                if let Some(why) = spec.obstacle_problem(&ep).unwrap() {
+                    panic!("{}: {why}", spec.full_id());
                 }
+                assert_eq!(ep.obstacles.len(), spec.obstacles.len());
             }
         }
     }
@@ -768,10 +1117,190 @@ mod tests {
     fn suites_have_the_promised_tasks() {
         assert_eq!(Suite::Tabletop.tasks().len(), 8);
         assert_eq!(Suite::Bridge.tasks().len(), 4);
+        // Clutter: 3 tasks per arm, every one with obstacles; no other suite has any.
+        let clutter = Suite::Clutter.tasks();
+        assert_eq!(clutter.len(), 6);
+        for robot in ["xarm6", "widowx250"] {
+            let n = clutter
+                .iter()
+                .filter(|t| Scene::builtin(t.scene).unwrap().robot == robot)
+                .count();
+            assert_eq!(n, 3, "{robot}");
+        }
+        assert!(clutter.iter().all(|t| !t.obstacles.is_empty()));
+        assert!(all_tasks()
+            .iter()
+            .filter(|t| t.suite != Suite::Clutter)
+            .all(|t| t.obstacles.is_empty()));
+        assert_eq!(Suite::parse("clutter").unwrap(), Suite::Clutter);
+        assert_eq!(
+            task("clutter/widowx_block_over_wall").unwrap().scene,
+            "clutter_widowx_block_over_wall"
+        );
+        let ep = task("xarm_fruit_past_bottle")
+            .unwrap()
+            .instantiate(0)
+            .unwrap();
+        assert_eq!(ep.obstacles, vec!["bottle".to_string()]);
+        assert!(task("tabletop/fruit_in_bowl")
+            .unwrap()
+            .instantiate(0)
+            .unwrap()
+            .obstacles
+            .is_empty());
         assert_eq!(
             task("bridge/stack_cube").unwrap().scene,
             "bridge_stack_cube"
         );
         assert!(task("nope").is_err());
+    }
+
+    /// The carry height of today's executor for a robot (robot.toml, else the executor's 20 cm).
+    fn carry_height(robot: &str) -> f64 {
+        RobotModel::builtin(robot)
+            .unwrap()
+            .config
+            .carry_height
+            .unwrap_or(0.20)
+    }
+
+    /// Distance in the table plane from (x, y) to an object's footprint at its scene pose
+    /// (0 inside), measured in the object's own frame.
+    fn footprint_distance(o: &crate::sim::SceneObject, x: f64, y: f64) -> f64 {
+        let p = o.world_from_object.inverse_transform_point(&Point3::new(
+            x,
+            y,
+            o.world_from_object.translation.z,
+        ));
+        let (lo, hi) = o.footprint();
+        let dx = (lo.x - p.x).max(p.x - hi.x).max(0.0);
+        let dy = (lo.y - p.y).max(p.y - hi.y).max(0.0);
+        dx.hypot(dy)
+    }
+
+    /// Every clutter episode (24 seeds per task) really has an obstacle in the way of today's
+    /// executor, checked here with plain geometry (not the sampler's rectangles): the straight
+    /// table-plane line from the object to the target passes within 1 cm of an obstacle's
+    /// footprint, at least 4 cm from both ends, and that obstacle stands taller than the robot's
+    /// carry height plus 3 cm; a tall obstacle placed "beside" the object or the target stands
+    /// within 9 cm of it; and no obstacle overlaps the object or the target.
+    #[test]
+    fn clutter_obstacles_stand_in_the_way() {
+        for spec in Suite::Clutter.tasks() {
+            for seed in 0..EPISODES_PER_TASK {
+                let ep = spec.instantiate(seed).unwrap();
+                let id = format!("{} seed {seed}", ep.task);
+                let carry = carry_height(&ep.robot);
+                let scene = &ep.scene;
+                let obj = scene.object(&ep.object).unwrap();
+                let a = centroid(obj);
+                let (target, b) = match &ep.target {
+                    Target::Object { name, region } => {
+                        let t = scene.object(name).unwrap();
+                        let r = region.transformed(&t.world_from_object);
+                        (t, r.frame_from_region.translation.vector)
+                    }
+                    other => panic!("{id}: clutter targets are objects, got {other:?}"),
+                };
+                let mut blocking = Vec::new();
+                for rule in spec.obstacles {
+                    let o = scene.object(rule.name).unwrap();
+                    let len = (b.xy() - a.coords.xy()).norm();
+                    // Samples of the straight line, 4 cm from each end and every 5 mm between.
+                    let n = ((len - 0.08) / 0.005).ceil().max(1.0) as usize;
+                    let near = (0..=n).any(|i| {
+                        let s = (0.04 + (len - 0.08) * i as f64 / n as f64) / len;
+                        let p = a.coords.xy() + (b.xy() - a.coords.xy()) * s;
+                        footprint_distance(o, p.x, p.y) < 0.01
+                    });
+                    if near && o.height() > carry + 0.03 {
+                        blocking.push(rule.name);
+                    }
+                    // Never on top of the object or the target.
+                    assert!(
+                        footprint_distance(o, a.x, a.y) > 0.02
+                            && footprint_distance(o, b.x, b.y) > 0.02,
+                        "{id}: `{}` overlaps the object or the target",
+                        rule.name
+                    );
+                    if rule.gap_to_object_m[1].is_finite() {
+                        let c = centroid(o);
+                        let d = footprint_distance(obj, c.x, c.y) - o.footprint().1.x.abs();
+                        assert!(
+                            d < 0.09,
+                            "{id}: `{}` is {d:.3} m from the object",
+                            rule.name
+                        );
+                    }
+                    if rule.gap_to_target_m[1].is_finite() {
+                        let c = centroid(o);
+                        let d = footprint_distance(target, c.x, c.y) - o.footprint().1.x.abs();
+                        assert!(
+                            d < 0.09,
+                            "{id}: `{}` is {d:.3} m from the target",
+                            rule.name
+                        );
+                    }
+                }
+                assert!(
+                    !blocking.is_empty(),
+                    "{id}: no obstacle taller than {:.2} m on the straight path",
+                    carry + 0.03
+                );
+            }
+        }
+    }
+
+    /// The sampler's own rules hold on every seed, and they can fail: moving the wall off the path
+    /// or next to the robot's home pose is reported.
+    #[test]
+    fn obstacle_rules_hold_and_catch_a_misplaced_obstacle() {
+        for spec in Suite::Clutter.tasks() {
+            for seed in [0, 5, 23] {
+                let ep = spec.instantiate(seed).unwrap();
+                assert_eq!(spec.obstacle_problem(&ep).unwrap(), None, "{}", ep.task);
+            }
+        }
+        let moved = |id: &str, x: f64, y: f64| {
+            let spec = task(id).unwrap();
+            let mut e = spec.instantiate(3).unwrap();
+            let wall = e
+                .scene
+                .objects
+                .iter_mut()
+                .find(|o| o.name == "wall")
+                .unwrap();
+            wall.world_from_object.translation.vector.x = x;
+            wall.world_from_object.translation.vector.y = y;
+            spec.obstacle_problem(&e).unwrap()
+        };
+        // Far off to the side: not on the path any more.
+        let off = moved("clutter/xarm_block_over_wall", 0.5, -0.45).expect("off the path");
+        assert!(off.contains("path"), "{off}");
+        // Right under the WidowX's gripper at home (its fingertips hang 12 cm above the table).
+        let home = moved("clutter/widowx_block_over_wall", 0.29, -0.01).expect("under home");
+        assert!(home.contains("home pose"), "{home}");
+    }
+
+    /// An obstacle between the camera and the object is refused: the pointer must see the object.
+    #[test]
+    fn a_hidden_object_is_refused() {
+        let spec = task("clutter/xarm_fruit_past_bottle").unwrap();
+        let mut ep = spec.instantiate(2).unwrap();
+        let orange = centroid(ep.scene.object("orange").unwrap());
+        let eye = ep.scene.camera.eye;
+        assert_eq!(spec.obstacle_problem(&ep).unwrap(), None);
+        // On the line of sight, 12 cm in front of the orange (the 28 cm bottle covers its top).
+        let dir = (eye - orange).xy().normalize();
+        let bottle = ep
+            .scene
+            .objects
+            .iter_mut()
+            .find(|o| o.name == "bottle")
+            .unwrap();
+        bottle.world_from_object.translation.vector.x = orange.x + 0.12 * dir.x;
+        bottle.world_from_object.translation.vector.y = orange.y + 0.12 * dir.y;
+        let why = spec.obstacle_problem(&ep).unwrap().unwrap_or_default();
+        assert!(why.contains("hides the object's top"), "{why}");
     }
 }

@@ -135,6 +135,18 @@ pub fn pick_and_place(
     grasp: Option<pointact::nalgebra::Point3<f64>>,
     place: Option<pointact::nalgebra::Point3<f64>>,
 ) {
+    pick_and_place_over(world, object, grasp, place, 0.0);
+}
+
+/// [`pick_and_place`] carrying high enough that the held object's bottom clears `clear_z` (the
+/// top of the tallest obstacle) by 3.5 cm: lift straight up, move across, lower straight down.
+pub fn pick_and_place_over(
+    world: &mut SimWorld,
+    object: &str,
+    grasp: Option<pointact::nalgebra::Point3<f64>>,
+    place: Option<pointact::nalgebra::Point3<f64>>,
+    clear_z: f64,
+) {
     let robot = world.robot().name().to_string();
     let obj = world.object(object).unwrap().clone();
     let pose = world.object_pose(object).unwrap();
@@ -152,10 +164,11 @@ pub fn pick_and_place(
     let tcp_above_base = ((h / 2.0 - 0.005).min(h - 0.03) + tip).max(tip + 0.002);
     let grasp_z = base_z + tcp_above_base;
     let travel_z = if robot.starts_with("xarm") {
-        0.22
+        0.22_f64
     } else {
         0.16
-    };
+    }
+    .max(clear_z + tcp_above_base + 0.035);
     let mut m = Mover::new(world);
     m.teleport(world, &top_down(&robot, g.x, g.y, travel_z, gyaw), 1.0);
     m.go(world, &top_down(&robot, g.x, g.y, grasp_z, gyaw), 1.0, 1.2);

@@ -130,6 +130,23 @@ pub struct ToolVisual {
     pub texture: Option<Arc<crate::sim::render::FaceTexture>>,
 }
 
+/// What of the robot touched an object (see [`SimWorld::first_robot_touch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Toucher {
+    /// A robot link (fingers included).
+    Link(String),
+    /// The object the gripper held at that moment.
+    Held(String),
+}
+
+/// The first time the robot touched an object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RobotTouch {
+    pub by: Toucher,
+    /// Simulated time of the step, s.
+    pub time_s: f64,
+}
+
 /// One touching pair: which part of the queried object touches what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Contact {
@@ -172,6 +189,9 @@ pub struct SimWorld {
     tcp_body: RigidBodyHandle,
     cmd_tcp: Isometry3<f64>,
     attachment: Option<Attachment>,
+    /// Per object (scene order): the first step at which a robot link or the held object touched
+    /// it. Kept from construction on; see [`SimWorld::first_robot_touch`].
+    touches: Vec<Option<RobotTouch>>,
     /// Solids carried at the tool point that the camera sees but physics ignores (a calibration
     /// target); see [`SimWorld::mount_on_tool`].
     tool_visuals: Vec<ToolVisual>,
@@ -324,6 +344,7 @@ impl SimWorld {
             tcp_body,
             cmd_tcp,
             attachment: None,
+            touches: vec![None; scene.objects.len()],
             tool_visuals: Vec::new(),
             dt: DEFAULT_DT,
             time: 0.0,
@@ -442,7 +463,59 @@ impl SimWorld {
         self.pw.step();
         self.steps += 1;
         self.time = self.steps as f64 * dt;
+        self.record_touches();
         self.update_attachment();
+    }
+
+    /// Notes, for every object not touched before, whether a robot link or the held object
+    /// touches it after this step (surfaces within `TOUCH_DISTANCE_M`).
+    fn record_touches(&mut self) {
+        let held = self.attachment.as_ref().map(|a| a.object);
+        for i in 0..self.objects.len() {
+            if self.touches[i].is_some() {
+                continue;
+            }
+            let Some(body) = self.pw.bodies.get(self.objects[i].body) else {
+                continue;
+            };
+            let mut by = None;
+            'colliders: for &ch in body.colliders() {
+                for pair in self.pw.contact_pairs_with(ch) {
+                    if touching_normal(pair).is_none() {
+                        continue;
+                    }
+                    let other = if pair.collider1 == ch {
+                        pair.collider2
+                    } else {
+                        pair.collider1
+                    };
+                    by = match self.owner(other) {
+                        Some(Owner::Link { index }) => {
+                            Some(Toucher::Link(self.links[index].link.clone()))
+                        }
+                        Some(Owner::Object { index, .. }) if index != i && held == Some(index) => {
+                            Some(Toucher::Held(self.scene.objects[index].name.clone()))
+                        }
+                        _ => None,
+                    };
+                    if by.is_some() {
+                        break 'colliders;
+                    }
+                }
+            }
+            if let Some(by) = by {
+                self.touches[i] = Some(RobotTouch {
+                    by,
+                    time_s: self.time,
+                });
+            }
+        }
+    }
+
+    /// The first time, since the world was built, that the robot touched `name`: one of its links
+    /// (fingers included) or the object it held then. `None` if it never did.
+    pub fn first_robot_touch(&self, name: &str) -> Option<&RobotTouch> {
+        self.touches[self.index(name)?].as_ref()
     }
 
     /// Steps for `seconds` of simulated time (rounded up to whole steps).
