@@ -7,7 +7,9 @@
 //! a reviewer sees the model the planner used, and a test refits and compares, so the file cannot
 //! drift from the URDF unnoticed.
 //!
-//! Allowed self-collision pairs follow MoveIt's setup assistant: links on the same rigid body or
+//! Allowed self-collision pairs follow MoveIt's setup assistant, judged on a fine cover of the
+//! real primitives (the planner's looser spheres would see wrist links touch that never do): links
+//! on the same rigid body or
 //! on adjacent bodies (and the fingers of one hand), links already touching at the home pose, and links that never touch in
 //! [`SELF_SAMPLES`] random configurations are not checked against each other.
 
@@ -102,6 +104,18 @@ pub struct SphereModel {
 /// some sphere. Rows of spheres along cylinders and capsules (each covering a slab of the cross
 /// section), a grid over boxes (cells no longer than the box's smallest side, at most 4 per axis).
 pub fn fit_shape(shape: &Shape) -> Vec<Sphere> {
+    cover(shape, false)
+}
+
+/// [`fit_shape`], or (`fine`) a cover within about 1 % of the shape (slabs of an eighth of a
+/// radius, box cells a quarter of the smallest side): for deciding which link pairs can touch at
+/// all, where the planner's looser cover would see contacts the real links never make.
+fn cover(shape: &Shape, fine: bool) -> Vec<Sphere> {
+    let (slab, cells_per_side, max_spheres) = if fine {
+        (0.125, 12.0, 4096)
+    } else {
+        (0.5, 4.0, MAX_PER_SHAPE)
+    };
     let at = |x: f64, y: f64, z: f64, radius: f64| Sphere {
         center: Point3::new(x, y, z),
         radius,
@@ -117,7 +131,8 @@ pub fn fit_shape(shape: &Shape) -> Vec<Sphere> {
             half_height,
         } => {
             // A sphere of radius sqrt(R² + s²) on the axis covers the disc slab of half-thickness s.
-            let n = ((half_height / (0.5 * radius).max(1e-6)).ceil() as usize).clamp(1, 32);
+            let n =
+                ((half_height / (slab * radius).max(1e-6)).ceil() as usize).clamp(1, 32 * 8);
             let s = half_height / n as f64;
             let r = (radius * radius + s * s).sqrt();
             let mut out: Vec<Sphere> = (0..n)
@@ -132,10 +147,13 @@ pub fn fit_shape(shape: &Shape) -> Vec<Sphere> {
         }
         Shape::Cuboid { half_extents: h } => {
             let longest = h.x.max(h.y).max(h.z);
-            let mut cell = h.x.min(h.y).min(h.z).max(0.25 * longest).max(1e-6);
+            let smallest = h.x.min(h.y).min(h.z);
+            let mut cell = (smallest * if fine { 0.25 } else { 1.0 })
+                .max(longest / cells_per_side)
+                .max(1e-6);
             let counts = |cell: f64| h.map(|e| ((e / cell).ceil() as usize).max(1));
             let mut n = counts(cell);
-            while n.x * n.y * n.z > MAX_PER_SHAPE {
+            while n.x * n.y * n.z > max_spheres {
                 cell *= 1.25;
                 n = counts(cell);
             }
@@ -213,7 +231,8 @@ impl SphereModel {
             }
         }
         links.sort_by_key(|l| l.node);
-        let allowed = allowed_pairs(model, &tree, &links);
+        let fine = fine_links(model, &tree);
+        let allowed = allowed_pairs(model, &tree, &fine);
         Ok(SphereModel {
             robot: model.name().to_string(),
             links,
@@ -370,6 +389,30 @@ impl SphereModel {
     }
 }
 
+/// Every link's primitives under the fine cover (link frames), for deciding which pairs can touch.
+fn fine_links(model: &RobotModel, tree: &LinkTree) -> Vec<LinkSpheres> {
+    let mut links: Vec<LinkSpheres> = Vec::new();
+    for shape in model.collision_shapes() {
+        let Some(node) = tree.index_of(&shape.link) else {
+            continue;
+        };
+        let spheres = cover(&shape.shape, true).into_iter().map(|s| Sphere {
+            center: shape.link_from_shape * s.center,
+            radius: s.radius,
+        });
+        match links.iter_mut().find(|l| l.node == node) {
+            Some(l) => l.spheres.extend(spheres),
+            None => links.push(LinkSpheres {
+                link: shape.link.clone(),
+                node,
+                spheres: spheres.collect(),
+            }),
+        }
+    }
+    links.sort_by_key(|l| l.node);
+    links
+}
+
 /// Nodes joined to their parent by a fixed joint belong to the parent's rigid body.
 fn bodies(tree: &LinkTree) -> Vec<usize> {
     let mut body = Vec::with_capacity(tree.nodes().len());
@@ -492,6 +535,13 @@ mod tests {
             Shape::Sphere { radius: 0.04 },
         ];
         for shape in shapes {
+            let fine = cover(&shape, true);
+            for p in lattice(&shape) {
+                assert!(
+                    fine.iter().any(|s| (p - s.center).norm() <= s.radius + 1e-12),
+                    "fine {shape:?}: {p} uncovered"
+                );
+            }
             let cover = fit_shape(&shape);
             assert!(!cover.is_empty() && cover.len() <= MAX_PER_SHAPE + 2);
             for p in lattice(&shape) {
@@ -553,7 +603,8 @@ mod tests {
         let tree = LinkTree::new(&model).expect("tree");
         let never: Vec<_> = m.allowed.iter().filter(|a| a.2 == Allowed::Never).collect();
         assert!(!never.is_empty());
-        let by_name = |n: &str| m.links.iter().find(|l| l.link == n).expect("link");
+        let fine = fine_links(&model, &tree);
+        let by_name = |n: &str| fine.iter().find(|l| l.link == n).expect("link");
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(99);
         let mut checked_touch = 0;
         for _ in 0..2000 {
@@ -570,8 +621,8 @@ mod tests {
                     "{a}-{b} marked never, touching at {q:?}"
                 );
             }
-            for (i, la) in m.links.iter().enumerate() {
-                for lb in &m.links[i + 1..] {
+            for (i, la) in fine.iter().enumerate() {
+                for lb in &fine[i + 1..] {
                     if m.checks_pair(&la.link, &lb.link)
                         && spheres_touch(&la.spheres, &poses[la.node], &lb.spheres, &poses[lb.node])
                     {
