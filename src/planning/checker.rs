@@ -15,6 +15,8 @@ use crate::kinematics::{KinematicsError, RobotModel};
 
 /// Name a held object goes by in contacts.
 pub const HELD: &str = "held object";
+/// The body index the held object's spheres carry in the flat buffer.
+const HELD_BODY: usize = usize::MAX;
 
 /// What is in contact at one configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,9 +129,11 @@ pub struct Checker {
     /// Per arm joint: the farthest a link sphere centre can be from that joint (m), an upper bound
     /// through the tree. A joint step of δ moves no sphere more than δ × reach.
     reach: Vec<f64>,
-    /// Reused buffers.
+    /// Reused buffers: link poses, and every sphere's world centre, radius and body (bodies in
+    /// order, `ranges[b]` indexing body b's; the held object's last).
     poses: Vec<Isometry3<f64>>,
-    centers: Vec<Vec<Point3<f64>>>,
+    flat: Vec<(Point3<f64>, f64, usize)>,
+    ranges: Vec<std::ops::Range<usize>>,
     /// Configurations checked so far (for benchmarks).
     pub checks: u64,
 }
@@ -174,6 +178,12 @@ impl Checker {
                 detail: format!("tip link `{}` not in the tree", model.config.tip_link),
             })?;
         let reach = joint_reach(&tree, &bodies, tip, &[]);
+        let mut ranges = Vec::with_capacity(bodies.len());
+        let mut at = 0;
+        for b in &bodies {
+            ranges.push(at..at + b.spheres.len());
+            at += b.spheres.len();
+        }
         Ok(Checker {
             tree,
             bodies,
@@ -183,7 +193,8 @@ impl Checker {
             padding: DEFAULT_PADDING,
             reach,
             poses: Vec::new(),
-            centers: Vec::new(),
+            flat: Vec::new(),
+            ranges,
             checks: 0,
         })
     }
@@ -259,91 +270,85 @@ impl Checker {
     /// The first contact at joints `q` with the fingers at `opening` (0..1), or None when clear.
     /// `q` must be finite and of the arm's length (planners only make such configurations).
     pub fn first_contact(&mut self, q: &[f64], opening: f64, world: &World) -> Option<Hit> {
+        self.scan(q, opening, world)
+    }
+
+    /// Whether `q` is clear.
+    pub fn is_free(&mut self, q: &[f64], opening: f64, world: &World) -> bool {
+        self.scan(q, opening, world).is_none()
+    }
+
+    /// The sphere centres at `q` into the flat buffers (no allocation once warm), then each rule
+    /// in the documented order, each pass ending at its first contact.
+    fn scan(&mut self, q: &[f64], opening: f64, world: &World) -> Option<Hit> {
         self.checks += 1;
         self.tree.poses_into(q, opening, &mut self.poses);
-        self.centers.resize(self.bodies.len(), Vec::new());
-        for (b, c) in self.bodies.iter().zip(self.centers.iter_mut()) {
+        self.flat.clear();
+        for (bi, b) in self.bodies.iter().enumerate() {
             let pose = &self.poses[b.node];
-            c.clear();
-            c.extend(b.spheres.iter().map(|s| pose * s.center));
+            self.flat
+                .extend(b.spheres.iter().map(|s| (pose * s.center, s.radius, bi)));
         }
         let tip = self.poses[self.tip];
-        let held: Vec<(Point3<f64>, f64)> = self
-            .attached
-            .iter()
-            .flat_map(|a| a.spheres.iter().map(|s| (tip * s.center, s.radius)))
-            .collect();
-        let moving = self
-            .bodies
-            .iter()
-            .zip(&self.centers)
-            .filter(|(b, _)| !b.grounded)
-            .flat_map(|(b, c)| {
-                c.iter()
-                    .zip(&b.spheres)
-                    .map(move |(p, s)| (b.name.as_str(), *p, s.radius))
-            })
-            .chain(held.iter().map(|(p, r)| (HELD, *p, *r)));
-        let floor = world.table_z + world.table_margin;
-        let mut table = None;
-        let mut solid = None;
-        let mut cloud = None;
-        let pad = self.padding;
-        for (name, p, r) in moving {
-            let r = r + pad;
-            if table.is_none() && p.z - r < floor {
-                table = Some(Hit::Table {
-                    link: name.to_string(),
-                });
-                break;
+        if let Some(a) = &self.attached {
+            self.flat.extend(
+                a.spheres
+                    .iter()
+                    .map(|s| (tip * s.center, s.radius, HELD_BODY)),
+            );
+        }
+        let name = |bi: usize| -> String {
+            if bi == HELD_BODY {
+                HELD.to_string()
+            } else {
+                self.bodies[bi].name.clone()
             }
-            if solid.is_none() {
+        };
+        let grounded = |bi: usize| bi != HELD_BODY && self.bodies[bi].grounded;
+        let floor = world.table_z + world.table_margin;
+        let pad = self.padding;
+        let moving = || self.flat.iter().filter(|(_, _, bi)| !grounded(*bi));
+        if let Some(&(_, _, bi)) = moving().find(|(p, r, _)| p.z - (r + pad) < floor) {
+            return Some(Hit::Table { link: name(bi) });
+        }
+        if !world.boxes.is_empty() {
+            for &(p, r, bi) in moving() {
                 if let Some(o) = world
                     .boxes
                     .iter()
-                    .find(|o| sphere_hits_shape(&p, r, &o.shape, &o.world_from_shape))
+                    .find(|o| sphere_hits_shape(&p, r + pad, &o.shape, &o.world_from_shape))
                 {
-                    solid = Some(Hit::Solid {
-                        link: name.to_string(),
+                    return Some(Hit::Solid {
+                        link: name(bi),
                         obstacle: o.name.clone(),
                     });
                 }
             }
-            if cloud.is_none() {
-                if let Some(f) = &world.field {
-                    if f.sphere_hits(&p, r) {
-                        cloud = Some(Hit::Cloud {
-                            link: name.to_string(),
-                            at: p,
-                        });
-                    }
-                }
+        }
+        if let Some(f) = &world.field {
+            if let Some(&(p, _, bi)) = moving().find(|(p, r, _)| f.sphere_hits(p, r + pad)) {
+                return Some(Hit::Cloud {
+                    link: name(bi),
+                    at: p,
+                });
             }
         }
-        if let Some(h) = table.or(solid).or(cloud) {
-            return Some(h);
-        }
         for &(i, j) in &self.pairs {
-            let (bi, bj) = (&self.bodies[i], &self.bodies[j]);
-            let touch = self.centers[i].iter().zip(&bi.spheres).any(|(ci, si)| {
-                self.centers[j].iter().zip(&bj.spheres).any(|(cj, sj)| {
-                    let r = si.radius + sj.radius;
+            let (ri, rj) = (self.ranges[i].clone(), self.ranges[j].clone());
+            let touch = self.flat[ri].iter().any(|(ci, r1, _)| {
+                self.flat[rj.clone()].iter().any(|(cj, r2, _)| {
+                    let r = r1 + r2;
                     (ci - cj).norm_squared() < r * r
                 })
             });
             if touch {
                 return Some(Hit::SelfCollision {
-                    a: bi.name.clone(),
-                    b: bj.name.clone(),
+                    a: self.bodies[i].name.clone(),
+                    b: self.bodies[j].name.clone(),
                 });
             }
         }
         None
-    }
-
-    /// Whether `q` is clear.
-    pub fn is_free(&mut self, q: &[f64], opening: f64, world: &World) -> bool {
-        self.first_contact(q, opening, world).is_none()
     }
 
     /// The first contact on the straight joint-space segment `a → b`, checked at

@@ -112,7 +112,7 @@ pub fn fit_shape(shape: &Shape) -> Vec<Sphere> {
 /// all, where the planner's looser cover would see contacts the real links never make.
 fn cover(shape: &Shape, fine: bool) -> Vec<Sphere> {
     let (slab, cells_per_side, max_spheres) = if fine {
-        (0.125, 12.0, 4096)
+        (0.125, 8.0, 512)
     } else {
         (0.5, 4.0, MAX_PER_SHAPE)
     };
@@ -131,8 +131,7 @@ fn cover(shape: &Shape, fine: bool) -> Vec<Sphere> {
             half_height,
         } => {
             // A sphere of radius sqrt(R² + s²) on the axis covers the disc slab of half-thickness s.
-            let n =
-                ((half_height / (slab * radius).max(1e-6)).ceil() as usize).clamp(1, 32 * 8);
+            let n = ((half_height / (slab * radius).max(1e-6)).ceil() as usize).clamp(1, 32 * 8);
             let s = half_height / n as f64;
             let r = (radius * radius + s * s).sqrt();
             let mut out: Vec<Sphere> = (0..n)
@@ -413,6 +412,24 @@ fn fine_links(model: &RobotModel, tree: &LinkTree) -> Vec<LinkSpheres> {
     links
 }
 
+/// A sphere around all of a link's spheres (centre in the link frame, radius).
+fn bound(l: &LinkSpheres) -> (Point3<f64>, f64) {
+    let n = l.spheres.len().max(1) as f64;
+    let c = Point3::from(
+        l.spheres
+            .iter()
+            .map(|s| s.center.coords)
+            .sum::<k::nalgebra::Vector3<f64>>()
+            / n,
+    );
+    let r = l
+        .spheres
+        .iter()
+        .map(|s| (s.center - c).norm() + s.radius)
+        .fold(0.0, f64::max);
+    (c, r)
+}
+
 /// Nodes joined to their parent by a fixed joint belong to the parent's rigid body.
 fn bodies(tree: &LinkTree) -> Vec<usize> {
     let mut body = Vec::with_capacity(tree.nodes().len());
@@ -473,7 +490,14 @@ fn allowed_pairs(
         let opening = rng.gen_range(0.0..=1.0);
         tree.poses_into(&q, opening, &mut poses);
         for (k, (a, b, _, _)) in undecided.iter().enumerate() {
-            if !touched[k] && spheres_touch(&a.spheres, &poses[a.node], &b.spheres, &poses[b.node])
+            if touched[k] {
+                continue;
+            }
+            // Bounding spheres first: most pairs are far apart in most samples.
+            let (ba, bb) = (bound(a), bound(b));
+            let gap = (poses[a.node] * ba.0 - poses[b.node] * bb.0).norm();
+            if gap < ba.1 + bb.1
+                && spheres_touch(&a.spheres, &poses[a.node], &b.spheres, &poses[b.node])
             {
                 touched[k] = true;
             }
@@ -538,7 +562,8 @@ mod tests {
             let fine = cover(&shape, true);
             for p in lattice(&shape) {
                 assert!(
-                    fine.iter().any(|s| (p - s.center).norm() <= s.radius + 1e-12),
+                    fine.iter()
+                        .any(|s| (p - s.center).norm() <= s.radius + 1e-12),
                     "fine {shape:?}: {p} uncovered"
                 );
             }
