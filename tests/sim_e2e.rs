@@ -336,3 +336,56 @@ fn transit_moves_are_checked_against_the_objects_seen_on_the_table() {
     let n = obstacles.expect("the executor reports its obstacles");
     assert!(n > 0, "no obstacles seen");
 }
+
+/// The clutter suite (walls and stacks between pick and place, tall objects beside the target,
+/// both arms) on held-out seeds: the affordance branch plans its free-space moves around what the
+/// camera sees (RRT-Connect in the depth world, the held object attached) and meets the issue's
+/// bar; the judge fails any episode whose arm or load touched an obstacle.
+#[test]
+#[ignore = "not met yet: 20/24 on these seeds (2026-12-01); widowx_carrot_past_bottle fails 4/4 with \
+            the carry's start in collision (the held carrot's sphere cover beside the 16 cm bottle \
+            at the WidowX's 12 cm carry height); see issue #14 note"]
+fn planned_free_space_moves_clear_the_clutter_suite() {
+    let seeds = [1001, 1002, 1003, 1004];
+    let report = block_on(run_suite(
+        Suite::Clutter,
+        &seeds,
+        &EpisodeOptions::default(),
+        &mut |_, _, _| {},
+    ));
+    let n = report.episodes.len();
+    let failures: Vec<String> = report
+        .episodes
+        .iter()
+        .filter(|e| !e.success)
+        .map(|e| format!("{} seed {}: {}", e.task, e.seed, e.detail))
+        .collect();
+    assert_eq!(n, 6 * seeds.len(), "six clutter tasks");
+    assert!(
+        (n - failures.len()) as f64 >= 0.95 * n as f64,
+        "clutter P {}/{n}: {failures:#?}",
+        n - failures.len()
+    );
+}
+
+/// The trace branch follows the trace it is given; one that runs through the wall is refused
+/// before anything moves, naming the waypoint and what it hits.
+#[test]
+fn a_trace_through_the_wall_is_refused_before_any_motion_naming_the_waypoint() {
+    let ep = episode("clutter/xarm_block_over_wall", 0);
+    let opts = EpisodeOptions {
+        branch: Branch::Trace,
+        ..EpisodeOptions::default()
+    };
+    let r = block_on(run_episode(&ep, &opts, &mut |_| {})).unwrap();
+    assert!(
+        !r.success && !r.moved && r.steps_executed == 0,
+        "{}",
+        r.detail
+    );
+    assert!(
+        r.detail.contains("follow the trace, waypoint") && r.detail.contains("collides"),
+        "{}",
+        r.detail
+    );
+}

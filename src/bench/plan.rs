@@ -130,6 +130,7 @@ fn cuboid(name: String, min: [f64; 3], max: [f64; 3]) -> Obstacle {
 }
 
 /// Collision-free joints for a tool-down pose at (x, y, z) with some yaw, or None.
+#[allow(clippy::too_many_arguments)]
 fn free_pose(
     model: &RobotModel,
     ik: &mut IkSolver,

@@ -91,8 +91,9 @@ impl Attached {
         }
         let center = Point3::from((tlo.coords + thi.coords) * 0.5);
         let half = (thi - tlo) * 0.5;
+        // A finer cover than the links': a held object is carried close past its neighbours.
         let spheres =
-            super::spheres::fit_shape(&crate::geometry::Shape::Cuboid { half_extents: half })
+            super::spheres::fit_held(&crate::geometry::Shape::Cuboid { half_extents: half })
                 .into_iter()
                 .map(|s| Sphere {
                     center: center + s.center.coords,
@@ -129,6 +130,8 @@ pub struct Checker {
     /// Per arm joint: the farthest a link sphere centre can be from that joint (m), an upper bound
     /// through the tree. A joint step of δ moves no sphere more than δ × reach.
     reach: Vec<f64>,
+    /// Test the cloud by exact cube distance instead of the field's fast lower bound (the gate).
+    exact_cloud: bool,
     /// Reused buffers: link poses, and every sphere's world centre, radius and body (bodies in
     /// order, `ranges[b]` indexing body b's; the held object's last).
     poses: Vec<Isometry3<f64>>,
@@ -192,6 +195,7 @@ impl Checker {
             attached: None,
             padding: DEFAULT_PADDING,
             reach,
+            exact_cloud: false,
             poses: Vec::new(),
             flat: Vec::new(),
             ranges,
@@ -215,10 +219,16 @@ impl Checker {
     /// Sets the world padding (m, ≥ 0.0005); see [`Checker::edge_steps`].
     pub fn set_padding(&mut self, padding: f64) {
         self.padding = if padding.is_finite() {
-            padding.max(0.0005)
+            padding.max(GATE_PADDING)
         } else {
             DEFAULT_PADDING
         };
+    }
+
+    /// Test the depth cloud exactly (see [`DistanceField::sphere_hits_exact`]); the planner uses
+    /// the fast bound, the gate the exact test, which accepts every pose the bound accepts.
+    pub fn set_exact_cloud(&mut self, exact: bool) {
+        self.exact_cloud = exact;
     }
 
     pub fn padding(&self) -> f64 {
@@ -240,7 +250,10 @@ impl Checker {
             .zip(&self.reach)
             .map(|((x, y), r)| (y - x).abs() * r)
             .sum();
-        ((travel / (2.0 * self.padding)).ceil() as usize).max(1)
+        // Spheres move at most 2 (padding − GATE_PADDING) between checks: every pose in between
+        // keeps GATE_PADDING of clearance, so the gate's own re-check (at that padding) passes.
+        let step = 2.0 * (self.padding - GATE_PADDING).max(GATE_PADDING);
+        ((travel / step).ceil() as usize).max(1)
     }
 
     pub fn attached(&self) -> Option<&Attached> {
@@ -326,7 +339,15 @@ impl Checker {
             }
         }
         if let Some(f) = &world.field {
-            if let Some(&(p, _, bi)) = moving().find(|(p, r, _)| f.sphere_hits(p, r + pad)) {
+            let exact = self.exact_cloud;
+            let hits = |p: &Point3<f64>, r: f64| {
+                if exact {
+                    f.sphere_hits_exact(p, r)
+                } else {
+                    f.sphere_hits(p, r)
+                }
+            };
+            if let Some(&(p, _, bi)) = moving().find(|(p, r, _)| hits(p, r + pad)) {
                 return Some(Hit::Cloud {
                     link: name(bi),
                     at: p,
@@ -375,8 +396,11 @@ impl Checker {
     }
 }
 
-/// Default world padding (m): spheres move at most 1 cm between edge checks.
+/// Default world padding (m): spheres move at most 9 mm between edge checks.
 pub const DEFAULT_PADDING: f64 = 0.005;
+/// The padding the safety gate re-checks with (m): it samples at the servo period, where spheres
+/// move a fraction of a millimetre, so a half-millimetre margin is enough.
+pub const GATE_PADDING: f64 = 0.0005;
 
 /// Upper bound, per arm joint, of the distance from the joint to any sphere centre it moves:
 /// the sphere's offset in its link plus every joint offset (and finger travel) between the link

@@ -141,6 +141,46 @@ impl DistanceField {
     }
 }
 
+impl DistanceField {
+    /// Whether a sphere overlaps an occupied cell's cube, exactly: the conservative test first,
+    /// then, only where it fails, the cubes within reach. The safety gate uses this: the fast test
+    /// is a lower bound that jumps at cell boundaries, so a path the planner checked with it can
+    /// sample worse between checks than it truly is; the exact distance cannot.
+    pub fn sphere_hits_exact(&self, c: &Point3<f64>, r: f64) -> bool {
+        if !self.sphere_hits(c, r) {
+            return false;
+        }
+        let half = self.voxel * 0.5;
+        let reach = r + half;
+        let lo = (c - Vector3::repeat(reach) - self.origin.coords).coords / self.voxel;
+        let hi = (c + Vector3::repeat(reach) - self.origin.coords).coords / self.voxel;
+        let range = |a: usize| {
+            let l = lo[a].floor().max(0.0) as usize;
+            let h = (hi[a].floor() as i64).min(self.dims[a] as i64 - 1);
+            (l, h)
+        };
+        let ((x0, x1), (y0, y1), (z0, z1)) = (range(0), range(1), range(2));
+        for i in x0 as i64..=x1 {
+            for j in y0 as i64..=y1 {
+                for k in z0 as i64..=z1 {
+                    let cell = [i as usize, j as usize, k as usize];
+                    if !self.is_occupied(cell) {
+                        continue;
+                    }
+                    let d = (c - self.center(cell))
+                        .abs()
+                        .add_scalar(-half)
+                        .map(|x| x.max(0.0));
+                    if d.norm() < r {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+}
+
 /// Start indices of every 1-D line of the grid along `axis`.
 fn lines(dims: [usize; 3], axis: usize) -> Vec<usize> {
     let [nx, ny, nz] = dims;
@@ -273,6 +313,11 @@ mod tests {
                     }
                 }
             }
+            assert_eq!(
+                f.sphere_hits_exact(&c, r),
+                exact < r,
+                "exact test at {c} r {r}"
+            );
             if f.sphere_hits(&c, r) {
                 hits += 1;
                 // Conservative by at most a cell diagonal.

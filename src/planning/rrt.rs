@@ -210,7 +210,7 @@ pub fn rrt_connect(
             )));
         }
     }
-    if !(o.range > 0.0) {
+    if o.range.is_nan() || o.range <= 0.0 {
         return Err(RrtError::BadInput("range must be positive".into()));
     }
     if let Some(h) = checker.first_contact(start, opening, world) {

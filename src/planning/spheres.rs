@@ -107,15 +107,33 @@ pub fn fit_shape(shape: &Shape) -> Vec<Sphere> {
     cover(shape, false)
 }
 
+/// A cover for a held object's box: cells half the box's smallest side (so the cover reaches at
+/// most ~40 % of that half-side beyond the box), at most 128 spheres.
+pub fn fit_held(shape: &Shape) -> Vec<Sphere> {
+    cover_with(shape, 0.5, 0.5, 8.0, 128)
+}
+
 /// [`fit_shape`], or (`fine`) a cover within about 1 % of the shape (slabs of an eighth of a
 /// radius, box cells a quarter of the smallest side): for deciding which link pairs can touch at
 /// all, where the planner's looser cover would see contacts the real links never make.
 fn cover(shape: &Shape, fine: bool) -> Vec<Sphere> {
-    let (slab, cells_per_side, max_spheres) = if fine {
-        (0.125, 8.0, 512)
+    if fine {
+        cover_with(shape, 0.125, 0.25, 8.0, 512)
     } else {
-        (0.5, 4.0, MAX_PER_SHAPE)
-    };
+        cover_with(shape, 0.5, 1.0, 4.0, MAX_PER_SHAPE)
+    }
+}
+
+/// Rows of spheres along round shapes (slabs of `slab` × radius); a grid over boxes with cells of
+/// `min_fraction` × the smallest half side, but no more than `cells_per_side` along the longest,
+/// and at most `max_spheres` (cells grow until they fit).
+fn cover_with(
+    shape: &Shape,
+    slab: f64,
+    min_fraction: f64,
+    cells_per_side: f64,
+    max_spheres: usize,
+) -> Vec<Sphere> {
     let at = |x: f64, y: f64, z: f64, radius: f64| Sphere {
         center: Point3::new(x, y, z),
         radius,
@@ -147,7 +165,7 @@ fn cover(shape: &Shape, fine: bool) -> Vec<Sphere> {
         Shape::Cuboid { half_extents: h } => {
             let longest = h.x.max(h.y).max(h.z);
             let smallest = h.x.min(h.y).min(h.z);
-            let mut cell = (smallest * if fine { 0.25 } else { 1.0 })
+            let mut cell = (smallest * min_fraction)
                 .max(longest / cells_per_side)
                 .max(1e-6);
             let counts = |cell: f64| h.map(|e| ((e / cell).ceil() as usize).max(1));

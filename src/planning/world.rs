@@ -94,7 +94,7 @@ pub fn cloud_field(
             reason: format!("{} m is outside [0.002, 0.1]", o.voxel),
         });
     }
-    if !(o.pad.is_finite() && o.pad >= 0.0) || !table_z.is_finite() {
+    if !(o.pad.is_finite() && o.pad >= 0.0 && table_z.is_finite()) {
         return Err(WorldError::Option {
             field: "pad",
             reason: "pad and table height must be finite".into(),

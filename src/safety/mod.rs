@@ -14,6 +14,7 @@
 use k::nalgebra::Vector3;
 
 use crate::kinematics::{KinematicsError, RobotModel};
+use crate::planning::checker::GATE_PADDING;
 use crate::planning::{
     ArmCollisionModel, Attached, Checker, Contact, Hit, Obstacle, Trajectory, World,
 };
@@ -132,9 +133,6 @@ pub struct Transit<'w> {
     pub held: Option<&'w Attached>,
 }
 
-/// The gate samples at the servo period, so it checks with spheres barely padded (m).
-const GATE_PADDING: f64 = 0.0005;
-
 pub struct SafetyGate<'a> {
     model: &'a RobotModel,
     pub config: SafetyConfig,
@@ -201,6 +199,7 @@ impl<'a> SafetyGate<'a> {
                 let mut c = Checker::for_model(self.model)
                     .map_err(|e| SafetyError::NoCollisionModel(e.to_string()))?;
                 c.set_padding(GATE_PADDING);
+                c.set_exact_cloud(true);
                 *guard = Some(c);
             }
             if let Some(c) = guard.as_mut() {
