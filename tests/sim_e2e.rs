@@ -342,9 +342,6 @@ fn transit_moves_are_checked_against_the_objects_seen_on_the_table() {
 /// camera sees (RRT-Connect in the depth world, the held object attached) and meets the issue's
 /// bar; the judge fails any episode whose arm or load touched an obstacle.
 #[test]
-#[ignore = "not met yet: 20/24 on these seeds (2026-12-01); widowx_carrot_past_bottle fails 4/4 with \
-            the carry's start in collision (the held carrot's sphere cover beside the 16 cm bottle \
-            at the WidowX's 12 cm carry height); see issue #14 note"]
 fn planned_free_space_moves_clear_the_clutter_suite() {
     let seeds = [1001, 1002, 1003, 1004];
     let report = block_on(run_suite(

@@ -250,9 +250,13 @@ pub struct RrtPlanner<'a> {
 
 impl<'a> RrtPlanner<'a> {
     pub fn new(model: &'a RobotModel, world: World) -> Result<Self, super::SpheresError> {
+        let mut checker = Checker::for_model(model)?;
+        // Exact cube distances for the cloud, as the gate re-checks: the field's fast bound alone
+        // would call a lifted object beside a bottle in collision a centimetre early.
+        checker.set_exact_cloud(true);
         Ok(RrtPlanner {
             direct: DirectPlanner::new(model),
-            checker: Checker::for_model(model)?,
+            checker,
             world,
             opening: 1.0,
             options: RrtOptions::default(),
