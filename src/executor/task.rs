@@ -123,7 +123,12 @@ pub fn plan_task<P: Pointer + ?Sized>(
         Answers::Trace { points, .. } => points.first().copied(),
     };
     let target = match grasp_px {
-        Some(px) => object_blob(frame, px, table_z, 0.004, 0.15)?.points,
+        // The grasp's own perception (planning reports it as it would the grasp itself).
+        Some(px) => {
+            object_blob(frame, px, table_z, 0.004, 0.15)
+                .map_err(PlanError::from)?
+                .points
+        }
         None => Vec::new(),
     };
     let world = planning_world(
