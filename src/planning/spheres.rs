@@ -227,28 +227,12 @@ impl SphereModel {
     /// Fits spheres to every link's collision primitives and finds the allowed pairs.
     pub fn fit(model: &RobotModel) -> Result<SphereModel, SpheresError> {
         let tree = LinkTree::new(model)?;
-        let mut links: Vec<LinkSpheres> = Vec::new();
-        for shape in model.collision_shapes() {
-            let Some(node) = tree.index_of(&shape.link) else {
-                continue;
-            };
-            let spheres = fit_shape(&shape.shape).into_iter().map(|s| {
-                rounded(Sphere {
-                    center: shape.link_from_shape * s.center,
-                    radius: s.radius,
-                })
-            });
-            match links.iter_mut().find(|l| l.node == node) {
-                Some(l) => l.spheres.extend(spheres),
-                None => links.push(LinkSpheres {
-                    link: shape.link.clone(),
-                    node,
-                    spheres: spheres.collect(),
-                }),
-            }
+        let mut links = link_covers(model, &tree, fit_shape);
+        // Rounded in the link frame, as stored.
+        for l in &mut links {
+            l.spheres = l.spheres.iter().map(|s| rounded(*s)).collect();
         }
-        links.sort_by_key(|l| l.node);
-        let fine = fine_links(model, &tree);
+        let fine = link_covers(model, &tree, |shape| cover(shape, true));
         let allowed = allowed_pairs(model, &tree, &fine);
         Ok(SphereModel {
             robot: model.name().to_string(),
@@ -406,14 +390,19 @@ impl SphereModel {
     }
 }
 
-/// Every link's primitives under the fine cover (link frames), for deciding which pairs can touch.
-fn fine_links(model: &RobotModel, tree: &LinkTree) -> Vec<LinkSpheres> {
+/// Every link's primitives covered by `cover` (in the primitive's frame), placed in the link
+/// frame and gathered per link, in tree order.
+fn link_covers(
+    model: &RobotModel,
+    tree: &LinkTree,
+    cover: impl Fn(&Shape) -> Vec<Sphere>,
+) -> Vec<LinkSpheres> {
     let mut links: Vec<LinkSpheres> = Vec::new();
     for shape in model.collision_shapes() {
         let Some(node) = tree.index_of(&shape.link) else {
             continue;
         };
-        let spheres = cover(&shape.shape, true).into_iter().map(|s| Sphere {
+        let spheres = cover(&shape.shape).into_iter().map(|s| Sphere {
             center: shape.link_from_shape * s.center,
             radius: s.radius,
         });
@@ -646,7 +635,7 @@ mod tests {
         let tree = LinkTree::new(&model).expect("tree");
         let never: Vec<_> = m.allowed.iter().filter(|a| a.2 == Allowed::Never).collect();
         assert!(!never.is_empty());
-        let fine = fine_links(&model, &tree);
+        let fine = link_covers(&model, &tree, |shape| cover(shape, true));
         let by_name = |n: &str| fine.iter().find(|l| l.link == n).expect("link");
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(99);
         let mut checked_touch = 0;
