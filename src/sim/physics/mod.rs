@@ -480,15 +480,7 @@ impl SimWorld {
             };
             let mut by = None;
             'colliders: for &ch in body.colliders() {
-                for pair in self.pw.contact_pairs_with(ch) {
-                    if touching_normal(pair).is_none() {
-                        continue;
-                    }
-                    let other = if pair.collider1 == ch {
-                        pair.collider2
-                    } else {
-                        pair.collider1
-                    };
+                for other in self.touching(ch) {
                     by = match self.owner(other) {
                         Some(Owner::Link { index }) => {
                             Some(Toucher::Link(self.links[index].link.clone()))
@@ -693,15 +685,7 @@ impl SimWorld {
                 Owner::Object { part, .. } => obj.part_name(part).map(str::to_string),
                 _ => None,
             };
-            for pair in self.pw.contact_pairs_with(ch) {
-                if touching_normal(pair).is_none() {
-                    continue;
-                }
-                let other = if pair.collider1 == ch {
-                    pair.collider2
-                } else {
-                    pair.collider1
-                };
+            for other in self.touching(ch) {
                 let with = match self.owner(other) {
                     Some(Owner::Table) => ContactWith::Table,
                     Some(Owner::Object { index, part }) if index != i => {
@@ -726,6 +710,21 @@ impl SimWorld {
             }
         }
         out
+    }
+
+    /// The colliders whose surfaces touch collider `ch` now (contact pairs with a touching
+    /// manifold), from `ch`'s side.
+    fn touching(&self, ch: ColliderHandle) -> impl Iterator<Item = ColliderHandle> + '_ {
+        self.pw
+            .contact_pairs_with(ch)
+            .filter(|pair| touching_normal(pair).is_some())
+            .map(move |pair| {
+                if pair.collider1 == ch {
+                    pair.collider2
+                } else {
+                    pair.collider1
+                }
+            })
     }
 
     fn owner(&self, ch: ColliderHandle) -> Option<Owner> {
