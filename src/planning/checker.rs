@@ -15,8 +15,6 @@ use crate::kinematics::{KinematicsError, RobotModel};
 
 /// Name a held object goes by in contacts.
 pub const HELD: &str = "held object";
-/// The body index the held object's spheres carry in the flat buffer.
-const HELD_BODY: usize = usize::MAX;
 
 /// What is in contact at one configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,13 +110,52 @@ struct Body {
     /// Fixed to the base (it stands on the table by design): not checked against the table or the
     /// world, only against the moving links.
     grounded: bool,
+    /// One sphere (link frame) around all of `spheres`: a body whose bound is clear of an obstacle
+    /// is clear sphere by sphere, so most bodies are judged by one test instead of a dozen.
+    bound: Sphere,
+}
+
+impl Body {
+    fn new(name: String, node: usize, spheres: Vec<Sphere>, grounded: bool) -> Body {
+        let bound = bounding_sphere(&spheres);
+        Body {
+            name,
+            node,
+            spheres,
+            grounded,
+            bound,
+        }
+    }
+}
+
+/// A sphere containing every sphere of `spheres` (centred on their centres' box).
+fn bounding_sphere(spheres: &[Sphere]) -> Sphere {
+    let Some(first) = spheres.first() else {
+        return Sphere {
+            center: Point3::origin(),
+            radius: 0.0,
+        };
+    };
+    let (mut lo, mut hi) = (first.center, first.center);
+    for s in spheres {
+        lo = lo.inf(&s.center);
+        hi = hi.sup(&s.center);
+    }
+    let center = Point3::from((lo.coords + hi.coords) * 0.5);
+    let radius = spheres
+        .iter()
+        .map(|s| (s.center - center).norm() + s.radius)
+        .fold(0.0, f64::max);
+    Sphere { center, radius }
 }
 
 /// The collision checker of one robot.
 #[derive(Debug, Clone)]
 pub struct Checker {
     tree: LinkTree,
+    /// The links' bodies (`links` of them), then the held object's when one is attached.
     bodies: Vec<Body>,
+    links: usize,
     /// Body index pairs checked for self-collision.
     pairs: Vec<(usize, usize)>,
     tip: usize,
@@ -132,11 +169,16 @@ pub struct Checker {
     reach: Vec<f64>,
     /// Test the cloud by exact cube distance instead of the field's fast lower bound (the gate).
     exact_cloud: bool,
-    /// Reused buffers: link poses, and every sphere's world centre, radius and body (bodies in
-    /// order, `ranges[b]` indexing body b's; the held object's last).
+    /// Reused buffers of one check: link poses; each body's bound centre (world); every sphere's
+    /// world centre (`ranges[b]` holds body b's), placed only for the bodies whose bound is in
+    /// contact with something (`placed[b]`).
     poses: Vec<Isometry3<f64>>,
-    flat: Vec<(Point3<f64>, f64, usize)>,
+    bound_at: Vec<Point3<f64>>,
+    centers: Vec<Point3<f64>>,
     ranges: Vec<std::ops::Range<usize>>,
+    placed: Vec<bool>,
+    /// Indices of the bodies that move with the arm (checked against the world).
+    moving: Vec<usize>,
     /// Configurations checked so far (for benchmarks).
     pub checks: u64,
 }
@@ -156,12 +198,7 @@ impl Checker {
         let bodies: Vec<Body> = spheres
             .links
             .iter()
-            .map(|l| Body {
-                name: l.link.clone(),
-                node: l.node,
-                spheres: l.spheres.clone(),
-                grounded: !moving[l.node],
-            })
+            .map(|l| Body::new(l.link.clone(), l.node, l.spheres.clone(), !moving[l.node]))
             .collect();
         let mut pairs = Vec::new();
         for i in 0..bodies.len() {
@@ -181,14 +218,9 @@ impl Checker {
                 detail: format!("tip link `{}` not in the tree", model.config.tip_link),
             })?;
         let reach = joint_reach(&tree, &bodies, tip, &[]);
-        let mut ranges = Vec::with_capacity(bodies.len());
-        let mut at = 0;
-        for b in &bodies {
-            ranges.push(at..at + b.spheres.len());
-            at += b.spheres.len();
-        }
-        Ok(Checker {
+        let mut c = Checker {
             tree,
+            links: bodies.len(),
             bodies,
             pairs,
             tip,
@@ -197,10 +229,29 @@ impl Checker {
             reach,
             exact_cloud: false,
             poses: Vec::new(),
-            flat: Vec::new(),
-            ranges,
+            bound_at: Vec::new(),
+            centers: Vec::new(),
+            ranges: Vec::new(),
+            placed: Vec::new(),
+            moving: Vec::new(),
             checks: 0,
-        })
+        };
+        c.layout();
+        Ok(c)
+    }
+
+    /// Sizes the per-check buffers for the current bodies.
+    fn layout(&mut self) {
+        self.ranges.clear();
+        let mut at = 0;
+        for b in &self.bodies {
+            self.ranges.push(at..at + b.spheres.len());
+            at += b.spheres.len();
+        }
+        self.centers = vec![Point3::origin(); at];
+        self.moving = (0..self.bodies.len())
+            .filter(|&b| !self.bodies[b].grounded)
+            .collect();
     }
 
     /// The fitted model of `model` (committed or fitted now), see [`SphereModel::for_model`].
@@ -212,7 +263,13 @@ impl Checker {
     /// Carry `attached` on the tip from now on (None: the hand is empty).
     pub fn set_attached(&mut self, attached: Option<Attached>) {
         let held: Vec<Sphere> = attached.iter().flat_map(|a| a.spheres.clone()).collect();
-        self.reach = joint_reach(&self.tree, &self.bodies, self.tip, &held);
+        self.reach = joint_reach(&self.tree, &self.bodies[..self.links], self.tip, &held);
+        self.bodies.truncate(self.links);
+        if !held.is_empty() {
+            self.bodies
+                .push(Body::new(HELD.to_string(), self.tip, held, false));
+        }
+        self.layout();
         self.attached = attached;
     }
 
@@ -274,7 +331,7 @@ impl Checker {
 
     /// Every link's spheres as (node, link frame sphere), and whether the link is grounded.
     pub fn link_spheres(&self) -> Vec<(usize, Sphere, bool)> {
-        self.bodies
+        self.bodies[..self.links]
             .iter()
             .flat_map(|b| b.spheres.iter().map(move |s| (b.node, *s, b.grounded)))
             .collect()
@@ -291,75 +348,113 @@ impl Checker {
         self.scan(q, opening, world).is_none()
     }
 
-    /// The sphere centres at `q` into the flat buffers (no allocation once warm), then each rule
-    /// in the documented order, each pass ending at its first contact.
+    /// Places body `b`'s sphere centres in the world (`centers[ranges[b]]`), once per check.
+    fn place(&mut self, b: usize) {
+        if !self.placed[b] {
+            self.placed[b] = true;
+            let body = &self.bodies[b];
+            let pose = &self.poses[body.node];
+            for (c, s) in self.centers[self.ranges[b].clone()]
+                .iter_mut()
+                .zip(&body.spheres)
+            {
+                *c = pose * s.center;
+            }
+        }
+    }
+
+    /// The first sphere of body `b` that `hit` (sphere centre, grown radius → what it hits) finds
+    /// in contact, with what it hits. The body's bound is tested first: clear bound, clear body.
+    fn world_contact<F>(&mut self, b: usize, pad: f64, hit: F) -> Option<(Point3<f64>, usize)>
+    where
+        F: Fn(&Point3<f64>, f64) -> Option<usize>,
+    {
+        hit(&self.bound_at[b], self.bodies[b].bound.radius + pad)?;
+        self.place(b);
+        self.centers[self.ranges[b].clone()]
+            .iter()
+            .zip(&self.bodies[b].spheres)
+            .find_map(|(c, s)| hit(c, s.radius + pad).map(|what| (*c, what)))
+    }
+
+    /// Each rule in the documented order over the bodies in order, each pass ending at its first
+    /// contact; sphere centres are placed only for bodies whose bound touches something.
     fn scan(&mut self, q: &[f64], opening: f64, world: &World) -> Option<Hit> {
         self.checks += 1;
         self.tree.poses_into(q, opening, &mut self.poses);
-        self.flat.clear();
-        for (bi, b) in self.bodies.iter().enumerate() {
-            let pose = &self.poses[b.node];
-            self.flat
-                .extend(b.spheres.iter().map(|s| (pose * s.center, s.radius, bi)));
+        let n = self.bodies.len();
+        self.placed.clear();
+        self.placed.resize(n, false);
+        self.bound_at.clear();
+        for b in &self.bodies {
+            self.bound_at.push(self.poses[b.node] * b.bound.center);
         }
-        let tip = self.poses[self.tip];
-        if let Some(a) = &self.attached {
-            self.flat.extend(
-                a.spheres
-                    .iter()
-                    .map(|s| (tip * s.center, s.radius, HELD_BODY)),
-            );
-        }
-        let name = |bi: usize| -> String {
-            if bi == HELD_BODY {
-                HELD.to_string()
-            } else {
-                self.bodies[bi].name.clone()
-            }
-        };
-        let grounded = |bi: usize| bi != HELD_BODY && self.bodies[bi].grounded;
         let floor = world.table_z + world.table_margin;
         let pad = self.padding;
-        let moving = || self.flat.iter().filter(|(_, _, bi)| !grounded(*bi));
-        if let Some(&(_, _, bi)) = moving().find(|(p, r, _)| p.z - (r + pad) < floor) {
-            return Some(Hit::Table { link: name(bi) });
+        for k in 0..self.moving.len() {
+            let b = self.moving[k];
+            if let Some((_, _)) = self.world_contact(b, pad, |p, r| (p.z - r < floor).then_some(0))
+            {
+                return Some(Hit::Table {
+                    link: self.bodies[b].name.clone(),
+                });
+            }
         }
         if !world.boxes.is_empty() {
-            for &(p, r, bi) in moving() {
-                if let Some(o) = world
-                    .boxes
-                    .iter()
-                    .find(|o| sphere_hits_shape(&p, r + pad, &o.shape, &o.world_from_shape))
-                {
+            for k in 0..self.moving.len() {
+                let b = self.moving[k];
+                let found = self.world_contact(b, pad, |p, r| {
+                    world
+                        .boxes
+                        .iter()
+                        .position(|o| sphere_hits_shape(p, r, &o.shape, &o.world_from_shape))
+                });
+                if let Some((_, o)) = found {
                     return Some(Hit::Solid {
-                        link: name(bi),
-                        obstacle: o.name.clone(),
+                        link: self.bodies[b].name.clone(),
+                        obstacle: world.boxes[o].name.clone(),
                     });
                 }
             }
         }
         if let Some(f) = &world.field {
             let exact = self.exact_cloud;
-            let hits = |p: &Point3<f64>, r: f64| {
-                if exact {
-                    f.sphere_hits_exact(p, r)
-                } else {
-                    f.sphere_hits(p, r)
-                }
-            };
-            if let Some(&(p, _, bi)) = moving().find(|(p, r, _)| hits(p, r + pad)) {
-                return Some(Hit::Cloud {
-                    link: name(bi),
-                    at: p,
+            for k in 0..self.moving.len() {
+                let b = self.moving[k];
+                let found = self.world_contact(b, pad, |p, r| {
+                    let hits = if exact {
+                        f.sphere_hits_exact(p, r)
+                    } else {
+                        f.sphere_hits(p, r)
+                    };
+                    hits.then_some(0)
                 });
+                if let Some((at, _)) = found {
+                    return Some(Hit::Cloud {
+                        link: self.bodies[b].name.clone(),
+                        at,
+                    });
+                }
             }
         }
-        for &(i, j) in &self.pairs {
-            let (ri, rj) = (self.ranges[i].clone(), self.ranges[j].clone());
-            let touch = self.flat[ri].iter().any(|(ci, r1, _)| {
-                self.flat[rj.clone()].iter().any(|(cj, r2, _)| {
-                    let r = r1 + r2;
-                    (ci - cj).norm_squared() < r * r
+        for k in 0..self.pairs.len() {
+            let (i, j) = self.pairs[k];
+            let (bi, bj) = (&self.bodies[i].bound, &self.bodies[j].bound);
+            let r = bi.radius + bj.radius;
+            if (self.bound_at[i] - self.bound_at[j]).norm_squared() >= r * r {
+                continue;
+            }
+            self.place(i);
+            self.place(j);
+            let (ci, cj) = (
+                &self.centers[self.ranges[i].clone()],
+                &self.centers[self.ranges[j].clone()],
+            );
+            let (si, sj) = (&self.bodies[i].spheres, &self.bodies[j].spheres);
+            let touch = ci.iter().zip(si).any(|(a, s1)| {
+                cj.iter().zip(sj).any(|(b, s2)| {
+                    let r = s1.radius + s2.radius;
+                    (a - b).norm_squared() < r * r
                 })
             });
             if touch {
@@ -527,6 +622,150 @@ mod tests {
             found > 30,
             "{found} self-collisions in 3000 random configurations"
         );
+    }
+
+    /// The first contact by the documented rules, sphere by sphere with no bounds and the exact
+    /// cloud test: the reference the checker's bound-first scan must agree with.
+    fn contact_sphere_by_sphere(
+        c: &Checker,
+        spheres: &SphereModel,
+        q: &[f64],
+        world: &World,
+    ) -> Option<Hit> {
+        let poses = c.tree().poses(q, 1.0);
+        let pad = c.padding();
+        let all: Vec<(String, bool, Vec<(Point3<f64>, f64)>)> = spheres
+            .links
+            .iter()
+            .map(|l| {
+                let grounded = c.link_spheres().iter().any(|(n, _, g)| *n == l.node && *g);
+                let placed = l
+                    .spheres
+                    .iter()
+                    .map(|s| (poses[l.node] * s.center, s.radius))
+                    .collect();
+                (l.link.clone(), grounded, placed)
+            })
+            .collect();
+        let moving = || all.iter().filter(|(_, g, _)| !g);
+        let floor = world.table_z + world.table_margin;
+        for (name, _, ss) in moving() {
+            if ss.iter().any(|(p, r)| p.z - (r + pad) < floor) {
+                return Some(Hit::Table { link: name.clone() });
+            }
+        }
+        for (name, _, ss) in moving() {
+            for (p, r) in ss {
+                if let Some(o) = world
+                    .boxes
+                    .iter()
+                    .find(|o| sphere_hits_shape(p, r + pad, &o.shape, &o.world_from_shape))
+                {
+                    return Some(Hit::Solid {
+                        link: name.clone(),
+                        obstacle: o.name.clone(),
+                    });
+                }
+            }
+        }
+        let f = world.field.as_ref().expect("a cloud");
+        for (name, _, ss) in moving() {
+            if let Some((p, _)) = ss.iter().find(|(p, r)| f.sphere_hits_exact(p, r + pad)) {
+                return Some(Hit::Cloud {
+                    link: name.clone(),
+                    at: *p,
+                });
+            }
+        }
+        for (i, (a, ga, sa)) in all.iter().enumerate() {
+            for (b, gb, sb) in &all[i + 1..] {
+                if (*ga && *gb) || !spheres.checks_pair(a, b) {
+                    continue;
+                }
+                let touch = sa.iter().any(|(p1, r1)| {
+                    sb.iter()
+                        .any(|(p2, r2)| (p1 - p2).norm_squared() < (r1 + r2) * (r1 + r2))
+                });
+                if touch {
+                    return Some(Hit::SelfCollision {
+                        a: a.clone(),
+                        b: b.clone(),
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn bound_first_scan_agrees_with_sphere_by_sphere() {
+        use crate::planning::DistanceField;
+        use rand::{Rng, SeedableRng};
+        let (model, mut c) = xarm();
+        let spheres = SphereModel::for_model(&model).expect("spheres");
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        // Boxes and a cloud of random columns in front of the robot.
+        let mut world = World::table(0.0);
+        for i in 0..4 {
+            world.boxes.push(Obstacle {
+                name: format!("box{i}"),
+                shape: Shape::Cuboid {
+                    half_extents: Vector3::new(0.05, 0.08, rng.gen_range(0.05..0.2)),
+                },
+                world_from_shape: Isometry3::translation(
+                    rng.gen_range(0.2..0.6),
+                    rng.gen_range(-0.4..0.4),
+                    0.1,
+                ),
+            });
+        }
+        let dims = [60, 80, 40];
+        let mut occ = vec![false; dims[0] * dims[1] * dims[2]];
+        for _ in 0..25 {
+            let (i, j, h) = (
+                rng.gen_range(0..dims[0]),
+                rng.gen_range(0..dims[1]),
+                rng.gen_range(1..dims[2]),
+            );
+            for k in 0..h {
+                occ[(i * dims[1] + j) * dims[2] + k] = true;
+            }
+        }
+        let field = DistanceField::from_occupancy(Point3::new(0.1, -0.4, 0.0), 0.01, dims, &occ);
+        world.field = Some(std::sync::Arc::new(field));
+        let mut kinds = std::collections::BTreeMap::new();
+        for _ in 0..4000 {
+            let q: Vec<f64> = model
+                .joint_limits()
+                .iter()
+                .map(|l| rng.gen_range(l.lower..=l.upper))
+                .collect();
+            let want = contact_sphere_by_sphere(&c, &spheres, &q, &world);
+            let kind = match &want {
+                None => "clear",
+                Some(Hit::Table { .. }) => "table",
+                Some(Hit::Solid { .. }) => "solid",
+                Some(Hit::Cloud { .. }) => "cloud",
+                Some(Hit::SelfCollision { .. }) => "self",
+            };
+            *kinds.entry(kind).or_insert(0) += 1;
+            c.set_exact_cloud(true);
+            assert_eq!(c.first_contact(&q, 1.0, &world), want, "at {q:?}");
+            // The planner's fast cloud test is a lower bound on the distance: it may see contact
+            // where there is none (so a bound can clear a body one of whose spheres it would
+            // flag), never the reverse, and the rules before the cloud are unchanged.
+            c.set_exact_cloud(false);
+            let fast = c.first_contact(&q, 1.0, &world);
+            match (&want, &fast) {
+                (Some(Hit::Table { .. } | Hit::Solid { .. }), _) => assert_eq!(fast, want),
+                (Some(_), None) => panic!("the fast test cleared a contact at {q:?}: {want:?}"),
+                _ => {}
+            }
+        }
+        // Every rule was exercised, and clear poses too.
+        for k in ["clear", "table", "solid", "cloud", "self"] {
+            assert!(kinds.get(k).copied().unwrap_or(0) > 20, "{kinds:?}");
+        }
     }
 
     #[test]

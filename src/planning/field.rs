@@ -128,13 +128,22 @@ impl DistanceField {
             + Vector3::new(c[0] as f64 + 0.5, c[1] as f64 + 0.5, c[2] as f64 + 0.5) * self.voxel
     }
 
-    /// Whether a sphere may touch an occupied cell (conservative, see the module docs). A sphere
-    /// centred outside the grid is clear of it: the grid is padded beyond every occupied cell by
-    /// more than any sphere's radius ([`crate::planning::world`]).
+    /// The cell nearest to `p` (the cell holding it when inside the grid).
+    fn nearest_cell(&self, p: &Point3<f64>) -> [usize; 3] {
+        let rel = (p - self.origin) / self.voxel;
+        let mut idx = [0usize; 3];
+        for a in 0..3 {
+            // NaN clamps to 0 through `max`: any cell gives a valid (if loose) bound.
+            idx[a] = rel[a].floor().max(0.0).min(self.dims[a] as f64 - 1.0) as usize;
+        }
+        idx
+    }
+
+    /// Whether a sphere may touch an occupied cell (conservative, see the module docs). The bound
+    /// holds from any cell by the triangle inequality, so a sphere centred outside the grid is
+    /// judged from the nearest cell: large spheres (a link's bound) poking into the grid count.
     pub fn sphere_hits(&self, c: &Point3<f64>, r: f64) -> bool {
-        let Some(cell) = self.cell_of(c) else {
-            return false;
-        };
+        let cell = self.nearest_cell(c);
         let d = self.at(cell);
         let half_diag = self.voxel * 0.5 * 3f64.sqrt();
         d - (c - self.center(cell)).norm() - half_diag < r
@@ -292,12 +301,18 @@ mod tests {
         let f = DistanceField::from_occupancy(Point3::origin(), 0.02, dims, &occ);
         let mut hits = 0;
         for _ in 0..5000 {
+            // Centres inside the grid and around it (a big sphere centred outside can reach in).
             let c = Point3::new(
-                rng.gen_range(0.0..0.24),
-                rng.gen_range(0.0..0.2),
-                rng.gen_range(0.0..0.16),
+                rng.gen_range(-0.1..0.34),
+                rng.gen_range(-0.1..0.3),
+                rng.gen_range(-0.1..0.26),
             );
-            let r = rng.gen_range(0.005..0.06);
+            let inside = f.cell_of(&c).is_some();
+            let r = if inside {
+                rng.gen_range(0.005..0.06)
+            } else {
+                rng.gen_range(0.005..0.2)
+            };
             // Exact distance from c to the nearest occupied cube.
             let mut exact = f64::INFINITY;
             for i in 0..dims[0] {
@@ -320,9 +335,9 @@ mod tests {
             );
             if f.sphere_hits(&c, r) {
                 hits += 1;
-                // Conservative by at most a cell diagonal.
+                // Conservative by at most a cell diagonal (inside the grid).
                 assert!(
-                    exact < r + 0.02 * 3f64.sqrt() + 1e-9,
+                    !inside || exact < r + 0.02 * 3f64.sqrt() + 1e-9,
                     "false alarm too far: {exact} vs {r}"
                 );
             } else {

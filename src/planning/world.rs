@@ -56,8 +56,8 @@ pub struct CloudWorldOptions {
     /// Occupy each point's column down to the table: the camera sees the top and the front of an
     /// object, the rest of it is below what it sees.
     pub fill_down: bool,
-    /// Grid padding beyond the crop (m), larger than any robot sphere: a sphere centred outside
-    /// the grid is then clear of every occupied cell.
+    /// Grid padding beyond the crop (m): free cells there give spheres near the crop's edge tight
+    /// distances (a sphere centred outside the grid is judged from the nearest cell, looser).
     pub pad: f64,
 }
 
