@@ -35,12 +35,8 @@ pub struct EvalSimCli {
     /// p (affordance) or v (visual trace).
     #[arg(long, default_value = "p")]
     branch: Branch,
-    /// Gaussian pixel noise of the oracle pointer (px, finite, >= 0).
-    #[arg(long, default_value_t = 0.0, value_parser = super::values::non_negative)]
-    noise_px: f64,
-    /// Probability that the oracle drops each point, in [0, 1].
-    #[arg(long, default_value_t = 0.0, value_parser = super::values::probability)]
-    drop_prob: f64,
+    #[command(flatten)]
+    conditions: super::ConditionsCli,
     /// Episodes per task (seeds 0..N), 1 to 100000.
     #[arg(long, default_value_t = 24, value_parser = super::values::episodes)]
     episodes: u64,
@@ -48,8 +44,14 @@ pub struct EvalSimCli {
     /// interrupted run keeps what finished).
     #[arg(long, default_value = "eval-sim.json")]
     json: PathBuf,
+    /// Sweep instead of one suite: oracle noise 0 / 8 / 16 / 24 px × branch p / v × suites
+    /// tabletop and bridge, under the other condition flags (the realistic sweep:
+    /// `--sweep --sensor realsense --calib-error-mm 2 --calib-error-deg 0.2`). Prints one table;
+    /// --json gets every run's report.
+    #[arg(long, conflicts_with_all = ["resume", "suite", "branch"])]
+    sweep: bool,
     /// Continue an interrupted run from its JSON: the episodes it holds are not run again
-    /// (suite, branch, noise and episodes must be the same).
+    /// (suite, branch, conditions and episodes must be the same).
     #[arg(long)]
     resume: Option<PathBuf>,
     #[command(flatten)]
@@ -180,17 +182,124 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The sweep's axes.
+const SWEEP_NOISE: [f64; 4] = [0.0, 8.0, 16.0, 24.0];
+const SWEEP_SUITES: [Suite; 2] = [Suite::Tabletop, Suite::Bridge];
+const SWEEP_BRANCHES: [Branch; 2] = [Branch::Affordance, Branch::Trace];
+
+fn sweep(a: EvalSimCli) -> Result<ExitCode> {
+    let seeds: Vec<u64> = (0..a.episodes).collect();
+    let runs: Vec<(Suite, Branch, f64)> = SWEEP_SUITES
+        .iter()
+        .flat_map(|&s| {
+            SWEEP_BRANCHES
+                .iter()
+                .flat_map(move |&b| SWEEP_NOISE.iter().map(move |&n| (s, b, n)))
+        })
+        .collect();
+    let total: usize = runs
+        .iter()
+        .map(|(s, _, _)| s.tasks().len() * seeds.len())
+        .sum();
+    let mut base = EpisodeOptions::default();
+    a.conditions.apply(&mut base);
+    let conditions =
+        EvalReport::new(Suite::Tabletop, &base, &seeds, Vec::new(), false).conditions();
+    println!(
+        "sweep     {conditions} (noise varied), {} seeds per task",
+        seeds.len()
+    );
+    // The output file is proven writable before the first episode.
+    write_json(&a.json, &Vec::<EvalReport>::new())?;
+    let stop = stop_on_ctrl_c()?;
+    let bar = episode_bar(total);
+    let rt = runtime()?;
+    let mut reports: Vec<EvalReport> = Vec::new();
+    let (mut done_before, mut ok) = (0, 0);
+    for (suite, branch, noise) in runs {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let mut opts = EpisodeOptions {
+            branch,
+            ..base.clone()
+        };
+        opts.oracle.noise_px = noise;
+        let report = rt.block_on(run_suite_observed(
+            suite,
+            &seeds,
+            &opts,
+            Vec::new(),
+            &stop,
+            &mut |e| {
+                if let SuiteEvent::Finished { done, record, .. } = e {
+                    ok += record.success as usize;
+                    bar.set_position((done_before + done) as u64);
+                    bar.set_message(format!(
+                        "{} {:?} {noise} px: {ok}/{} succeeded",
+                        suite.name(),
+                        branch,
+                        done_before + done
+                    ));
+                }
+            },
+        ));
+        done_before += report.episodes.len();
+        reports.push(report);
+        write_json(&a.json, &reports)?;
+    }
+    bar.finish_and_clear();
+    println!("{}", sweep_table(&reports));
+    println!("wrote {}", a.json.display());
+    if reports.iter().any(|r| r.interrupted) || reports.len() < SWEEP_NOISE.len() * 4 {
+        eprintln!("interrupted: the table holds the runs that finished");
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Rows suite × branch, columns noise: success rates (episodes in brackets when a run stopped).
+fn sweep_table(reports: &[EvalReport]) -> String {
+    let mut out = format!("{:<10} {:<7}", "suite", "branch");
+    for n in SWEEP_NOISE {
+        out += &format!(" {:>12}", format!("{n} px"));
+    }
+    for suite in SWEEP_SUITES {
+        for branch in SWEEP_BRANCHES {
+            out += &format!("\n{:<10} {:<7}", suite.name(), format!("{branch:?}"));
+            for n in SWEEP_NOISE {
+                let cell = reports
+                    .iter()
+                    .find(|r| {
+                        r.suite == suite.name()
+                            && r.branch == format!("{branch:?}")
+                            && r.noise_px == n
+                    })
+                    .map_or("-".to_string(), |r| {
+                        let s = r.episodes.iter().filter(|e| e.success).count();
+                        format!(
+                            "{:.1}% ({s}/{})",
+                            100.0 * r.success_rate(),
+                            r.episodes.len()
+                        )
+                    });
+                out += &format!(" {cell:>12}");
+            }
+        }
+    }
+    out
+}
+
 fn sim(a: EvalSimCli) -> Result<ExitCode> {
+    if a.sweep {
+        return sweep(a);
+    }
     let suite = Suite::parse(&a.suite)?;
-    let opts = EpisodeOptions {
+    let mut opts = EpisodeOptions {
         branch: a.branch,
-        oracle: OracleOptions {
-            noise_px: a.noise_px,
-            drop_prob: a.drop_prob,
-            ..Default::default()
-        },
         ..Default::default()
     };
+    a.conditions.apply(&mut opts);
     let seeds: Vec<u64> = (0..a.episodes).collect();
     let resumed = match &a.resume {
         Some(path) => {
@@ -309,6 +418,11 @@ fn episode_bar(total: usize) -> indicatif::ProgressBar {
 /// Writes the report atomically: a temporary file beside it, then a rename, so a reader (or an
 /// interrupted run) never finds half a file.
 fn write_report(path: &Path, report: &EvalReport) -> Result<()> {
+    write_json(path, report)
+}
+
+/// Writes `value` as JSON atomically (see [`write_report`]).
+fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -317,7 +431,7 @@ fn write_report(path: &Path, report: &EvalReport) -> Result<()> {
         .file_name()
         .map_or_else(|| "eval".into(), |n| n.to_string_lossy().into_owned());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_string_pretty(report)?)
+    std::fs::write(&tmp, serde_json::to_string_pretty(value)?)
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| {
             let _ = std::fs::remove_file(&tmp);

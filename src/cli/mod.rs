@@ -151,6 +151,48 @@ pub fn end_stream() {
     }
 }
 
+/// The conditions a simulated episode runs under: how well the oracle points, how the depth
+/// sensor behaves and how far off the camera calibration is (shared by `run` and `eval sim`).
+#[derive(Args, Clone, Debug)]
+pub struct ConditionsCli {
+    /// Gaussian pixel noise of the oracle pointer (px, finite, >= 0).
+    #[arg(long, default_value_t = 0.0, value_parser = values::non_negative)]
+    pub noise_px: f64,
+    /// Probability that the oracle drops each point, in [0, 1].
+    #[arg(long, default_value_t = 0.0, value_parser = values::probability)]
+    pub drop_prob: f64,
+    /// Probability that an oracle answer is confused, in [0, 1]: its points land on another
+    /// object or on the table, as a model that misread the scene would answer.
+    #[arg(long, default_value_t = 0.0, value_parser = values::probability)]
+    pub outlier_prob: f64,
+    /// Depth sensor model: ideal (exact depth) or realsense (depth noise growing with distance²,
+    /// holes along silhouettes).
+    #[arg(long, default_value = "ideal", value_parser = ["ideal", "realsense"])]
+    pub sensor: String,
+    /// Hand-eye calibration error given to the executor (mm, a random direction per episode); the
+    /// simulated world keeps the true camera pose.
+    #[arg(long, default_value_t = 0.0, value_parser = values::non_negative)]
+    pub calib_error_mm: f64,
+    /// Hand-eye calibration error (degrees, about a random axis through the camera per episode).
+    #[arg(long, default_value_t = 0.0, value_parser = values::non_negative)]
+    pub calib_error_deg: f64,
+}
+
+impl ConditionsCli {
+    /// These conditions on top of `opts` (the oracle's seed and the others stay).
+    pub fn apply(&self, opts: &mut pointact::runner::EpisodeOptions) {
+        opts.oracle.noise_px = self.noise_px;
+        opts.oracle.drop_prob = self.drop_prob;
+        opts.oracle.outlier_prob = self.outlier_prob;
+        let seed = opts.render.seed;
+        opts.render =
+            pointact::sim::render::RenderOptions::sensor(&self.sensor).unwrap_or_default();
+        opts.render.seed = seed;
+        opts.calib_error_mm = self.calib_error_mm;
+        opts.calib_error_deg = self.calib_error_deg;
+    }
+}
+
 /// Says which model is loading (before the progress bar), for backends that load one.
 pub fn announce_model(kind: pointact::pointing::PointerKind, m: &pointact::pointing::ModelOptions) {
     if kind == pointact::pointing::PointerKind::Qwen {

@@ -9,7 +9,6 @@ use clap::Args;
 use pointact::executor::{Branch, Event};
 use pointact::pointing::{ModelOptions, PointerKind};
 use pointact::runner::{run_episode_with, EpisodeOptions, EpisodePointer, EpisodeResult};
-use pointact::sim::oracle::OracleOptions;
 use pointact::sim::tasks;
 
 use super::{announce_model, end_stream, finish_viz, print::print_event, runtime, RerunCli};
@@ -76,9 +75,8 @@ pub struct RunCli {
     /// Episode seed (object layout, noise).
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Gaussian pixel noise of the oracle pointer (px, finite, >= 0).
-    #[arg(long, default_value_t = 0.0, value_parser = super::values::non_negative)]
-    noise_px: f64,
+    #[command(flatten)]
+    conditions: super::ConditionsCli,
     /// Plan and check every motion, move nothing.
     #[arg(long)]
     dry_run: bool,
@@ -145,18 +143,16 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
         ep.robot,
         a.branch
     );
-    let oracle = OracleOptions {
-        noise_px: a.noise_px,
-        seed: a.seed,
-        ..Default::default()
-    };
-    let opts = EpisodeOptions {
+    let mut opts = EpisodeOptions {
         branch: a.branch,
-        oracle: oracle.clone(),
         dry_run: a.dry_run,
         speed_scale: a.speed_scale.unwrap_or(1.0),
         ..Default::default()
     };
+    opts.oracle.seed = a.seed;
+    opts.render.seed = a.seed;
+    a.conditions.apply(&mut opts);
+    let oracle = opts.oracle.clone();
     // Every side effect is made ready before anything moves: a recording folder that cannot be
     // written fails the run here, not after the arm has moved.
     if let Some(dir) = &a.record {

@@ -68,8 +68,8 @@ pub(crate) fn table_height(frame: &Frame, crop: CropBox) -> Result<f64, Perceive
     )?;
     let plane =
         fit_table_plane(&cloud.points, &PlaneOptions::default()).map_err(PerceiveError::Table)?;
-    // z of the plane under the origin: n·p + offset = 0 → z = −offset / n_z.
-    Ok(-plane.offset / plane.normal.z)
+    // z of the plane under the origin: n·p = offset → z = offset / n_z.
+    Ok(plane.offset / plane.normal.z)
 }
 
 /// The object under a pixel, cut out of the depth image.
@@ -254,4 +254,61 @@ pub fn planning_world(
         field: Some(std::sync::Arc::new(field)),
         ..World::table(table_z)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::camera::RgbImage;
+    use crate::geometry::synthetic::{camera_look_at, SceneBox, TabletopScene};
+    use crate::geometry::Intrinsics;
+
+    fn frame_of(scene: &TabletopScene) -> Frame {
+        let intrinsics = Intrinsics::pinhole(320, 240, 300.0, 300.0, 160.0, 120.0);
+        let base_from_camera = camera_look_at(
+            Point3::new(-0.2, 0.0, 0.9),
+            Point3::new(0.45, 0.0, scene.table_height_m),
+            Vector3::z(),
+        )
+        .expect("pose");
+        let rays = RayTable::new(&intrinsics).expect("rays");
+        Frame {
+            rgb: RgbImage::new(320, 240),
+            depth: scene.render(&rays, &base_from_camera),
+            intrinsics,
+            base_from_camera,
+            stamp_s: 0.0,
+        }
+    }
+
+    /// The table's height, not its negative: tables above and below the robot base (the sim's
+    /// tables are all at 0, where the sign does not show).
+    #[test]
+    fn table_height_is_the_plane_height_above_or_below_the_base() {
+        for h in [-0.06, 0.0, 0.04] {
+            let scene = TabletopScene {
+                table_height_m: h,
+                boxes: vec![SceneBox {
+                    min: [0.4, -0.05, h],
+                    max: [0.5, 0.05, h + 0.1],
+                }],
+            };
+            let crop = CropBox {
+                min: [0.1, -0.4, h - 0.1],
+                max: [0.9, 0.4, h + 0.1],
+            };
+            let z = table_height(&frame_of(&scene), crop).expect("table");
+            assert!((z - h).abs() < 1e-3, "table at {h}: found {z}");
+            // The box on it is an object standing on that table.
+            let frame = frame_of(&scene);
+            let px = frame
+                .intrinsics
+                .project(
+                    &(frame.base_from_camera.inverse() * Point3::new(0.45, 0.0, h + 0.1)).coords,
+                )
+                .expect("in view");
+            let blob = object_blob(&frame, px, z, 0.004, 0.15).expect("the box");
+            assert!((blob.top_z - (h + 0.1)).abs() < 2e-3, "{}", blob.top_z);
+        }
+    }
 }

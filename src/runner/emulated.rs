@@ -88,10 +88,7 @@ pub async fn run_episode_xarm<C: Camera, P: Pointer>(
     let mut robot = XarmRobot::connect(prepared.model.clone(), &sim.settings)
         .await
         .map_err(|e| EpisodeError::Setup(format!("xArm emulator: {e}")))?;
-    let mut camera = wrap_camera(SimCamera::new(
-        prepared.world.clone(),
-        options.render.clone(),
-    ));
+    let mut camera = wrap_camera(super::episode::sim_camera(&prepared.world, options));
     let mut pointer = make_pointer(prepared.truth);
     let result = run_prepared(
         episode,

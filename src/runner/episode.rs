@@ -16,7 +16,7 @@ use crate::kinematics::RobotModel;
 use crate::pointing::Pointer;
 use crate::robot::Robot;
 use crate::safety::SafetyConfig;
-use crate::sim::devices::{SharedWorld, SimCamera, SimRobot};
+use crate::sim::devices::{calibration_error, SharedWorld, SimCamera, SimRobot};
 use crate::sim::judge::judge;
 use crate::sim::oracle::{LabelSource, OracleObject, OracleOptions, OraclePointer, OracleTruth};
 use crate::sim::render::RenderOptions;
@@ -32,6 +32,10 @@ pub struct EpisodeOptions {
     pub speed_scale: f64,
     /// Seconds the scene may take to come to rest before judging.
     pub settle_s: f64,
+    /// A hand-eye calibration error (mm, degrees): the executor is given a camera pose off by
+    /// this much (drawn from `render.seed`); the world and the ground truth keep the true one.
+    pub calib_error_mm: f64,
+    pub calib_error_deg: f64,
 }
 
 impl Default for EpisodeOptions {
@@ -43,6 +47,8 @@ impl Default for EpisodeOptions {
             dry_run: false,
             speed_scale: 1.0,
             settle_s: 3.0,
+            calib_error_mm: 0.0,
+            calib_error_deg: 0.0,
         }
     }
 }
@@ -181,7 +187,7 @@ pub async fn run_episode_with<C: Camera, P: Pointer>(
     let model = prepared.model.clone();
     let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec())
         .map_err(|e| setup(&e))?;
-    let mut camera = wrap_camera(SimCamera::new(world.clone(), options.render.clone()));
+    let mut camera = wrap_camera(sim_camera(&world, options));
     let mut pointer = make_pointer(prepared.truth);
     run_prepared(
         episode,
@@ -194,6 +200,20 @@ pub async fn run_episode_with<C: Camera, P: Pointer>(
         on_event,
     )
     .await
+}
+
+/// The episode's camera: its sensor model, and its calibration error if any.
+pub fn sim_camera(world: &SharedWorld, options: &EpisodeOptions) -> SimCamera {
+    let camera = SimCamera::new(world.clone(), options.render.clone());
+    if options.calib_error_mm != 0.0 || options.calib_error_deg != 0.0 {
+        camera.with_pose_error(calibration_error(
+            options.calib_error_mm,
+            options.calib_error_deg,
+            options.render.seed,
+        ))
+    } else {
+        camera
+    }
 }
 
 /// Runs a prepared episode on `robot` (whose arm moves `world`, starting at home) and judges the

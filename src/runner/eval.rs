@@ -32,11 +32,26 @@ pub struct TaskSummary {
     pub successes: usize,
 }
 
+fn ideal() -> String {
+    "ideal".into()
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EvalReport {
     pub suite: String,
     pub branch: String,
     pub noise_px: f64,
+    /// The other conditions (older reports lack them: ideal sensor, no errors).
+    #[serde(default = "ideal")]
+    pub sensor: String,
+    #[serde(default)]
+    pub drop_prob: f64,
+    #[serde(default)]
+    pub outlier_prob: f64,
+    #[serde(default)]
+    pub calib_error_mm: f64,
+    #[serde(default)]
+    pub calib_error_deg: f64,
     pub seeds: Vec<u64>,
     pub tasks: Vec<TaskSummary>,
     pub episodes: Vec<EpisodeRecord>,
@@ -73,6 +88,11 @@ impl EvalReport {
             suite: suite.name().to_string(),
             branch: format!("{:?}", options.branch),
             noise_px: options.oracle.noise_px,
+            sensor: options.render.sensor_name().to_string(),
+            drop_prob: options.oracle.drop_prob,
+            outlier_prob: options.oracle.outlier_prob,
+            calib_error_mm: options.calib_error_mm,
+            calib_error_deg: options.calib_error_deg,
             seeds: seeds.to_vec(),
             tasks,
             episodes,
@@ -97,6 +117,27 @@ impl EvalReport {
                 earlier.noise_px.to_string(),
                 now.noise_px.to_string(),
             ),
+            ("sensor", earlier.sensor.clone(), now.sensor),
+            (
+                "drop_prob",
+                earlier.drop_prob.to_string(),
+                now.drop_prob.to_string(),
+            ),
+            (
+                "outlier_prob",
+                earlier.outlier_prob.to_string(),
+                now.outlier_prob.to_string(),
+            ),
+            (
+                "calib_error_mm",
+                earlier.calib_error_mm.to_string(),
+                now.calib_error_mm.to_string(),
+            ),
+            (
+                "calib_error_deg",
+                earlier.calib_error_deg.to_string(),
+                now.calib_error_deg.to_string(),
+            ),
             (
                 "seeds",
                 format!("{:?}", earlier.seeds),
@@ -109,6 +150,25 @@ impl EvalReport {
             }
         }
         Ok(())
+    }
+
+    /// The conditions in words: "oracle noise 16 px, realsense sensor, calibration off 2 mm 0.2°".
+    pub fn conditions(&self) -> String {
+        let mut parts = vec![format!("oracle pointer, noise {} px", self.noise_px)];
+        if self.drop_prob > 0.0 {
+            parts.push(format!("drop {}", self.drop_prob));
+        }
+        if self.outlier_prob > 0.0 {
+            parts.push(format!("outliers {}", self.outlier_prob));
+        }
+        parts.push(format!("{} sensor", self.sensor));
+        if self.calib_error_mm != 0.0 || self.calib_error_deg != 0.0 {
+            parts.push(format!(
+                "calibration off {} mm {}°",
+                self.calib_error_mm, self.calib_error_deg
+            ));
+        }
+        parts.join(", ")
     }
 
     pub fn success_rate(&self) -> f64 {
@@ -181,6 +241,7 @@ pub async fn run_suite_observed(
                     let mut opts = options.clone();
                     // Noise differs per episode but is reproducible from the seed.
                     opts.oracle.seed = seed ^ 0x9e37_79b9_7f4a_7c15;
+                    opts.render.seed = seed;
                     observe(SuiteEvent::Started { task: &task, seed });
                     match spec.instantiate(seed) {
                         Ok(ep) => {
@@ -227,10 +288,10 @@ impl fmt::Display for EvalReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "suite {} | branch {} | oracle pointer, noise {} px | {} seeds per task",
+            "suite {} | branch {} | {} | {} seeds per task",
             self.suite,
             self.branch,
-            self.noise_px,
+            self.conditions(),
             self.seeds.len()
         )?;
         writeln!(

@@ -136,6 +136,7 @@ fn truth_from_labels(labels: &Labels, frame: &Frame) -> Result<OracleTruth, Poin
         part: vec![0; labels.ids.len()],
         width: labels.width,
         height: labels.height,
+        true_base_from_camera: None,
     };
     let objects = labels
         .objects

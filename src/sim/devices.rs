@@ -9,6 +9,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use k::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
+
 use super::physics::SimWorld;
 use super::render::{render, PinholeCamera, RenderOptions};
 use crate::camera::{Camera, CameraError, Frame, RgbImage};
@@ -27,6 +29,9 @@ pub struct Segmentation {
     pub part: Vec<u8>,
     pub width: usize,
     pub height: usize,
+    /// Where the camera truly was (base frame) when the frame's pose may be wrong (a simulated
+    /// calibration error): ground truth projects with this one. None: the frame's own pose.
+    pub true_base_from_camera: Option<Isometry3<f64>>,
 }
 
 /// The world shared by the simulated devices of one episode. `Send`, so an episode can run on any
@@ -287,6 +292,34 @@ pub struct SimCamera {
     world: SharedWorld,
     camera: PinholeCamera,
     pub options: RenderOptions,
+    /// A calibration error: frames report `camera pose ∘ error` as their camera pose (see
+    /// [`calibration_error`]) while the image is rendered from the true one.
+    pose_error: Option<Isometry3<f64>>,
+}
+
+/// A rigid error of `mm` millimetres (a random direction) and `deg` degrees (about a random axis
+/// through the camera centre), drawn from `seed`: what a hand-eye calibration that is off by that
+/// much does to every lifted point. Right-multiplied onto the true camera pose.
+pub fn calibration_error(mm: f64, deg: f64, seed: u64) -> Isometry3<f64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0xca11_b7a7_e000_0001);
+    let mut unit = || loop {
+        let v = Vector3::new(
+            rng.gen_range(-1.0..1.0),
+            rng.gen_range(-1.0..1.0),
+            rng.gen_range(-1.0..1.0),
+        );
+        let n = v.norm();
+        if n > 0.1 && n <= 1.0 {
+            break v / n;
+        }
+    };
+    let t = unit() * (mm * 1e-3);
+    let axis = unit();
+    Isometry3::from_parts(
+        Translation3::from(t),
+        UnitQuaternion::from_scaled_axis(axis * deg.to_radians()),
+    )
 }
 
 impl SimCamera {
@@ -296,7 +329,15 @@ impl SimCamera {
             world,
             camera,
             options,
+            pose_error: None,
         }
+    }
+
+    /// Frames from now on report their camera pose off by `error` (a calibration error; the
+    /// rendering and the ground truth keep the true pose).
+    pub fn with_pose_error(mut self, error: Isometry3<f64>) -> Self {
+        self.pose_error = Some(error);
+        self
     }
 
     pub fn pinhole(&self) -> &PinholeCamera {
@@ -327,7 +368,10 @@ impl Camera for SimCamera {
             depth: DepthImage::new(wd, ht, out.depth_m)?,
             intrinsics: c.intrinsics.clone(),
             // The simulation's world frame is the robot base frame.
-            base_from_camera: c.world_from_camera,
+            base_from_camera: match &self.pose_error {
+                Some(e) => c.world_from_camera * e,
+                None => c.world_from_camera,
+            },
             stamp_s,
         };
         frame.validate()?;
@@ -344,6 +388,7 @@ impl Camera for SimCamera {
                 part: out.part,
                 width: wd,
                 height: ht,
+                true_base_from_camera: self.pose_error.map(|_| c.world_from_camera),
             },
         );
         Ok(frame)

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use k::nalgebra::Point3;
+use k::nalgebra::{Isometry3, Point3};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -70,6 +70,10 @@ pub struct OracleOptions {
     pub noise_px: f64,
     /// Probability of dropping each point from an answer.
     pub drop_prob: f64,
+    /// Probability that a whole answer is confused: its points land on another object or on the
+    /// table, as a model that misread the scene would answer (a trace keeps its shape and starts
+    /// there).
+    pub outlier_prob: f64,
     /// Points per REG/OFG/RRG answer.
     pub points: usize,
     pub seed: u64,
@@ -80,6 +84,7 @@ impl Default for OracleOptions {
         OracleOptions {
             noise_px: 0.0,
             drop_prob: 0.0,
+            outlier_prob: 0.0,
             points: 3,
             seed: 0,
         }
@@ -143,6 +148,10 @@ impl OraclePointer {
             )
         })?;
         let seg = seg.as_ref();
+        // Ground truth projects with the camera's true pose (the frame's may carry a simulated
+        // calibration error, which the oracle, like a model looking at the image, does not see).
+        let true_pose = seg.true_base_from_camera.unwrap_or(frame.base_from_camera);
+        let project = |p: &Point3<f64>| project(frame, &true_pose, p);
         let (w, h) = (frame.depth.width, frame.depth.height);
         let no_object = || PointerError::NoSuchObject {
             phrase: instruction.to_string(),
@@ -166,7 +175,7 @@ impl OraclePointer {
             }
             Ability::Rrg => {
                 let target = self.truth.place_target.ok_or_else(no_object)?;
-                let c = project(frame, &target)?;
+                let c = project(&target)?;
                 let mut pts = vec![c];
                 let offsets = [[4.0, 0.0], [-4.0, 0.0], [0.0, 4.0], [0.0, -4.0]];
                 for o in offsets.iter().take(self.options.points.saturating_sub(1)) {
@@ -183,6 +192,7 @@ impl OraclePointer {
                     .ok_or_else(no_object)?;
                 let start = lift(frame, start_px, &RobustDepthOptions::surface())
                     .map_err(|e| PointerError::Backend(format!("oracle: {e}")))?;
+                let start = true_pose * (frame.base_from_camera.inverse() * start);
                 // To the place point on an arc; with no place (pick up), straight up.
                 let (end, lift) = match self.truth.place_target {
                     Some(t) => (t, self.truth.trace_lift),
@@ -196,12 +206,75 @@ impl OraclePointer {
                     let s = i as f64 / 7.0;
                     let mut p = start + (end - start) * s;
                     p.z += 4.0 * lift * s * (1.0 - s);
-                    pts.push(project(frame, &p)?);
+                    pts.push(project(&p)?);
                 }
                 Ok((
                     format!("Move the {} along an arc to its goal.", obj.name),
                     pts,
                 ))
+            }
+        }
+    }
+}
+
+impl OraclePointer {
+    /// Moves an answer onto something it does not mean: another object (its body, as a model
+    /// points) or a random spot of the table. A trace is shifted whole so it starts there.
+    fn confuse(
+        &mut self,
+        frame: &Frame,
+        ability: Ability,
+        instruction: &str,
+        pts: &mut [[f64; 2]],
+    ) {
+        let Some(seg) = self.truth.labels.labels_of(frame) else {
+            return;
+        };
+        let Some(&first) = pts.first() else {
+            return;
+        };
+        let (w, h) = (seg.width, seg.height);
+        let meant = match ability {
+            Ability::Reg | Ability::Ofg => self.resolve(instruction).map(|o| o.instance),
+            Ability::Vtg => self.manipulated().ok().map(|o| o.instance),
+            // The place: whatever lies under the true answer (a container, a support).
+            Ability::Rrg => {
+                let (u, v) = (first[0].round() as usize, first[1].round() as usize);
+                (u < w && v < h).then(|| seg.instance[v * w + u])
+            }
+        };
+        let manipulated = self.manipulated().ok().map(|o| o.instance);
+        let mut choices: Vec<Option<u16>> = self
+            .truth
+            .objects
+            .iter()
+            .map(|o| o.instance)
+            .filter(|i| Some(*i) != meant && !(ability == Ability::Rrg && Some(*i) == manipulated))
+            .filter(|i| seg.instance.contains(i))
+            .map(Some)
+            .collect();
+        choices.push(None); // the table
+        let pick = choices[self.rng.gen_range(0..choices.len())];
+        let spot = match pick {
+            Some(instance) => {
+                let mask: Vec<bool> = seg.instance.iter().map(|i| *i == instance).collect();
+                interior_points(&mask, w, h, 1).first().copied()
+            }
+            None => {
+                let table: Vec<usize> = (0..seg.instance.len())
+                    .filter(|&i| seg.instance[i] == crate::sim::TABLE_INSTANCE)
+                    .collect();
+                (!table.is_empty()).then(|| {
+                    let i = table[self.rng.gen_range(0..table.len())];
+                    [(i % w) as f64, (i / w) as f64]
+                })
+            }
+        };
+        if let Some(spot) = spot {
+            let (du, dv) = (spot[0] - first[0], spot[1] - first[1]);
+            for p in pts.iter_mut() {
+                p[0] += du;
+                p[1] += dv;
             }
         }
     }
@@ -220,6 +293,11 @@ impl Pointer for OraclePointer {
     ) -> Result<Pointing, PointerError> {
         let (reasoning, mut pts) = self.answer(frame, ability, instruction)?;
         let (w, h) = (frame.depth.width as f64, frame.depth.height as f64);
+        if self.options.outlier_prob > 0.0
+            && self.rng.gen_bool(self.options.outlier_prob.clamp(0.0, 1.0))
+        {
+            self.confuse(frame, ability, instruction, &mut pts);
+        }
         if self.options.noise_px > 0.0 {
             for p in pts.iter_mut() {
                 p[0] += self.options.noise_px * gaussian(&mut self.rng);
@@ -279,8 +357,12 @@ fn contains_words(haystack: &str, needle: &str) -> bool {
     !nee.is_empty() && hay.windows(nee.len()).any(|w| w == nee.as_slice())
 }
 
-fn project(frame: &Frame, p: &Point3<f64>) -> Result<[f64; 2], PointerError> {
-    let pc = frame.base_from_camera.inverse() * p;
+fn project(
+    frame: &Frame,
+    base_from_camera: &Isometry3<f64>,
+    p: &Point3<f64>,
+) -> Result<[f64; 2], PointerError> {
+    let pc = base_from_camera.inverse() * p;
     frame
         .intrinsics
         .project(&pc.coords)

@@ -98,6 +98,29 @@ impl RenderOptions {
             ..Self::default()
         }
     }
+
+    /// The sensor model by name: `ideal` (exact depth) or `realsense` ([`Self::realsense_like`]).
+    pub fn sensor(name: &str) -> Option<Self> {
+        match name {
+            "ideal" => Some(Self::default()),
+            "realsense" => Some(Self::realsense_like()),
+            _ => None,
+        }
+    }
+
+    /// The name [`Self::sensor`] knows these options by (`custom` for any other noise).
+    pub fn sensor_name(&self) -> &'static str {
+        let ideal = Self::default();
+        let rs = Self::realsense_like();
+        let same = |o: &Self| o.depth_noise == self.depth_noise && o.edge_holes == self.edge_holes;
+        if same(&ideal) {
+            "ideal"
+        } else if same(&rs) {
+            "realsense"
+        } else {
+            "custom"
+        }
+    }
 }
 
 /// One rendered frame; every buffer is row-major, `width · height` long, index `v · width + u`.
