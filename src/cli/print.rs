@@ -38,6 +38,7 @@ pub fn print_event(e: &Event<'_>) {
                 println!("          think: {r}");
             }
         }
+        Event::Corrected(c) => println!("{}", pointact::executor::correct::correction_line(c)),
         Event::Planned(plan) => {
             let t = &plan.targets;
             if let Some(g) = t.grasp {

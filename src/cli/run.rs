@@ -149,9 +149,9 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
         speed_scale: a.speed_scale.unwrap_or(1.0),
         ..Default::default()
     };
-    opts.oracle.seed = a.seed;
-    opts.render.seed = a.seed;
     a.conditions.apply(&mut opts);
+    // As `eval sim` seeds its episodes: `run --task T --seed S` replays that episode.
+    pointact::runner::eval::seed_episode(&mut opts, a.seed);
     let oracle = opts.oracle.clone();
     // Every side effect is made ready before anything moves: a recording folder that cannot be
     // written fails the run here, not after the arm has moved.

@@ -26,6 +26,8 @@ pub enum Event<'a> {
         pointing: &'a Pointing,
     },
     TableHeight(f64),
+    /// An answered point moved by a depth check (object-aware points).
+    Corrected(&'a super::correct::Correction),
     /// Occupied 1 cm cells of the depth cloud the free-space moves avoid.
     Obstacles {
         count: usize,

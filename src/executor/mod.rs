@@ -3,6 +3,7 @@
 //! lifted to 3D and followed as an SE(3) path). The executor plans and emits events; it moves
 //! nothing: the runner passes its plan through the safety gate to a robot.
 
+pub mod correct;
 pub mod event;
 pub mod instruction;
 pub mod perceive;

@@ -23,6 +23,12 @@ pub enum PerceiveError {
     Table(GeometryError),
     #[error("nothing stands on the table at pixel ({u:.1}, {v:.1})")]
     NoObject { u: f64, v: f64 },
+    #[error("pixel ({u:.1}, {v:.1}) is on the robot, and no object is near it")]
+    OnRobot { u: f64, v: f64 },
+    #[error("no place to put the object: {why}")]
+    NoPlace { why: String },
+    #[error("the object is {width_m:.3} m wide where the fingers close; the gripper opens to {open_m:.3} m")]
+    TooWide { width_m: f64, open_m: f64 },
     #[error(transparent)]
     Geometry(#[from] GeometryError),
     #[error("obstacles from depth: {0}")]
@@ -54,8 +60,18 @@ pub(crate) fn ray_to_height(
     Ok(origin + dir * t)
 }
 
-/// Height of the table top in the base frame, by RANSAC on the cloud inside `crop`.
-pub(crate) fn table_height(frame: &Frame, crop: CropBox) -> Result<f64, PerceiveError> {
+/// The table as the depth sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Table {
+    /// Height of its top under the base origin (m).
+    pub z: f64,
+    /// How high above it a point must stand to belong to an object (m): 4 mm, or three times the
+    /// depth noise measured on the table itself (a RealSense at a metre: about a centimetre).
+    pub min_object_height: f64,
+}
+
+/// The table top in the base frame, by RANSAC on the cloud inside `crop`.
+pub(crate) fn table_height(frame: &Frame, crop: CropBox) -> Result<Table, PerceiveError> {
     let rays = RayTable::new(&frame.intrinsics)?;
     let cloud = rays.cloud(
         &frame.depth,
@@ -69,7 +85,10 @@ pub(crate) fn table_height(frame: &Frame, crop: CropBox) -> Result<f64, Perceive
     let plane =
         fit_table_plane(&cloud.points, &PlaneOptions::default()).map_err(PerceiveError::Table)?;
     // z of the plane under the origin: n·p = offset → z = offset / n_z.
-    Ok(plane.offset / plane.normal.z)
+    Ok(Table {
+        z: plane.offset / plane.normal.z,
+        min_object_height: (3.0 * plane.rms_m).max(0.004),
+    })
 }
 
 /// The object under a pixel, cut out of the depth image.
@@ -77,6 +96,8 @@ pub(crate) fn table_height(frame: &Frame, crop: CropBox) -> Result<f64, Perceive
 pub struct ObjectBlob {
     /// Base-frame points of the object surface seen by the camera.
     pub points: Vec<Point3<f64>>,
+    /// The image pixels of `points` (index `v · width + u`, same order).
+    pub pixels: Vec<usize>,
     /// Highest point near the seed (m).
     pub top_z: f64,
     /// Centroid of the points.
@@ -142,8 +163,10 @@ pub(crate) fn object_blob(
     let mut stack = vec![(su, sv, sp)];
     seen[sv * w + su] = true;
     let mut points = Vec::new();
+    let mut pixels = Vec::new();
     while let Some((u, v, p)) = stack.pop() {
         points.push(p);
+        pixels.push(v * w + u);
         let neighbours = [
             (u.wrapping_sub(1), v),
             (u + 1, v),
@@ -196,6 +219,7 @@ pub(crate) fn object_blob(
         major_extent: 2.0 * (3.0 * l1).sqrt(),
         minor_extent: 2.0 * (3.0 * l2).sqrt(),
         points,
+        pixels,
     })
 }
 
@@ -297,7 +321,9 @@ mod tests {
                 min: [0.1, -0.4, h - 0.1],
                 max: [0.9, 0.4, h + 0.1],
             };
-            let z = table_height(&frame_of(&scene), crop).expect("table");
+            let table = table_height(&frame_of(&scene), crop).expect("table");
+            let z = table.z;
+            assert!(table.min_object_height < 0.005, "exact depth: 4 mm");
             assert!((z - h).abs() < 1e-3, "table at {h}: found {z}");
             // The box on it is an object standing on that table.
             let frame = frame_of(&scene);

@@ -4,6 +4,7 @@
 
 use k::nalgebra::{Isometry3, Point3};
 
+use super::correct::PlaceSpot;
 use super::perceive::{object_blob, ray_to_height, ObjectBlob, PerceiveError};
 use super::Relation;
 use crate::camera::lift::{lift, LiftError};
@@ -193,6 +194,8 @@ pub struct TaskPlanner<'a, M: MotionPlanner> {
     pub motion: M,
     pub params: GraspParams,
     pub table_z: f64,
+    /// Points this much above the table are objects (m, [`super::perceive::Table`]).
+    pub min_object_height: f64,
 }
 
 impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
@@ -206,7 +209,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
         q_now: &[f64],
     ) -> Result<(Grasp, ObjectBlob), PlanError> {
         let p = self.params.clone();
-        let blob = object_blob(frame, px, self.table_z, 0.004, 0.15)?;
+        let blob = object_blob(frame, px, self.table_z, self.min_object_height, 0.15)?;
         let top = blob
             .points
             .iter()
@@ -283,13 +286,13 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
         Ok((q2, held))
     }
 
-    /// Affordance branch: grasp at `grasp_px`, place at `place_px` (None: pick up and hold).
+    /// Affordance branch: grasp at `grasp_px`, place at `place` (None: pick up and hold).
     pub fn affordance(
         &mut self,
         frame: &Frame,
         grasp_px: [f64; 2],
         grasp_is_part: bool,
-        place_px: Option<[f64; 2]>,
+        place: Option<PlaceSpot>,
         relation: Relation,
         q0: &[f64],
     ) -> Result<Plan, PlanError> {
@@ -313,8 +316,12 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
             grasp: Some(grasp.pose),
             ..Targets::default()
         };
-        if let Some(px) = place_px.filter(|_| relation != Relation::PickUp) {
-            let surface = lift(frame, px, &RobustDepthOptions::surface())?;
+        if let Some(spot) = place.filter(|_| relation != Relation::PickUp) {
+            let mut surface = lift(frame, spot.px, &RobustDepthOptions::surface())?;
+            if let Some(xy) = spot.xy {
+                surface.x = xy.x;
+                surface.y = xy.y;
+            }
             let release_z = surface.z + grasp.hold_offset + self.params.release_gap;
             let carry_z = lift_z.max(release_z + self.params.approach);
             let place = top_down(

@@ -240,8 +240,7 @@ pub async fn run_suite_observed(
                     }
                     let mut opts = options.clone();
                     // Noise differs per episode but is reproducible from the seed.
-                    opts.oracle.seed = seed ^ 0x9e37_79b9_7f4a_7c15;
-                    opts.render.seed = seed;
+                    seed_episode(&mut opts, seed);
                     observe(SuiteEvent::Started { task: &task, seed });
                     match spec.instantiate(seed) {
                         Ok(ep) => {
@@ -271,6 +270,13 @@ pub async fn run_suite_observed(
         }
     }
     EvalReport::new(suite, options, seeds, episodes, interrupted)
+}
+
+/// The per-episode seeds of the oracle's noise and the sensor's, from the episode seed: the same
+/// in `eval sim` and `run --seed`, so any episode of an evaluation can be rerun alone.
+pub fn seed_episode(options: &mut EpisodeOptions, seed: u64) {
+    options.oracle.seed = seed ^ 0x9e37_79b9_7f4a_7c15;
+    options.render.seed = seed;
 }
 
 fn failed(task: String, seed: u64, detail: String) -> EpisodeRecord {

@@ -73,6 +73,10 @@ pub(crate) mod paths {
     pub fn points_2d(ability: &str) -> String {
         format!("world/camera/image/points/{ability}")
     }
+    /// A depth check's move of an answered point (arrow from the answer to where it went).
+    pub fn correction(what: &str) -> String {
+        format!("world/camera/image/corrections/{}", what.replace(' ', "_"))
+    }
     /// The answer's 2D trace (VTG).
     pub fn trace_2d(ability: &str) -> String {
         format!("world/camera/image/trace/{ability}")

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use k::nalgebra::{Isometry3, Vector3};
 use rerun::{
-    Arrows3D, Boxes3D, Capsules3D, ChannelDatatype, Clear, Color, Cylinders3D, DepthImage,
-    Ellipsoids3D, FillMode, Image, LineStrips2D, LineStrips3D, Pinhole, Points2D, Points3D,
-    Quaternion, RecordingStream, Scalars, TextDocument, TextLog, TextLogLevel, Transform3D,
-    ViewCoordinates,
+    Arrows2D, Arrows3D, Boxes3D, Capsules3D, ChannelDatatype, Clear, Color, Cylinders3D,
+    DepthImage, Ellipsoids3D, FillMode, Image, LineStrips2D, LineStrips3D, Pinhole, Points2D,
+    Points3D, Quaternion, RecordingStream, Scalars, TextDocument, TextLog, TextLogLevel,
+    Transform3D, ViewCoordinates,
 };
 
 use super::{paths, timelines, Sink, VizError};
@@ -156,6 +156,26 @@ impl Viz {
                 self.log_line(
                     TextLogLevel::DEBUG,
                     &format!("obstacles {count} occupied voxels on the table"),
+                );
+            }
+            Event::Corrected(c) => {
+                self.set_clock(None);
+                self.log(
+                    paths::correction(c.what),
+                    &Arrows2D::from_vectors([[
+                        (c.to_px[0] - c.from_px[0]) as f32,
+                        (c.to_px[1] - c.from_px[1]) as f32,
+                    ]])
+                    .with_origins([[c.from_px[0] as f32, c.from_px[1] as f32]])
+                    .with_labels([format!(
+                        "{} {:.1} cm",
+                        c.what,
+                        100.0 * c.moved_m
+                    )]),
+                );
+                self.log_line(
+                    TextLogLevel::INFO,
+                    &crate::executor::correct::correction_line(c),
                 );
             }
             Event::Planned(plan) => {
