@@ -15,7 +15,7 @@
 
 use k::nalgebra::{Point2, Point3};
 
-use super::perceive::{object_blob, ray_to_height, ObjectBlob, PerceiveError, Table};
+use super::perceive::{grip_width, object_blob, ray_to_height, ObjectBlob, PerceiveError, Table};
 use crate::camera::lift::lift;
 use crate::camera::Frame;
 use crate::geometry::RobustDepthOptions;
@@ -149,7 +149,15 @@ impl<'a> DepthView<'a> {
     /// model reads the image), so the nearest object in the image is the likeliest one meant.
     /// Specks of depth noise above the table (segments under [`MIN_SEGMENT`] pixels) are passed
     /// over.
-    fn nearest_segment(&self, px: [f64; 2], radius_px: f64) -> Option<(usize, f64, ObjectBlob)> {
+    ///
+    /// With `max_width` (a grasp), a segment wider than that where fingers close is passed over
+    /// too while a narrower one is within reach; the nearest segment when none is.
+    fn nearest_segment(
+        &self,
+        px: [f64; 2],
+        radius_px: f64,
+        max_width: Option<f64>,
+    ) -> Option<(usize, f64, ObjectBlob)> {
         let r = radius_px.ceil() as i64;
         let (cu, cv) = (px[0].round() as i64, px[1].round() as i64);
         let mut near: Vec<(f64, usize)> = Vec::new();
@@ -163,24 +171,33 @@ impl<'a> DepthView<'a> {
             }
         }
         near.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut specks: Vec<usize> = Vec::new();
+        let mut seen: Vec<usize> = Vec::new();
+        let mut too_wide = None;
         for (d, i) in near {
-            if specks.contains(&i) {
+            if seen.contains(&i) {
                 continue;
             }
-            match object_blob(
+            let blob = object_blob(
                 self.frame,
                 self.px_of(i),
                 self.table_z,
                 self.min_height,
                 0.15,
-            ) {
-                Ok(b) if b.pixels.len() >= MIN_SEGMENT => return Some((i, d, b)),
-                Ok(b) => specks.extend(b.pixels),
-                Err(_) => specks.push(i),
+            );
+            match blob {
+                Ok(b) if b.pixels.len() >= MIN_SEGMENT => {
+                    let fits = max_width.is_none_or(|w| grip_width(&b, self.table_z, 0.03) <= w);
+                    if fits {
+                        return Some((i, d, b));
+                    }
+                    seen.extend(b.pixels.iter().copied());
+                    too_wide.get_or_insert((i, d, b));
+                }
+                Ok(b) => seen.extend(b.pixels),
+                Err(_) => seen.push(i),
             }
         }
-        None
+        too_wide
     }
 
     fn project(&self, p: &Point3<f64>) -> Option<[f64; 2]> {
@@ -194,7 +211,7 @@ impl<'a> DepthView<'a> {
 /// when that is on the segment, else the segment pixel nearest to it.
 ///
 /// `max_width`: the gripper's opening, for a grasp: segments too wide to hold are passed over (a
-/// box beside the cup), and when only such segments are near, the error says so.
+/// box beside the cup) while a narrower one is near.
 pub(crate) fn snap_to_object(
     view: &DepthView<'_>,
     answer: &[[f64; 2]],
@@ -223,7 +240,7 @@ pub(crate) fn snap_to_object(
     ];
     let mut blobs: Vec<ObjectBlob> = Vec::new();
     let mut found = |p: [f64; 2]| -> Option<(usize, f64)> {
-        let (i, d, b) = view.nearest_segment(p, SNAP_RADIUS_PX)?;
+        let (i, d, b) = view.nearest_segment(p, SNAP_RADIUS_PX, max_width)?;
         if !blobs.iter().any(|o| o.pixels.contains(&i)) {
             blobs.push(b);
         }
@@ -234,16 +251,6 @@ pub(crate) fn snap_to_object(
         .filter_map(|p| found(*p).map(|(i, d)| (i, d, *p)))
         .collect();
     let mean_seed = if answer.len() > 1 { found(mean) } else { None };
-    if let Some(open) = max_width {
-        let widest = blobs.iter().map(|b| b.narrow_width).fold(0.0, f64::max);
-        blobs.retain(|b| b.narrow_width <= open);
-        if blobs.is_empty() && widest > 0.0 {
-            return Err(PerceiveError::TooWide {
-                width_m: widest,
-                open_m: open,
-            });
-        }
-    }
     // Most votes (the mean's counts one and a half: it breaks a tie, two points outvote it),
     // then the nearest.
     let chosen = blobs
@@ -686,13 +693,19 @@ mod tests {
         let (_, blob, _) =
             snap_to_object(&view, &[beside, stray, near], "grasp point", None).expect("snap");
         assert!((blob.centroid.y - 0.0).abs() < 0.02, "{}", blob.centroid);
-        // Only objects wider than the gripper near: the typed error, with the width.
-        match snap_to_object(&view, &[beside], "grasp point", Some(0.03)) {
-            Err(PerceiveError::TooWide { width_m, open_m }) => {
-                assert!((width_m - 0.06).abs() < 0.01 && open_m == 0.03, "{width_m}")
-            }
-            other => panic!("{other:?}"),
-        }
+        // A segment too wide for the gripper is passed over while a narrower one is near.
+        let wide = frame_of(vec![
+            cube(0.4, 0.0, 0.05, 0.06),
+            cube(0.4, 0.13, 0.02, 0.06),
+        ]);
+        let wide_view = DepthView::new(&wide, FLAT, &[]);
+        let between = px(&wide, Point3::new(0.4, 0.075, 0.0));
+        let (_, blob, _) =
+            snap_to_object(&wide_view, &[between], "grasp point", Some(0.05)).expect("small");
+        assert!((blob.centroid.y - 0.13).abs() < 0.02, "{}", blob.centroid);
+        let (_, blob, _) =
+            snap_to_object(&wide_view, &[between], "grasp point", None).expect("nearest");
+        assert!(blob.centroid.y.abs() < 0.04, "{}", blob.centroid);
         // Nothing within reach: the typed error.
         let far = px(&frame, Point3::new(0.6, -0.3, 0.0));
         assert!(matches!(

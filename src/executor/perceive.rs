@@ -223,6 +223,28 @@ pub(crate) fn object_blob(
     })
 }
 
+/// How wide the object is where top-down fingers close on it: the narrowest width of its points
+/// within `depth` of its top (or of its upper half, when it is lower than twice that), so a
+/// spoon lying on a towel is as wide as the spoon.
+pub(crate) fn grip_width(blob: &ObjectBlob, table_z: f64, depth: f64) -> f64 {
+    let top = blob
+        .points
+        .iter()
+        .map(|p| p.z)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let band = depth.min(0.5 * (top - table_z)).max(0.0) + 0.005;
+    let upper: Vec<Point3<f64>> = blob
+        .points
+        .iter()
+        .filter(|p| p.z >= top - band)
+        .copied()
+        .collect();
+    if upper.len() < 3 {
+        return blob.narrow_width;
+    }
+    narrowest_direction(&upper).1
+}
+
 /// The horizontal direction of least width of a point set, at 1° resolution over half a turn.
 fn narrowest_direction(points: &[Point3<f64>]) -> (f64, f64) {
     let step = (points.len() / 600).max(1);

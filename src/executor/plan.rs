@@ -224,6 +224,25 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
         let height = (top_here - self.table_z).max(0.0);
         let floor = self.table_z + p.min_tcp_height + self.model.tool_reach_beyond_tip();
         let z = (top_here - p.grasp_depth.min(0.5 * height)).max(floor);
+        // What the fingers close on: the object's points within a finger's reach of the grasp,
+        // across the closing direction. Wider than the open gripper: no grasp to try.
+        let open = self.model.config.gripper.open_width;
+        let across = k::nalgebra::Vector2::new(blob.narrow_yaw.cos(), blob.narrow_yaw.sin());
+        let (lo, hi) = blob
+            .points
+            .iter()
+            .filter(|q| (q.xy() - xy).norm() < 0.025 && q.z > z)
+            .map(|q| (q.xy() - xy).dot(&across))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), d| {
+                (l.min(d), h.max(d))
+            });
+        if hi - lo > open {
+            return Err(PerceiveError::TooWide {
+                width_m: hi - lo,
+                open_m: open,
+            }
+            .into());
+        }
         let now_yaw = tool_yaw(self.model, q_now)?;
         // Fingers close across the narrowest direction; `top_down` takes the yaw 90° from it.
         let yaw = fold_yaw(blob.narrow_yaw - std::f64::consts::FRAC_PI_2, now_yaw);
@@ -357,13 +376,15 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
         Ok(Plan { steps, targets })
     }
 
-    /// Trace branch: grasp at the first trace point, follow the lifted trace, release at the last.
+    /// Trace branch: grasp at the first trace point, follow the lifted trace, release at the last
+    /// (at `end_xy` when a depth check moved the place).
     /// With a pick-up intent the trace is a lift: every later point sits on a straight rise of
     /// `pick_up_lift` and the object stays in the hand. A named part is grasped at the point itself.
     pub fn trace(
         &mut self,
         frame: &Frame,
         trace_px: &[[f64; 2]],
+        end_xy: Option<k::nalgebra::Point2<f64>>,
         intent: Option<&super::Intent>,
         q0: &[f64],
     ) -> Result<Plan, PlanError> {
@@ -383,7 +404,12 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
             // In the air: its own depth would hit whatever is behind it.
             ray_to_height(frame, last, start.z + self.params.pick_up_lift)?
         } else {
-            lift(frame, last, &RobustDepthOptions::surface())?
+            let mut end = lift(frame, last, &RobustDepthOptions::surface())?;
+            if let Some(xy) = end_xy {
+                end.x = xy.x;
+                end.y = xy.y;
+            }
+            end
         };
         let mut steps = Vec::new();
         let (mut q, held) = self.pick(&grasp, &blob, q0, &mut steps)?;

@@ -84,6 +84,7 @@ pub fn plan_task<P: Pointer + ?Sized>(
         },
         Trace {
             points: Vec<[f64; 2]>,
+            end_xy: Option<k::nalgebra::Point2<f64>>,
             intent: Option<super::Intent>,
         },
     }
@@ -138,23 +139,42 @@ pub fn plan_task<P: Pointer + ?Sized>(
         }
         Branch::Trace => {
             let mut points = ask(Ability::Vtg, instruction, on_event)?;
-            // The trace starts at the object it moves: its first point snapped like a grasp.
-            let blob = match points.first().copied() {
-                Some(first) => {
-                    let (px, blob, c) = snap_to_object(&view, &[first], "trace start", None)?;
-                    points[0] = px;
-                    corrected(c, on_event);
-                    Some(blob)
-                }
-                None => None,
+            let intent = parse_instruction(instruction).ok();
+            let (Some(&first), Some(&last)) = (points.first(), points.last()) else {
+                return Err(PlanError::Answer("an empty visual trace".into()).into());
             };
-            // The grammar only refines a trace (pick up, named part); any instruction may be traced.
+            // The trace starts at the object it moves: its first point snapped like a grasp.
+            let (start, blob, c) = snap_to_object(&view, &[first], "trace start", None)?;
+            corrected(c, on_event);
+            // It ends where the object goes: inside the target, or on free table.
+            let pick_up = intent
+                .as_ref()
+                .is_none_or(|i| i.relation == Relation::PickUp);
+            let end = if pick_up || points.len() < 2 {
+                PlaceSpot { px: last, xy: None }
+            } else {
+                let intent = intent.as_ref().expect("not a pick-up");
+                let (spot, c) = place_spot(
+                    &view,
+                    intent,
+                    last,
+                    &blob,
+                    &mut |q: &str, on_event: &mut dyn FnMut(Event<'_>)| {
+                        ask(Ability::Reg, q, on_event)
+                    },
+                    on_event,
+                )?;
+                corrected(c, on_event);
+                spot
+            };
+            reshape_trace(&mut points, start, end.px);
             (
                 Answers::Trace {
                     points,
-                    intent: parse_instruction(instruction).ok(),
+                    end_xy: end.xy,
+                    intent,
                 },
-                blob,
+                Some(blob),
             )
         }
     };
@@ -195,7 +215,11 @@ pub fn plan_task<P: Pointer + ?Sized>(
             is_part,
             place,
         } => planner.affordance(frame, grasp_px, is_part, place, intent.relation, q0)?,
-        Answers::Trace { points, intent } => planner.trace(frame, &points, intent.as_ref(), q0)?,
+        Answers::Trace {
+            points,
+            end_xy,
+            intent,
+        } => planner.trace(frame, &points, end_xy, intent.as_ref(), q0)?,
     };
     on_event(Event::Planned(&plan));
     let world = planner.motion.world().clone();
@@ -235,6 +259,57 @@ fn place_spot(
         _ => {
             let clearance = 0.5 * held.major_extent.max(held.narrow_width) + 0.01;
             Ok(place_free(view, place_px, clearance, &held.pixels)?)
+        }
+    }
+}
+
+/// A trace whose ends were corrected: the ends set to `start` and `end`, the points between moved
+/// along with them (each by the blend of the two moves by its place along the trace), then
+/// smoothed by a [1 2 1] filter, so a noisy answer becomes a smooth path between the right ends.
+fn reshape_trace(points: &mut [[f64; 2]], start: [f64; 2], end: [f64; 2]) {
+    let n = points.len();
+    if n < 2 {
+        return;
+    }
+    let (d0, d1) = (
+        [start[0] - points[0][0], start[1] - points[0][1]],
+        [end[0] - points[n - 1][0], end[1] - points[n - 1][1]],
+    );
+    for (i, p) in points.iter_mut().enumerate() {
+        let s = i as f64 / (n - 1) as f64;
+        p[0] += (1.0 - s) * d0[0] + s * d1[0];
+        p[1] += (1.0 - s) * d0[1] + s * d1[1];
+    }
+    let raw = points.to_vec();
+    for i in 1..n - 1 {
+        for k in 0..2 {
+            points[i][k] = 0.25 * raw[i - 1][k] + 0.5 * raw[i][k] + 0.25 * raw[i + 1][k];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reshaped_trace_keeps_its_corrected_ends_and_loses_its_zigzag() {
+        // A straight trace with a zigzag, its ends then moved by 10 px right and 20 px down.
+        let mut pts: Vec<[f64; 2]> = (0..8)
+            .map(|i| [10.0 * i as f64, if i % 2 == 1 { 6.0 } else { 0.0 }])
+            .collect();
+        pts[7][1] = 0.0;
+        reshape_trace(&mut pts, [10.0, 0.0], [70.0, 20.0]);
+        assert_eq!(pts[0], [10.0, 0.0]);
+        assert_eq!(pts[7], [70.0, 20.0]);
+        // The zigzag's amplitude halves (a [1 2 1] filter of ±3 around a line).
+        let line = |i: usize| {
+            let s = i as f64 / 7.0;
+            (1.0 - s) * 0.0 + s * 20.0
+        };
+        for (i, p) in pts.iter().enumerate().take(7).skip(1) {
+            let off = p[1] - line(i) - 3.0;
+            assert!(off.abs() <= 1.5 + 1e-9, "point {i}: {p:?}");
         }
     }
 }
