@@ -44,6 +44,11 @@ pub enum Event<'a> {
     GraspHeld {
         width: f64,
     },
+    /// The closed loop starts over: why (the grasp closed on nothing), and which attempt comes.
+    Retry {
+        why: &'a str,
+        attempt: usize,
+    },
     /// What the arm did while step `index` ran: the driver's recorded states, or one state read
     /// after the step when the driver records none. Sent whether the step succeeded or not.
     Moved {

@@ -13,4 +13,4 @@ pub mod task;
 pub use event::Event;
 pub use instruction::{parse_instruction, InstructionError, Intent, Relation};
 pub use plan::{Branch, GraspParams, Plan, PlanError, Step, TaskPlanner};
-pub use task::{plan_task, TaskError, TaskPlan};
+pub use task::{plan_task, recovery_plan, TaskError, TaskPlan};

@@ -7,7 +7,7 @@
 use super::correct::{place_free, place_inside, snap_to_object, Correction, DepthView, PlaceSpot};
 use super::event::Event;
 use super::perceive::{planning_world, table_height, ObjectBlob, PerceiveError};
-use super::plan::{medoid, Branch, GraspParams, Plan, PlanError, TaskPlanner};
+use super::plan::{medoid, Branch, GraspParams, Plan, PlanError, Step, TaskPlanner};
 use super::{parse_instruction, InstructionError, Relation};
 use crate::camera::Frame;
 use crate::geometry::CropBox;
@@ -224,6 +224,48 @@ pub fn plan_task<P: Pointer + ?Sized>(
     on_event(Event::Planned(&plan));
     let world = planner.motion.world().clone();
     Ok(TaskPlan { plan, world })
+}
+
+/// After a grasp that closed on nothing: open the fingers, rise straight up by the approach
+/// height, and go home through free space in `world` (the one the failed plan was made in), so
+/// the camera sees the scene again without the arm in front of it.
+pub fn recovery_plan(model: &RobotModel, world: World, q: &[f64]) -> Result<Plan, TaskError> {
+    use crate::planning::MotionPlanner;
+    let mut motion = RrtPlanner::new(model, world)?;
+    let g = &model.config.gripper;
+    let mut steps = vec![Step::Gripper {
+        label: "open the gripper".into(),
+        width: g.open_width,
+        expect_object: false,
+    }];
+    motion.set_hand(1.0, None);
+    let mut up = model.fk(q).map_err(|e| PlanError::Motion(e.into()))?;
+    up.translation.z += GraspParams::default().approach;
+    let t = motion
+        .line_to("rise after the miss", q, &up)
+        .map_err(PlanError::from)?;
+    let q_up = t.end().to_vec();
+    steps.push(Step::Move {
+        label: "rise after the miss".into(),
+        trajectory: t,
+        gripper_opening: 1.0,
+        transit: false,
+        held: None,
+    });
+    let t = motion
+        .joint_move(&q_up, model.home().to_vec())
+        .map_err(PlanError::from)?;
+    steps.push(Step::Move {
+        label: "return home".into(),
+        trajectory: t,
+        gripper_opening: 1.0,
+        transit: true,
+        held: None,
+    });
+    Ok(Plan {
+        steps,
+        targets: Default::default(),
+    })
 }
 
 /// Where the held object goes: inside the target's segment for "in / on X" (asking REG for X),

@@ -1,9 +1,10 @@
 //! One task end to end on any camera, pointer and robot: look, ask the executor for a plan, check
-//! the whole plan through the safety gate, then move, with a closed-loop check that the grasp held.
-//! On any error after motion began the robot is stopped before the error is returned.
+//! the whole plan through the safety gate, then move, with a closed-loop check that the grasp held
+//! (and one retry from a fresh look when it did not). On any other error after motion began the
+//! robot is stopped before the error is returned.
 
 use crate::camera::{Camera, CameraError};
-use crate::executor::{plan_task, Branch, Event, Plan, Step, TaskError};
+use crate::executor::{plan_task, recovery_plan, Branch, Event, Plan, Step, TaskError};
 use crate::kinematics::RobotModel;
 use crate::planning::World;
 use crate::pointing::Pointer;
@@ -42,13 +43,23 @@ enum CheckedStep {
 }
 
 pub struct RunOutcome {
+    /// The plan that ran last (the retry's, after a missed grasp).
     pub plan: Plan,
     pub executed: bool,
+    /// Plans tried (2: the first grasp closed on nothing and the task was planned again).
+    pub attempts: usize,
 }
 
+/// How many times a task is planned and tried: once, and once more after a grasp that closed on
+/// nothing (the arm goes home, the camera looks again, the pointer is asked again).
+pub const ATTEMPTS: usize = 2;
+
 /// Runs `instruction` with `branch`. `safety.dry_run` plans and checks without moving. `approve`
-/// sees the whole checked plan before the first motion (a physical arm asks its user; the
-/// simulator approves); `false` ends the run with [`RunError::Declined`], nothing moved.
+/// sees every checked plan before its first motion (a physical arm asks its user; the simulator
+/// approves); `false` ends the run with [`RunError::Declined`].
+///
+/// Closed loop: when the fingers close on nothing, the arm opens, rises, goes home (a plan of its
+/// own, checked like any other), and the task is planned again from a new frame, once.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
     robot: &mut R,
@@ -62,43 +73,82 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
 ) -> Result<RunOutcome, RunError> {
     on_event(Event::Instruction(instruction));
     let model = robot.model().clone();
-    let frame = camera.capture()?;
-    frame.validate()?;
-    on_event(Event::Captured(&frame));
-    let q0 = robot.joint_positions().await?;
-    let start = JointState {
-        stamp_s: None,
-        q: q0.clone(),
-        gripper_width: robot.gripper_width().await?,
-    };
-    // Motions before this point (none in `run_task`) are not part of this run.
-    robot.take_states();
-    on_event(Event::Robot {
-        model: &model,
-        state: &start,
-    });
-    let task = plan_task(&frame, pointer, instruction, branch, &model, &q0, on_event)?;
-    let plan = task.plan;
-    let checked = check_plan(&plan, &model, &q0, &task.world, safety.clone())?;
-    on_event(Event::Checked {
-        steps: checked.len(),
-    });
-    if safety.dry_run {
-        on_event(Event::DryRun);
-        return Ok(RunOutcome {
-            plan,
-            executed: false,
+    let mut attempt = 1;
+    loop {
+        let frame = camera.capture()?;
+        frame.validate()?;
+        on_event(Event::Captured(&frame));
+        let q0 = robot.joint_positions().await?;
+        let start = JointState {
+            stamp_s: None,
+            q: q0.clone(),
+            gripper_width: robot.gripper_width().await?,
+        };
+        // Motions before this point (none in a first attempt) are not part of this plan.
+        robot.take_states();
+        on_event(Event::Robot {
+            model: &model,
+            state: &start,
         });
+        let task = plan_task(&frame, pointer, instruction, branch, &model, &q0, on_event)?;
+        let plan = task.plan;
+        let checked = check_plan(&plan, &model, &q0, &task.world, safety.clone())?;
+        on_event(Event::Checked {
+            steps: checked.len(),
+        });
+        if safety.dry_run {
+            on_event(Event::DryRun);
+            return Ok(RunOutcome {
+                plan,
+                executed: false,
+                attempts: attempt,
+            });
+        }
+        if !approve(&plan) {
+            return Err(RunError::Declined);
+        }
+        match execute_plan(robot, &plan, &checked, &model, on_event).await {
+            Ok(()) => {
+                return Ok(RunOutcome {
+                    plan,
+                    executed: true,
+                    attempts: attempt,
+                })
+            }
+            Err(RunError::GraspMissed { width }) if attempt < ATTEMPTS => {
+                attempt += 1;
+                let why = format!(
+                    "the fingers closed to {width:.4} m on nothing: going home to look again"
+                );
+                on_event(Event::Retry { why: &why, attempt });
+                let q = robot.joint_positions().await?;
+                let back = recovery_plan(&model, task.world.clone(), &q)?;
+                let checked = check_plan(&back, &model, &q, &task.world, safety.clone())?;
+                if !approve(&back) {
+                    return Err(RunError::Declined);
+                }
+                execute_plan(robot, &back, &checked, &model, on_event).await?;
+            }
+            Err(e) => return Err(e),
+        }
     }
-    if !approve(&plan) {
-        return Err(RunError::Declined);
-    }
-    for (index, (step, c)) in plan.steps.iter().zip(&checked).enumerate() {
+}
+
+/// Executes a checked plan step by step. Any error but a missed grasp (after which the arm is at
+/// rest and may recover) stops the robot before it is returned.
+async fn execute_plan<R: Robot>(
+    robot: &mut R,
+    plan: &Plan,
+    checked: &[CheckedStep],
+    model: &RobotModel,
+    on_event: &mut (dyn FnMut(Event<'_>) + Send),
+) -> Result<(), RunError> {
+    for (index, (step, c)) in plan.steps.iter().zip(checked).enumerate() {
         on_event(Event::Step {
             index,
             label: step.label(),
         });
-        let result = execute_step(robot, c, &model).await;
+        let result = execute_step(robot, c, model).await;
         let mut states = robot.take_states();
         if states.is_empty() {
             if let (Ok(q), Ok(gripper_width)) =
@@ -118,6 +168,7 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
         match result {
             Ok(Some(width)) => on_event(Event::GraspHeld { width }),
             Ok(None) => {}
+            Err(e @ RunError::GraspMissed { .. }) => return Err(e),
             Err(e) => {
                 // Leave the robot at rest whatever went wrong; report the first error.
                 let _ = robot.stop().await;
@@ -125,10 +176,7 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
             }
         }
     }
-    Ok(RunOutcome {
-        plan,
-        executed: true,
-    })
+    Ok(())
 }
 
 async fn execute_step<R: Robot>(

@@ -203,6 +203,13 @@ impl Viz {
                 self.log_states(states);
                 self.log_timing("execute", stage_s);
             }
+            Event::Retry { why, attempt } => {
+                self.set_clock(None);
+                self.log_line(
+                    TextLogLevel::WARN,
+                    &format!("retry     attempt {attempt}: {why}"),
+                );
+            }
             Event::GraspHeld { width } => {
                 self.set_clock(None);
                 self.log_line(

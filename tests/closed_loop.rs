@@ -1,0 +1,140 @@
+//! The closed loop of issue #15: a grasp that closes on nothing is noticed (finger width), the arm
+//! opens, rises and goes home, the camera looks again, the pointer is asked again, and the task
+//! succeeds on the second attempt. The miss is real: the object is moved after the first frame was
+//! taken (someone bumped it), so the first plan grasps where it no longer is.
+
+mod common;
+
+use k::nalgebra::{Isometry3, Vector3};
+use pointact::camera::{Camera, CameraError, Frame};
+use pointact::executor::{Branch, Event};
+use pointact::runner::{oracle_truth, run_task, RunError};
+use pointact::safety::SafetyConfig;
+use pointact::sim::devices::{SharedWorld, SimCamera, SimRobot};
+use pointact::sim::judge;
+use pointact::sim::oracle::{OracleOptions, OraclePointer};
+use pointact::sim::tasks::task;
+
+/// A camera whose first frame is taken just before the object `name` is pushed by `by`.
+struct Bumped {
+    inner: SimCamera,
+    world: SharedWorld,
+    name: String,
+    by: Vector3<f64>,
+    frames: usize,
+}
+
+impl Camera for Bumped {
+    fn capture(&mut self) -> Result<Frame, CameraError> {
+        let frame = self.inner.capture()?;
+        self.frames += 1;
+        if self.frames == 1 {
+            let mut w = self.world.lock();
+            let pose = w.object_pose(&self.name).expect("the object");
+            let moved =
+                Isometry3::from_parts((pose.translation.vector + self.by).into(), pose.rotation);
+            w.set_object_pose(&self.name, &moved).expect("moved");
+            w.settle(1.0);
+        }
+        Ok(frame)
+    }
+}
+
+#[test]
+fn a_grasp_on_nothing_goes_home_looks_again_and_succeeds() {
+    let ep = task("tabletop/pepper_in_pan")
+        .unwrap()
+        .instantiate(3)
+        .unwrap();
+    let model = ep.robot_model().unwrap();
+    let world = SharedWorld::new(ep.world(model.clone()).unwrap());
+    let truth = oracle_truth(&ep, &world);
+    world.lock().settle(2.0);
+    let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec()).unwrap();
+    let mut camera = Bumped {
+        inner: SimCamera::new(world.clone(), Default::default()),
+        world: world.clone(),
+        name: ep.object.clone(),
+        // Toward the robot, off its old spot by more than the fingers' reach.
+        by: Vector3::new(-0.09, 0.0, 0.0),
+        frames: 0,
+    };
+    let mut pointer = OraclePointer::new(truth, OracleOptions::default());
+    let safety = SafetyConfig {
+        table_z: world.lock().scene().table.height,
+        ..SafetyConfig::default()
+    };
+    let mut retries = Vec::new();
+    let mut grasps = 0;
+    let result = common::block_on(run_task(
+        &mut robot,
+        &mut camera,
+        &mut pointer,
+        &ep.instruction,
+        Branch::Affordance,
+        safety,
+        &mut |_| true,
+        &mut |e| match e {
+            Event::Retry { why, attempt } => retries.push((attempt, why.to_string())),
+            Event::GraspHeld { .. } => grasps += 1,
+            _ => {}
+        },
+    ));
+    let outcome = result.unwrap_or_else(|e| panic!("the retry should succeed: {e}"));
+    assert_eq!(outcome.attempts, 2);
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert!(retries[0].1.contains("nothing"), "{}", retries[0].1);
+    assert_eq!(grasps, 1, "only the second grasp held");
+    assert_eq!(camera.frames, 2, "the camera looked again");
+    let verdict = judge(&mut world.lock(), &ep);
+    assert!(verdict.success, "{}", verdict.detail);
+}
+
+#[test]
+fn a_second_miss_is_an_error_with_the_arm_at_rest() {
+    // The object is pushed after every frame: both grasps close on nothing.
+    let ep = task("tabletop/pepper_in_pan")
+        .unwrap()
+        .instantiate(3)
+        .unwrap();
+    let model = ep.robot_model().unwrap();
+    let world = SharedWorld::new(ep.world(model.clone()).unwrap());
+    let truth = oracle_truth(&ep, &world);
+    world.lock().settle(2.0);
+    let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec()).unwrap();
+    struct Always(Bumped);
+    impl Camera for Always {
+        fn capture(&mut self) -> Result<Frame, CameraError> {
+            self.0.frames = 0;
+            self.0.by = -self.0.by;
+            self.0.capture()
+        }
+    }
+    let mut camera = Always(Bumped {
+        inner: SimCamera::new(world.clone(), Default::default()),
+        world: world.clone(),
+        name: ep.object.clone(),
+        by: Vector3::new(0.09, 0.0, 0.0),
+        frames: 0,
+    });
+    let mut pointer = OraclePointer::new(truth, OracleOptions::default());
+    let safety = SafetyConfig {
+        table_z: world.lock().scene().table.height,
+        ..SafetyConfig::default()
+    };
+    let result = common::block_on(run_task(
+        &mut robot,
+        &mut camera,
+        &mut pointer,
+        &ep.instruction,
+        Branch::Affordance,
+        safety,
+        &mut |_| true,
+        &mut |_| {},
+    ));
+    match result {
+        Err(RunError::GraspMissed { width }) => assert!(width < 0.01, "{width}"),
+        Err(e) => panic!("expected a missed grasp, got {e}"),
+        Ok(_) => panic!("expected a missed grasp, the task succeeded"),
+    }
+}
