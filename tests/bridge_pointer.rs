@@ -87,8 +87,10 @@ fn model_reply(ability: Ability, query: &str) -> String {
 async fn openai_pointer_serves_bridge_episodes() {
     let reg = model_reply(Ability::Reg, "the carrot");
     let rrg = model_reply(Ability::Rrg, "put carrot on plate");
+    // "on the plate": the executor also asks where the plate is, to keep the place on it.
+    let plate = model_reply(Ability::Reg, "the plate");
     let mock = Mock::start(
-        [&reg, &rrg, &reg, &rrg]
+        [&reg, &rrg, &plate, &reg, &rrg, &plate]
             .iter()
             .map(|r| Reply::Http(200, completion(r)))
             .collect(),
@@ -123,7 +125,7 @@ async fn openai_pointer_serves_bridge_episodes() {
         );
     }
     let asked = mock.requests();
-    assert_eq!(asked.len(), 4, "REG and RRG per episode");
+    assert_eq!(asked.len(), 6, "REG, RRG and REG of the target per episode");
     for (i, req) in asked.iter().enumerate() {
         let body = req.json();
         let text = body.to_string();
@@ -131,11 +133,7 @@ async fn openai_pointer_serves_bridge_episodes() {
             text.contains("data:image/png;base64,"),
             "request {i} carries the frame"
         );
-        let want = if i % 2 == 0 {
-            "the carrot"
-        } else {
-            "put carrot on plate"
-        };
+        let want = ["the carrot", "put carrot on plate", "the plate"][i % 3];
         assert!(text.contains(want), "request {i} asks about {want:?}");
     }
 }

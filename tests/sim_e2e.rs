@@ -32,9 +32,28 @@ fn rate(suites: &[Suite], branch: Branch, noise_px: f64) -> (f64, Vec<String>) {
         },
         ..EpisodeOptions::default()
     };
+    rate_with(suites, &opts)
+}
+
+/// Issue #15's conditions: a RealSense-like sensor and a calibration off by 2 mm and 0.2°.
+fn realistic(branch: Branch, noise_px: f64) -> EpisodeOptions {
+    EpisodeOptions {
+        branch,
+        oracle: OracleOptions {
+            noise_px,
+            ..OracleOptions::default()
+        },
+        render: pointact::sim::render::RenderOptions::realsense_like(),
+        calib_error_mm: 2.0,
+        calib_error_deg: 0.2,
+        ..EpisodeOptions::default()
+    }
+}
+
+fn rate_with(suites: &[Suite], opts: &EpisodeOptions) -> (f64, Vec<String>) {
     let (mut ok, mut n, mut failures) = (0, 0, Vec::new());
     for suite in suites {
-        let report = block_on(run_suite(*suite, &SEEDS, &opts, &mut |_, _, _| {}));
+        let report = block_on(run_suite(*suite, &SEEDS, opts, &mut |_, _, _| {}));
         for e in &report.episodes {
             n += 1;
             if e.success {
@@ -136,11 +155,6 @@ fn empty_table_pixel(ep: &Episode, clear: f64, keep: impl Fn(&Point3<f64>) -> bo
     panic!("no empty table point in view");
 }
 
-/// Comfortably inside the xArm's workspace box and reach.
-fn inside_workspace(p: &Point3<f64>) -> bool {
-    (0.3..0.6).contains(&p.x) && (-0.3..0.3).contains(&p.y)
-}
-
 fn run_with(ep: &Episode, branch: Branch, ability: Ability, raw: String) -> EpisodeResult {
     let opts = EpisodeOptions {
         branch,
@@ -160,27 +174,60 @@ fn run_with(ep: &Episode, branch: Branch, ability: Ability, raw: String) -> Epis
     .unwrap()
 }
 
+/// A place beside things (not in or on a target, which the executor keeps inside the target's
+/// segment): an answer on free table is taken as it is.
 #[test]
 fn a_wrong_place_point_executes_and_the_judge_fails_it() {
-    let ep = episode("tabletop/pepper_in_pan", 3);
+    let ep = episode("tabletop/carrot_left_of_plate", 3);
     // The same episode with the oracle succeeds...
     let good = block_on(run_episode(&ep, &EpisodeOptions::default(), &mut |_| {})).unwrap();
     assert!(good.success, "{}", good.detail);
-    // ...and with the place point on empty table it runs to the end but fails.
-    let px = empty_table_pixel(&ep, 0.2, inside_workspace);
+    // ...and with the place point on empty table right of the plate (image right is base +y for
+    // this camera) it runs to the end but fails.
+    let plate_y = ep
+        .scene
+        .objects
+        .iter()
+        .find(|o| o.name == "plate")
+        .expect("a plate")
+        .world_from_object
+        .translation
+        .y;
+    let px = empty_table_pixel(&ep, 0.15, |p| {
+        p.x > 0.25 && p.coords.xy().norm() < 0.65 && p.y > plate_y + 0.1
+    });
     let bad = run_with(&ep, Branch::Affordance, Ability::Rrg, point_answer(px));
     assert!(bad.executed && bad.error.is_none(), "{}", bad.detail);
     assert!(
         !bad.success,
-        "judge accepted a pepper placed on the empty table: {}",
+        "judge accepted a carrot placed on the empty table: {}",
         bad.detail
     );
 }
 
 #[test]
+fn affordance_branch_meets_the_bar_at_16px_with_realsense_depth_and_calibration_error() {
+    let (r, f) = rate_with(
+        &[Suite::Tabletop, Suite::Bridge],
+        &realistic(Branch::Affordance, 16.0),
+    );
+    assert!(r >= 0.95, "branch P {:.1}% < 95%: {f:#?}", 100.0 * r);
+}
+
+#[test]
+fn trace_branch_meets_the_bar_at_16px_with_realsense_depth_and_calibration_error() {
+    let (r, f) = rate_with(
+        &[Suite::Tabletop, Suite::Bridge],
+        &realistic(Branch::Trace, 16.0),
+    );
+    assert!(r >= 0.90, "branch V {:.1}% < 90%: {f:#?}", 100.0 * r);
+}
+
+/// Far from every object: beyond what a depth check moves a point by (48 px).
+#[test]
 fn a_grasp_point_on_empty_table_stops_before_moving() {
     let ep = episode("tabletop/pepper_in_pan", 3);
-    let px = empty_table_pixel(&ep, 0.2, inside_workspace);
+    let px = empty_table_pixel(&ep, 0.32, |_| true);
     let r = run_with(&ep, Branch::Affordance, Ability::Reg, point_answer(px));
     assert!(
         !r.success && !r.moved && r.steps_executed == 0,
@@ -196,7 +243,7 @@ fn a_grasp_point_on_empty_table_stops_before_moving() {
 
 #[test]
 fn an_unreachable_place_is_refused_before_any_motion() {
-    let ep = episode("tabletop/pepper_in_pan", 3);
+    let ep = episode("tabletop/carrot_left_of_plate", 3);
     let px = empty_table_pixel(&ep, 0.15, |p| p.coords.xy().norm() > 0.80);
     let r = run_with(&ep, Branch::Affordance, Ability::Rrg, point_answer(px));
     assert!(

@@ -232,6 +232,15 @@ pub(crate) fn snap_to_object(
             }
         }
     };
+    // Points that all fall where the camera measured nothing (a black or shiny object) are not
+    // moved to whatever has depth nearby: that would grasp a neighbour.
+    if let Some(Err(e)) = answer
+        .iter()
+        .map(|p| lift(view.frame, *p, &RobustDepthOptions::surface()))
+        .reduce(|a, b| a.or(b))
+    {
+        return Err(e.into());
+    }
     // Each point's nearest object pixel, and the nearest to the points' mean: Gaussian pointing
     // error averages out in the mean (σ/√n), a stray point is outvoted by the others.
     let mean = [

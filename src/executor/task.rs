@@ -106,7 +106,9 @@ pub fn plan_task<P: Pointer + ?Sized>(
             };
             // A part (a handle) is held across the part, whatever the whole object's width.
             let max_width = (!is_part).then_some(open_width);
-            let (grasp_px, blob, c) = snap_to_object(&view, &grasp_pts, "grasp point", max_width)?;
+            // Errors of the answer's points are the plan's (as the grasp's own perception).
+            let (grasp_px, blob, c) = snap_to_object(&view, &grasp_pts, "grasp point", max_width)
+                .map_err(PlanError::from)?;
             corrected(c, on_event);
             let place = if intent.relation == Relation::PickUp {
                 None
@@ -144,7 +146,8 @@ pub fn plan_task<P: Pointer + ?Sized>(
                 return Err(PlanError::Answer("an empty visual trace".into()).into());
             };
             // The trace starts at the object it moves: its first point snapped like a grasp.
-            let (start, blob, c) = snap_to_object(&view, &[first], "trace start", None)?;
+            let (start, blob, c) =
+                snap_to_object(&view, &[first], "trace start", None).map_err(PlanError::from)?;
             corrected(c, on_event);
             // It ends where the object goes: inside the target, or on free table.
             let pick_up = intent
@@ -286,7 +289,8 @@ fn place_spot(
                 Ok((_, blob, _)) => {
                     // The held object's half width, and a little more, inside the rim.
                     let margin = 0.5 * held.narrow_width + 0.005;
-                    Ok(place_inside(view, &blob, place_px, margin, target)?)
+                    Ok(place_inside(view, &blob, place_px, margin, target)
+                        .map_err(PlanError::from)?)
                 }
                 Err(PerceiveError::NoObject { .. }) => Ok((
                     PlaceSpot {
@@ -295,12 +299,12 @@ fn place_spot(
                     },
                     None,
                 )),
-                Err(e) => Err(e.into()),
+                Err(e) => Err(PlanError::from(e).into()),
             }
         }
         _ => {
             let clearance = 0.5 * held.major_extent.max(held.narrow_width) + 0.01;
-            Ok(place_free(view, place_px, clearance, &held.pixels)?)
+            Ok(place_free(view, place_px, clearance, &held.pixels).map_err(PlanError::from)?)
         }
     }
 }
