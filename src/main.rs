@@ -28,7 +28,7 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Run(a) => cli::run::run(a),
+        Command::Run(a) => cli::run::run(*a),
         Command::Point(a) => cli::point::run(a),
         Command::Eval { which } => cli::eval::run(which),
         Command::Serve { which } => cli::serve::run(which),

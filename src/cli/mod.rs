@@ -33,7 +33,7 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Run one task end to end (default: the built-in simulated tabletop with the oracle pointer).
-    Run(run::RunCli),
+    Run(Box<run::RunCli>),
     /// Ask the pointing model for REG/RRG/OFG/VTG points on one image (JSON + overlay PNG).
     Point(point::PointCli),
     /// Evaluate over a task suite (simulator or SimplerEnv bridge).

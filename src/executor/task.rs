@@ -271,6 +271,10 @@ pub fn recovery_plan(model: &RobotModel, world: World, q: &[f64]) -> Result<Plan
     })
 }
 
+/// Asks REG about a phrase (the events go to the given observer).
+type AskReg<'a> =
+    dyn FnMut(&str, &mut dyn FnMut(Event<'_>)) -> Result<Vec<[f64; 2]>, TaskError> + 'a;
+
 /// Where the held object goes: inside the target's segment for "in / on X" (asking REG for X),
 /// else on free table beside things. A target REG cannot find on the table (a flat towel) keeps
 /// the answered point.
@@ -279,7 +283,7 @@ fn place_spot(
     intent: &super::Intent,
     place_px: [f64; 2],
     held: &ObjectBlob,
-    ask_reg: &mut dyn FnMut(&str, &mut dyn FnMut(Event<'_>)) -> Result<Vec<[f64; 2]>, TaskError>,
+    ask_reg: &mut AskReg<'_>,
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> Result<(PlaceSpot, Option<Correction>), TaskError> {
     match (intent.relation, &intent.target) {

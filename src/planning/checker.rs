@@ -634,7 +634,8 @@ mod tests {
     ) -> Option<Hit> {
         let poses = c.tree().poses(q, 1.0);
         let pad = c.padding();
-        let all: Vec<(String, bool, Vec<(Point3<f64>, f64)>)> = spheres
+        type Placed = (String, bool, Vec<(Point3<f64>, f64)>);
+        let all: Vec<Placed> = spheres
             .links
             .iter()
             .map(|l| {
