@@ -8,12 +8,10 @@ mod common;
 use k::nalgebra::{Isometry3, Vector3};
 use pointact::camera::{Camera, CameraError, Frame};
 use pointact::executor::{Branch, Event};
-use pointact::runner::{oracle_truth, run_task, RunError};
-use pointact::safety::SafetyConfig;
-use pointact::sim::devices::{SharedWorld, SimCamera, SimRobot};
+use pointact::runner::{run_task, RunError};
+use pointact::sim::devices::{SharedWorld, SimCamera};
 use pointact::sim::judge;
 use pointact::sim::oracle::{OracleOptions, OraclePointer};
-use pointact::sim::tasks::task;
 
 /// A camera whose first frame is taken just before the object `name` is pushed by `by`.
 struct Bumped {
@@ -42,15 +40,13 @@ impl Camera for Bumped {
 
 #[test]
 fn a_grasp_on_nothing_goes_home_looks_again_and_succeeds() {
-    let ep = task("tabletop/pepper_in_pan")
-        .unwrap()
-        .instantiate(3)
-        .unwrap();
-    let model = ep.robot_model().unwrap();
-    let world = SharedWorld::new(ep.world(model.clone()).unwrap());
-    let truth = oracle_truth(&ep, &world);
-    world.lock().settle(2.0);
-    let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec()).unwrap();
+    let common::SimTask {
+        episode: ep,
+        world,
+        truth,
+        mut robot,
+        safety,
+    } = common::sim_task("tabletop/pepper_in_pan", 3);
     let mut camera = Bumped {
         inner: SimCamera::new(world.clone(), Default::default()),
         world: world.clone(),
@@ -60,10 +56,6 @@ fn a_grasp_on_nothing_goes_home_looks_again_and_succeeds() {
         frames: 0,
     };
     let mut pointer = OraclePointer::new(truth, OracleOptions::default());
-    let safety = SafetyConfig {
-        table_z: world.lock().scene().table.height,
-        ..SafetyConfig::default()
-    };
     let mut retries = Vec::new();
     let mut grasps = 0;
     let result = common::block_on(run_task(
@@ -93,15 +85,13 @@ fn a_grasp_on_nothing_goes_home_looks_again_and_succeeds() {
 #[test]
 fn a_second_miss_is_an_error_with_the_arm_at_rest() {
     // The object is pushed after every frame: both grasps close on nothing.
-    let ep = task("tabletop/pepper_in_pan")
-        .unwrap()
-        .instantiate(3)
-        .unwrap();
-    let model = ep.robot_model().unwrap();
-    let world = SharedWorld::new(ep.world(model.clone()).unwrap());
-    let truth = oracle_truth(&ep, &world);
-    world.lock().settle(2.0);
-    let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec()).unwrap();
+    let common::SimTask {
+        episode: ep,
+        world,
+        truth,
+        mut robot,
+        safety,
+    } = common::sim_task("tabletop/pepper_in_pan", 3);
     struct Always(Bumped);
     impl Camera for Always {
         fn capture(&mut self) -> Result<Frame, CameraError> {
@@ -118,10 +108,6 @@ fn a_second_miss_is_an_error_with_the_arm_at_rest() {
         frames: 0,
     });
     let mut pointer = OraclePointer::new(truth, OracleOptions::default());
-    let safety = SafetyConfig {
-        table_z: world.lock().scene().table.height,
-        ..SafetyConfig::default()
-    };
     let result = common::block_on(run_task(
         &mut robot,
         &mut camera,

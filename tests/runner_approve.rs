@@ -6,32 +6,28 @@ mod common;
 
 use pointact::executor::{Branch, Event};
 use pointact::robot::Robot;
-use pointact::runner::{oracle_truth, run_task, RunError};
+use pointact::runner::{run_task, RunError};
 use pointact::safety::SafetyConfig;
-use pointact::sim::devices::{SharedWorld, SimCamera, SimRobot};
+use pointact::sim::devices::SimCamera;
 use pointact::sim::oracle::{OracleOptions, OraclePointer};
-use pointact::sim::tasks::task;
 
 /// Runs pepper-in-pan seed 3 with `scale` and `answer`; returns the result, the plan length the
 /// approver saw, the steps executed (and whether the arm ended away from home), and the simulated
 /// time spent.
 fn run(scale: f64, answer: bool) -> (Result<(), RunError>, usize, (usize, bool), f64) {
-    let ep = task("tabletop/pepper_in_pan")
-        .unwrap()
-        .instantiate(3)
-        .unwrap();
-    let model = ep.robot_model().unwrap();
-    let world = SharedWorld::new(ep.world(model.clone()).unwrap());
-    let truth = oracle_truth(&ep, &world);
-    world.lock().settle(2.0);
-    let home = model.home().to_vec();
-    let mut robot = SimRobot::new(world.clone(), model.clone(), home.clone()).unwrap();
+    let common::SimTask {
+        episode: ep,
+        world,
+        truth,
+        mut robot,
+        safety,
+    } = common::sim_task("tabletop/pepper_in_pan", 3);
+    let home = robot.model().home().to_vec();
     let mut camera = SimCamera::new(world.clone(), Default::default());
     let mut pointer = OraclePointer::new(truth, OracleOptions::default());
     let safety = SafetyConfig {
-        table_z: world.lock().scene().table.height,
         speed_scale: scale,
-        ..SafetyConfig::default()
+        ..safety
     };
     let t0 = world.lock().time();
     let (mut seen, mut steps) = (0, 0);

@@ -260,13 +260,13 @@ fn sweep(a: EvalSimCli) -> Result<ExitCode> {
 
 /// Rows suite × branch, columns noise: success rates (episodes in brackets when a run stopped).
 fn sweep_table(reports: &[EvalReport]) -> String {
-    let mut out = format!("{:<10} {:<7}", "suite", "branch");
+    let mut out = format!("{:<10} {:<11}", "suite", "branch");
     for n in SWEEP_NOISE {
-        out += &format!(" {:>12}", format!("{n} px"));
+        out += &format!(" {:>15}", format!("{n} px"));
     }
     for suite in SWEEP_SUITES {
         for branch in SWEEP_BRANCHES {
-            out += &format!("\n{:<10} {:<7}", suite.name(), format!("{branch:?}"));
+            out += &format!("\n{:<10} {:<11}", suite.name(), format!("{branch:?}"));
             for n in SWEEP_NOISE {
                 let cell = reports
                     .iter()
@@ -283,7 +283,7 @@ fn sweep_table(reports: &[EvalReport]) -> String {
                             r.episodes.len()
                         )
                     });
-                out += &format!(" {cell:>12}");
+                out += &format!(" {cell:>15}");
             }
         }
     }

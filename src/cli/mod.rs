@@ -176,6 +176,10 @@ pub struct ConditionsCli {
     /// Hand-eye calibration error (degrees, about a random axis through the camera per episode).
     #[arg(long, default_value_t = 0.0, value_parser = values::non_negative)]
     pub calib_error_deg: f64,
+    /// Ask the pointer K times per question and keep the medoid answer, 1 to 32 (the oracle
+    /// redraws its noise; a model needs a temperature above 0 to answer differently).
+    #[arg(long, default_value_t = 1, value_parser = values::samples)]
+    pub samples: usize,
 }
 
 impl ConditionsCli {
@@ -190,6 +194,7 @@ impl ConditionsCli {
         opts.render.seed = seed;
         opts.calib_error_mm = self.calib_error_mm;
         opts.calib_error_deg = self.calib_error_deg;
+        opts.samples = self.samples;
     }
 }
 
@@ -257,6 +262,11 @@ pub mod values {
         } else {
             Err(format!("{v} is outside [0, 1]: give a probability"))
         }
+    }
+
+    /// Answers per question for consensus pointing, 1 to 32.
+    pub fn samples(s: &str) -> Result<usize, String> {
+        count(s, 1, 32).map(|v| v as usize)
     }
 
     /// A count in `lo..=hi`.

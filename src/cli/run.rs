@@ -184,7 +184,10 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
         &ep,
         &opts,
         |c| c,
-        |truth| pointer.for_episode(truth),
+        |truth| pointact::pointing::consensus::Consensus {
+            inner: pointer.for_episode(truth),
+            samples: opts.samples,
+        },
         &mut on_event,
     ))?;
     end_stream();

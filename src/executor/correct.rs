@@ -635,10 +635,7 @@ pub(crate) fn place_free(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::camera::RgbImage;
-    use crate::geometry::synthetic::{camera_look_at, SceneBox, TabletopScene};
-    use crate::geometry::{Intrinsics, RayTable};
-    use k::nalgebra::Vector3;
+    use crate::geometry::synthetic::{SceneBox, TabletopScene};
 
     const FLAT: Table = Table {
         z: 0.0,
@@ -651,21 +648,11 @@ mod tests {
             table_height_m: 0.0,
             boxes,
         };
-        let intrinsics = Intrinsics::pinhole(320, 240, 300.0, 300.0, 160.0, 120.0);
-        let base_from_camera = camera_look_at(
+        crate::executor::perceive::synthetic_frame(
+            &scene,
             Point3::new(1.15, 0.0, 0.7),
             Point3::new(0.42, 0.0, 0.0),
-            Vector3::z(),
         )
-        .expect("pose");
-        let rays = RayTable::new(&intrinsics).expect("rays");
-        Frame {
-            rgb: RgbImage::new(320, 240),
-            depth: scene.render(&rays, &base_from_camera),
-            intrinsics,
-            base_from_camera,
-            stamp_s: 0.0,
-        }
     }
 
     fn px(frame: &Frame, p: Point3<f64>) -> [f64; 2] {

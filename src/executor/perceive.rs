@@ -302,29 +302,38 @@ pub fn planning_world(
     })
 }
 
+/// A 320×240 frame of a synthetic tabletop (exact depth, blank colour) from a camera at `eye`
+/// looking at `target`: the executor's perception tests' input.
+#[cfg(test)]
+pub(crate) fn synthetic_frame(
+    scene: &crate::geometry::synthetic::TabletopScene,
+    eye: Point3<f64>,
+    target: Point3<f64>,
+) -> Frame {
+    let intrinsics = crate::geometry::Intrinsics::pinhole(320, 240, 300.0, 300.0, 160.0, 120.0);
+    let base_from_camera =
+        crate::geometry::synthetic::camera_look_at(eye, target, Vector3::z()).expect("pose");
+    let rays = RayTable::new(&intrinsics).expect("rays");
+    Frame {
+        rgb: crate::camera::RgbImage::new(320, 240),
+        depth: scene.render(&rays, &base_from_camera),
+        intrinsics,
+        base_from_camera,
+        stamp_s: 0.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::camera::RgbImage;
-    use crate::geometry::synthetic::{camera_look_at, SceneBox, TabletopScene};
-    use crate::geometry::Intrinsics;
+    use crate::geometry::synthetic::{SceneBox, TabletopScene};
 
     fn frame_of(scene: &TabletopScene) -> Frame {
-        let intrinsics = Intrinsics::pinhole(320, 240, 300.0, 300.0, 160.0, 120.0);
-        let base_from_camera = camera_look_at(
+        synthetic_frame(
+            scene,
             Point3::new(-0.2, 0.0, 0.9),
             Point3::new(0.45, 0.0, scene.table_height_m),
-            Vector3::z(),
         )
-        .expect("pose");
-        let rays = RayTable::new(&intrinsics).expect("rays");
-        Frame {
-            rgb: RgbImage::new(320, 240),
-            depth: scene.render(&rays, &base_from_camera),
-            intrinsics,
-            base_from_camera,
-            stamp_s: 0.0,
-        }
     }
 
     /// The table's height, not its negative: tables above and below the robot base (the sim's

@@ -9,6 +9,7 @@
 //!   (the processor needs them), re-exported here because every answer is mapped through them.
 //! * [`qwen`]: the local backend, Embodied-R1 (Qwen2.5-VL) in process on candle (`vlm`).
 //! * [`openai`]: the remote backend, Embodied-R1 behind an OpenAI-compatible server (vLLM, SGLang).
+//! * [`consensus`]: a backend asked K times, the medoid answer kept (`--samples K`).
 //! * [`queue`]: one backend shared by many clients (the bridge's connections) through a FIFO queue.
 //!
 //! Parsed points are in model pixels (the model sees a resized image); they become original-image
@@ -32,6 +33,7 @@
 
 pub mod ability;
 pub mod backend;
+pub mod consensus;
 pub mod openai;
 pub mod overlay;
 pub mod parse;

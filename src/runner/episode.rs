@@ -13,6 +13,7 @@ use super::task::{run_task, RunError, RunOutcome};
 use crate::camera::Camera;
 use crate::executor::{Branch, Event, GraspParams};
 use crate::kinematics::RobotModel;
+use crate::pointing::consensus::Consensus;
 use crate::pointing::Pointer;
 use crate::robot::Robot;
 use crate::safety::SafetyConfig;
@@ -36,6 +37,9 @@ pub struct EpisodeOptions {
     /// this much (drawn from `render.seed`); the world and the ground truth keep the true one.
     pub calib_error_mm: f64,
     pub calib_error_deg: f64,
+    /// Ask the pointer this many times per question and keep the medoid answer
+    /// (`pointing::consensus`); 1 asks once.
+    pub samples: usize,
 }
 
 impl Default for EpisodeOptions {
@@ -49,6 +53,7 @@ impl Default for EpisodeOptions {
             settle_s: 3.0,
             calib_error_mm: 0.0,
             calib_error_deg: 0.0,
+            samples: 1,
         }
     }
 }
@@ -137,11 +142,15 @@ pub async fn run_episode(
     on_event: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<EpisodeResult, EpisodeError> {
     let oracle = options.oracle.clone();
+    let samples = options.samples;
     run_episode_with(
         episode,
         options,
         |camera| camera,
-        |truth| OraclePointer::new(truth, oracle),
+        |truth| Consensus {
+            inner: OraclePointer::new(truth, oracle),
+            samples,
+        },
         on_event,
     )
     .await

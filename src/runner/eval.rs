@@ -32,6 +32,10 @@ pub struct TaskSummary {
     pub successes: usize,
 }
 
+fn one() -> usize {
+    1
+}
+
 fn ideal() -> String {
     "ideal".into()
 }
@@ -52,6 +56,9 @@ pub struct EvalReport {
     pub calib_error_mm: f64,
     #[serde(default)]
     pub calib_error_deg: f64,
+    /// Answers per question, the medoid kept (older reports: 1).
+    #[serde(default = "one")]
+    pub samples: usize,
     pub seeds: Vec<u64>,
     pub tasks: Vec<TaskSummary>,
     pub episodes: Vec<EpisodeRecord>,
@@ -93,6 +100,7 @@ impl EvalReport {
             outlier_prob: options.oracle.outlier_prob,
             calib_error_mm: options.calib_error_mm,
             calib_error_deg: options.calib_error_deg,
+            samples: options.samples,
             seeds: seeds.to_vec(),
             tasks,
             episodes,
@@ -139,6 +147,11 @@ impl EvalReport {
                 now.calib_error_deg.to_string(),
             ),
             (
+                "samples",
+                earlier.samples.to_string(),
+                now.samples.to_string(),
+            ),
+            (
                 "seeds",
                 format!("{:?}", earlier.seeds),
                 format!("{:?}", now.seeds),
@@ -160,6 +173,9 @@ impl EvalReport {
         }
         if self.outlier_prob > 0.0 {
             parts.push(format!("outliers {}", self.outlier_prob));
+        }
+        if self.samples > 1 {
+            parts.push(format!("medoid of {} answers", self.samples));
         }
         parts.push(format!("{} sensor", self.sensor));
         if self.calib_error_mm != 0.0 || self.calib_error_deg != 0.0 {

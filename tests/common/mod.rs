@@ -62,3 +62,37 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
         .expect("a tokio runtime")
         .block_on(f)
 }
+
+/// One simulated task ready for `run_task`: the episode, its settled world, the oracle's truth,
+/// the arm at home in that world and the gate's settings for its table.
+pub struct SimTask {
+    pub episode: pointact::sim::tasks::Episode,
+    pub world: pointact::sim::devices::SharedWorld,
+    pub truth: pointact::sim::oracle::OracleTruth,
+    pub robot: pointact::sim::devices::SimRobot,
+    pub safety: pointact::safety::SafetyConfig,
+}
+
+/// `name` (e.g. "tabletop/pepper_in_pan") at `seed`, settled, the arm at home.
+pub fn sim_task(name: &str, seed: u64) -> SimTask {
+    use pointact::sim::devices::{SharedWorld, SimRobot};
+    let episode = pointact::sim::tasks::task(name)
+        .and_then(|t| t.instantiate(seed))
+        .expect("episode");
+    let model = episode.robot_model().expect("robot");
+    let world = SharedWorld::new(episode.world(model.clone()).expect("world"));
+    let truth = pointact::runner::oracle_truth(&episode, &world);
+    world.lock().settle(2.0);
+    let robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec()).expect("robot");
+    let safety = pointact::safety::SafetyConfig {
+        table_z: world.lock().scene().table.height,
+        ..pointact::safety::SafetyConfig::default()
+    };
+    SimTask {
+        episode,
+        world,
+        truth,
+        robot,
+        safety,
+    }
+}
