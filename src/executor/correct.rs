@@ -171,10 +171,11 @@ impl<'a> DepthView<'a> {
             }
         }
         near.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut seen: Vec<usize> = Vec::new();
+        // Pixels of segments already tried (a mask: a segment holds thousands of pixels).
+        let mut seen = vec![false; self.w * self.h];
         let mut too_wide = None;
         for (d, i) in near {
-            if seen.contains(&i) {
+            if seen[i] {
                 continue;
             }
             let blob = object_blob(
@@ -190,11 +191,11 @@ impl<'a> DepthView<'a> {
                     if fits {
                         return Some((i, d, b));
                     }
-                    seen.extend(b.pixels.iter().copied());
+                    b.pixels.iter().for_each(|&p| seen[p] = true);
                     too_wide.get_or_insert((i, d, b));
                 }
-                Ok(b) => seen.extend(b.pixels),
-                Err(_) => seen.push(i),
+                Ok(b) => b.pixels.iter().for_each(|&p| seen[p] = true),
+                Err(_) => seen[i] = true,
             }
         }
         too_wide

@@ -116,18 +116,16 @@ pub fn plan_task<P: Pointer + ?Sized>(
                 let pts = ask(Ability::Rrg, &intent.instruction, on_event)?;
                 let place_px =
                     medoid(&pts).ok_or_else(|| PlanError::Answer("no place point".into()))?;
-                let (spot, c) = place_spot(
+                let mut ask_reg =
+                    |q: &str, on_event: &mut dyn FnMut(Event<'_>)| ask(Ability::Reg, q, on_event);
+                Some(place_spot(
                     &view,
                     &intent,
                     place_px,
                     &blob,
-                    &mut |q: &str, on_event: &mut dyn FnMut(Event<'_>)| {
-                        ask(Ability::Reg, q, on_event)
-                    },
+                    &mut ask_reg,
                     on_event,
-                )?;
-                corrected(c, on_event);
-                Some(spot)
+                )?)
             };
             (
                 Answers::Affordance {
@@ -157,18 +155,9 @@ pub fn plan_task<P: Pointer + ?Sized>(
                 PlaceSpot { px: last, xy: None }
             } else {
                 let intent = intent.as_ref().expect("not a pick-up");
-                let (spot, c) = place_spot(
-                    &view,
-                    intent,
-                    last,
-                    &blob,
-                    &mut |q: &str, on_event: &mut dyn FnMut(Event<'_>)| {
-                        ask(Ability::Reg, q, on_event)
-                    },
-                    on_event,
-                )?;
-                corrected(c, on_event);
-                spot
+                let mut ask_reg =
+                    |q: &str, on_event: &mut dyn FnMut(Event<'_>)| ask(Ability::Reg, q, on_event);
+                place_spot(&view, intent, last, &blob, &mut ask_reg, on_event)?
             };
             reshape_trace(&mut points, start, end.px);
             (
@@ -276,9 +265,24 @@ type AskReg<'a> =
     dyn FnMut(&str, &mut dyn FnMut(Event<'_>)) -> Result<Vec<[f64; 2]>, TaskError> + 'a;
 
 /// Where the held object goes: inside the target's segment for "in / on X" (asking REG for X),
-/// else on free table beside things. A target REG cannot find on the table (a flat towel) keeps
-/// the answered point.
+/// else on free table beside things; a move is reported as [`Event::Corrected`]. A target REG
+/// cannot find on the table (a flat towel) keeps the answered point.
 fn place_spot(
+    view: &DepthView<'_>,
+    intent: &super::Intent,
+    place_px: [f64; 2],
+    held: &ObjectBlob,
+    ask_reg: &mut AskReg<'_>,
+    on_event: &mut dyn FnMut(Event<'_>),
+) -> Result<PlaceSpot, TaskError> {
+    let (spot, c) = place_spot_checked(view, intent, place_px, held, ask_reg, on_event)?;
+    if let Some(c) = c {
+        on_event(Event::Corrected(&c));
+    }
+    Ok(spot)
+}
+
+fn place_spot_checked(
     view: &DepthView<'_>,
     intent: &super::Intent,
     place_px: [f64; 2],
