@@ -75,6 +75,7 @@ pub fn print_event(e: &Event<'_>) {
         Event::Step { index, label } => println!("execute {index:>2} {label}"),
         Event::GraspHeld { width } => println!("grasp     held, fingers at {:.1} mm", width * 1e3),
         Event::Retry { why, attempt } => println!("retry     attempt {attempt}: {why}"),
+        Event::Verified(v) => println!("verify    {}", v.line()),
         // Robot states are for the rerun log; the step lines already say what moved.
         Event::Robot { .. } | Event::Moved { .. } => {}
     }

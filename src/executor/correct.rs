@@ -120,7 +120,19 @@ impl<'a> DepthView<'a> {
         }
     }
 
-    fn px_of(&self, i: usize) -> [f64; 2] {
+    /// The base-frame point of pixel `i` and its height above the table, unless the pixel has no
+    /// depth or shows the robot.
+    pub fn seen(&self, i: usize) -> Option<(Point3<f64>, f64)> {
+        let p = self.points.get(i).copied().flatten()?;
+        (!self.robot[i]).then(|| (p, p.z - self.table_z))
+    }
+
+    /// Pixels in the image (`width · height`).
+    pub fn pixel_count(&self) -> usize {
+        self.points.len()
+    }
+
+    pub(super) fn px_of(&self, i: usize) -> [f64; 2] {
         [(i % self.w) as f64, (i / self.w) as f64]
     }
 
@@ -425,7 +437,7 @@ impl TopGrid {
 }
 
 /// Counter-clockwise convex hull (Andrew's monotone chain).
-fn convex_hull(mut pts: Vec<Point2<f64>>) -> Vec<Point2<f64>> {
+pub(super) fn convex_hull(mut pts: Vec<Point2<f64>>) -> Vec<Point2<f64>> {
     pts.sort_by(|a, b| a.x.total_cmp(&b.x).then(a.y.total_cmp(&b.y)));
     pts.dedup();
     if pts.len() < 3 {
@@ -456,7 +468,7 @@ fn convex_hull(mut pts: Vec<Point2<f64>>) -> Vec<Point2<f64>> {
 }
 
 /// Whether `p` lies inside (or on) the counter-clockwise convex polygon `hull`.
-fn inside_convex(hull: &[Point2<f64>], p: Point2<f64>) -> bool {
+pub(super) fn inside_convex(hull: &[Point2<f64>], p: Point2<f64>) -> bool {
     hull.len() >= 3
         && (0..hull.len()).all(|i| {
             let (a, b) = (hull[i], hull[(i + 1) % hull.len()]);

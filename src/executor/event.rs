@@ -49,6 +49,9 @@ pub enum Event<'a> {
         why: &'a str,
         attempt: usize,
     },
+    /// The camera's look after the plan ran: did the object end where the plan meant it to
+    /// (`executor::verify`)?
+    Verified(&'a super::verify::Verdict),
     /// What the arm did while step `index` ran: the driver's recorded states, or one state read
     /// after the step when the driver records none. Sent whether the step succeeded or not.
     Moved {

@@ -9,8 +9,10 @@ pub mod instruction;
 pub mod perceive;
 pub mod plan;
 pub mod task;
+pub mod verify;
 
 pub use event::Event;
 pub use instruction::{parse_instruction, InstructionError, Intent, Relation};
 pub use plan::{Branch, GraspParams, Plan, PlanError, Step, TaskPlanner};
 pub use task::{plan_task, recovery_plan, TaskError, TaskPlan};
+pub use verify::{verify, ArmThen, Expectation, Goal, Verdict};

@@ -8,6 +8,7 @@ use super::correct::{place_free, place_inside, snap_to_object, Correction, Depth
 use super::event::Event;
 use super::perceive::{planning_world, table_height, ObjectBlob, PerceiveError};
 use super::plan::{medoid, Branch, GraspParams, Plan, PlanError, Step, TaskPlanner};
+use super::verify::{expectation, Expectation};
 use super::{parse_instruction, InstructionError, Relation};
 use crate::camera::Frame;
 use crate::geometry::CropBox;
@@ -33,11 +34,14 @@ pub enum TaskError {
     CollisionModel(#[from] SpheresError),
 }
 
-/// A plan and the world its free-space moves were planned in (the gate re-checks them there).
+/// A plan, the world its free-space moves were planned in (the gate re-checks them there), and
+/// what the camera should see afterwards.
 #[derive(Debug, Clone)]
 pub struct TaskPlan {
     pub plan: Plan,
     pub world: World,
+    /// What the camera should see when the plan has run (checked by [`super::verify`]).
+    pub expect: Expectation,
 }
 
 /// Plans `instruction` with `branch` on `frame`, the arm at joints `q0`; `on_event` sees the table
@@ -97,7 +101,7 @@ pub fn plan_task<P: Pointer + ?Sized>(
         }
     };
     let open_width = model.config.gripper.open_width;
-    let (answers, grasp_blob) = match branch {
+    let (answers, grasp_blob, expect) = match branch {
         Branch::Affordance => {
             let intent = parse_instruction(instruction)?;
             let (grasp_pts, is_part) = match &intent.part {
@@ -127,14 +131,21 @@ pub fn plan_task<P: Pointer + ?Sized>(
                     on_event,
                 )?)
             };
+            let expect = expectation(
+                &view,
+                Some(&intent),
+                &blob,
+                place.as_ref().map(|(s, t)| (s, t.as_ref())),
+            );
             (
                 Answers::Affordance {
                     intent,
                     grasp_px,
                     is_part,
-                    place,
+                    place: place.map(|p| p.0),
                 },
-                Some(blob),
+                blob,
+                expect,
             )
         }
         Branch::Trace => {
@@ -151,14 +162,21 @@ pub fn plan_task<P: Pointer + ?Sized>(
             let pick_up = intent
                 .as_ref()
                 .is_none_or(|i| i.relation == Relation::PickUp);
-            let end = if pick_up || points.len() < 2 {
-                PlaceSpot { px: last, xy: None }
+            let (end, target) = if pick_up || points.len() < 2 {
+                (PlaceSpot { px: last, xy: None }, None)
             } else {
                 let intent = intent.as_ref().expect("not a pick-up");
                 let mut ask_reg =
                     |q: &str, on_event: &mut dyn FnMut(Event<'_>)| ask(Ability::Reg, q, on_event);
                 place_spot(&view, intent, last, &blob, &mut ask_reg, on_event)?
             };
+            let expect = expectation(
+                &view,
+                intent.as_ref(),
+                &blob,
+                // Without an intent the plan still releases at the trace's end.
+                (!pick_up || intent.is_none()).then_some((&end, target.as_ref())),
+            );
             reshape_trace(&mut points, start, end.px);
             (
                 Answers::Trace {
@@ -166,13 +184,14 @@ pub fn plan_task<P: Pointer + ?Sized>(
                     end_xy: end.xy,
                     intent,
                 },
-                Some(blob),
+                blob,
+                expect,
             )
         }
     };
     // The world the free-space moves avoid: everything the camera sees standing on the table
     // except the robot and the object about to be grasped (the fingers enter it on purpose).
-    let target = grasp_blob.map(|b| b.points).unwrap_or_default();
+    let target = grasp_blob.points;
     let world = planning_world(
         frame,
         table_z,
@@ -215,7 +234,11 @@ pub fn plan_task<P: Pointer + ?Sized>(
     };
     on_event(Event::Planned(&plan));
     let world = planner.motion.world().clone();
-    Ok(TaskPlan { plan, world })
+    Ok(TaskPlan {
+        plan,
+        world,
+        expect,
+    })
 }
 
 /// After a grasp that closed on nothing: open the fingers, rise straight up by the approach
@@ -274,12 +297,12 @@ fn place_spot(
     held: &ObjectBlob,
     ask_reg: &mut AskReg<'_>,
     on_event: &mut dyn FnMut(Event<'_>),
-) -> Result<PlaceSpot, TaskError> {
-    let (spot, c) = place_spot_checked(view, intent, place_px, held, ask_reg, on_event)?;
+) -> Result<(PlaceSpot, Option<ObjectBlob>), TaskError> {
+    let (spot, c, target) = place_spot_checked(view, intent, place_px, held, ask_reg, on_event)?;
     if let Some(c) = c {
         on_event(Event::Corrected(&c));
     }
-    Ok(spot)
+    Ok((spot, target))
 }
 
 fn place_spot_checked(
@@ -289,7 +312,7 @@ fn place_spot_checked(
     held: &ObjectBlob,
     ask_reg: &mut AskReg<'_>,
     on_event: &mut dyn FnMut(Event<'_>),
-) -> Result<(PlaceSpot, Option<Correction>), TaskError> {
+) -> Result<(PlaceSpot, Option<Correction>, Option<ObjectBlob>), TaskError> {
     match (intent.relation, &intent.target) {
         (Relation::In | Relation::On, Some(target)) => {
             let pts = ask_reg(&format!("the {target}"), on_event)?;
@@ -297,8 +320,9 @@ fn place_spot_checked(
                 Ok((_, blob, _)) => {
                     // The held object's half width, and a little more, inside the rim.
                     let margin = 0.5 * held.narrow_width + 0.005;
-                    Ok(place_inside(view, &blob, place_px, margin, target)
-                        .map_err(PlanError::from)?)
+                    let (spot, c) = place_inside(view, &blob, place_px, margin, target)
+                        .map_err(PlanError::from)?;
+                    Ok((spot, c, Some(blob)))
                 }
                 Err(PerceiveError::NoObject { .. }) => Ok((
                     PlaceSpot {
@@ -306,13 +330,16 @@ fn place_spot_checked(
                         xy: None,
                     },
                     None,
+                    None,
                 )),
                 Err(e) => Err(PlanError::from(e).into()),
             }
         }
         _ => {
             let clearance = 0.5 * held.major_extent.max(held.narrow_width) + 0.01;
-            Ok(place_free(view, place_px, clearance, &held.pixels).map_err(PlanError::from)?)
+            let (spot, c) =
+                place_free(view, place_px, clearance, &held.pixels).map_err(PlanError::from)?;
+            Ok((spot, c, None))
         }
     }
 }

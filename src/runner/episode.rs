@@ -72,6 +72,8 @@ pub struct EpisodeResult {
     pub moved: bool,
     /// Simulated seconds.
     pub sim_time_s: f64,
+    /// The camera's look after the plan ran (`None`: it did not run to the end).
+    pub verdict: Option<crate::executor::Verdict>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -282,6 +284,7 @@ pub async fn run_prepared<R: Robot, C: Camera, P: Pointer>(
             steps_executed,
             moved,
             sim_time_s,
+            verdict: o.verdict,
         },
         Err(e) => EpisodeResult {
             success: false,
@@ -291,6 +294,7 @@ pub async fn run_prepared<R: Robot, C: Camera, P: Pointer>(
             steps_executed,
             moved,
             sim_time_s,
+            verdict: None,
         },
     })
 }

@@ -22,6 +22,37 @@ pub struct EpisodeRecord {
     pub executed: bool,
     pub detail: String,
     pub sim_time_s: f64,
+    /// Plan steps that reached the robot (0: refused before any motion).
+    #[serde(default)]
+    pub steps_run: usize,
+    /// The camera's verdict after the plan ran (absent when nothing ran, and in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// Its reason.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub camera: String,
+}
+
+/// How the closed loop's own verdicts compare with the judge's, over a report's episodes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CameraTally {
+    /// Judged failures refused before any motion (a typed error: the run knew).
+    pub refused: usize,
+    /// Judged failures that ran and that the camera called "not verified" (caught).
+    pub caught: usize,
+    /// Judged failures that ran and that the camera called "verified" (claimed wrongly).
+    pub false_claims: usize,
+    /// Judged failures that ran with no verdict (an error after motion began).
+    pub stopped: usize,
+    /// Judged successes the camera verified, and those it did not (false alarms).
+    pub confirmed: usize,
+    pub false_alarms: usize,
+}
+
+impl CameraTally {
+    pub fn failures(&self) -> usize {
+        self.refused + self.caught + self.false_claims + self.stopped
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -187,6 +218,22 @@ impl EvalReport {
         parts.join(", ")
     }
 
+    /// The camera's verdicts against the judge's.
+    pub fn camera_tally(&self) -> CameraTally {
+        let mut t = CameraTally::default();
+        for e in &self.episodes {
+            match (e.success, e.verified) {
+                (true, Some(true)) => t.confirmed += 1,
+                (true, _) => t.false_alarms += 1,
+                (false, Some(true)) => t.false_claims += 1,
+                (false, Some(false)) => t.caught += 1,
+                (false, None) if e.executed || e.steps_run > 0 => t.stopped += 1,
+                (false, None) => t.refused += 1,
+            }
+        }
+        t
+    }
+
     pub fn success_rate(&self) -> f64 {
         let n = self.episodes.len().max(1);
         self.episodes.iter().filter(|e| e.success).count() as f64 / n as f64
@@ -269,6 +316,9 @@ pub async fn run_suite_observed(
                                     executed: r.executed,
                                     detail: r.detail,
                                     sim_time_s: r.sim_time_s,
+                                    steps_run: r.steps_executed,
+                                    verified: r.verdict.as_ref().map(|v| v.verified),
+                                    camera: r.verdict.map(|v| v.detail).unwrap_or_default(),
                                 },
                                 Err(e) => failed(task.clone(), seed, e.to_string()),
                             }
@@ -303,6 +353,9 @@ fn failed(task: String, seed: u64, detail: String) -> EpisodeRecord {
         executed: false,
         detail,
         sim_time_s: 0.0,
+        steps_run: 0,
+        verified: None,
+        camera: String::new(),
     }
 }
 
@@ -349,6 +402,23 @@ impl fmt::Display for EvalReport {
             s,
             n,
             100.0 * self.success_rate()
-        )
+        )?;
+        // Only where the runner looked again (not in remote evaluations).
+        if self.episodes.iter().any(|e| e.verified.is_some()) {
+            let t = self.camera_tally();
+            write!(
+                f,
+                "\ncamera check: of {} failures {} refused before motion, {} caught by the camera, {} stopped, {} claimed verified wrongly; of {} successes {} verified, {} not",
+                t.failures(),
+                t.refused,
+                t.caught,
+                t.stopped,
+                t.false_claims,
+                t.confirmed + t.false_alarms,
+                t.confirmed,
+                t.false_alarms
+            )?;
+        }
+        Ok(())
     }
 }

@@ -533,6 +533,10 @@ where
                         r.detail
                     },
                     sim_time_s: r.sim_time_s,
+                    // The bridge's episodes report no step count or camera verdict.
+                    steps_run: 0,
+                    verified: None,
+                    camera: String::new(),
                 },
                 Err(detail) => EpisodeRecord {
                     task,
@@ -541,6 +545,9 @@ where
                     executed: false,
                     detail,
                     sim_time_s: 0.0,
+                    steps_run: 0,
+                    verified: None,
+                    camera: String::new(),
                 },
             };
             episodes.push(record);

@@ -3,8 +3,11 @@
 //! (and one retry from a fresh look when it did not). On any other error after motion began the
 //! robot is stopped before the error is returned.
 
-use crate::camera::{Camera, CameraError};
-use crate::executor::{plan_task, recovery_plan, Branch, Event, Plan, Step, TaskError};
+use crate::camera::{Camera, CameraError, Frame};
+use crate::executor::{
+    plan_task, recovery_plan, verify, ArmThen, Branch, Event, Expectation, Plan, Step, TaskError,
+    Verdict,
+};
 use crate::kinematics::RobotModel;
 use crate::planning::World;
 use crate::pointing::Pointer;
@@ -48,6 +51,8 @@ pub struct RunOutcome {
     pub executed: bool,
     /// Plans tried (2: the first grasp closed on nothing and the task was planned again).
     pub attempts: usize,
+    /// The camera's look after the plan ran (`None`: nothing ran, a dry run).
+    pub verdict: Option<Verdict>,
 }
 
 /// How many times a task is planned and tried: once, and once more after a grasp that closed on
@@ -102,6 +107,7 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
                 plan,
                 executed: false,
                 attempts: attempt,
+                verdict: None,
             });
         }
         if !approve(&plan) {
@@ -109,11 +115,22 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
         }
         match execute_plan(robot, &plan, &checked, &model, on_event).await {
             Ok(()) => {
+                let verdict = look_again(
+                    robot,
+                    camera,
+                    pointer,
+                    (&frame, &q0),
+                    &task.expect,
+                    on_event,
+                )
+                .await;
+                on_event(Event::Verified(&verdict));
                 return Ok(RunOutcome {
                     plan,
                     executed: true,
                     attempts: attempt,
-                })
+                    verdict: Some(verdict),
+                });
             }
             Err(RunError::GraspMissed { width }) if attempt < ATTEMPTS => {
                 attempt += 1;
@@ -133,6 +150,43 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
         }
     }
 }
+
+/// After the plan: a new frame, and the executor's check of it against the planning frame
+/// (`before`: that frame and the joints then). Never an error: a camera or pointer failure is a
+/// "not verified" with its reason, since the motions are done either way.
+async fn look_again<R: Robot, C: Camera, P: Pointer + ?Sized>(
+    robot: &mut R,
+    camera: &mut C,
+    pointer: &mut P,
+    before: (&Frame, &[f64]),
+    expect: &Expectation,
+    on_event: &mut (dyn FnMut(Event<'_>) + Send),
+) -> Verdict {
+    let unverified = |detail: String| Verdict {
+        verified: false,
+        detail,
+    };
+    let after = match camera.capture().and_then(|f| f.validate().map(|()| f)) {
+        Ok(f) => f,
+        Err(e) => return unverified(format!("no frame to check with: {e}")),
+    };
+    on_event(Event::Captured(&after));
+    let (q, width) = match (robot.joint_positions().await, robot.gripper_width().await) {
+        (Ok(q), Ok(w)) => (q, w),
+        (Err(e), _) | (_, Err(e)) => return unverified(format!("no robot state: {e}")),
+    };
+    let model = robot.model().clone();
+    let arm = ArmThen {
+        model: &model,
+        q_before: before.1,
+        q_after: &q,
+        holds: width > model.config.gripper.closed_width + GRASP_MARGIN,
+    };
+    verify(before.0, &after, &arm, expect, pointer, on_event)
+}
+
+/// Fingers this much wider than closed hold something (m).
+const GRASP_MARGIN: f64 = 0.002;
 
 /// Executes a checked plan step by step. Any error but a missed grasp (after which the arm is at
 /// rest and may recover) stops the robot before it is returned.
@@ -193,7 +247,7 @@ async fn execute_step<R: Robot>(
             robot.set_gripper(*g).await?;
             if *expect_object {
                 let width = robot.gripper_width().await?;
-                if width <= model.config.gripper.closed_width + 0.002 {
+                if width <= model.config.gripper.closed_width + GRASP_MARGIN {
                     return Err(RunError::GraspMissed { width });
                 }
                 return Ok(Some(width));

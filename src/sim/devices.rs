@@ -7,6 +7,7 @@
 //! part labels of the frames it rendered in the shared world, where only simulator code (the
 //! oracle pointer, tests) can read them.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use k::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
@@ -40,17 +41,21 @@ pub struct Segmentation {
 #[derive(Clone)]
 pub struct SharedWorld {
     world: Arc<Mutex<SimWorld>>,
-    labels: Arc<Mutex<Option<Labelled>>>,
+    labels: Arc<Mutex<VecDeque<Labelled>>>,
 }
 
-/// The labels of the last frame rendered, with its simulation time.
+/// The labels of a frame rendered, with its simulation time.
 type Labelled = (f64, Arc<Segmentation>);
+
+/// Frames whose labels are kept: a task asks about its planning frame again after the frame
+/// that checks the result (`executor::verify`), and a retry looks twice more.
+const LABELLED_FRAMES: usize = 4;
 
 impl SharedWorld {
     pub fn new(world: SimWorld) -> Self {
         SharedWorld {
             world: Arc::new(Mutex::new(world)),
-            labels: Arc::new(Mutex::new(None)),
+            labels: Arc::new(Mutex::new(VecDeque::new())),
         }
     }
 
@@ -60,19 +65,26 @@ impl SharedWorld {
         self.world.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The ground-truth labels of `frame`, if this world's camera rendered it (matched by its
-    /// simulation time and size).
+    /// The ground-truth labels of `frame`, if this world's camera rendered it lately (matched by
+    /// its simulation time and size; the last [`LABELLED_FRAMES`] are kept).
     pub fn labels_of(&self, frame: &Frame) -> Option<Arc<Segmentation>> {
-        let last = self.labels.lock().unwrap_or_else(|e| e.into_inner());
-        let (stamp, seg) = last.as_ref()?;
-        (*stamp == frame.stamp_s
-            && seg.width == frame.depth.width
-            && seg.height == frame.depth.height)
-            .then(|| seg.clone())
+        let kept = self.labels.lock().unwrap_or_else(|e| e.into_inner());
+        kept.iter()
+            .rev()
+            .find(|(stamp, seg)| {
+                *stamp == frame.stamp_s
+                    && seg.width == frame.depth.width
+                    && seg.height == frame.depth.height
+            })
+            .map(|(_, seg)| seg.clone())
     }
 
     fn set_labels(&self, stamp: f64, seg: Segmentation) {
-        *self.labels.lock().unwrap_or_else(|e| e.into_inner()) = Some((stamp, Arc::new(seg)));
+        let mut kept = self.labels.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() == LABELLED_FRAMES {
+            kept.pop_front();
+        }
+        kept.push_back((stamp, Arc::new(seg)));
     }
 }
 
@@ -401,7 +413,8 @@ mod tests {
     use crate::sim::tasks;
 
     /// The oracle's ground truth is found for frames this world's camera rendered, and only for
-    /// them: a frame from another moment (or another camera) gets none.
+    /// them: a frame from another moment (or another camera) gets none, and only the latest few
+    /// frames keep theirs.
     #[test]
     fn labels_belong_to_the_frame_they_were_rendered_for() {
         let ep = tasks::task(tasks::DEFAULT_TASK)
@@ -425,10 +438,22 @@ mod tests {
         assert!(world.labels_of(&later).is_none());
         world.lock().step();
         let next = camera.capture().unwrap();
+        // An earlier frame keeps its own labels (a task asks about its planning frame again).
+        let (old, new) = (world.labels_of(&frame), world.labels_of(&next));
+        assert!(
+            old.as_ref()
+                .zip(new.as_ref())
+                .is_some_and(|(a, b)| Arc::ptr_eq(a, &seg) && !Arc::ptr_eq(a, b)),
+            "each frame finds the labels rendered with it"
+        );
+        for _ in 1..LABELLED_FRAMES {
+            world.lock().step();
+            camera.capture().unwrap();
+        }
         assert!(
             world.labels_of(&frame).is_none(),
-            "replaced by the newer frame"
+            "only the last {LABELLED_FRAMES} frames keep their labels"
         );
-        assert!(world.labels_of(&next).is_some());
+        assert!(world.labels_of(&next).is_none());
     }
 }

@@ -46,7 +46,7 @@ pub struct OracleTruth {
 /// The labels of the frames the oracle is asked about.
 #[derive(Debug, Clone)]
 pub enum LabelSource {
-    /// Our simulated world, whose camera took the frames: the labels of its latest render.
+    /// Our simulated world, whose camera took the frames: the labels of its latest renders.
     World(SharedWorld),
     /// Labels that came with the frame from elsewhere (an external simulator's segmentation,
     /// sent over the bridge): valid for any frame of the same size.

@@ -210,6 +210,15 @@ impl Viz {
                     &format!("retry     attempt {attempt}: {why}"),
                 );
             }
+            Event::Verified(v) => {
+                self.set_clock(None);
+                let level = if v.verified {
+                    TextLogLevel::INFO
+                } else {
+                    TextLogLevel::WARN
+                };
+                self.log_line(level, &format!("verify    {}", v.line()));
+            }
             Event::GraspHeld { width } => {
                 self.set_clock(None);
                 self.log_line(
