@@ -189,7 +189,8 @@ mod with_rerun {
         }
         viz.finish().unwrap();
         assert_eq!(successes, [true, true], "both episodes should succeed");
-        assert_eq!(seen.frames, 2);
+        // Each episode: one frame to plan from, one to check the result with.
+        assert_eq!(seen.frames, 4);
 
         let rrd = read_rrd(&file);
         let get = |p: &str| {
@@ -199,13 +200,19 @@ mod with_rerun {
 
         // Camera: one RGB image, depth (with its meter), pinhole and extrinsics per frame.
         let rgb = get(paths::RGB);
-        assert_eq!(rgb.count("Image:buffer"), 2);
+        assert_eq!(rgb.count("Image:buffer"), seen.frames);
         let depth = get(paths::DEPTH);
-        assert_eq!(depth.count("DepthImage:buffer"), 2);
-        assert_eq!(depth.count("DepthImage:meter"), 2);
-        assert_eq!(get(paths::PINHOLE).count("Pinhole:image_from_camera"), 2);
-        assert_eq!(get(paths::PINHOLE).count("Pinhole:camera_xyz"), 2);
-        assert_eq!(get(paths::CAMERA).count("Transform3D:translation"), 2);
+        assert_eq!(depth.count("DepthImage:buffer"), seen.frames);
+        assert_eq!(depth.count("DepthImage:meter"), seen.frames);
+        assert_eq!(
+            get(paths::PINHOLE).count("Pinhole:image_from_camera"),
+            seen.frames
+        );
+        assert_eq!(get(paths::PINHOLE).count("Pinhole:camera_xyz"), seen.frames);
+        assert_eq!(
+            get(paths::CAMERA).count("Transform3D:translation"),
+            seen.frames
+        );
         assert!(rgb.timelines.contains(timelines::SIM_TIME));
 
         // Every answer's points, labelled, per ability; the VTG trace as a line.

@@ -434,10 +434,7 @@ fn footprint(view: &DepthView<'_>, seed: &ObjectBlob, without: &[usize]) -> Vec<
         )
     };
     let mut cells: HashMap<(i64, i64), Vec<Point2<f64>>> = HashMap::new();
-    for i in 0..view.pixel_count() {
-        if excluded[i] {
-            continue;
-        }
+    for (i, _) in excluded.iter().enumerate().filter(|(_, x)| !**x) {
         if let Some((p, h)) = view.seen(i) {
             if h > view.min_height {
                 cells.entry(cell(p.xy())).or_default().push(p.xy());
