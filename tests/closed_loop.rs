@@ -127,3 +127,109 @@ fn a_second_miss_is_an_error_with_the_arm_at_rest() {
         Ok(_) => panic!("expected a missed grasp, the task succeeded"),
     }
 }
+
+/// A `SimRobot` whose object is taken out of the fingers (and put down elsewhere on the table)
+/// right after the first move that follows a closing of the fingers: a slip during the lift.
+struct Slippery {
+    inner: pointact::sim::devices::SimRobot,
+    world: SharedWorld,
+    name: String,
+    by: Vector3<f64>,
+    closed: bool,
+    slipped: bool,
+}
+
+impl pointact::robot::Robot for Slippery {
+    fn model(&self) -> &std::sync::Arc<pointact::kinematics::RobotModel> {
+        self.inner.model()
+    }
+    async fn joint_positions(&mut self) -> Result<Vec<f64>, pointact::robot::RobotError> {
+        self.inner.joint_positions().await
+    }
+    async fn gripper_width(&mut self) -> Result<f64, pointact::robot::RobotError> {
+        self.inner.gripper_width().await
+    }
+    async fn execute(
+        &mut self,
+        t: &pointact::safety::CheckedTrajectory,
+    ) -> Result<(), pointact::robot::RobotError> {
+        self.inner.execute(t).await?;
+        if self.closed && !self.slipped {
+            self.slipped = true;
+            let mut w = self.world.lock();
+            assert_eq!(w.slip().as_deref(), Some(self.name.as_str()), "it was held");
+            let start = w.object_pose(&self.name).expect("the object");
+            // Back on the table, beside where it was grasped.
+            let table = w.scene().table.height;
+            let mut pose = start;
+            pose.translation.vector += self.by;
+            pose.translation.z = table + (start.translation.z - table).min(0.05);
+            w.set_object_pose(&self.name, &pose).expect("moved");
+            // Long enough for the fingers, which closed on the object, to close on air.
+            w.step_for(1.0);
+        }
+        Ok(())
+    }
+    async fn set_gripper(
+        &mut self,
+        c: pointact::safety::CheckedGripper,
+    ) -> Result<(), pointact::robot::RobotError> {
+        self.inner.set_gripper(c).await?;
+        let open = self.inner.model().config.gripper.open_width;
+        self.closed = self.inner.gripper_width().await? < open - 0.005;
+        Ok(())
+    }
+    async fn stop(&mut self) -> Result<(), pointact::robot::RobotError> {
+        self.inner.stop().await
+    }
+    fn take_states(&mut self) -> Vec<pointact::robot::JointState> {
+        self.inner.take_states()
+    }
+}
+
+#[test]
+fn an_object_lost_during_the_lift_is_noticed_and_picked_up_again() {
+    let common::SimTask {
+        episode: ep,
+        world,
+        truth,
+        robot,
+        safety,
+    } = common::sim_task("tabletop/pepper_in_pan", 3);
+    let mut robot = Slippery {
+        inner: robot,
+        world: world.clone(),
+        name: ep.object.clone(),
+        by: Vector3::new(-0.06, 0.0, 0.0),
+        closed: false,
+        slipped: false,
+    };
+    let mut camera = SimCamera::new(world.clone(), Default::default());
+    let mut pointer = OraclePointer::new(truth, OracleOptions::default());
+    let mut retries = Vec::new();
+    let result = common::block_on(run_task(
+        &mut robot,
+        &mut camera,
+        &mut pointer,
+        &ep.instruction,
+        Branch::Affordance,
+        safety,
+        &mut |_| true,
+        &mut |e| {
+            if let Event::Retry { why, attempt } = e {
+                retries.push((attempt, why.to_string()))
+            }
+        },
+    ));
+    let outcome = result.unwrap_or_else(|e| panic!("the retry should succeed: {e}"));
+    assert!(robot.slipped, "the object was taken out of the fingers");
+    assert_eq!(outcome.attempts, 2);
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert!(
+        retries[0].1.contains("left the fingers during `lift`"),
+        "{}",
+        retries[0].1
+    );
+    let verdict = judge(&mut world.lock(), &ep);
+    assert!(verdict.success, "{}", verdict.detail);
+}

@@ -354,6 +354,39 @@ fn no_valid_depth_at_the_object_is_a_clear_error() {
     }
 }
 
+/// A camera pose far off (the calibration file of another setup, a camera moved after
+/// calibration): the points lift outside anything the arm may reach, and the run says so, naming
+/// the calibration, before any motion.
+#[test]
+fn a_calibration_far_off_is_a_perception_error_before_any_motion() {
+    let ep = episode("tabletop/pepper_in_pan", 3);
+    // 80 cm along the camera's x axis (image right: the base's y axis for this camera), more than
+    // the objects' distance to the workspace's side.
+    let off = k::nalgebra::Isometry3::translation(0.8, 0.0, 0.0);
+    let r = block_on(run_episode_with(
+        &ep,
+        &EpisodeOptions::default(),
+        |c| c.with_pose_error(off),
+        |truth| OraclePointer::new(truth, OracleOptions::default()),
+        &mut |_| {},
+    ))
+    .unwrap();
+    assert!(!r.moved && r.steps_executed == 0, "{}", r.detail);
+    match &r.error {
+        Some(RunError::Task(TaskError::Perceive(PerceiveError::OutsideWorkspace {
+            what,
+            y,
+            ..
+        }))) => {
+            assert_eq!(*what, "object");
+            assert!(y.abs() > 0.5, "{y}");
+        }
+        Some(RunError::Task(TaskError::Perceive(PerceiveError::Table(_)))) => {}
+        other => panic!("expected a perception error, got {other:?}"),
+    }
+    assert!(r.detail.contains("calibration"), "{}", r.detail);
+}
+
 #[test]
 fn dry_run_checks_everything_and_moves_nothing() {
     let ep = episode("bridge/carrot_on_plate", 3);

@@ -19,8 +19,15 @@ pub enum PerceiveError {
         "pixel ({u:.1}, {v:.1}) does not look at the plane z = {z:.3} m in front of the camera"
     )]
     NoRayHit { u: f64, v: f64, z: f64 },
-    #[error("cannot find the table plane: {0}")]
+    #[error("cannot find the table plane under the workspace: {0} (is the camera pose in the calibration file right?)")]
     Table(GeometryError),
+    #[error("the {what} lifts to ({x:.3}, {y:.3}, {z:.3}) m in the robot base frame, outside the workspace box: is the camera pose in the calibration file right?")]
+    OutsideWorkspace {
+        what: &'static str,
+        x: f64,
+        y: f64,
+        z: f64,
+    },
     #[error("nothing stands on the table at pixel ({u:.1}, {v:.1})")]
     NoObject { u: f64, v: f64 },
     #[error("pixel ({u:.1}, {v:.1}) is on the robot, and no object is near it")]

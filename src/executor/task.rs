@@ -113,6 +113,7 @@ pub fn plan_task<P: Pointer + ?Sized>(
             // Errors of the answer's points are the plan's (as the grasp's own perception).
             let (grasp_px, blob, c) = snap_to_object(&view, &grasp_pts, "grasp point", max_width)
                 .map_err(PlanError::from)?;
+            in_workspace(model, &blob.centroid, "object")?;
             corrected(c, on_event);
             let place = if intent.relation == Relation::PickUp {
                 None
@@ -157,6 +158,7 @@ pub fn plan_task<P: Pointer + ?Sized>(
             // The trace starts at the object it moves: its first point snapped like a grasp.
             let (start, blob, c) =
                 snap_to_object(&view, &[first], "trace start", None).map_err(PlanError::from)?;
+            in_workspace(model, &blob.centroid, "object")?;
             corrected(c, on_event);
             // It ends where the object goes: inside the target, or on free table.
             let pick_up = intent
@@ -239,6 +241,33 @@ pub fn plan_task<P: Pointer + ?Sized>(
         world,
         expect,
     })
+}
+
+/// An object or place the arm cannot reach by construction: its horizontal position outside the
+/// workspace box (the gate keeps the TCP inside it), or far below or above it. Usually a camera
+/// pose that is far off, so the error says so, before any motion.
+fn in_workspace(
+    model: &RobotModel,
+    p: &k::nalgebra::Point3<f64>,
+    what: &'static str,
+) -> Result<(), PerceiveError> {
+    let ws = &model.config.workspace;
+    let inside = p.x >= ws.min[0]
+        && p.x <= ws.max[0]
+        && p.y >= ws.min[1]
+        && p.y <= ws.max[1]
+        && p.z >= ws.min[2] - 0.1
+        && p.z <= ws.max[2];
+    if inside {
+        Ok(())
+    } else {
+        Err(PerceiveError::OutsideWorkspace {
+            what,
+            x: p.x,
+            y: p.y,
+            z: p.z,
+        })
+    }
 }
 
 /// After a grasp that closed on nothing: open the fingers, rise straight up by the approach

@@ -34,6 +34,9 @@ pub enum RunError {
     Robot(#[from] RobotError),
     #[error("grasp failed: the fingers closed to {width:.4} m, nothing is held")]
     GraspMissed { width: f64 },
+    /// The object left the fingers during a move that carried it (it slipped, or was dropped).
+    #[error("the object was lost during `{step}`: the fingers closed to {width:.4} m")]
+    GraspLost { step: String, width: f64 },
     /// The checked plan was shown and not approved: nothing moved.
     #[error("the plan was not approved: nothing moved")]
     Declined,
@@ -41,7 +44,9 @@ pub enum RunError {
 
 /// A plan whose every step passed the gate.
 enum CheckedStep {
-    Move(CheckedTrajectory),
+    /// A motion, and whether the fingers should hold the object through it (checked after it).
+    Move(CheckedTrajectory, bool),
+    /// A gripper command, and whether the fingers should stop on the object (checked after it).
     Gripper(CheckedGripper, bool),
 }
 
@@ -63,8 +68,9 @@ pub const ATTEMPTS: usize = 2;
 /// sees every checked plan before its first motion (a physical arm asks its user; the simulator
 /// approves); `false` ends the run with [`RunError::Declined`].
 ///
-/// Closed loop: when the fingers close on nothing, the arm opens, rises, goes home (a plan of its
-/// own, checked like any other), and the task is planned again from a new frame, once.
+/// Closed loop: when the fingers close on nothing, or the object leaves them during a move that
+/// carries it, the arm opens, rises, goes home (a plan of its own, checked like any other), and the
+/// task is planned again from a new frame, once.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
     robot: &mut R,
@@ -132,11 +138,16 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
                     verdict: Some(verdict),
                 });
             }
-            Err(RunError::GraspMissed { width }) if attempt < ATTEMPTS => {
+            Err(e @ (RunError::GraspMissed { .. } | RunError::GraspLost { .. }))
+                if attempt < ATTEMPTS =>
+            {
                 attempt += 1;
-                let why = format!(
-                    "the fingers closed to {width:.4} m on nothing: going home to look again"
-                );
+                let why = match e {
+                    RunError::GraspLost { step, width } => format!(
+                        "the object left the fingers during `{step}` (closed to {width:.4} m): going home to look again"
+                    ),
+                    other => format!("{other}: going home to look again"),
+                };
                 on_event(Event::Retry { why: &why, attempt });
                 let q = robot.joint_positions().await?;
                 let back = recovery_plan(&model, task.world.clone(), &q)?;
@@ -202,7 +213,7 @@ async fn execute_plan<R: Robot>(
             index,
             label: step.label(),
         });
-        let result = execute_step(robot, c, model).await;
+        let result = execute_step(robot, c, model, step.label()).await;
         let mut states = robot.take_states();
         if states.is_empty() {
             if let (Ok(q), Ok(gripper_width)) =
@@ -222,7 +233,8 @@ async fn execute_plan<R: Robot>(
         match result {
             Ok(Some(width)) => on_event(Event::GraspHeld { width }),
             Ok(None) => {}
-            Err(e @ RunError::GraspMissed { .. }) => return Err(e),
+            // The arm is at rest after the step; the runner may recover and try again.
+            Err(e @ (RunError::GraspMissed { .. } | RunError::GraspLost { .. })) => return Err(e),
             Err(e) => {
                 // Leave the robot at rest whatever went wrong; report the first error.
                 let _ = robot.stop().await;
@@ -237,10 +249,22 @@ async fn execute_step<R: Robot>(
     robot: &mut R,
     step: &CheckedStep,
     model: &RobotModel,
+    label: &str,
 ) -> Result<Option<f64>, RunError> {
     match step {
-        CheckedStep::Move(t) => {
+        CheckedStep::Move(t, holding) => {
             robot.execute(t).await?;
+            if *holding {
+                // Still holding? An object that slips out during the lift or the carry would
+                // otherwise be "placed" from empty fingers.
+                let width = robot.gripper_width().await?;
+                if width <= model.config.gripper.closed_width + GRASP_MARGIN {
+                    return Err(RunError::GraspLost {
+                        step: label.to_string(),
+                        width,
+                    });
+                }
+            }
             Ok(None)
         }
         CheckedStep::Gripper(g, expect_object) => {
@@ -293,7 +317,7 @@ fn check_plan(
                 }
                 .map_err(refuse)?;
                 q = trajectory.end().to_vec();
-                out.push(CheckedStep::Move(c));
+                out.push(CheckedStep::Move(c, held.is_some()));
             }
             Step::Gripper {
                 width,

@@ -182,6 +182,16 @@ impl SimWorld {
         })
     }
 
+    /// Lets go of the object the attach rule holds, as a slip would (fault injection for tests
+    /// of the closed loop; nothing in a run calls it): the hold's joint is removed and the fingers
+    /// close on whatever is left between them. The name of the object let go, if one was held.
+    pub fn slip(&mut self) -> Option<String> {
+        let a = self.attachment.take()?;
+        self.pw.remove_impulse_joint(a.joint);
+        self.set_robot_pushes(a.object, true);
+        self.scene.objects.get(a.object).map(|o| o.name.clone())
+    }
+
     /// Name of the object held by the attach rule, if any.
     pub fn attached_object(&self) -> Option<&str> {
         let a = self.attachment.as_ref()?;
