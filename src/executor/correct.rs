@@ -30,6 +30,10 @@ const MIN_SEGMENT: usize = 30;
 const ROBOT_MARGIN: f64 = 0.02;
 /// Cell of the top-view grids (m).
 const CELL: f64 = 0.005;
+/// What stands this high above the table takes room from a place beside things (m): lower than
+/// any object to avoid, higher than the depth noise of a RealSense at a metre, whose specks at
+/// the lower object threshold (a few mm) fill the table's far side.
+const PLACE_OBSTACLE_HEIGHT: f64 = 0.012;
 /// How far a free place may be from the answered one (m).
 const FREE_RADIUS: f64 = 0.20;
 
@@ -577,7 +581,7 @@ pub(crate) fn place_free(
         let Some(c) = occupied.cell(p.xy()) else {
             continue;
         };
-        if view.above[i] && !ignored[i] {
+        if view.above[i] && !ignored[i] && p.z > view.table_z + PLACE_OBSTACLE_HEIGHT {
             count[c] = count[c].saturating_add(1);
         } else if (p.z - view.table_z).abs() <= view.min_height.max(0.01) {
             table.cells[c] = true;
