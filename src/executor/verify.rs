@@ -120,8 +120,8 @@ pub struct ArmThen<'a> {
     pub holds: bool,
 }
 
-/// Checks `expect` on `after` against `before` (the planning frame); asks `pointer` REG again
-/// on `after` (its answers go to `on_event`).
+/// Checks `expect` on `after` against `before` (the planning frame); asks `pointer` REG again,
+/// for the object on both frames and for the target on `after` (its answers go to `on_event`).
 pub fn verify<P: Pointer + ?Sized>(
     before: &Frame,
     after: &Frame,
