@@ -8,11 +8,13 @@
 //! above the table grew by more than a threshold (a fraction of the object's height, never under
 //! twice the depth noise). Then:
 //!
-//! 1. **Which object moved.** The pointer is asked REG for the object again, on the new frame. Its
-//!    answer snaps to an object segment; the pixels of that segment that rose are the object where
-//!    it arrived. None rose: the object meant is where it was (a confused answer moved another
-//!    one, or nothing moved) — not verified. This is what catches a wrong object: depth alone
-//!    cannot tell two objects apart, a second, independent answer can.
+//! 1. **Which object moved.** The pointer is asked REG for the object again, first on the planning
+//!    frame: its answer must snap to the segment that was grasped (else a confused answer chose
+//!    the grasp — not verified). Then on the new frame: its answer snaps to an object segment, and
+//!    the pixels of that segment that rose are the object where it arrived. None rose: the object
+//!    meant is where it was, or nothing moved — not verified. Depth alone cannot tell two objects
+//!    apart; a second, independent answer can. (Each extra answer may itself be confused, which
+//!    makes false alarms, never false claims by itself.)
 //! 2. **Where it arrived**, against the goal:
 //!    * in / on X: X is found again by a fresh REG answer, its top-view footprint (the object's
 //!      pixels left out) overlapping the one planned with; the object's centre (of its upper
@@ -20,10 +22,16 @@
 //!      −30 / +20 %), for "in" its middle is at most 1 cm above X's rim;
 //!    * left / right of X: as the judge defines it, from what the camera sees: along the camera's
 //!      image-right on the table, the object's near edge lies beyond X's far edge by 0–25 cm,
-//!      across it the centres differ by at most X's half width + 8 cm, and the object's lowest
-//!      visible points are near the table (it rests on the table, not on X);
-//!    * near X / a trace's end: the centre within a radius of X (a fresh answer) or of the spot;
-//!    * pick-up: the fingers still hold something, and the object's old spot changed.
+//!      across it the centres differ by at most X's half width + 8 cm, and the object's top is
+//!      no higher than its own height allows (it rests on the table, not on X);
+//!    * near X: the centre within 15 cm of X's segment; on a target too flat to stand out of the
+//!      table (a towel): within 5 cm of a fresh answer for it; a trace's end with no instruction
+//!      read: within 5 cm of the planned spot;
+//!    * pick-up: the fingers still hold something, and the object is seen above where it lay
+//!      (or, hidden by the hand, its old spot changed and a fresh answer does not find it there).
+//!
+//! What it cannot see: whether the object is still moving (it looks once, when the arm is home).
+//! Measured against the judge in the README ("The camera check against the judge").
 //!
 //! Any doubt (no answer, no segment, a frame of another size) is "not verified", with the reason.
 
