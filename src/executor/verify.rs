@@ -138,15 +138,10 @@ pub fn verify<P: Pointer + ?Sized>(
     pointer: &mut P,
     on_event: &mut dyn FnMut(Event<'_>),
 ) -> Verdict {
-    match check(before, after, arm, expect, pointer, on_event) {
-        Ok(detail) => Verdict {
-            verified: true,
-            detail,
-        },
-        Err(detail) => Verdict {
-            verified: false,
-            detail,
-        },
+    let checked = check(before, after, arm, expect, pointer, on_event);
+    Verdict {
+        verified: checked.is_ok(),
+        detail: checked.unwrap_or_else(|why| why),
     }
 }
 

@@ -191,13 +191,18 @@ async fn look_again<R: Robot, C: Camera, P: Pointer + ?Sized>(
         model: &model,
         q_before: before.1,
         q_after: &q,
-        holds: width > model.config.gripper.closed_width + GRASP_MARGIN,
+        holds: holds_something(&model, width),
     };
     verify(before.0, &after, &arm, expect, pointer, on_event)
 }
 
 /// Fingers this much wider than closed hold something (m).
 const GRASP_MARGIN: f64 = 0.002;
+
+/// Whether fingers at `width` hold something (they stopped short of closing).
+fn holds_something(model: &RobotModel, width: f64) -> bool {
+    width > model.config.gripper.closed_width + GRASP_MARGIN
+}
 
 /// Executes a checked plan step by step. Any error but a missed grasp (after which the arm is at
 /// rest and may recover) stops the robot before it is returned.
@@ -258,7 +263,7 @@ async fn execute_step<R: Robot>(
                 // Still holding? An object that slips out during the lift or the carry would
                 // otherwise be "placed" from empty fingers.
                 let width = robot.gripper_width().await?;
-                if width <= model.config.gripper.closed_width + GRASP_MARGIN {
+                if !holds_something(model, width) {
                     return Err(RunError::GraspLost {
                         step: label.to_string(),
                         width,
@@ -271,7 +276,7 @@ async fn execute_step<R: Robot>(
             robot.set_gripper(*g).await?;
             if *expect_object {
                 let width = robot.gripper_width().await?;
-                if width <= model.config.gripper.closed_width + GRASP_MARGIN {
+                if !holds_something(model, width) {
                     return Err(RunError::GraspMissed { width });
                 }
                 return Ok(Some(width));
