@@ -147,4 +147,118 @@ fn an_object_put_into_the_wrong_target_is_not_verified() {
     });
     assert!(!judged.success, "the judge: {}", judged.detail);
     assert!(!verdict.verified, "{}", verdict.line());
+    // Caught by asking for the bowl again on the planning frame: the answer finds the bowl, not
+    // the can the fruit was put on.
+    assert!(
+        verdict
+            .detail
+            .contains("elsewhere than where the object was put"),
+        "{}",
+        verdict.detail
+    );
+}
+
+#[test]
+fn a_target_answer_on_the_object_itself_is_refused_before_any_motion() {
+    // "put the can in the basket": the answer for the basket lands on the can. There is no place
+    // to put the can on itself; the plan is refused and the arm stays where it was.
+    let common::SimTask {
+        episode: ep,
+        world,
+        truth,
+        mut robot,
+        safety,
+    } = common::sim_task("tabletop/can_in_basket", 0);
+    let mut camera = SimCamera::new(world.clone(), Default::default());
+    let mut pointer = Misread {
+        inner: OraclePointer::new(truth, OracleOptions::default()),
+        nth: 2,
+        query: "the basket",
+        instead: "the can",
+        asked: 0,
+    };
+    let mut steps = 0;
+    let result = common::block_on(run_task(
+        &mut robot,
+        &mut camera,
+        &mut pointer,
+        &ep.instruction,
+        Branch::Affordance,
+        safety,
+        &mut |_| true,
+        &mut |e| {
+            if let Event::Step { .. } = e {
+                steps += 1
+            }
+        },
+    ));
+    let err = result.err().expect("the plan is refused");
+    assert!(
+        err.to_string()
+            .contains("the answer for the basket points at the object to be moved itself"),
+        "{err}"
+    );
+    assert_eq!(steps, 0, "nothing moved");
+}
+
+/// The simulated camera, except that right after its `nth` capture (0-based) it moves `object`
+/// by `shift` (m, in the world): an object still rolling between two looks.
+struct Nudging {
+    inner: SimCamera,
+    world: pointact::sim::devices::SharedWorld,
+    nth: usize,
+    object: String,
+    shift: [f64; 3],
+    captured: usize,
+}
+
+impl pointact::camera::Camera for Nudging {
+    fn capture(&mut self) -> Result<Frame, pointact::camera::CameraError> {
+        let frame = self.inner.capture()?;
+        if self.captured == self.nth {
+            let mut w = self.world.lock();
+            let mut pose = w.object_pose(&self.object).expect("the object");
+            pose.translation.vector += k::nalgebra::Vector3::from(self.shift);
+            w.set_object_pose(&self.object, &pose).expect("moved");
+        }
+        self.captured += 1;
+        Ok(frame)
+    }
+}
+
+#[test]
+fn an_object_that_moves_between_the_two_looks_is_not_verified() {
+    // "stack the blocks" (verified when left alone: the first test). Between the two looks after
+    // the plan (captures 1 and 2; 0 planned) the stacked block shifts by 2 cm.
+    let common::SimTask {
+        episode: ep,
+        world,
+        truth,
+        mut robot,
+        safety,
+    } = common::sim_task("tabletop/stack_blocks", 1);
+    let mut camera = Nudging {
+        inner: SimCamera::new(world.clone(), Default::default()),
+        world: world.clone(),
+        nth: 1,
+        object: ep.object.clone(),
+        shift: [0.02, 0.0, 0.0],
+        captured: 0,
+    };
+    let mut pointer = OraclePointer::new(truth, OracleOptions::default());
+    let outcome = common::block_on(run_task(
+        &mut robot,
+        &mut camera,
+        &mut pointer,
+        &ep.instruction,
+        Branch::Affordance,
+        safety,
+        &mut |_| true,
+        &mut |_| {},
+    ))
+    .expect("the plan ran");
+    let verdict = outcome.verdict.expect("the camera looked");
+    assert_eq!(camera.captured, 3, "one planning frame and two looks");
+    assert!(!verdict.verified, "{}", verdict.line());
+    assert!(verdict.detail.contains("still moves"), "{}", verdict.detail);
 }

@@ -649,6 +649,17 @@ pub(crate) fn place_free(
     ))
 }
 
+/// How many pixels (indices into one frame) two segments share.
+pub(super) fn shared_pixels(a: &[usize], b: &[usize]) -> usize {
+    let set: std::collections::HashSet<usize> = b.iter().copied().collect();
+    a.iter().filter(|i| set.contains(i)).count()
+}
+
+/// Whether most of the smaller of two segments lies in the other: the same object.
+pub(super) fn shares_most(a: &[usize], b: &[usize]) -> bool {
+    2 * shared_pixels(a, b) >= a.len().min(b.len()).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

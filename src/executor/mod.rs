@@ -15,4 +15,4 @@ pub use event::Event;
 pub use instruction::{parse_instruction, InstructionError, Intent, Relation};
 pub use plan::{Branch, GraspParams, Plan, PlanError, Step, TaskPlanner};
 pub use task::{plan_task, recovery_plan, TaskError, TaskPlan};
-pub use verify::{verify, ArmThen, Expectation, Goal, Verdict};
+pub use verify::{verify, ArmThen, Expectation, Goal, Looks, Verdict};

@@ -4,7 +4,9 @@
 //! frame and the joints only; moves nothing (the runner does, after the gate re-checks the moves
 //! in the same world).
 
-use super::correct::{place_free, place_inside, snap_to_object, Correction, DepthView, PlaceSpot};
+use super::correct::{
+    place_free, place_inside, shared_pixels, snap_to_object, Correction, DepthView, PlaceSpot,
+};
 use super::event::Event;
 use super::perceive::{planning_world, table_height, ObjectBlob, PerceiveError};
 use super::plan::{medoid, Branch, GraspParams, Plan, PlanError, Step, TaskPlanner};
@@ -346,6 +348,19 @@ fn place_spot_checked(
         (Relation::In | Relation::On, Some(target)) => {
             let pts = ask_reg(&format!("the {target}"), on_event)?;
             match snap_to_object(view, &pts, "place target", None) {
+                // The answer for the target found the object to be moved (most of the segment
+                // is the object; a segment that merely joins it, a basket it touches in the
+                // image, is more than that): a confused answer, and no place to put it.
+                Ok((_, blob, _))
+                    if 2 * shared_pixels(&blob.pixels, &held.pixels) >= blob.pixels.len() =>
+                {
+                    Err(PlanError::from(PerceiveError::NoPlace {
+                        why: format!(
+                            "the answer for the {target} points at the object to be moved itself"
+                        ),
+                    })
+                    .into())
+                }
                 Ok((_, blob, _)) => {
                     // The held object's half width, and a little more, inside the rim.
                     let margin = 0.5 * held.narrow_width + 0.005;

@@ -85,7 +85,8 @@ impl Profile {
 
     /// Path parameter at time t (absolute, clamped to this profile).
     fn s_at(&self, t: f64) -> f64 {
-        if self.duration <= 0.0 {
+        // A hold (no length) stays at its start for its whole duration.
+        if self.duration <= 0.0 || self.len <= 0.0 {
             return self.s0;
         }
         let t = (t - self.t0).clamp(0.0, self.duration);
@@ -152,6 +153,33 @@ impl Trajectory {
             knots,
             duration: profile.duration,
             profiles: vec![profile],
+        })
+    }
+
+    /// Stays at `q` for `seconds`: the arm at rest while time passes (the runner waits this way
+    /// between two looks, so the wait is a checked command like every other and a simulated world
+    /// advances through it). `None` for a non-finite or empty `q` or a negative duration.
+    pub fn hold(q: &[f64], seconds: f64) -> Option<Self> {
+        if q.is_empty()
+            || q.iter().any(|x| !x.is_finite())
+            || !(seconds >= 0.0 && seconds.is_finite())
+        {
+            return None;
+        }
+        Some(Trajectory {
+            path: JointPath {
+                waypoints: vec![q.to_vec(), q.to_vec()],
+            },
+            knots: vec![0.0, 0.0],
+            duration: seconds,
+            profiles: vec![Profile {
+                t0: 0.0,
+                s0: 0.0,
+                len: 0.0,
+                v: 0.0,
+                a: 0.0,
+                duration: seconds,
+            }],
         })
     }
 
@@ -330,6 +358,19 @@ mod tests {
         assert!((t.sample(0.5)[0] - 0.25).abs() < 1e-12);
         assert!((t.sample(1.25)[0] - 1.0).abs() < 1e-12);
         assert_eq!(t.sample(10.0), vec![2.0]);
+    }
+
+    #[test]
+    fn a_hold_stays_put_for_its_duration_even_slowed() {
+        let q = [0.1, -0.4, 0.7];
+        let t = Trajectory::hold(&q, 0.5).unwrap().slowed(2.0);
+        assert_eq!(t.duration(), 1.0);
+        let s = t.samples(0.01);
+        assert_eq!(s.len(), 101);
+        assert!(s.iter().all(|(_, x)| x == &q), "every sample at q");
+        assert!(Trajectory::hold(&[f64::NAN], 0.5).is_none());
+        assert!(Trajectory::hold(&q, -1.0).is_none());
+        assert!(Trajectory::hold(&[], 0.5).is_none());
     }
 
     #[test]

@@ -5,11 +5,11 @@
 
 use crate::camera::{Camera, CameraError, Frame};
 use crate::executor::{
-    plan_task, recovery_plan, verify, ArmThen, Branch, Event, Expectation, Plan, Step, TaskError,
-    Verdict,
+    plan_task, recovery_plan, verify, ArmThen, Branch, Event, Expectation, Looks, Plan, Step,
+    TaskError, Verdict,
 };
 use crate::kinematics::RobotModel;
-use crate::planning::World;
+use crate::planning::{Trajectory, World};
 use crate::pointing::Pointer;
 use crate::robot::{JointState, Robot, RobotError};
 use crate::safety::{
@@ -127,6 +127,7 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
                     pointer,
                     (&frame, &q0),
                     &task.expect,
+                    &safety,
                     on_event,
                 )
                 .await;
@@ -162,38 +163,87 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
     }
 }
 
-/// After the plan: a new frame, and the executor's check of it against the planning frame
-/// (`before`: that frame and the joints then). Never an error: a camera or pointer failure is a
-/// "not verified" with its reason, since the motions are done either way.
+/// How long the arm stands still between the two looks after a plan (s): an object still
+/// swinging in the hand, rolling or settling changes the depth in that time.
+pub const LOOK_INTERVAL_S: f64 = 0.5;
+
+/// After the plan: two new frames [`LOOK_INTERVAL_S`] apart (the arm held still in between, a
+/// checked hold), and the executor's check of the second against the planning frame (`before`:
+/// that frame and the joints then) and against the first (is anything still moving?). Never an
+/// error: a camera, gate or pointer failure is a "not verified" with its reason, since the
+/// motions are done either way.
+#[allow(clippy::too_many_arguments)]
 async fn look_again<R: Robot, C: Camera, P: Pointer + ?Sized>(
     robot: &mut R,
     camera: &mut C,
     pointer: &mut P,
     before: (&Frame, &[f64]),
     expect: &Expectation,
+    safety: &SafetyConfig,
     on_event: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Verdict {
     let unverified = |detail: String| Verdict {
         verified: false,
         detail,
     };
-    let after = match camera.capture().and_then(|f| f.validate().map(|()| f)) {
+    let mut look = || camera.capture().and_then(|f| f.validate().map(|()| f));
+    let earlier = match look() {
         Ok(f) => f,
         Err(e) => return unverified(format!("no frame to check with: {e}")),
     };
-    on_event(Event::Captured(&after));
     let (q, width) = match (robot.joint_positions().await, robot.gripper_width().await) {
         (Ok(q), Ok(w)) => (q, w),
         (Err(e), _) | (_, Err(e)) => return unverified(format!("no robot state: {e}")),
     };
     let model = robot.model().clone();
+    if let Err(e) = hold_still(robot, &model, &q, width, safety).await {
+        let _ = robot.stop().await;
+        return unverified(format!("could not hold still between the two looks: {e}"));
+    }
+    let after = match look() {
+        Ok(f) => f,
+        Err(e) => return unverified(format!("no frame to check with: {e}")),
+    };
+    on_event(Event::Captured(&after));
     let arm = ArmThen {
         model: &model,
         q_before: before.1,
         q_after: &q,
         holds: holds_something(&model, width),
     };
-    verify(before.0, &after, &arm, expect, pointer, on_event)
+    let looks = Looks {
+        before: before.0,
+        earlier: Some(&earlier),
+        after: &after,
+    };
+    verify(&looks, &arm, expect, pointer, on_event)
+}
+
+/// The arm at rest at `q` for [`LOOK_INTERVAL_S`], through the gate like any motion.
+async fn hold_still<R: Robot>(
+    robot: &mut R,
+    model: &RobotModel,
+    q: &[f64],
+    width: f64,
+    safety: &SafetyConfig,
+) -> Result<(), RunError> {
+    let g = &model.config.gripper;
+    let opening = ((width - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0);
+    let hold = Trajectory::hold(q, LOOK_INTERVAL_S).ok_or_else(|| {
+        RunError::Robot(RobotError::Config(format!(
+            "the arm reports joints that cannot be held: {q:?}"
+        )))
+    })?;
+    let checked = SafetyGate::new(model, safety.clone())
+        .check(hold, q, opening, &[])
+        .map_err(|source| RunError::Safety {
+            index: 0,
+            label: "hold still".into(),
+            source,
+        })?;
+    robot.execute(&checked).await?;
+    robot.take_states();
+    Ok(())
 }
 
 /// Fingers this much wider than closed hold something (m).
