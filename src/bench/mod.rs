@@ -6,5 +6,6 @@ pub mod cloud;
 pub mod ik;
 pub mod plan;
 pub mod render;
+pub mod rewards;
 pub mod servo;
 pub mod vlm;

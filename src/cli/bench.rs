@@ -27,6 +27,9 @@ pub enum BenchCommand {
     /// clutter from a simulated depth cloud), vs OMPL's RRTConnect (Python bindings) with the same
     /// collision model behind its validity callback.
     Plan(PlanBenchCli),
+    /// Embodied-R1's rewards: our port (train::rewards) vs the released Python function on the
+    /// same batch, one thread each (--reference names the released embodiedr1.py).
+    Rewards(RewardsBenchCli),
     /// One configuration of `bench vlm`, run by it in a child process (internal).
     #[command(name = "vlm-worker", hide = true)]
     VlmWorker(VlmWorkerCli),
@@ -107,6 +110,30 @@ pub struct PlanBenchCli {
     pub no_peer: bool,
     /// Where the exported problems and OMPL's answers go.
     #[arg(long, default_value = "target/bench-plan")]
+    pub out: std::path::PathBuf,
+}
+
+#[derive(Args)]
+pub struct RewardsBenchCli {
+    /// Items in the batch.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub items: u64,
+    /// Seed of the batch.
+    #[arg(long, default_value_t = 16)]
+    pub seed: u64,
+    /// The released verl/utils/reward_score/embodiedr1.py (github.com/pickxiguapi/Embodied-R1 at
+    /// e599e95); without it only ours is timed.
+    #[arg(long)]
+    pub reference: Option<std::path::PathBuf>,
+    /// The Python that imports it, with its packages (tests/fixtures/gen_rewards_golden.py lists
+    /// the pins).
+    #[arg(long, default_value = "python3")]
+    pub python: String,
+    /// Each side scores whole rounds of the batch for at least this long (s).
+    #[arg(long, default_value_t = 3.0, value_parser = crate::cli::values::non_negative)]
+    pub min_seconds: f64,
+    /// Where the batch is written for the Python side.
+    #[arg(long, default_value = "target/bench-rewards")]
     pub out: std::path::PathBuf,
 }
 
@@ -227,6 +254,19 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
                 out_dir: a.out,
             })
             .map_err(anyhow::Error::msg)?;
+            println!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Rewards(a) => {
+            use pointact::bench::rewards::{run, RewardsBenchArgs};
+            let report = run(&RewardsBenchArgs {
+                items: a.items as usize,
+                seed: a.seed,
+                reference: a.reference,
+                python: a.python,
+                min_seconds: a.min_seconds.max(0.1),
+                out_dir: a.out,
+            })?;
             println!("{report}");
             Ok(ExitCode::SUCCESS)
         }

@@ -1,5 +1,6 @@
 //! `pointact serve bridge`: the policy server SimplerEnv's runner (`sim/simplerenv/run.py`), the
-//! stock openpi client and `pointact eval bridge` connect to.
+//! stock openpi client and `pointact eval bridge` connect to. `pointact serve rewards`: the
+//! released rewards over HTTP for Python trainers (`python/pointact_rewards.py`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -19,7 +20,22 @@ use super::{announce_model, server_runtime};
 #[derive(Subcommand)]
 pub enum ServeCommand {
     /// WebSocket + msgpack policy server (openpi encoding): one episode per connection.
-    Bridge(ServeBridgeCli),
+    Bridge(Box<ServeBridgeCli>),
+    /// Batch reward service: POST /score with {"items": [{"response", "ground_truth"}, ...]}
+    /// answers the released Embodied-R1 score dicts in order (python/pointact_rewards.py calls it
+    /// from verl or EasyR1).
+    Rewards(ServeRewardsCli),
+}
+
+#[derive(Args)]
+pub struct ServeRewardsCli {
+    /// Address to listen on (port 0: any free port; the address is printed). 0.0.0.0 serves the
+    /// other nodes of a Ray cluster.
+    #[arg(long, default_value = "127.0.0.1:8765")]
+    addr: String,
+    /// Largest request body (MiB).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_body_mib: u64,
 }
 
 #[derive(Args)]
@@ -47,8 +63,36 @@ pub struct ServeBridgeCli {
 
 pub fn run(which: ServeCommand) -> Result<ExitCode> {
     match which {
-        ServeCommand::Bridge(a) => bridge(a),
+        ServeCommand::Bridge(a) => bridge(*a),
+        ServeCommand::Rewards(a) => rewards(a),
     }
+}
+
+fn rewards(a: ServeRewardsCli) -> Result<ExitCode> {
+    use pointact::train::service::{RewardService, ServiceConfig};
+    let config = ServiceConfig {
+        max_body_bytes: (a.max_body_mib as usize) << 20,
+        ..ServiceConfig::default()
+    };
+    let rt = server_runtime()?;
+    rt.block_on(async {
+        let service = RewardService::bind(&a.addr, config)
+            .await
+            .with_context(|| format!("cannot listen on {}", a.addr))?;
+        let addr = service.local_addr()?;
+        println!("listening http://{addr}/score (Embodied-R1 rewards as released; GET /health)");
+        println!("Ctrl-C stops the service");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        service
+            .serve(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await?;
+        println!("stopped");
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The session settings `serve bridge` and `eval bridge` share.

@@ -1,1 +1,0 @@
-//! GRPO trainer. Not built yet: a later issue.

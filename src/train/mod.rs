@@ -1,0 +1,14 @@
+//! Training-side code: the rewards a GRPO trainer optimises, the reward service for trainers in
+//! Python, and (a later issue) the trainer itself.
+//!
+//! * [`rewards`]: Embodied-R1's released reward functions ported with exact parity (every task type
+//!   the released `embodiedr1_compute_score` dispatches, golden-tested against the Python); pure
+//!   functions of a response string and a ground-truth string, importing nothing else of the crate.
+//! * [`service`]: `pointact serve rewards`, those functions over HTTP for verl and EasyR1
+//!   (`python/pointact_rewards.py`).
+//! * [`env_reward`]: ours, not released: a policy's points executed in the simulator, the judge's
+//!   verdict the reward.
+
+pub mod env_reward;
+pub mod rewards;
+pub mod service;
