@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Parser;
-use cli::{not_built, Cli, Command};
+use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -36,7 +36,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Calibrate { which } => cli::calibrate::run(which),
         Command::Capture(a) => cli::capture::run(a),
         Command::Fit { which } => cli::fit::run(which),
-        Command::Train => not_built("`train` (GRPO trainer)"),
+        Command::Train { which } => cli::train::run(which),
         Command::Bench { which } => cli::bench::run(which),
     }
 }

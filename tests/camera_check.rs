@@ -8,7 +8,6 @@ mod common;
 use pointact::camera::Frame;
 use pointact::executor::{Branch, Event, Verdict};
 use pointact::pointing::{Ability, Pointer, PointerError, Pointing};
-use pointact::runner::run_task;
 use pointact::sim::devices::SimCamera;
 use pointact::sim::judge;
 use pointact::sim::oracle::{OracleOptions, OraclePointer};
@@ -52,39 +51,28 @@ fn run(
     branch: Branch,
     pointer: impl FnOnce(OraclePointer) -> Box<dyn Pointer>,
 ) -> (Verdict, judge::Judgement, Vec<String>) {
-    let common::SimTask {
-        episode: ep,
-        world,
-        truth,
-        mut robot,
-        safety,
-    } = common::sim_task(task, seed);
-    let mut camera = SimCamera::new(world.clone(), Default::default());
-    let mut pointer = pointer(OraclePointer::new(truth, OracleOptions::default()));
+    let mut t = common::sim_task(task, seed);
+    let mut camera = SimCamera::new(t.world.clone(), Default::default());
+    let mut pointer = pointer(OraclePointer::new(
+        t.truth.clone(),
+        OracleOptions::default(),
+    ));
     let mut after_plan = false;
     let mut asked_after = Vec::new();
     let mut verdicts = 0;
-    let outcome = common::block_on(run_task(
-        &mut robot,
-        &mut camera,
-        pointer.as_mut(),
-        &ep.instruction,
-        branch,
-        safety,
-        &mut |_| true,
-        &mut |e| match e {
+    let outcome = t
+        .run(&mut camera, pointer.as_mut(), branch, &mut |e| match e {
             Event::Step { label, .. } if label == "return home" || label == "lift" => {
                 after_plan = true
             }
             Event::Asked { query, .. } if after_plan => asked_after.push(query.to_string()),
             Event::Verified(_) => verdicts += 1,
             _ => {}
-        },
-    ))
-    .unwrap_or_else(|e| panic!("{task} seed {seed}: {e}"));
+        })
+        .unwrap_or_else(|e| panic!("{task} seed {seed}: {e}"));
     assert_eq!(verdicts, 1, "one verdict event");
     let verdict = outcome.verdict.expect("the plan ran, so the camera looked");
-    let judgement = judge(&mut world.lock(), &ep);
+    let judgement = judge(&mut t.world.lock(), &t.episode);
     (verdict, judgement, asked_after)
 }
 
@@ -162,36 +150,21 @@ fn an_object_put_into_the_wrong_target_is_not_verified() {
 fn a_target_answer_on_the_object_itself_is_refused_before_any_motion() {
     // "put the can in the basket": the answer for the basket lands on the can. There is no place
     // to put the can on itself; the plan is refused and the arm stays where it was.
-    let common::SimTask {
-        episode: ep,
-        world,
-        truth,
-        mut robot,
-        safety,
-    } = common::sim_task("tabletop/can_in_basket", 0);
-    let mut camera = SimCamera::new(world.clone(), Default::default());
+    let mut t = common::sim_task("tabletop/can_in_basket", 0);
+    let mut camera = SimCamera::new(t.world.clone(), Default::default());
     let mut pointer = Misread {
-        inner: OraclePointer::new(truth, OracleOptions::default()),
+        inner: OraclePointer::new(t.truth.clone(), OracleOptions::default()),
         nth: 2,
         query: "the basket",
         instead: "the can",
         asked: 0,
     };
     let mut steps = 0;
-    let result = common::block_on(run_task(
-        &mut robot,
-        &mut camera,
-        &mut pointer,
-        &ep.instruction,
-        Branch::Affordance,
-        safety,
-        &mut |_| true,
-        &mut |e| {
-            if let Event::Step { .. } = e {
-                steps += 1
-            }
-        },
-    ));
+    let result = t.run(&mut camera, &mut pointer, Branch::Affordance, &mut |e| {
+        if let Event::Step { .. } = e {
+            steps += 1
+        }
+    });
     let err = result.err().expect("the plan is refused");
     assert!(
         err.to_string()
@@ -230,33 +203,19 @@ impl pointact::camera::Camera for Nudging {
 fn an_object_that_moves_between_the_two_looks_is_not_verified() {
     // "stack the blocks" (verified when left alone: the first test). Between the two looks after
     // the plan (captures 1 and 2; 0 planned) the stacked block shifts by 2 cm.
-    let common::SimTask {
-        episode: ep,
-        world,
-        truth,
-        mut robot,
-        safety,
-    } = common::sim_task("tabletop/stack_blocks", 1);
+    let mut t = common::sim_task("tabletop/stack_blocks", 1);
     let mut camera = Nudging {
-        inner: SimCamera::new(world.clone(), Default::default()),
-        world: world.clone(),
+        inner: SimCamera::new(t.world.clone(), Default::default()),
+        world: t.world.clone(),
         nth: 1,
-        object: ep.object.clone(),
+        object: t.episode.object.clone(),
         shift: [0.02, 0.0, 0.0],
         captured: 0,
     };
-    let mut pointer = OraclePointer::new(truth, OracleOptions::default());
-    let outcome = common::block_on(run_task(
-        &mut robot,
-        &mut camera,
-        &mut pointer,
-        &ep.instruction,
-        Branch::Affordance,
-        safety,
-        &mut |_| true,
-        &mut |_| {},
-    ))
-    .expect("the plan ran");
+    let mut pointer = OraclePointer::new(t.truth.clone(), OracleOptions::default());
+    let outcome = t
+        .run(&mut camera, &mut pointer, Branch::Affordance, &mut |_| {})
+        .expect("the plan ran");
     let verdict = outcome.verdict.expect("the camera looked");
     assert_eq!(camera.captured, 3, "one planning frame and two looks");
     assert!(!verdict.verified, "{}", verdict.line());

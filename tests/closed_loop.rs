@@ -40,38 +40,28 @@ impl Camera for Bumped {
 
 #[test]
 fn a_grasp_on_nothing_goes_home_looks_again_and_succeeds() {
-    let common::SimTask {
-        episode: ep,
-        world,
-        truth,
-        mut robot,
-        safety,
-    } = common::sim_task("tabletop/pepper_in_pan", 3);
+    let mut t = common::sim_task("tabletop/pepper_in_pan", 3);
     let mut camera = Bumped {
-        inner: SimCamera::new(world.clone(), Default::default()),
-        world: world.clone(),
-        name: ep.object.clone(),
+        inner: SimCamera::new(t.world.clone(), Default::default()),
+        world: t.world.clone(),
+        name: t.episode.object.clone(),
         // Toward the robot, off its old spot by more than the fingers' reach.
         by: Vector3::new(-0.09, 0.0, 0.0),
         frames: 0,
     };
-    let mut pointer = OraclePointer::new(truth, OracleOptions::default());
+    let mut pointer = OraclePointer::new(t.truth.clone(), OracleOptions::default());
     let mut retries = Vec::new();
     let mut grasps = 0;
-    let result = common::block_on(run_task(
-        &mut robot,
+    let result = t.run(
         &mut camera,
         &mut pointer,
-        &ep.instruction,
         Branch::Affordance,
-        safety,
-        &mut |_| true,
         &mut |e| match e {
             Event::Retry { why, attempt } => retries.push((attempt, why.to_string())),
             Event::GraspHeld { .. } => grasps += 1,
             _ => {}
         },
-    ));
+    );
     let outcome = result.unwrap_or_else(|e| panic!("the retry should succeed: {e}"));
     assert_eq!(outcome.attempts, 2);
     assert_eq!(retries.len(), 1, "{retries:?}");
@@ -81,20 +71,14 @@ fn a_grasp_on_nothing_goes_home_looks_again_and_succeeds() {
     assert_eq!(camera.frames, 4, "the camera looked again");
     let camera_verdict = outcome.verdict.expect("the plan ran");
     assert!(camera_verdict.verified, "{}", camera_verdict.line());
-    let verdict = judge(&mut world.lock(), &ep);
+    let verdict = judge(&mut t.world.lock(), &t.episode);
     assert!(verdict.success, "{}", verdict.detail);
 }
 
 #[test]
 fn a_second_miss_is_an_error_with_the_arm_at_rest() {
     // The object is pushed after every frame: both grasps close on nothing.
-    let common::SimTask {
-        episode: ep,
-        world,
-        truth,
-        mut robot,
-        safety,
-    } = common::sim_task("tabletop/pepper_in_pan", 3);
+    let mut t = common::sim_task("tabletop/pepper_in_pan", 3);
     struct Always(Bumped);
     impl Camera for Always {
         fn capture(&mut self) -> Result<Frame, CameraError> {
@@ -104,23 +88,14 @@ fn a_second_miss_is_an_error_with_the_arm_at_rest() {
         }
     }
     let mut camera = Always(Bumped {
-        inner: SimCamera::new(world.clone(), Default::default()),
-        world: world.clone(),
-        name: ep.object.clone(),
+        inner: SimCamera::new(t.world.clone(), Default::default()),
+        world: t.world.clone(),
+        name: t.episode.object.clone(),
         by: Vector3::new(0.09, 0.0, 0.0),
         frames: 0,
     });
-    let mut pointer = OraclePointer::new(truth, OracleOptions::default());
-    let result = common::block_on(run_task(
-        &mut robot,
-        &mut camera,
-        &mut pointer,
-        &ep.instruction,
-        Branch::Affordance,
-        safety,
-        &mut |_| true,
-        &mut |_| {},
-    ));
+    let mut pointer = OraclePointer::new(t.truth.clone(), OracleOptions::default());
+    let result = t.run(&mut camera, &mut pointer, Branch::Affordance, &mut |_| {});
     match result {
         Err(RunError::GraspMissed { width }) => assert!(width < 0.01, "{width}"),
         Err(e) => panic!("expected a missed grasp, got {e}"),

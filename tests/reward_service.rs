@@ -56,7 +56,18 @@ impl Running {
         format!("http://{}", self.addr)
     }
 
+    /// The status and the answer; non-finite numbers, which the service writes as Python does
+    /// (`NaN`, `Infinity`), read as `null` (what serde_json makes of a non-finite `f64`).
     fn post(&self, body: &[u8]) -> (u16, Value) {
+        let (code, text) = self.post_raw(body);
+        let text = text
+            .replace(":NaN", ":null")
+            .replace(":-Infinity", ":null")
+            .replace(":Infinity", ":null");
+        (code, serde_json::from_str(&text).expect("a JSON answer"))
+    }
+
+    fn post_raw(&self, body: &[u8]) -> (u16, String) {
         let r = ureq::post(&format!("{}/score", self.url()))
             .set("Content-Type", "application/json")
             .send_bytes(body);
@@ -65,7 +76,7 @@ impl Running {
             Err(ureq::Error::Status(code, resp)) => (code, resp),
             Err(e) => panic!("request failed: {e}"),
         };
-        (code, resp.into_json().expect("a JSON answer"))
+        (code, resp.into_string().expect("a text answer"))
     }
 }
 
@@ -189,6 +200,13 @@ fn the_service_answers_like_the_library_in_order_and_survives_bad_items() {
         assert_same(got, &expected(r, g), &format!("item {i}"));
     }
     let n = items.len();
+    // A NaN component (golden case 269: a NaN coordinate) goes out as Python's `NaN`, not `null`.
+    let (_, raw) = service.post_raw(
+        json!({"items": [{"response": &items[269].0, "ground_truth": &items[269].1}]})
+            .to_string()
+            .as_bytes(),
+    );
+    assert!(raw.contains("\"overall\":NaN"), "{raw}");
     // The bad ones, in place: missing and unknown types and an unparsable ground truth are errors;
     // a 1 MB response, NaN and huge coordinates are scored (the released zero where it applies).
     for k in [n - 7, n - 6, n - 5] {

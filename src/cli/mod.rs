@@ -12,6 +12,7 @@ pub mod print;
 pub mod run;
 pub mod run_robot;
 pub mod serve;
+pub mod train;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,8 +64,11 @@ pub enum Command {
         #[command(subcommand)]
         which: fit::FitCommand,
     },
-    /// Fine-tune the pointing model with GRPO.
-    Train,
+    /// Training: Robot-R1 questions from the simulator; the GRPO trainer (not built yet).
+    Train {
+        #[command(subcommand)]
+        which: train::TrainCommand,
+    },
     /// Benchmarks against a peer measured in the same run.
     Bench {
         #[command(subcommand)]

@@ -81,14 +81,7 @@ fn rewards(a: ServeRewardsCli) -> Result<ExitCode> {
             .with_context(|| format!("cannot listen on {}", a.addr))?;
         let addr = service.local_addr()?;
         println!("listening http://{addr}/score (Embodied-R1 rewards as released; GET /health)");
-        println!("Ctrl-C stops the service");
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        service
-            .serve(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await?;
+        service.serve(until_ctrl_c()).await?;
         println!("stopped");
         Ok::<_, anyhow::Error>(())
     })?;
@@ -127,16 +120,20 @@ fn bridge(a: ServeBridgeCli) -> Result<ExitCode> {
             a.pointer.as_str(),
             a.robot
         );
-        println!("Ctrl-C stops the server");
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        server
-            .serve(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await?;
+        server.serve(until_ctrl_c()).await?;
         println!("stopped");
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says how to stop a server (the lines before it reach a piped reader at once) and completes on
+/// Ctrl-C: the shutdown future both servers take.
+fn until_ctrl_c() -> impl std::future::Future<Output = ()> {
+    use std::io::Write;
+    println!("Ctrl-C stops the server");
+    let _ = std::io::stdout().flush();
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

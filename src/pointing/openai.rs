@@ -441,6 +441,61 @@ impl OpenAiPointer {
     }
 }
 
+impl OpenAiPointer {
+    /// The JSON body of a text-only chat request: a system and a user message, no image, and only
+    /// the sampling fields given (no repetition penalty: the server's default applies).
+    pub fn text_request_body(
+        &self,
+        system: &str,
+        user: &str,
+        max_tokens: usize,
+        temperature: f64,
+    ) -> Value {
+        json!({
+            "model": self.config.model,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        })
+    }
+
+    /// Asks a text-only question (e.g. the consistency reward's reference model) through the same
+    /// transport as [`OpenAiPointer::ask`]: retries, deadline, size cap. Returns
+    /// `choices[0].message.content` as the server sent it (no reasoning block added, no parsing).
+    pub fn chat_text(
+        &self,
+        system: &str,
+        user: &str,
+        max_tokens: usize,
+        temperature: f64,
+    ) -> Result<String, OpenAiError> {
+        let body = self.text_request_body(system, user, max_tokens, temperature);
+        let text = self.post_with_retries(&body.to_string())?;
+        message_content(&text).map_err(|reason| OpenAiError::BadResponse {
+            url: self.url.clone(),
+            reason,
+            body: text,
+        })
+    }
+}
+
+/// `choices[0].message.content` of a chat-completion body, as text.
+fn message_content(body: &str) -> Result<String, String> {
+    let value: Value =
+        serde_json::from_str(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    value
+        .get("choices")
+        .and_then(|c| c.get(0))
+        .and_then(|c| c.get("message"))
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| "no text in choices[0].message.content".to_owned())
+}
+
 /// What [`OpenAiPointer::ask`] makes of a 2xx reply `body` from `url`: the chat completion's text,
 /// parsed as the answer for `ability` on an image the model saw through `map`.
 ///

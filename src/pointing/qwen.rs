@@ -18,7 +18,8 @@ use super::{Ability, ImageSize, Pointer, PointerError, Pointing};
 use crate::camera::Frame;
 use crate::vlm::{
     budget, generate, GenerationConfig, ImageInput, ImageProcessor, ImageProcessorConfig,
-    ModelFiles, Quant, Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Timings,
+    ModelFiles, Quant, Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling,
+    Timings,
 };
 
 /// Settings of the local backend.
@@ -325,6 +326,58 @@ impl QwenPointer {
         self.last = Some(reply.clone());
         let pointing = Pointing::parse(&text, ability, map);
         Ok((reply, pointing))
+    }
+}
+
+/// What one text-only query ([`QwenPointer::reply`]) produced.
+#[derive(Debug, Clone)]
+pub struct QwenTextReply {
+    /// The decoded reply (special tokens removed).
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub timings: Timings,
+}
+
+impl QwenPointer {
+    /// Asks the model a text-only question: a `system` and a `user` message through the chat
+    /// template's plain-string branch, no image, at most `max_tokens` new tokens. `temperature` ≤ 0 decodes greedily;
+    /// above, it samples at that temperature (top-p 1, the configured seed, so a call is
+    /// repeatable). The repetition penalty is the backend's (1.05 by default, Qwen2.5-VL's own
+    /// generation config). Used by the consistency reward's reference model
+    /// (`train::consistency::QwenReference`).
+    pub fn reply(
+        &mut self,
+        system: &str,
+        user: &str,
+        max_tokens: usize,
+        temperature: f64,
+    ) -> Result<QwenTextReply, PointerError> {
+        let backend = |e: &dyn std::fmt::Display| PointerError::Backend(format!("qwen: {e}"));
+        let ids = self
+            .tokenizer
+            .text_prompt_ids(user, Some(system))
+            .map_err(|e| backend(&e))?;
+        let mut generation = self.options.generation.clone();
+        generation.max_new_tokens = max_tokens;
+        generation.sampling = if temperature > 0.0 {
+            Sampling::TopP {
+                temperature,
+                top_p: 1.0,
+            }
+        } else {
+            Sampling::Greedy
+        };
+        let gen = generate(&mut self.model, &ids, &[], &generation, &mut |_| true)
+            .map_err(|e| backend(&e))?;
+        let text = self
+            .tokenizer
+            .decode_with(&gen.tokens, true)
+            .map_err(|e| backend(&e))?;
+        Ok(QwenTextReply {
+            text,
+            tokens: gen.tokens,
+            timings: gen.timings,
+        })
     }
 }
 

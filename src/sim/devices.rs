@@ -94,6 +94,11 @@ impl std::fmt::Debug for SharedWorld {
     }
 }
 
+/// Sees the world after every simulation step a `SimRobot` command takes, with the arm's state
+/// then: how a demonstration recorder keeps every state and scene snapshots while the runner
+/// drives the arm as usual.
+pub type StepObserver = Box<dyn FnMut(&SimWorld, &JointState) + Send>;
+
 pub struct SimRobot {
     world: SharedWorld,
     model: Arc<RobotModel>,
@@ -101,6 +106,7 @@ pub struct SimRobot {
     q: Vec<f64>,
     /// Every simulation step's state since the last `take_states` (what the arm executed).
     states: Vec<JointState>,
+    observer: Option<StepObserver>,
 }
 
 impl SimRobot {
@@ -117,17 +123,32 @@ impl SimRobot {
             model,
             q,
             states: Vec::new(),
+            observer: None,
         })
+    }
+
+    /// Calls `observer` now (the arm as placed) and after every simulation step of every command.
+    pub fn with_step_observer(mut self, observer: StepObserver) -> Self {
+        self.observer = Some(observer);
+        let world = self.world.clone();
+        let w = world.lock();
+        self.record(&w);
+        self.states.clear();
+        self
     }
 
     /// Records the state after a simulation step.
     fn record(&mut self, w: &SimWorld) {
         let g = &self.model.config.gripper;
-        self.states.push(JointState {
+        let state = JointState {
             stamp_s: Some(w.time()),
             q: self.q.clone(),
             gripper_width: g.closed_width + w.gripper_opening() * (g.open_width - g.closed_width),
-        });
+        };
+        if let Some(o) = self.observer.as_mut() {
+            o(w, &state);
+        }
+        self.states.push(state);
     }
 }
 

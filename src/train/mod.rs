@@ -8,7 +8,12 @@
 //!   (`python/pointact_rewards.py`).
 //! * [`env_reward`]: ours, not released: a policy's points executed in the simulator, the judge's
 //!   verdict the reward.
+//! * [`consistency`]: Embodied-R's logic-consistency reward (a reference model answers from the
+//!   policy's reasoning alone).
+//! * [`robot_r1`]: Robot-R1's multiple-choice questions from demonstrations in our simulator.
 
+pub mod consistency;
 pub mod env_reward;
 pub mod rewards;
+pub mod robot_r1;
 pub mod service;

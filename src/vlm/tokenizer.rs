@@ -388,6 +388,40 @@ impl Qwen25Tokenizer {
         Ok(ids)
     }
 
+    /// Renders the chat template for a text-only turn: an optional system message, then one user
+    /// message whose content is a plain string (the template's `content is string` branch, as
+    /// transformers renders `{"role": "user", "content": "…"}`), then the generation prompt. No
+    /// image placeholder is emitted.
+    pub fn render_text_prompt(
+        &self,
+        user: &str,
+        system: Option<&str>,
+    ) -> Result<String, TokenizerError> {
+        let mut messages = Vec::new();
+        if let Some(system) = system {
+            messages.push(object([
+                ("role", Value::from("system")),
+                ("content", Value::from(system)),
+            ]));
+        }
+        messages.push(object([
+            ("role", Value::from("user")),
+            ("content", Value::from(user)),
+        ]));
+        self.render_messages(Value::from(messages), true)
+    }
+
+    /// [`render_text_prompt`](Self::render_text_prompt), tokenised. Text that spells a special
+    /// token (`<|image_pad|>`, …) becomes that token, as with transformers' tokenizer.
+    pub fn text_prompt_ids(
+        &self,
+        user: &str,
+        system: Option<&str>,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        let rendered = self.render_text_prompt(user, system)?;
+        self.encode(&rendered)
+    }
+
     /// [`render_prompt`](Self::render_prompt) then [`encode_prompt`](Self::encode_prompt).
     pub fn prompt_ids(
         &self,

@@ -96,3 +96,30 @@ pub fn sim_task(name: &str, seed: u64) -> SimTask {
         safety,
     }
 }
+
+impl SimTask {
+    /// Runs the episode's instruction with `branch` on this task's arm, `camera` and `pointer`,
+    /// approving every plan: what most runner tests do, each with its own camera or pointer.
+    pub fn run<C, P>(
+        &mut self,
+        camera: &mut C,
+        pointer: &mut P,
+        branch: pointact::executor::Branch,
+        on_event: &mut (dyn FnMut(pointact::executor::Event<'_>) + Send),
+    ) -> Result<pointact::runner::RunOutcome, pointact::runner::RunError>
+    where
+        C: pointact::camera::Camera,
+        P: pointact::pointing::Pointer + ?Sized,
+    {
+        block_on(pointact::runner::run_task(
+            &mut self.robot,
+            camera,
+            pointer,
+            &self.episode.instruction,
+            branch,
+            self.safety.clone(),
+            &mut |_| true,
+            on_event,
+        ))
+    }
+}
