@@ -11,9 +11,12 @@
 //! * [`consistency`]: Embodied-R's logic-consistency reward (a reference model answers from the
 //!   policy's reasoning alone).
 //! * [`robot_r1`]: Robot-R1's multiple-choice questions from demonstrations in our simulator.
+//! * [`grpo`]: the GRPO trainer; so far its objective (advantages, clipped surrogate, KL,
+//!   aggregation).
 
 pub mod consistency;
 pub mod env_reward;
+pub mod grpo;
 pub mod rewards;
 pub mod robot_r1;
 pub mod service;
