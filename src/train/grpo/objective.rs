@@ -56,7 +56,14 @@ pub fn advantages(rewards: &[f64], group: usize, mode: AdvantageMode) -> (Vec<f6
     for g in rewards.chunks(group) {
         let n = g.len() as f64;
         let mean = g.iter().sum::<f64>() / n;
-        flat.push(g.iter().all(|r| *r == g[0]));
+        let no_signal = g.iter().all(|r| *r == g[0]);
+        flat.push(no_signal);
+        // Exactly 0, not the ulp a mean of equal numbers can leave (its sign would decide the
+        // clip statistics).
+        if no_signal {
+            out.extend(std::iter::repeat_n(0.0, g.len()));
+            continue;
+        }
         match mode {
             AdvantageMode::Group { eps, unbiased } => {
                 let s = std_of(g, unbiased);
