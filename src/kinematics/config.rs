@@ -78,6 +78,12 @@ pub struct GripperConfig {
 }
 
 impl GripperConfig {
+    /// The opening (0 closed … 1 open, as planning and the gate place the fingers) of a finger
+    /// gap in metres, clamped to the range.
+    pub fn opening_for_width(&self, width_m: f64) -> f64 {
+        ((width_m - self.closed_width) / (self.open_width - self.closed_width)).clamp(0.0, 1.0)
+    }
+
     /// Driver units for a finger gap in metres (clamped to the range), linear between the two ends.
     pub fn units_for_width(&self, width_m: f64) -> f64 {
         let w = width_m.clamp(self.closed_width, self.open_width);

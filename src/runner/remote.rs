@@ -316,8 +316,7 @@ impl SimplerController {
     /// The gripper opening (0 closed .. 1 open) a finger target stands for.
     pub fn finger_to_opening(&self, finger: f64) -> f64 {
         let g = &self.model.config.gripper;
-        let width = g.width_for_units(finger);
-        ((width - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0)
+        g.opening_for_width(g.width_for_units(finger))
     }
 
     /// The joint target and finger target after `action`; a malformed action holds.

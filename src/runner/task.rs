@@ -227,8 +227,7 @@ async fn hold_still<R: Robot>(
     width: f64,
     safety: &SafetyConfig,
 ) -> Result<(), RunError> {
-    let g = &model.config.gripper;
-    let opening = ((width - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0);
+    let opening = model.config.gripper.opening_for_width(width);
     let hold = Trajectory::hold(q, LOOK_INTERVAL_S).ok_or_else(|| {
         RunError::Robot(RobotError::Config(format!(
             "the arm reports joints that cannot be held: {q:?}"

@@ -197,9 +197,7 @@ impl Robot for SimRobot {
     }
 
     async fn set_gripper(&mut self, command: CheckedGripper) -> Result<(), RobotError> {
-        let g = &self.model.config.gripper;
-        let target =
-            ((command.width() - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0);
+        let target = self.model.config.gripper.opening_for_width(command.width());
         let world = self.world.clone();
         let mut w = world.lock();
         w.set_robot(&self.q, target).map_err(sim)?;

@@ -54,6 +54,9 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+// Python's `str.isspace()` / `strip()`, shared with the released Embodied-R1 rewards.
+use super::rewards::re;
+pub use super::rewards::{is_py_space, py_strip};
 use crate::pointing::openai::{OpenAiError, OpenAiPointer};
 use crate::pointing::qwen::QwenPointer;
 
@@ -173,29 +176,10 @@ impl ReferenceModel for QwenReference {
 // ---------------------------------------------------------------------------------------------
 // Python `str` / `re` details.
 
-/// Python's `str.isspace()` (== `\s` in a `str` pattern): Unicode `White_Space` plus
-/// U+001C..U+001F.
-pub fn is_py_space(c: char) -> bool {
-    matches!(c, '\t'..='\r' | '\u{1c}'..='\u{1f}' | ' ' | '\u{85}' | '\u{a0}' | '\u{1680}'
-        | '\u{2000}'..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}')
-}
-
-/// Python's `str.strip()`.
-pub fn py_strip(s: &str) -> &str {
-    s.trim_matches(is_py_space)
-}
-
 /// Python's `str.upper()`: full case mapping (`ß` → `SS`), which Rust's `to_uppercase` also
 /// applies.
 fn py_upper(s: &str) -> String {
     s.to_uppercase()
-}
-
-fn re(pattern: &str) -> Regex {
-    match Regex::new(pattern) {
-        Ok(r) => r,
-        Err(e) => unreachable!("constant regex {pattern:?} does not compile: {e}"),
-    }
 }
 
 /// Python's `\s`.
@@ -367,29 +351,13 @@ fn match_word(chars: &[char], word: &str) -> Option<usize> {
     (chars.len() >= n && chars.iter().zip(word.chars()).all(|(&c, p)| py_ci_eq(c, p))).then_some(n)
 }
 
-/// `re.finditer(r"(?:WORDS)[^A-H]*([A-H])\b", s, re.I)`: the last match's letter.
-fn conclusion_after_word(chars: &[char], words: &[&str]) -> Option<char> {
+/// The letter of the last of `re.finditer`'s non-overlapping matches, where `match_at(p)` is the
+/// match starting at char `p`, if any (its letter and end).
+fn last_match(chars: &[char], match_at: impl Fn(usize) -> Option<(char, usize)>) -> Option<char> {
     let mut last = None;
     let mut p = 0;
     while p < chars.len() {
-        // At most one alternative can match at a position (they differ within their shared
-        // length), and what follows is deterministic, so the first that matches decides.
-        let found = words
-            .iter()
-            .find_map(|w| match_word(&chars[p..], w))
-            .and_then(|n| {
-                // `[^A-H]*` is greedy and stops at the first A–H letter, which must be the group;
-                // backing off cannot help (the next char would be a non-letter of A–H).
-                let mut q = p + n;
-                while q < chars.len() && !is_choice_letter(chars[q]) {
-                    q += 1;
-                }
-                let letter = *chars.get(q)?;
-                let end = q + 1;
-                let boundary = chars.get(end).is_none_or(|&c| !is_py_word(c));
-                boundary.then_some((letter, end))
-            });
-        match found {
+        match match_at(p) {
             Some((letter, end)) => {
                 last = Some(letter);
                 p = end;
@@ -400,39 +368,46 @@ fn conclusion_after_word(chars: &[char], words: &[&str]) -> Option<char> {
     last
 }
 
+/// `re.finditer(r"(?:WORDS)[^A-H]*([A-H])\b", s, re.I)`: the last match's letter.
+fn conclusion_after_word(chars: &[char], words: &[&str]) -> Option<char> {
+    last_match(chars, |p| {
+        // At most one alternative can match at a position (they differ within their shared
+        // length), and what follows is deterministic, so the first that matches decides.
+        let n = words.iter().find_map(|w| match_word(&chars[p..], w))?;
+        // `[^A-H]*` is greedy and stops at the first A–H letter, which must be the group;
+        // backing off cannot help (the next char would be a non-letter of A–H).
+        let mut q = p + n;
+        while q < chars.len() && !is_choice_letter(chars[q]) {
+            q += 1;
+        }
+        let letter = *chars.get(q)?;
+        let end = q + 1;
+        let boundary = chars.get(end).is_none_or(|&c| !is_py_word(c));
+        boundary.then_some((letter, end))
+    })
+}
+
 /// `re.finditer(r"\b([A-H])\s+(?:is correct)\b", s, re.I)`: the last match's letter.
 fn conclusion_is_correct(chars: &[char]) -> Option<char> {
-    let mut last = None;
-    let mut p = 0;
-    while p < chars.len() {
-        let found = (|| {
-            let letter = chars[p];
-            if !is_choice_letter(letter) || (p > 0 && is_py_word(chars[p - 1])) {
-                return None;
-            }
-            let mut q = p + 1;
-            while q < chars.len() && is_py_space(chars[q]) {
-                q += 1;
-            }
-            if q == p + 1 {
-                return None;
-            }
-            let n = match_word(&chars[q..], "is correct")?;
-            let end = q + n;
-            chars
-                .get(end)
-                .is_none_or(|&c| !is_py_word(c))
-                .then_some((letter, end))
-        })();
-        match found {
-            Some((letter, end)) => {
-                last = Some(letter);
-                p = end;
-            }
-            None => p += 1,
+    last_match(chars, |p| {
+        let letter = chars[p];
+        if !is_choice_letter(letter) || (p > 0 && is_py_word(chars[p - 1])) {
+            return None;
         }
-    }
-    last
+        let mut q = p + 1;
+        while q < chars.len() && is_py_space(chars[q]) {
+            q += 1;
+        }
+        if q == p + 1 {
+            return None;
+        }
+        let n = match_word(&chars[q..], "is correct")?;
+        let end = q + n;
+        chars
+            .get(end)
+            .is_none_or(|&c| !is_py_word(c))
+            .then_some((letter, end))
+    })
 }
 
 /// `extract_answer_from_think`: the fallback when the reference model gives nothing. The **last**

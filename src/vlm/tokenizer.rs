@@ -297,6 +297,16 @@ impl Qwen25Tokenizer {
         prompt: &str,
         system: Option<&str>,
     ) -> Result<String, TokenizerError> {
+        let content = vec![
+            object([("type", Value::from("image"))]),
+            object([("type", Value::from("text")), ("text", Value::from(prompt))]),
+        ];
+        self.render_turn(system, Value::from(content))
+    }
+
+    /// One turn: an optional system message, one user message with `content` (a list of parts or
+    /// a plain string), then the generation prompt.
+    fn render_turn(&self, system: Option<&str>, content: Value) -> Result<String, TokenizerError> {
         let mut messages = Vec::new();
         if let Some(system) = system {
             messages.push(object([
@@ -304,13 +314,9 @@ impl Qwen25Tokenizer {
                 ("content", Value::from(system)),
             ]));
         }
-        let content = vec![
-            object([("type", Value::from("image"))]),
-            object([("type", Value::from("text")), ("text", Value::from(prompt))]),
-        ];
         messages.push(object([
             ("role", Value::from("user")),
-            ("content", Value::from(content)),
+            ("content", content),
         ]));
         self.render_messages(Value::from(messages), true)
     }
@@ -397,18 +403,7 @@ impl Qwen25Tokenizer {
         user: &str,
         system: Option<&str>,
     ) -> Result<String, TokenizerError> {
-        let mut messages = Vec::new();
-        if let Some(system) = system {
-            messages.push(object([
-                ("role", Value::from("system")),
-                ("content", Value::from(system)),
-            ]));
-        }
-        messages.push(object([
-            ("role", Value::from("user")),
-            ("content", Value::from(user)),
-        ]));
-        self.render_messages(Value::from(messages), true)
+        self.render_turn(system, Value::from(user))
     }
 
     /// [`render_text_prompt`](Self::render_text_prompt), tokenised. Text that spells a special

@@ -221,7 +221,7 @@ pub async fn capture_views<R: Robot, C: Camera>(
     for (i, pose) in poses.iter().enumerate() {
         let q = robot.joint_positions().await.map_err(driver)?;
         let width = robot.gripper_width().await.map_err(driver)?;
-        let opening = ((width - g.closed_width) / (g.open_width - g.closed_width)).clamp(0.0, 1.0);
+        let opening = g.opening_for_width(width);
         let what = format!("calibration view {i}");
         let checked = planner
             .joint_move_to(&what, &q, pose)

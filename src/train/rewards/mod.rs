@@ -108,10 +108,11 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 pub use grade::grade_answer;
 pub use pyjson::JsonError;
-pub use pystr::{point_format, thinking_format};
+pub(crate) use pystr::re;
+pub use pystr::{is_py_space, point_format, py_strip, thinking_format};
 
 use pyjson::{loads, Value};
-use pystr::{first_answer_block, first_point_block, py_strip};
+use pystr::{first_answer_block, first_point_block};
 
 /// The task types the released function dispatches on (the `<type>` tag).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
