@@ -125,8 +125,9 @@ pub fn argmax(values: &[f32]) -> u32 {
     best as u32
 }
 
-/// Chooses the next token from penalised `logits`.
-fn choose(logits: &[f32], sampling: Sampling, rng: &mut ChaCha8Rng) -> u32 {
+/// Chooses the next token from (penalised) `logits`: generation's sampler, also GRPO's
+/// rollouts'.
+pub fn sample_token(logits: &[f32], sampling: Sampling, rng: &mut ChaCha8Rng) -> u32 {
     match sampling {
         Sampling::Greedy => argmax(logits),
         Sampling::TopP { temperature, top_p } => {
@@ -210,7 +211,7 @@ pub fn generate(
             step_logits.push(l.clone());
         }
         apply_repetition_penalty(&mut l, &history, cfg.repetition_penalty);
-        let next = choose(&l, cfg.sampling, &mut rng);
+        let next = sample_token(&l, cfg.sampling, &mut rng);
         tokens.push(next);
         history.push(next);
         let go_on = on_token(next);

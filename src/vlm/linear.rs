@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use candle_core::quantized::k_quants::{self, BlockQ4K, BlockQ8_0};
 use candle_core::quantized::{GgmlDType, GgmlType, QMatMul, QStorage, QTensor};
-use candle_core::{DType, Module, Storage, Tensor};
+use candle_core::{DType, Module, Storage, Tensor, Var};
+
+use super::text::TrainableWeight;
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
@@ -117,6 +119,53 @@ impl Proj {
         }
     }
 
+    /// The dense layer, or an error naming `name` for a quantized one (training and checkpoints
+    /// need f32 weights: there is no gradient through ggml blocks).
+    fn dense(&self, name: &str) -> candle_core::Result<&candle_nn::Linear> {
+        match self {
+            Proj::Dense(l) => Ok(l),
+            Proj::Quantized { .. } => candle_core::bail!(
+                "{name} is quantized: training and checkpoints need the model loaded in f32"
+            ),
+        }
+    }
+
+    /// Makes the weight and bias (when `select` picks `{name}.weight` / `{name}.bias`)
+    /// [`Var`]s in place; see `TextModel::make_trainable`.
+    pub(crate) fn make_trainable(
+        &mut self,
+        name: &str,
+        select: &dyn Fn(&str) -> bool,
+    ) -> candle_core::Result<Vec<TrainableWeight>> {
+        let l = self.dense(name)?;
+        let (w_name, b_name) = (format!("{name}.weight"), format!("{name}.bias"));
+        let mut out = Vec::new();
+        let mut w = l.weight().clone();
+        let mut b = l.bias().cloned();
+        if select(&w_name) {
+            let var = Var::from_tensor(&w)?;
+            w = var.as_tensor().clone();
+            out.push(TrainableWeight::whole(&w_name, var));
+        }
+        if let Some(bias) = b.as_mut().filter(|_| select(&b_name)) {
+            let var = Var::from_tensor(bias)?;
+            *bias = var.as_tensor().clone();
+            out.push(TrainableWeight::whole(&b_name, var));
+        }
+        *self = Proj::Dense(candle_nn::Linear::new(w, b));
+        Ok(out)
+    }
+
+    /// `{name}.weight` (and `.bias`) as they are now.
+    pub(crate) fn named_weights(&self, name: &str) -> candle_core::Result<Vec<(String, Tensor)>> {
+        let l = self.dense(name)?;
+        let mut out = vec![(format!("{name}.weight"), l.weight().clone())];
+        if let Some(b) = l.bias() {
+            out.push((format!("{name}.bias"), b.clone()));
+        }
+        Ok(out)
+    }
+
     /// Whether the weight is stored quantized.
     pub fn is_quantized(&self) -> bool {
         matches!(self, Proj::Quantized { .. })
@@ -192,6 +241,69 @@ impl FusedProj {
     pub fn weight_bytes(&self) -> usize {
         self.proj.weight_bytes()
     }
+
+    /// Makes the fused weight one [`Var`] (and the fused bias another) when `select` picks any
+    /// of `{prefix}.{name}.weight` (`.bias`) for `names` in load order. Why one `Var` for the
+    /// fused tensor rather than one per part: the fused weight is what the forward multiplies by;
+    /// parts concatenated at load would leave it a stale copy once the optimiser moves them.
+    pub(crate) fn make_trainable(
+        &mut self,
+        prefix: &str,
+        names: &[&str],
+        select: &dyn Fn(&str) -> bool,
+    ) -> candle_core::Result<Vec<TrainableWeight>> {
+        let l = self.proj.dense(prefix)?;
+        let parts = |suffix: &str| -> Vec<(String, usize, usize)> {
+            let mut start = 0;
+            names
+                .iter()
+                .zip(&self.outs)
+                .map(|(n, &rows)| {
+                    start += rows;
+                    (format!("{prefix}.{n}.{suffix}"), start - rows, rows)
+                })
+                .collect()
+        };
+        let mut out = Vec::new();
+        let mut w = l.weight().clone();
+        let mut b = l.bias().cloned();
+        let wp = parts("weight");
+        if wp.iter().any(|p| select(&p.0)) {
+            let var = Var::from_tensor(&w)?;
+            w = var.as_tensor().clone();
+            out.push(TrainableWeight { var, parts: wp });
+        }
+        let bp = parts("bias");
+        if let Some(bias) = b.as_mut().filter(|_| bp.iter().any(|p| select(&p.0))) {
+            let var = Var::from_tensor(bias)?;
+            *bias = var.as_tensor().clone();
+            out.push(TrainableWeight { var, parts: bp });
+        }
+        self.proj = Proj::Dense(candle_nn::Linear::new(w, b));
+        Ok(out)
+    }
+
+    /// Each part's weight (and bias) under `{prefix}.{name}.weight`, split from the fused one.
+    pub(crate) fn named_weights(
+        &self,
+        prefix: &str,
+        names: &[&str],
+    ) -> candle_core::Result<Vec<(String, Tensor)>> {
+        let l = self.proj.dense(prefix)?;
+        let mut out = Vec::new();
+        let mut start = 0;
+        for (n, &rows) in names.iter().zip(&self.outs) {
+            out.push((
+                format!("{prefix}.{n}.weight"),
+                l.weight().narrow(0, start, rows)?,
+            ));
+            if let Some(b) = l.bias() {
+                out.push((format!("{prefix}.{n}.bias"), b.narrow(0, start, rows)?));
+            }
+            start += rows;
+        }
+        Ok(out)
+    }
 }
 
 /// `down(silu(gate(x)) * up(x))`, the MLP of both Qwen2.5-VL towers (`mlp.gate_proj`,
@@ -227,6 +339,33 @@ impl SwiGlu {
 
     pub fn weight_bytes(&self) -> usize {
         self.gate_up.weight_bytes() + self.down_proj.weight_bytes()
+    }
+
+    /// See [`FusedProj::make_trainable`]; names under `{prefix}` (`…mlp`).
+    pub(crate) fn make_trainable(
+        &mut self,
+        prefix: &str,
+        select: &dyn Fn(&str) -> bool,
+    ) -> candle_core::Result<Vec<TrainableWeight>> {
+        let mut out = self
+            .gate_up
+            .make_trainable(prefix, &["gate_proj", "up_proj"], select)?;
+        out.extend(
+            self.down_proj
+                .make_trainable(&format!("{prefix}.down_proj"), select)?,
+        );
+        Ok(out)
+    }
+
+    pub(crate) fn named_weights(&self, prefix: &str) -> candle_core::Result<Vec<(String, Tensor)>> {
+        let mut out = self
+            .gate_up
+            .named_weights(prefix, &["gate_proj", "up_proj"])?;
+        out.extend(
+            self.down_proj
+                .named_weights(&format!("{prefix}.down_proj"))?,
+        );
+        Ok(out)
     }
 }
 

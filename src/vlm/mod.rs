@@ -40,8 +40,14 @@
 //! The model knows tensors, images and tokens only: the `qwen` pointing backend that wraps it
 //! (abilities, frames, answer parsing) is `pointing::qwen`.
 //!
-//! Not built: a CUDA path (the `cuda` feature), batch > 1, and a training (backward) path — the
-//! fused candle ops used here (rms_norm, softmax, rope) have no backward pass.
+//! Training: the fused candle ops of inference (rms_norm, softmax, rope) have no backward pass,
+//! so [`TextModel::forward_train`] runs the decoder with their differentiable forms
+//! ([`Kernels`]); [`TextModel::make_trainable`] turns chosen weights into `Var`s in place and
+//! [`TextModel::named_weights`] gives them back under checkpoint names. Decoding takes a batch
+//! of continuations of one prompt ([`Qwen25Vl::fork`], [`Qwen25Vl::decode_batch`]: GRPO's
+//! groups). The vision tower has no training path (it is frozen in training).
+//!
+//! Not built: a CUDA path (the `cuda` feature).
 
 pub mod budget;
 pub mod config;
@@ -65,8 +71,8 @@ pub use files::{
 pub use hub::{HubClient, HubError, RepoRevision};
 
 pub use generate::{
-    apply_repetition_penalty, argmax, generate, Generation, GenerationConfig, Sampling, StopReason,
-    Timings,
+    apply_repetition_penalty, argmax, generate, sample_token, Generation, GenerationConfig,
+    Sampling, StopReason, Timings,
 };
 pub use image_map::{
     smart_resize, ImageSize, MappingError, ModelImageMap, DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS,
@@ -80,7 +86,7 @@ pub use processor::{
     ProcessedImage, ProcessorError, CLIP_MEAN, CLIP_STD,
 };
 pub use rope::{rope_index, MRope, RopeError, RopeIndex};
-pub use text::{LogitsAt, TextModel, TextOutput};
+pub use text::{Kernels, LogitsAt, TextModel, TextOutput, TrainableWeight};
 pub use tokenizer::{
     Qwen25Tokenizer, SpecialTokenIds, TemplateSource, TokenStream, TokenizerError,
     QWEN2_VL_CHAT_TEMPLATE,

@@ -149,6 +149,18 @@ impl Qwen25Vl {
         images: &[ImageInput],
         vision_rows: &[Tensor],
     ) -> Result<PreparedPrompt, ModelError> {
+        self.prepare_with_text(&self.text, input_ids, images, vision_rows)
+    }
+
+    /// [`Self::prepare_with_vision`] with the token embeddings of `text` (a training policy's or
+    /// a frozen reference's copy of this model's decoder).
+    pub(crate) fn prepare_with_text(
+        &self,
+        text: &TextModel,
+        input_ids: &[u32],
+        images: &[ImageInput],
+        vision_rows: &[Tensor],
+    ) -> Result<PreparedPrompt, ModelError> {
         if input_ids.is_empty() {
             return Err(ModelError::EmptyPrompt);
         }
@@ -168,7 +180,7 @@ impl Qwen25Vl {
             self.cfg.vision.spatial_merge_size,
             &self.cfg.tokens,
         )?;
-        let text = self.text.embed(input_ids)?;
+        let text = text.embed(input_ids)?;
         let embeds = if vision_rows.is_empty() {
             text
         } else {
@@ -217,6 +229,22 @@ impl Qwen25Vl {
 
     /// Feeds generated token number `k` (0-based) and returns its next-token logits `[vocab]`.
     pub fn decode(&mut self, token: u32, k: usize) -> Result<Tensor, ModelError> {
+        Ok(self.decode_batch(&[token], k)?.squeeze(0)?)
+    }
+
+    /// Continues the prompt in the cache as `copies` sequences that [`Self::decode_batch`] feeds
+    /// together: one prefill for a group of rollouts (GRPO) instead of one per rollout.
+    pub fn fork(&mut self, copies: usize) -> Result<(), ModelError> {
+        if self.positions.is_none() {
+            return Err(ModelError::EmptyPrompt);
+        }
+        Ok(self.text.fork_cache(copies)?)
+    }
+
+    /// Feeds generated token number `k` of each sequence in the cache (one after a plain
+    /// prefill, `copies` after [`Self::fork`]) and returns the next-token logits `[B, vocab]`.
+    /// All sequences are at the same step, so they share the position.
+    pub fn decode_batch(&mut self, tokens: &[u32], k: usize) -> Result<Tensor, ModelError> {
         let positions = self.positions.as_ref().ok_or(ModelError::EmptyPrompt)?;
         let needed = positions.len() + k + 1;
         if needed > self.capacity {
@@ -226,7 +254,7 @@ impl Qwen25Vl {
             });
         }
         let vocab = self.cfg.text.vocab_size;
-        if token as usize >= vocab {
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= vocab) {
             return Err(ModelError::TokenId {
                 id: token,
                 pos: positions.len() + k,
@@ -235,10 +263,10 @@ impl Qwen25Vl {
         }
         let p = positions.decode_position(k);
         let pos = [vec![p], vec![p], vec![p]];
-        let embeds = self.text.embed(&[token])?;
+        let embeds = self.text.embed(tokens)?.unsqueeze(1)?;
         let out = self
             .text
             .forward_embeds(&embeds, &pos, 0, LogitsAt::Last, false)?;
-        Ok(out.logits.squeeze(0)?)
+        Ok(out.logits.squeeze(1)?)
     }
 }

@@ -56,6 +56,16 @@ impl RopeIndex {
     pub fn decode_position(&self, k: usize) -> u32 {
         (self.len() as i64 + k as i64 + self.delta) as u32
     }
+
+    /// The ids of the prompt followed by `generated` tokens (what a training pass over prompt +
+    /// response runs at: the positions decoding gave them).
+    pub fn with_generated(&self, generated: usize) -> [Vec<u32>; 3] {
+        let more: Vec<u32> = (0..generated).map(|k| self.decode_position(k)).collect();
+        self.ids.clone().map(|mut axis| {
+            axis.extend_from_slice(&more);
+            axis
+        })
+    }
 }
 
 /// transformers' `get_rope_index` for still images: `grids` are the `[t, h, w]` patch grids of

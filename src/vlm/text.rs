@@ -10,13 +10,52 @@
 //! Quantization ([`Quant`]) applies to the seven linears of every layer and to `lm_head`; the
 //! embedding lookup stays f32 (rows are gathered, not multiplied).
 
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{DType, Device, Module, Tensor, Var, D};
 use candle_nn::kv_cache::KvCache;
 use candle_nn::{rms_norm, RmsNorm, VarBuilder};
 
 use super::config::TextConfig;
 use super::linear::{tensor_bytes, FusedProj, Proj, Quant, SwiGlu};
 use super::rope::MRope;
+
+/// Which implementation of the three ops candle fuses: RMSNorm, softmax and the rotary embedding.
+///
+/// Why two: candle's fused kernels are the fast path but have no backward pass, so a loss built
+/// on them gives the weights below them no gradient (silently: the backward pass stops there).
+/// Training runs the same maths from differentiable primitives; the two agree to float rounding
+/// (`tests/vlm_train.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kernels {
+    /// candle's fused kernels (inference).
+    #[default]
+    Fused,
+    /// `x / sqrt(mean(x²) + eps) · w`, `exp(x − max) / Σ`, `x·cos + rotate_half(x)·sin` (training).
+    Differentiable,
+}
+
+impl Kernels {
+    fn rms_norm(self, norm: &RmsNorm, eps: f64, xs: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Kernels::Fused => norm.forward(xs),
+            Kernels::Differentiable => candle_nn::ops::rms_norm_slow(xs, norm.weight(), eps as f32),
+        }
+    }
+
+    fn softmax(self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Kernels::Fused => candle_nn::ops::softmax_last_dim(xs),
+            Kernels::Differentiable => candle_nn::ops::softmax(xs, D::Minus1),
+        }
+    }
+
+    /// `xs` `[B, heads, S, head_dim]`, `cos`/`sin` `[S, head_dim/2]`.
+    fn rope(self, xs: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Kernels::Fused => candle_nn::rotary_emb::rope(xs, cos, sin),
+            Kernels::Differentiable => candle_nn::rotary_emb::rope_slow(xs, cos, sin),
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 struct Attention {
@@ -51,15 +90,16 @@ impl Attention {
         })
     }
 
-    /// `xs` `[1, S, hidden]`; `cos`/`sin` `[S, head_dim/2]`; `mask` `[S, T]` additive (T = cached
-    /// + S) or `None` for a single new token.
+    /// `xs` `[B, S, hidden]`; `cos`/`sin` `[S, head_dim/2]`; `mask` `[S, T]` additive (T = cached
+    /// + S) or `None` for a single new token. Without a cache (training) K/V are this pass's only.
     fn forward(
         &self,
         xs: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
         mask: Option<&Tensor>,
-        cache: &mut KvCache,
+        cache: Option<&mut KvCache>,
+        kernels: Kernels,
     ) -> candle_core::Result<Tensor> {
         let (b, s, _) = xs.dims3()?;
         let hd = self.head_dim;
@@ -74,10 +114,13 @@ impl Attention {
         let q = heads(q, self.num_heads)?;
         let k = heads(k, self.num_kv_heads)?;
         let v = heads(v, self.num_kv_heads)?;
-        let q = candle_nn::rotary_emb::rope(&q.to_dtype(DType::F32)?, cos, sin)?;
-        let k = candle_nn::rotary_emb::rope(&k.to_dtype(DType::F32)?, cos, sin)?;
+        let q = kernels.rope(&q.to_dtype(DType::F32)?, cos, sin)?;
+        let k = kernels.rope(&k.to_dtype(DType::F32)?, cos, sin)?;
         let v = v.to_dtype(DType::F32)?;
-        let (k, v) = cache.append(&k, &v)?;
+        let (k, v) = match cache {
+            Some(cache) => cache.append(&k, &v)?,
+            None => (k, v),
+        };
         let t = k.dim(2)?;
         // Grouped-query attention without copying K/V: the `rep` query heads that share a KV head
         // become extra rows of one matmul against that head.
@@ -92,7 +135,7 @@ impl Attention {
                 .reshape((b, self.num_kv_heads, rep * s, t))?,
             None => att,
         };
-        let att = candle_nn::ops::softmax_last_dim(&att)?;
+        let att = kernels.softmax(&att)?;
         let out = att
             .matmul(&v.contiguous()?)?
             .reshape((b, self.num_heads, s, hd))?
@@ -109,6 +152,7 @@ struct DecoderLayer {
     post_attention_layernorm: RmsNorm,
     self_attn: Attention,
     mlp: SwiGlu,
+    eps: f64,
 }
 
 impl DecoderLayer {
@@ -128,6 +172,7 @@ impl DecoderLayer {
                 quant,
                 vb.pp("mlp"),
             )?,
+            eps: cfg.rms_norm_eps,
         })
     }
 
@@ -137,15 +182,16 @@ impl DecoderLayer {
         cos: &Tensor,
         sin: &Tensor,
         mask: Option<&Tensor>,
-        cache: &mut KvCache,
+        cache: Option<&mut KvCache>,
+        kernels: Kernels,
     ) -> candle_core::Result<Tensor> {
-        let h =
-            self.self_attn
-                .forward(&self.input_layernorm.forward(xs)?, cos, sin, mask, cache)?;
+        let normed = kernels.rms_norm(&self.input_layernorm, self.eps, xs)?;
+        let h = self
+            .self_attn
+            .forward(&normed, cos, sin, mask, cache, kernels)?;
         let xs = (xs + h)?;
-        &xs + self
-            .mlp
-            .forward(&self.post_attention_layernorm.forward(&xs)?)?
+        let normed = kernels.rms_norm(&self.post_attention_layernorm, self.eps, &xs)?;
+        &xs + self.mlp.forward(&normed)?
     }
 }
 
@@ -281,8 +327,10 @@ impl TextModel {
         self.caches.first().map_or(0, KvCache::current_seq_len)
     }
 
-    /// Runs `embeds` `[S, hidden]` at positions `pos[axis][start..start+S]` on top of the cache.
-    /// Call [`Self::reset_cache`] before a new sequence.
+    /// Runs `embeds` `[S, hidden]` (one sequence) or `[B, S, hidden]` (a batch sharing positions)
+    /// at positions `pos[axis][start..start+S]` on top of the cache. Call [`Self::reset_cache`]
+    /// before a new sequence. Logits are `[positions, vocab]` for one sequence and
+    /// `[B, positions, vocab]` for a batch.
     pub(crate) fn forward_embeds(
         &mut self,
         embeds: &Tensor,
@@ -291,44 +339,257 @@ impl TextModel {
         logits_at: LogitsAt,
         keep_hidden: bool,
     ) -> candle_core::Result<TextOutput> {
-        let s = embeds.dim(0)?;
+        let batched = embeds.rank() == 3;
+        let xs = if batched {
+            embeds.clone()
+        } else {
+            embeds.unsqueeze(0)?
+        };
+        let s = xs.dim(1)?;
         if self.caches.len() != self.layers.len() {
             self.reset_cache(s);
         }
         let past = self.cached_len();
-        let (cos, sin) = self.rope.cos_sin(pos, start, s, &self.device)?;
-        let mask = if s > 1 {
-            Some(causal_mask(s, past, &self.device)?)
-        } else {
-            None
-        };
-        let mut xs = embeds.to_dtype(self.dtype)?.unsqueeze(0)?;
         let mut hidden_states = Vec::new();
-        if keep_hidden {
-            hidden_states.push(xs.clone());
-        }
-        let n = self.layers.len();
-        for (i, (layer, cache)) in self.layers.iter().zip(&mut self.caches).enumerate() {
-            xs = layer.forward(&xs, &cos, &sin, mask.as_ref(), cache)?;
-            if keep_hidden && i + 1 < n {
-                hidden_states.push(xs.clone());
-            }
-        }
-        let xs = self.norm.forward(&xs)?;
-        if keep_hidden {
-            hidden_states.push(xs.clone());
-        }
-        let xs = xs.squeeze(0)?;
+        let keep = keep_hidden.then_some(&mut hidden_states);
+        let xs = run_layers(
+            &self.layers,
+            &self.norm,
+            &self.rope,
+            &self.device,
+            self.dtype,
+            (&xs, pos, start, past),
+            Some(&mut self.caches),
+            Kernels::Fused,
+            keep,
+        )?;
         let xs = match logits_at {
-            LogitsAt::Last => xs.narrow(0, s - 1, 1)?,
+            LogitsAt::Last => xs.narrow(1, s - 1, 1)?,
             LogitsAt::All => xs,
         };
         let logits = self.lm_head.forward(&xs)?.to_dtype(DType::F32)?;
+        let logits = if batched { logits } else { logits.squeeze(0)? };
         Ok(TextOutput {
             logits,
             hidden_states,
         })
     }
+
+    /// The training forward: `embeds` `[B, S, hidden]` (sequences sharing the positions
+    /// `pos[axis][..S]`, padded on the right) through every layer without a cache, with
+    /// [`Kernels::Differentiable`], so a loss on the result back-propagates to every weight that
+    /// is a [`Var`]. Returns f32 logits `[B, S − from, vocab]` for positions `from..S` only (the
+    /// response: a 3B vocabulary is 151 936 wide, logits for a whole prompt would be gigabytes).
+    pub fn forward_train(
+        &self,
+        embeds: &Tensor,
+        pos: &[Vec<u32>; 3],
+        from: usize,
+    ) -> candle_core::Result<Tensor> {
+        let s = embeds.dim(1)?;
+        if from >= s {
+            candle_core::bail!("forward_train: logits from position {from} of a {s}-long sequence");
+        }
+        let xs = run_layers(
+            &self.layers,
+            &self.norm,
+            &self.rope,
+            &self.device,
+            self.dtype,
+            (embeds, pos, 0, 0),
+            None,
+            Kernels::Differentiable,
+            None,
+        )?;
+        let xs = xs.narrow(1, from, s - from)?;
+        self.lm_head.forward(&xs)?.to_dtype(DType::F32)
+    }
+
+    /// Repeats the cached sequence `copies` times along the batch axis, so that `copies`
+    /// continuations of one prompt decode as one batch after a single prefill (GRPO's group of
+    /// rollouts). The capacity stays what [`Self::reset_cache`] gave.
+    pub(crate) fn fork_cache(&mut self, copies: usize) -> candle_core::Result<()> {
+        for cache in &mut self.caches {
+            let (Some(k), Some(v)) = (cache.k()?, cache.v()?) else {
+                candle_core::bail!("fork_cache: nothing cached yet");
+            };
+            if k.dim(0)? != 1 {
+                candle_core::bail!("fork_cache: the cache already holds a batch");
+            }
+            let capacity = cache.k_cache().max_seq_len();
+            let mut forked = KvCache::new(2, capacity);
+            forked.append(
+                &k.repeat((copies, 1, 1, 1))?.contiguous()?,
+                &v.repeat((copies, 1, 1, 1))?.contiguous()?,
+            )?;
+            *cache = forked;
+        }
+        Ok(())
+    }
+
+    /// Turns the weights `select` picks (by their checkpoint names, e.g.
+    /// `model.layers.0.self_attn.q_proj.weight`) into [`Var`]s in place and returns them with
+    /// the names of the tensors each holds. Fused weights (`q|k|v`, `gate|up`) are one `Var`
+    /// that holds several checkpoint tensors: it is picked when any of them is. Dense (f32)
+    /// models only: a quantized weight is refused.
+    pub fn make_trainable(
+        &mut self,
+        select: &dyn Fn(&str) -> bool,
+    ) -> candle_core::Result<Vec<TrainableWeight>> {
+        let mut out = Vec::new();
+        let tied_head =
+            matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
+        if select("model.embed_tokens.weight") {
+            let var = Var::from_tensor(&self.embed_tokens)?;
+            self.embed_tokens = var.as_tensor().clone();
+            if tied_head {
+                self.lm_head = Proj::from_weight(self.embed_tokens.clone(), None, Quant::F32)?;
+            }
+            out.push(TrainableWeight::whole("model.embed_tokens.weight", var));
+        }
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            let p = format!("model.layers.{i}");
+            for (norm, name) in [
+                (&mut layer.input_layernorm, "input_layernorm"),
+                (
+                    &mut layer.post_attention_layernorm,
+                    "post_attention_layernorm",
+                ),
+            ] {
+                let full = format!("{p}.{name}.weight");
+                if select(&full) {
+                    let var = Var::from_tensor(norm.weight())?;
+                    *norm = RmsNorm::new(var.as_tensor().clone(), layer.eps);
+                    out.push(TrainableWeight::whole(&full, var));
+                }
+            }
+            let a = &mut layer.self_attn;
+            out.extend(a.qkv.make_trainable(
+                &format!("{p}.self_attn"),
+                &["q_proj", "k_proj", "v_proj"],
+                select,
+            )?);
+            out.extend(
+                a.o_proj
+                    .make_trainable(&format!("{p}.self_attn.o_proj"), select)?,
+            );
+            out.extend(layer.mlp.make_trainable(&format!("{p}.mlp"), select)?);
+        }
+        if select("model.norm.weight") {
+            let var = Var::from_tensor(self.norm.weight())?;
+            self.norm = RmsNorm::new(var.as_tensor().clone(), self.cfg.rms_norm_eps);
+            out.push(TrainableWeight::whole("model.norm.weight", var));
+        }
+        if !tied_head {
+            out.extend(self.lm_head.make_trainable("lm_head", select)?);
+        }
+        Ok(out)
+    }
+
+    /// Every weight of the decoder under its checkpoint name (fused weights split back), as
+    /// they are now: what a training checkpoint writes. Quantized weights are refused.
+    pub fn named_weights(&self) -> candle_core::Result<Vec<(String, Tensor)>> {
+        let mut out = vec![(
+            "model.embed_tokens.weight".to_string(),
+            self.embed_tokens.clone(),
+        )];
+        for (i, layer) in self.layers.iter().enumerate() {
+            let p = format!("model.layers.{i}");
+            out.push((
+                format!("{p}.input_layernorm.weight"),
+                layer.input_layernorm.weight().clone(),
+            ));
+            out.push((
+                format!("{p}.post_attention_layernorm.weight"),
+                layer.post_attention_layernorm.weight().clone(),
+            ));
+            let a = &layer.self_attn;
+            out.extend(
+                a.qkv
+                    .named_weights(&format!("{p}.self_attn"), &["q_proj", "k_proj", "v_proj"])?,
+            );
+            out.extend(a.o_proj.named_weights(&format!("{p}.self_attn.o_proj"))?);
+            out.extend(layer.mlp.named_weights(&format!("{p}.mlp"))?);
+        }
+        out.push(("model.norm.weight".to_string(), self.norm.weight().clone()));
+        let tied_head =
+            matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
+        if !tied_head {
+            out.extend(self.lm_head.named_weights("lm_head")?);
+        }
+        Ok(out)
+    }
+}
+
+/// A weight that training updates: the [`Var`] and the checkpoint tensors it holds, each as
+/// `(name, first row, rows)` along the output axis (several for a fused `q|k|v` or `gate|up`).
+#[derive(Debug, Clone)]
+pub struct TrainableWeight {
+    pub var: Var,
+    pub parts: Vec<(String, usize, usize)>,
+}
+
+impl TrainableWeight {
+    pub(crate) fn whole(name: &str, var: Var) -> Self {
+        let rows = var.dims().first().copied().unwrap_or(1);
+        Self {
+            var,
+            parts: vec![(name.to_string(), 0, rows)],
+        }
+    }
+
+    /// One name for the whole `Var` (the checkpoint name, or the parts' joined with `|`).
+    pub fn name(&self) -> String {
+        self.parts
+            .iter()
+            .map(|p| p.0.as_str())
+            .collect::<Vec<_>>()
+            .join("|")
+    }
+}
+
+/// The decoder stack: `layers` over `xs` `[B, S, hidden]` at `pos[..][start..start+S]` with
+/// `past` cached positions, then the final norm. `hidden`, when given, receives the input and
+/// each layer's output (the last one after the norm, transformers' `output_hidden_states`).
+#[allow(clippy::too_many_arguments)]
+fn run_layers(
+    layers: &[DecoderLayer],
+    norm: &RmsNorm,
+    rope: &MRope,
+    device: &Device,
+    dtype: DType,
+    (xs, pos, start, past): (&Tensor, &[Vec<u32>; 3], usize, usize),
+    mut caches: Option<&mut Vec<KvCache>>,
+    kernels: Kernels,
+    mut hidden: Option<&mut Vec<Tensor>>,
+) -> candle_core::Result<Tensor> {
+    let s = xs.dim(1)?;
+    let (cos, sin) = rope.cos_sin(pos, start, s, device)?;
+    let mask = if s > 1 {
+        Some(causal_mask(s, past, device)?)
+    } else {
+        None
+    };
+    let mut xs = xs.to_dtype(dtype)?;
+    if let Some(h) = hidden.as_deref_mut() {
+        h.push(xs.clone());
+    }
+    let n = layers.len();
+    for (i, layer) in layers.iter().enumerate() {
+        let cache = caches.as_deref_mut().map(|c| &mut c[i]);
+        xs = layer.forward(&xs, &cos, &sin, mask.as_ref(), cache, kernels)?;
+        if let Some(h) = hidden.as_deref_mut() {
+            if i + 1 < n {
+                h.push(xs.clone());
+            }
+        }
+    }
+    let eps = layers.first().map_or(1e-6, |l| l.eps);
+    let xs = kernels.rms_norm(norm, eps, &xs)?;
+    if let Some(h) = hidden {
+        h.push(xs.clone());
+    }
+    Ok(xs)
 }
 
 /// Additive causal mask `[S, past + S]` (f32): 0 where query `i` may see key `j`, −∞ after it.

@@ -1,5 +1,9 @@
 //! The GRPO trainer (issue #17), built in stages. Built: [`objective`], the loss of one step
-//! (advantages, clipped surrogate, KL, aggregation) on differentiable candle ops. Not built yet:
-//! rollouts, the optimiser loop, checkpoints (`pointact train grpo` says so).
+//! (advantages, clipped surrogate, KL, aggregation) on differentiable candle ops; [`rollout`], a
+//! group of sampled responses decoded as one batch on the KV cache; [`policy`], the policy's
+//! differentiable log-probabilities of those responses. Not built yet: the optimiser loop,
+//! checkpoints (`pointact train grpo` says so).
 
 pub mod objective;
+pub mod policy;
+pub mod rollout;

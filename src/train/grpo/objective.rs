@@ -215,7 +215,11 @@ pub fn aggregate(loss: &Tensor, mask: &Tensor, mode: Aggregation) -> Result<Tens
     let per_seq_sum = masked.sum(D::Minus1)?;
     match mode {
         Aggregation::TokenMean => {
-            let n = m.sum_all()?.to_scalar::<f64>()?.max(1.0);
+            let n = m
+                .sum_all()?
+                .to_dtype(DType::F64)?
+                .to_scalar::<f64>()?
+                .max(1.0);
             masked.sum_all()? / n
         }
         Aggregation::SeqMeanTokenMean => {
