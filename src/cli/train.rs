@@ -1,10 +1,15 @@
 //! `pointact train`: training data and (a later issue) the GRPO trainer. `train questions` writes
-//! Robot-R1's multiple-choice questions from demonstrations recorded in the simulator.
+//! Robot-R1's multiple-choice questions from demonstrations recorded in the simulator; `train
+//! data` writes GRPO prompt records from simulated scenes (`train::grpo::data`).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use pointact::pointing::Ability;
+use pointact::sim::Suite;
+use pointact::train::grpo::data::{self, DataOptions};
 use pointact::train::robot_r1::{generate, QuestionOptions};
 
 use super::not_built;
@@ -16,6 +21,11 @@ pub enum TrainCommand {
     /// Robot-R1's questions (next waypoint, current state, movement direction; four options, one
     /// correct) from oracle demonstrations of a simulated task: JSONL records + PNG frames.
     Questions(QuestionsCli),
+    /// GRPO prompt records from the simulator (EasyR1 JSONL: problem, answer, images): per task
+    /// and seed one frame, resized to what the model sees, and one question per ability with its
+    /// ground truth from the scene (REG point_rec, OFG grounding_rec, RRG fsd_free_point, VTG
+    /// fsd_visual_trace).
+    Data(DataCli),
 }
 
 #[derive(Args)]
@@ -34,9 +44,81 @@ pub struct QuestionsCli {
     out: std::path::PathBuf,
 }
 
+#[derive(Args)]
+pub struct DataCli {
+    /// Suite whose tasks to use: tabletop, bridge or clutter.
+    #[arg(long, default_value = "tabletop", value_parser = parse_suite)]
+    suite: Suite,
+    /// Only these tasks of the suite (id or suite/id; repeatable). Default: all.
+    #[arg(long = "task")]
+    tasks: Vec<String>,
+    /// Episodes per task (seeds S..S+N).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    episodes: u64,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Abilities to ask, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "reg,rrg,ofg,vtg")]
+    abilities: Vec<Ability>,
+    /// Pixel budget of the saved frames (smart_resize's max_pixels; default: Embodied-R1's eval).
+    #[arg(long, default_value_t = data::DEFAULT_MAX_PIXELS,
+          value_parser = clap::value_parser!(u64).range(data::MIN_PIXELS..))]
+    max_pixels: u64,
+    /// Output folder (records.jsonl, frames under images/).
+    #[arg(long, default_value = "grpo-data")]
+    out: PathBuf,
+}
+
+fn parse_suite(s: &str) -> Result<Suite, String> {
+    Suite::parse(s).map_err(|e| e.to_string())
+}
+
+/// `train data`: generates with a progress bar, then prints the summary.
+fn run_data(a: DataCli) -> Result<ExitCode> {
+    let options = DataOptions {
+        suite: a.suite,
+        tasks: a.tasks,
+        episodes: a.episodes,
+        seed: a.seed,
+        abilities: a.abilities,
+        max_pixels: a.max_pixels,
+        out: a.out,
+    };
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} episodes ({eta}) {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let s = data::generate(&options, &mut |p| {
+        bar.set_length(p.total as u64);
+        bar.set_position(p.done as u64);
+        bar.set_message(format!("{} records", p.records));
+    })?;
+    bar.finish_and_clear();
+    let per: Vec<String> = s.records.iter().map(|(a, n)| format!("{a} {n}")).collect();
+    let size = s
+        .image_size
+        .map(|[w, h]| format!(" ({w}x{h})"))
+        .unwrap_or_default();
+    println!(
+        "{} records ({}) from {} episodes, {} images{size} -> {}",
+        s.total_records(),
+        per.join(", "),
+        s.episodes,
+        s.images,
+        s.jsonl.display()
+    );
+    for skipped in &s.skipped {
+        println!("left out {skipped}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(which: TrainCommand) -> Result<ExitCode> {
     match which {
         TrainCommand::Grpo => not_built("`train grpo` (the GRPO trainer, issue #17)"),
+        TrainCommand::Data(a) => run_data(a),
         TrainCommand::Questions(a) => {
             let options = QuestionOptions {
                 delta_m: a.delta_m,

@@ -148,6 +148,18 @@ pub struct QwenReply {
 /// Receives decoded reply text as it is generated.
 type TextSink = Box<dyn FnMut(&str) + Send>;
 
+/// What [`QwenPointer::into_parts`] hands over.
+pub struct QwenParts {
+    pub model: Qwen25Vl,
+    pub tokenizer: Qwen25Tokenizer,
+    pub processor: ImageProcessor,
+    pub files: ModelFiles,
+    /// The system message prompts are rendered with (`None`: the template's default).
+    pub system: Option<String>,
+    /// Tokens that end a reply.
+    pub stop_ids: Vec<u32>,
+}
+
 /// Embodied-R1 / Qwen2.5-VL in process.
 pub struct QwenPointer {
     model: Qwen25Vl,
@@ -241,6 +253,20 @@ impl QwenPointer {
             last: None,
             pixel_cap,
         })
+    }
+
+    /// The loaded parts, for a caller that drives the model itself (the GRPO trainer: its
+    /// rollouts are batched, its forward differentiable), loaded exactly as the pointer loads
+    /// them.
+    pub fn into_parts(self) -> QwenParts {
+        QwenParts {
+            model: self.model,
+            tokenizer: self.tokenizer,
+            processor: self.processor,
+            files: self.files,
+            system: self.options.system,
+            stop_ids: self.options.generation.stop_ids,
+        }
     }
 
     /// Whether (and why) images are downscaled below the preprocessor's `max_pixels`.

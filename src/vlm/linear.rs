@@ -5,6 +5,9 @@
 //! and multiplied by candle's SIMD kernels ([`QBlocks`] says which kernel when, and why we hold
 //! the blocks ourselves). A weight whose input width is not a multiple of the block size cannot be blocked
 //! (Qwen2.5-VL-3B's vision `down_proj`, k = 3420) and stays dense — never silently wrong.
+//!
+//! Training: a dense projection's weight can become a `Var` (full fine-tuning), or a frozen one
+//! can carry a [`Lora`] adapter (PEFT's LoRA) that training moves instead.
 
 use std::fmt;
 use std::str::FromStr;
@@ -13,10 +16,11 @@ use std::sync::Arc;
 
 use candle_core::quantized::k_quants::{self, BlockQ4K, BlockQ8_0};
 use candle_core::quantized::{GgmlDType, GgmlType, QMatMul, QStorage, QTensor};
-use candle_core::{DType, Module, Storage, Tensor, Var};
+use candle_core::{DType, Device, Module, Storage, Tensor, Var};
 
 use super::text::TrainableWeight;
 use candle_nn::VarBuilder;
+use rand::Rng;
 use rayon::prelude::*;
 
 /// Weight format of the quantizable linears.
@@ -180,17 +184,31 @@ impl Proj {
     }
 }
 
-/// Several projections of the same input stored as one (q|k|v, gate|up): one weight
-/// `[Σ out, in]`, one multiplication, outputs split along the last axis.
+/// Projections of the same input stored as one (q|k|v, gate|up): one weight `[Σ out, in]`, one
+/// multiplication, outputs split along the last axis. A lone projection (`o_proj`, `down_proj`)
+/// is the one-part case, so that every linear of the decoder goes through the same training,
+/// checkpoint and LoRA code.
 ///
 /// Why: the input is read once instead of once per projection — in decode, where each
 /// multiplication is a memory-bound pass over the weights with a fixed dispatch cost, three or
 /// two calls become one; in prefill the small k/v products (256 wide) join the big q product.
 /// Each output element is still the same dot product of one weight row with the input.
+///
+/// Each part may carry a [`Lora`] adapter, added to that part's output only: PEFT adapts
+/// `q_proj`, `k_proj` and `v_proj` as separate modules, and the fused base weight stays as it is.
 #[derive(Debug, Clone)]
 pub struct FusedProj {
     proj: Proj,
-    outs: Vec<usize>,
+    parts: Vec<Part>,
+}
+
+/// One projection of a [`FusedProj`]: its checkpoint name, its rows of the fused weight, its
+/// adapter.
+#[derive(Debug, Clone)]
+struct Part {
+    name: String,
+    rows: usize,
+    lora: Option<Lora>,
 }
 
 impl FusedProj {
@@ -220,47 +238,70 @@ impl FusedProj {
         };
         Ok(Self {
             proj: Proj::from_weight(w, b, quant)?,
-            outs: parts.iter().map(|p| p.1).collect(),
+            parts: parts
+                .iter()
+                .map(|&(name, rows)| Part {
+                    name: name.to_string(),
+                    rows,
+                    lora: None,
+                })
+                .collect(),
         })
     }
 
-    /// The outputs of each part, in load order (views into one result).
+    /// The outputs of each part, in load order: views into one result, plus the part's adapter
+    /// where it has one.
     pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Vec<Tensor>> {
         let y = self.proj.forward(xs)?;
         let mut start = 0;
-        self.outs
+        self.parts
             .iter()
-            .map(|&n| {
-                let part = y.narrow(candle_core::D::Minus1, start, n);
-                start += n;
-                part
+            .map(|p| {
+                let out = y.narrow(candle_core::D::Minus1, start, p.rows)?;
+                start += p.rows;
+                match &p.lora {
+                    Some(lora) => out + lora.forward(xs)?,
+                    None => Ok(out),
+                }
             })
             .collect()
     }
 
+    /// The output of a one-part projection (the whole product: no copy).
+    pub fn forward_one(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        let mut outs = self.forward(xs)?;
+        match outs.len() {
+            1 => Ok(outs.remove(0)),
+            n => candle_core::bail!("forward_one on a projection of {n} parts"),
+        }
+    }
+
+    /// Bytes of the weight and bias as stored, and of the adapters.
     pub fn weight_bytes(&self) -> usize {
-        self.proj.weight_bytes()
+        self.proj.weight_bytes() + self.adapters().map(|(_, l)| l.bytes()).sum::<usize>()
     }
 
     /// Makes the fused weight one [`Var`] (and the fused bias another) when `select` picks any
-    /// of `{prefix}.{name}.weight` (`.bias`) for `names` in load order. Why one `Var` for the
-    /// fused tensor rather than one per part: the fused weight is what the forward multiplies by;
-    /// parts concatenated at load would leave it a stale copy once the optimiser moves them.
+    /// of the parts' `{prefix}.{name}.weight` (`.bias`). Why one `Var` for the fused tensor
+    /// rather than one per part: the fused weight is what the forward multiplies by; parts
+    /// concatenated at load would leave it a stale copy once the optimiser moves them.
     pub(crate) fn make_trainable(
         &mut self,
         prefix: &str,
-        names: &[&str],
         select: &dyn Fn(&str) -> bool,
     ) -> candle_core::Result<Vec<TrainableWeight>> {
         let l = self.proj.dense(prefix)?;
         let parts = |suffix: &str| -> Vec<(String, usize, usize)> {
             let mut start = 0;
-            names
+            self.parts
                 .iter()
-                .zip(&self.outs)
-                .map(|(n, &rows)| {
-                    start += rows;
-                    (format!("{prefix}.{n}.{suffix}"), start - rows, rows)
+                .map(|p| {
+                    start += p.rows;
+                    (
+                        format!("{prefix}.{}.{suffix}", p.name),
+                        start - p.rows,
+                        p.rows,
+                    )
                 })
                 .collect()
         };
@@ -284,34 +325,181 @@ impl FusedProj {
     }
 
     /// Each part's weight (and bias) under `{prefix}.{name}.weight`, split from the fused one.
-    pub(crate) fn named_weights(
-        &self,
-        prefix: &str,
-        names: &[&str],
-    ) -> candle_core::Result<Vec<(String, Tensor)>> {
+    /// A part with an adapter gives its merged weight `W + (alpha/rank)·B·A` (a snapshot, not
+    /// tracked), so that a checkpoint loads in a model without LoRA support.
+    pub(crate) fn named_weights(&self, prefix: &str) -> candle_core::Result<Vec<(String, Tensor)>> {
         let l = self.proj.dense(prefix)?;
         let mut out = Vec::new();
         let mut start = 0;
-        for (n, &rows) in names.iter().zip(&self.outs) {
-            out.push((
-                format!("{prefix}.{n}.weight"),
-                l.weight().narrow(0, start, rows)?,
-            ));
+        for p in &self.parts {
+            let w = l.weight().narrow(0, start, p.rows)?;
+            let w = match &p.lora {
+                Some(lora) => (w + lora.delta()?)?.detach(),
+                None => w,
+            };
+            out.push((format!("{prefix}.{}.weight", p.name), w));
             if let Some(b) = l.bias() {
-                out.push((format!("{prefix}.{n}.bias"), b.narrow(0, start, rows)?));
+                out.push((
+                    format!("{prefix}.{}.bias", p.name),
+                    b.narrow(0, start, p.rows)?,
+                ));
             }
-            start += rows;
+            start += p.rows;
         }
         Ok(out)
     }
+
+    /// Adds a [`Lora`] adapter (A drawn from `rng`, B = 0) to each part whose module name
+    /// `{prefix}.{name}` `select` picks, and returns its A and B under their PEFT names. Refused
+    /// for a quantized weight (the merged checkpoint needs the dense one) and for a part that
+    /// already has an adapter.
+    pub(crate) fn add_lora(
+        &mut self,
+        prefix: &str,
+        select: &dyn Fn(&str) -> bool,
+        rank: usize,
+        alpha: f64,
+        rng: &mut impl Rng,
+    ) -> candle_core::Result<Vec<TrainableWeight>> {
+        let mut out = Vec::new();
+        for part in &mut self.parts {
+            let module = format!("{prefix}.{}", part.name);
+            if !select(&module) {
+                continue;
+            }
+            let w = self.proj.dense(&module)?.weight();
+            if part.lora.is_some() {
+                candle_core::bail!("{module} already has a LoRA adapter");
+            }
+            let lora = Lora::new(
+                w.dim(1)?,
+                part.rows,
+                rank,
+                alpha,
+                rng,
+                w.dtype(),
+                w.device(),
+            )?;
+            out.extend(lora.trainable(&module));
+            part.lora = Some(lora);
+        }
+        Ok(out)
+    }
+
+    /// The parts' adapters with the parts' names, in load order.
+    pub(crate) fn adapters(&self) -> impl Iterator<Item = (&str, &Lora)> {
+        self.parts
+            .iter()
+            .filter_map(|p| p.lora.as_ref().map(|l| (p.name.as_str(), l)))
+    }
+}
+
+/// A LoRA adapter on one projection `W` `[out, in]`, with PEFT's semantics:
+/// `y = x·Wᵀ + b + (alpha/rank)·(x·Aᵀ)·Bᵀ`, `A` `[rank, in]` and `B` `[out, rank]` both [`Var`]s.
+///
+/// Why PEFT's: its initialisation (B = 0) starts training exactly at the base model, and its
+/// tensor names and scaling make our adapters a PEFT `adapter_model.safetensors`. Why the
+/// product goes through the rank (`(x·Aᵀ)·Bᵀ`, not `x·(B·A)ᵀ`): `rank·(in + out)` multiply-adds
+/// per row instead of `in·out`, and no `[out, in]` tensor per step.
+#[derive(Debug, Clone)]
+pub struct Lora {
+    a: Var,
+    b: Var,
+    alpha: f64,
+}
+
+impl Lora {
+    /// PEFT's `reset_lora_parameters`: A is `kaiming_uniform_(a=√5)`, i.e. uniform on
+    /// `[−1/√in, 1/√in)` (gain `√(2/(1+5))`, bound `√3·gain/√in`), drawn from `rng` row by
+    /// row; B is zero.
+    pub fn new(
+        in_dim: usize,
+        out_dim: usize,
+        rank: usize,
+        alpha: f64,
+        rng: &mut impl Rng,
+        dtype: DType,
+        device: &Device,
+    ) -> candle_core::Result<Self> {
+        if rank == 0 || !alpha.is_finite() {
+            candle_core::bail!("LoRA needs a rank of at least 1 and a finite alpha (got rank {rank}, alpha {alpha})");
+        }
+        let bound = 1.0 / (in_dim as f64).sqrt();
+        let a: Vec<f32> = (0..rank * in_dim)
+            .map(|_| rng.gen_range(-bound..bound) as f32)
+            .collect();
+        let a = Tensor::from_vec(a, (rank, in_dim), device)?.to_dtype(dtype)?;
+        Ok(Self {
+            a: Var::from_tensor(&a)?,
+            b: Var::zeros((out_dim, rank), dtype, device)?,
+            alpha,
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.a.dims()[0]
+    }
+
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+
+    /// `alpha / rank`, PEFT's `scaling` (without rsLoRA).
+    pub fn scale(&self) -> f64 {
+        self.alpha / self.rank() as f64
+    }
+
+    /// `(alpha/rank)·(x·Aᵀ)·Bᵀ` for `xs` `[..., in]`.
+    pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        let down = candle_nn::Linear::new(self.a.as_tensor().clone(), None).forward(xs)?;
+        candle_nn::Linear::new(self.b.as_tensor().clone(), None)
+            .forward(&down)?
+            .affine(self.scale(), 0.0)
+    }
+
+    /// `(alpha/rank)·B·A` `[out, in]`: what merging adds to the base weight.
+    pub fn delta(&self) -> candle_core::Result<Tensor> {
+        self.b
+            .as_tensor()
+            .matmul(self.a.as_tensor())?
+            .affine(self.scale(), 0.0)
+    }
+
+    fn bytes(&self) -> usize {
+        tensor_bytes(self.a.as_tensor()) + tensor_bytes(self.b.as_tensor())
+    }
+
+    /// A and B of the adapter on `module` (`model.layers.0.self_attn.q_proj`) as training
+    /// weights under their PEFT names.
+    fn trainable(&self, module: &str) -> [TrainableWeight; 2] {
+        [
+            TrainableWeight::whole(&peft_name(module, "A"), self.a.clone()),
+            TrainableWeight::whole(&peft_name(module, "B"), self.b.clone()),
+        ]
+    }
+
+    /// A and B of the adapter on `module` under their PEFT names, as they are now.
+    pub fn peft_weights(&self, module: &str) -> [(String, Tensor); 2] {
+        [
+            (peft_name(module, "A"), self.a.as_tensor().clone()),
+            (peft_name(module, "B"), self.b.as_tensor().clone()),
+        ]
+    }
+}
+
+/// PEFT's key for an adapter matrix: the `PeftModel` holds the transformers model as
+/// `base_model.model`, and saved adapters drop the adapter name (`default`).
+fn peft_name(module: &str, matrix: &str) -> String {
+    format!("base_model.model.{module}.lora_{matrix}.weight")
 }
 
 /// `down(silu(gate(x)) * up(x))`, the MLP of both Qwen2.5-VL towers (`mlp.gate_proj`,
 /// `mlp.up_proj`, `mlp.down_proj`; biases in the vision tower only), gate and up fused.
 #[derive(Debug, Clone)]
 pub struct SwiGlu {
-    gate_up: FusedProj,
-    down_proj: Proj,
+    /// Visible to the decoder, which walks its linears for training, checkpoints and LoRA.
+    pub(crate) gate_up: FusedProj,
+    pub(crate) down_proj: FusedProj,
 }
 
 impl SwiGlu {
@@ -333,39 +521,12 @@ impl SwiGlu {
                 quant,
                 vb.clone(),
             )?,
-            down_proj: Proj::load(inter, hidden, bias, quant, vb.pp("down_proj"))?,
+            down_proj: FusedProj::load(inter, &[("down_proj", hidden)], bias, quant, vb)?,
         })
     }
 
     pub fn weight_bytes(&self) -> usize {
         self.gate_up.weight_bytes() + self.down_proj.weight_bytes()
-    }
-
-    /// See [`FusedProj::make_trainable`]; names under `{prefix}` (`…mlp`).
-    pub(crate) fn make_trainable(
-        &mut self,
-        prefix: &str,
-        select: &dyn Fn(&str) -> bool,
-    ) -> candle_core::Result<Vec<TrainableWeight>> {
-        let mut out = self
-            .gate_up
-            .make_trainable(prefix, &["gate_proj", "up_proj"], select)?;
-        out.extend(
-            self.down_proj
-                .make_trainable(&format!("{prefix}.down_proj"), select)?,
-        );
-        Ok(out)
-    }
-
-    pub(crate) fn named_weights(&self, prefix: &str) -> candle_core::Result<Vec<(String, Tensor)>> {
-        let mut out = self
-            .gate_up
-            .named_weights(prefix, &["gate_proj", "up_proj"])?;
-        out.extend(
-            self.down_proj
-                .named_weights(&format!("{prefix}.down_proj"))?,
-        );
-        Ok(out)
     }
 }
 
@@ -376,7 +537,7 @@ impl Module for SwiGlu {
             .forward(xs)?
             .try_into()
             .expect("gate_up has two parts");
-        self.down_proj.forward(&(gate.silu()? * up)?)
+        self.down_proj.forward_one(&(gate.silu()? * up)?)
     }
 }
 

@@ -9,13 +9,18 @@
 //!
 //! Quantization ([`Quant`]) applies to the seven linears of every layer and to `lm_head`; the
 //! embedding lookup stays f32 (rows are gathered, not multiplied).
+//!
+//! Training: [`TextModel::make_trainable`] turns chosen weights into `Var`s (full fine-tuning);
+//! [`TextModel::add_lora`] puts PEFT LoRA adapters on chosen linears instead, the base frozen.
 
 use candle_core::{DType, Device, Module, Tensor, Var, D};
 use candle_nn::kv_cache::KvCache;
 use candle_nn::{rms_norm, RmsNorm, VarBuilder};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 use super::config::TextConfig;
-use super::linear::{tensor_bytes, FusedProj, Proj, Quant, SwiGlu};
+use super::linear::{tensor_bytes, FusedProj, Lora, Proj, Quant, SwiGlu};
 use super::rope::MRope;
 
 /// Which implementation of the three ops candle fuses: RMSNorm, softmax and the rotary embedding.
@@ -61,7 +66,8 @@ impl Kernels {
 struct Attention {
     /// q | k | v in one product (see [`FusedProj`]).
     qkv: FusedProj,
-    o_proj: Proj,
+    /// A one-part [`FusedProj`], handled like the other linears.
+    o_proj: FusedProj,
     num_heads: usize,
     num_kv_heads: usize,
     head_dim: usize,
@@ -83,7 +89,7 @@ impl Attention {
                 quant,
                 vb.clone(),
             )?,
-            o_proj: Proj::load(nh * hd, h, false, quant, vb.pp("o_proj"))?,
+            o_proj: FusedProj::load(nh * hd, &[("o_proj", h)], false, quant, vb)?,
             num_heads: nh,
             num_kv_heads: nkv,
             head_dim: hd,
@@ -142,7 +148,7 @@ impl Attention {
             .transpose(1, 2)?
             .reshape((b, s, self.num_heads * hd))?
             .to_dtype(xs.dtype())?;
-        self.o_proj.forward(&out)
+        self.o_proj.forward_one(&out)
     }
 }
 
@@ -174,6 +180,27 @@ impl DecoderLayer {
             )?,
             eps: cfg.rms_norm_eps,
         })
+    }
+
+    /// The seven linears as `(module prefix under the layer, projection)`, in checkpoint order:
+    /// the one walk that training, checkpoints and LoRA share.
+    fn linears(&self) -> [(&'static str, &FusedProj); 4] {
+        [
+            ("self_attn", &self.self_attn.qkv),
+            ("self_attn", &self.self_attn.o_proj),
+            ("mlp", &self.mlp.gate_up),
+            ("mlp", &self.mlp.down_proj),
+        ]
+    }
+
+    /// [`Self::linears`], mutable.
+    fn linears_mut(&mut self) -> [(&'static str, &mut FusedProj); 4] {
+        [
+            ("self_attn", &mut self.self_attn.qkv),
+            ("self_attn", &mut self.self_attn.o_proj),
+            ("mlp", &mut self.mlp.gate_up),
+            ("mlp", &mut self.mlp.down_proj),
+        ]
     }
 
     fn forward(
@@ -463,17 +490,9 @@ impl TextModel {
                     out.push(TrainableWeight::whole(&full, var));
                 }
             }
-            let a = &mut layer.self_attn;
-            out.extend(a.qkv.make_trainable(
-                &format!("{p}.self_attn"),
-                &["q_proj", "k_proj", "v_proj"],
-                select,
-            )?);
-            out.extend(
-                a.o_proj
-                    .make_trainable(&format!("{p}.self_attn.o_proj"), select)?,
-            );
-            out.extend(layer.mlp.make_trainable(&format!("{p}.mlp"), select)?);
+            for (sub, proj) in layer.linears_mut() {
+                out.extend(proj.make_trainable(&format!("{p}.{sub}"), select)?);
+            }
         }
         if select("model.norm.weight") {
             let var = Var::from_tensor(self.norm.weight())?;
@@ -487,7 +506,9 @@ impl TextModel {
     }
 
     /// Every weight of the decoder under its checkpoint name (fused weights split back), as
-    /// they are now: what a training checkpoint writes. Quantized weights are refused.
+    /// they are now: what a training checkpoint writes. A linear with a LoRA adapter gives its
+    /// merged weight `W + (alpha/rank)·B·A`, so the checkpoint loads without LoRA support.
+    /// Quantized weights are refused.
     pub fn named_weights(&self) -> candle_core::Result<Vec<(String, Tensor)>> {
         let mut out = vec![(
             "model.embed_tokens.weight".to_string(),
@@ -503,13 +524,9 @@ impl TextModel {
                 format!("{p}.post_attention_layernorm.weight"),
                 layer.post_attention_layernorm.weight().clone(),
             ));
-            let a = &layer.self_attn;
-            out.extend(
-                a.qkv
-                    .named_weights(&format!("{p}.self_attn"), &["q_proj", "k_proj", "v_proj"])?,
-            );
-            out.extend(a.o_proj.named_weights(&format!("{p}.self_attn.o_proj"))?);
-            out.extend(layer.mlp.named_weights(&format!("{p}.mlp"))?);
+            for (sub, proj) in layer.linears() {
+                out.extend(proj.named_weights(&format!("{p}.{sub}"))?);
+            }
         }
         out.push(("model.norm.weight".to_string(), self.norm.weight().clone()));
         let tied_head =
@@ -518,6 +535,85 @@ impl TextModel {
             out.extend(self.lm_head.named_weights("lm_head")?);
         }
         Ok(out)
+    }
+
+    /// Adds a LoRA adapter ([`Lora`]: PEFT's semantics and initialisation, every A drawn from
+    /// one generator seeded with `seed`, every B zero) to each linear of the layers that
+    /// `select` picks by module name (`model.layers.{i}.self_attn.{q,k,v,o}_proj`,
+    /// `model.layers.{i}.mlp.{gate,up,down}_proj`), and returns each A and B as a
+    /// [`TrainableWeight`] under its PEFT name
+    /// (`base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`).
+    ///
+    /// The adapter is part of its linear's forward, so inference (with its KV cache) and
+    /// [`Self::forward_train`] both run it, and with B = 0 the outputs are the base model's bit
+    /// for bit. The base weights stay plain tensors: frozen, unless [`Self::make_trainable`]
+    /// picks them. A reference policy that must not move with the adapters is a clone taken
+    /// before this call (clones share the adapters' `Var`s).
+    ///
+    /// All or nothing: refused, with the model unchanged, for a quantized linear (the merged
+    /// checkpoint of [`Self::named_weights`] needs the dense weight), for a linear that already
+    /// has an adapter, and for a rank or alpha other than the existing adapters' (PEFT's
+    /// `adapter_config.json` holds one of each).
+    pub fn add_lora(
+        &mut self,
+        select: &dyn Fn(&str) -> bool,
+        rank: usize,
+        alpha: f64,
+        seed: u64,
+    ) -> candle_core::Result<Vec<TrainableWeight>> {
+        if let Some((r, a, _)) = self.lora_config() {
+            if (r, a) != (rank, alpha) {
+                candle_core::bail!(
+                    "the model's LoRA adapters have rank {r} and alpha {a}: \
+                     cannot add adapters of rank {rank} and alpha {alpha}"
+                );
+            }
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut layers = self.layers.clone();
+        let mut out = Vec::new();
+        for (i, layer) in layers.iter_mut().enumerate() {
+            for (sub, proj) in layer.linears_mut() {
+                let prefix = format!("model.layers.{i}.{sub}");
+                out.extend(proj.add_lora(&prefix, select, rank, alpha, &mut rng)?);
+            }
+        }
+        self.layers = layers;
+        Ok(out)
+    }
+
+    /// The LoRA adapters' A and B under their PEFT names, as they are now: with
+    /// [`Self::lora_config`], what a PEFT `adapter_model.safetensors` holds.
+    pub fn lora_weights(&self) -> Vec<(String, Tensor)> {
+        self.adapters()
+            .flat_map(|(module, lora)| lora.peft_weights(&module))
+            .collect()
+    }
+
+    /// `(rank, alpha, target module short names)` of the LoRA adapters, `None` without any:
+    /// PEFT's `r`, `lora_alpha` and `target_modules` (e.g. `["q_proj", "v_proj"]`, in the
+    /// layers' order). The names say which linears, not which layers.
+    pub fn lora_config(&self) -> Option<(usize, f64, Vec<String>)> {
+        let mut rank_alpha = None;
+        let mut targets: Vec<String> = Vec::new();
+        for (module, lora) in self.adapters() {
+            rank_alpha.get_or_insert((lora.rank(), lora.alpha()));
+            let short = module.rsplit('.').next().unwrap_or(&module);
+            if !targets.iter().any(|t| t == short) {
+                targets.push(short.to_string());
+            }
+        }
+        rank_alpha.map(|(rank, alpha)| (rank, alpha, targets))
+    }
+
+    /// Every adapter with its module name, layer by layer in checkpoint order.
+    fn adapters(&self) -> impl Iterator<Item = (String, &Lora)> {
+        self.layers.iter().enumerate().flat_map(|(i, layer)| {
+            layer.linears().into_iter().flat_map(move |(sub, proj)| {
+                proj.adapters()
+                    .map(move |(name, lora)| (format!("model.layers.{i}.{sub}.{name}"), lora))
+            })
+        })
     }
 }
 

@@ -4,6 +4,10 @@
 //! differentiable log-probabilities of those responses. Not built yet: the optimiser loop,
 //! checkpoints (`pointact train grpo` says so).
 
+pub mod checkpoint;
+pub mod data;
 pub mod objective;
+pub mod optim;
 pub mod policy;
 pub mod rollout;
+pub mod trainer;
