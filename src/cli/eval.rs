@@ -4,8 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -113,7 +111,7 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
         &a.json,
         &EvalReport::new(suite, &options.episode, &seeds, Vec::new(), true),
     )?;
-    let stop = stop_on_ctrl_c()?;
+    let stop = super::stop_on_ctrl_c()?;
     let bar = episode_bar(suite.tasks().len() * seeds.len());
     let mut ok = 0;
     let rt = runtime()?;
@@ -211,7 +209,7 @@ fn sweep(a: EvalSimCli) -> Result<ExitCode> {
     );
     // The output file is proven writable before the first episode.
     write_json(&a.json, &Vec::<EvalReport>::new())?;
-    let stop = stop_on_ctrl_c()?;
+    let stop = super::stop_on_ctrl_c()?;
     let bar = episode_bar(total);
     let rt = runtime()?;
     let mut reports: Vec<EvalReport> = Vec::new();
@@ -324,7 +322,7 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         &a.json,
         &EvalReport::new(suite, &opts, &seeds, resumed.clone(), true),
     )?;
-    let stop = stop_on_ctrl_c()?;
+    let stop = super::stop_on_ctrl_c()?;
     let bar = episode_bar(suite.tasks().len() * seeds.len());
     let mut viz = a.rerun.open("pointact-eval")?;
     let mut ok = 0;
@@ -391,18 +389,6 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A flag Ctrl-C sets, read by a suite between episodes; a second Ctrl-C ends the process at once.
-fn stop_on_ctrl_c() -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register_conditional_shutdown(
-        signal_hook::consts::SIGINT,
-        130,
-        stop.clone(),
-    )?;
-    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
-    Ok(stop)
 }
 
 /// The progress bar of a suite of `total` episodes.

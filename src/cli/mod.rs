@@ -13,8 +13,8 @@ pub mod run;
 pub mod run_robot;
 pub mod serve;
 pub mod train;
+pub mod train_grpo;
 
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
@@ -64,7 +64,7 @@ pub enum Command {
         #[command(subcommand)]
         which: fit::FitCommand,
     },
-    /// Training: Robot-R1 questions from the simulator; the GRPO trainer (not built yet).
+    /// Training: GRPO records and Robot-R1 questions from the simulator; the GRPO trainer.
     Train {
         #[command(subcommand)]
         which: train::TrainCommand,
@@ -111,11 +111,6 @@ pub fn finish_viz(viz: Option<pointact::viz::Viz>) -> Result<()> {
 /// Exit code for subcommands whose issue has not landed, or a source this build lacks: distinct
 /// from success (0) and failure (1).
 pub const NOT_BUILT: u8 = 2;
-
-pub fn not_built(what: &str) -> Result<ExitCode> {
-    eprintln!("not built yet: {what}");
-    Ok(ExitCode::from(NOT_BUILT))
-}
 
 /// The one async runtime of the process: commands that drive robots (simulated or not) block on
 /// the library's futures here; the library never creates a runtime.
@@ -200,6 +195,18 @@ impl ConditionsCli {
         opts.calib_error_deg = self.calib_error_deg;
         opts.samples = self.samples;
     }
+}
+
+/// A flag Ctrl-C sets, read by a suite between episodes; a second Ctrl-C ends the process at once.
+pub fn stop_on_ctrl_c() -> Result<std::sync::Arc<AtomicBool>> {
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register_conditional_shutdown(
+        signal_hook::consts::SIGINT,
+        130,
+        stop.clone(),
+    )?;
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    Ok(stop)
 }
 
 /// Says which model is loading (before the progress bar), for backends that load one.

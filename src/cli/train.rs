@@ -1,4 +1,4 @@
-//! `pointact train`: training data and (a later issue) the GRPO trainer. `train questions` writes
+//! `pointact train`: training data and the GRPO trainer (`train grpo`, in `train_grpo.rs`). `train questions` writes
 //! Robot-R1's multiple-choice questions from demonstrations recorded in the simulator; `train
 //! data` writes GRPO prompt records from simulated scenes (`train::grpo::data`).
 
@@ -12,12 +12,11 @@ use pointact::sim::Suite;
 use pointact::train::grpo::data::{self, DataOptions};
 use pointact::train::robot_r1::{generate, QuestionOptions};
 
-use super::not_built;
-
 #[derive(Subcommand)]
 pub enum TrainCommand {
-    /// GRPO fine-tuning of the pointing model (not built yet).
-    Grpo,
+    /// GRPO fine-tuning of the pointing model on JSONL records (full or LoRA; checkpoints that
+    /// `pointact point --model` loads; metrics JSONL; resume).
+    Grpo(Box<super::train_grpo::GrpoCli>),
     /// Robot-R1's questions (next waypoint, current state, movement direction; four options, one
     /// correct) from oracle demonstrations of a simulated task: JSONL records + PNG frames.
     Questions(QuestionsCli),
@@ -117,7 +116,7 @@ fn run_data(a: DataCli) -> Result<ExitCode> {
 
 pub fn run(which: TrainCommand) -> Result<ExitCode> {
     match which {
-        TrainCommand::Grpo => not_built("`train grpo` (the GRPO trainer, issue #17)"),
+        TrainCommand::Grpo(a) => super::train_grpo::run(*a),
         TrainCommand::Data(a) => run_data(a),
         TrainCommand::Questions(a) => {
             let options = QuestionOptions {

@@ -114,6 +114,36 @@ pub fn save(
         fs::copy(&special, partial.join("special_tokens_map.json")).map_err(io(&special))?;
     }
 
+    // LoRA: the adapters too, as PEFT writes them (a resumed run continues from them; the
+    // merged model above is what `point --model` loads).
+    if let Some((rank, alpha, targets)) = trainer.parts.model.text.lora_config() {
+        let adapters: HashMap<String, Tensor> = trainer
+            .parts
+            .model
+            .text
+            .lora_weights()
+            .into_iter()
+            .map(|(n, t)| Ok((n, t.contiguous()?)))
+            .collect::<candle_core::Result<_>>()?;
+        candle_core::safetensors::save(&adapters, partial.join("adapter_model.safetensors"))?;
+        let config = serde_json::json!({
+            "peft_type": "LORA",
+            "task_type": "CAUSAL_LM",
+            "r": rank,
+            "lora_alpha": alpha,
+            "lora_dropout": 0.0,
+            "bias": "none",
+            "target_modules": targets,
+            "base_model_name_or_path": state.base_model,
+        });
+        let p = partial.join("adapter_config.json");
+        fs::write(
+            &p,
+            serde_json::to_string_pretty(&config).unwrap_or_default(),
+        )
+        .map_err(io(&p))?;
+    }
+
     let optim: HashMap<String, Tensor> = trainer.optimizer().state().into_iter().collect();
     candle_core::safetensors::save(&optim, partial.join("optimizer.safetensors"))?;
     let state_path = partial.join("trainer_state.json");

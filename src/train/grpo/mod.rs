@@ -10,4 +10,5 @@ pub mod objective;
 pub mod optim;
 pub mod policy;
 pub mod rollout;
+pub mod run;
 pub mod trainer;

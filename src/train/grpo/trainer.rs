@@ -53,6 +53,20 @@ pub enum TrainError {
 pub enum Tune {
     /// Every decoder weight whose checkpoint name contains one of `modules` (all when empty).
     Full { modules: Vec<String> },
+    /// LoRA adapters (PEFT's) on the decoder linears whose module name contains one of
+    /// `modules` (all seven per layer when empty); the base weights stay frozen.
+    Lora {
+        rank: usize,
+        alpha: f64,
+        modules: Vec<String>,
+        seed: u64,
+    },
+}
+
+impl Tune {
+    fn picks(modules: &[String], name: &str) -> bool {
+        modules.is_empty() || modules.iter().any(|m| name.contains(m.as_str()))
+    }
 }
 
 /// GRPO settings (defaults: Embodied-R1's EasyR1 configuration, grpo.md §1.6).
@@ -198,12 +212,21 @@ impl GrpoTrainer {
             .kl
             .map(|_| reference.unwrap_or_else(|| parts.model.text.clone()));
         let params = match tune {
-            Tune::Full { modules } => {
-                let select = |name: &str| {
-                    modules.is_empty() || modules.iter().any(|m| name.contains(m.as_str()))
-                };
-                parts.model.text.make_trainable(&select)?
-            }
+            Tune::Full { modules } => parts
+                .model
+                .text
+                .make_trainable(&|name: &str| Tune::picks(modules, name))?,
+            Tune::Lora {
+                rank,
+                alpha,
+                modules,
+                seed,
+            } => parts.model.text.add_lora(
+                &|name: &str| Tune::picks(modules, name),
+                *rank,
+                *alpha,
+                *seed,
+            )?,
         };
         if params.is_empty() {
             return Err(TrainError::Setup(format!(
@@ -238,6 +261,22 @@ impl GrpoTrainer {
 
     pub fn optimizer_mut(&mut self) -> &mut AdamW {
         &mut self.optim
+    }
+
+    /// Sets the trainable weights from `tensors` by name (a resumed LoRA run's adapters); every
+    /// trainable weight must be there with its shape.
+    pub fn restore(&mut self, tensors: &HashMap<String, Tensor>) -> Result<(), candle_core::Error> {
+        for p in &self.params {
+            let name = p.name();
+            let t = tensors
+                .get(&name)
+                .ok_or_else(|| candle_core::Error::Msg(format!("no tensor `{name}` to restore")))?;
+            if t.dims() != p.var.dims() {
+                candle_core::bail!("`{name}` is {:?}, the weight {:?}", t.dims(), p.var.dims());
+            }
+            p.var.set(&t.to_dtype(p.var.dtype())?)?;
+        }
+        Ok(())
     }
 
     /// Number of trainable scalars.
