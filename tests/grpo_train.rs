@@ -109,6 +109,55 @@ fn the_training_forward_gives_the_inference_logits() {
 }
 
 #[test]
+fn the_shared_prefix_pass_gives_the_full_pass_logits() {
+    let f = fixture_model();
+    let prompt = f.model.prepare(&f.ids, std::slice::from_ref(&f.image)).unwrap();
+    let (s, h) = prompt.embeds.dims2().unwrap();
+    // Three "responses" of 5 tokens: rows of the embedding table.
+    let ids: Vec<u32> = (0..15).map(|i| (i * 37 + 11) % 1000).collect();
+    let weights = f.model.text.named_weights().unwrap();
+    let table = &weights
+        .iter()
+        .find(|(n, _)| n == "model.embed_tokens.weight")
+        .unwrap()
+        .1;
+    let suffix = table
+        .index_select(&Tensor::from_vec(ids, 15, &Device::Cpu).unwrap(), 0)
+        .unwrap()
+        .reshape((3, 5, h))
+        .unwrap();
+    let pos = prompt.positions.with_generated(5);
+    let shared = f
+        .model
+        .text
+        .forward_train_shared(&prompt.embeds.unsqueeze(0).unwrap(), &suffix, &pos)
+        .unwrap();
+    assert_eq!(shared.dims(), &[3, 5, config().text.vocab_size]);
+    let full_in = Tensor::cat(
+        &[
+            &prompt
+                .embeds
+                .unsqueeze(0)
+                .unwrap()
+                .repeat((3, 1, 1))
+                .unwrap(),
+            &suffix,
+        ],
+        1,
+    )
+    .unwrap();
+    let full = f
+        .model
+        .text
+        .forward_train(&full_in, &pos, s - 1)
+        .unwrap()
+        .narrow(1, 0, 5)
+        .unwrap();
+    let err = max_abs(&(&shared - &full).unwrap());
+    assert!(err <= 1e-5 * max_abs(&full), "shared vs full: {err}");
+}
+
+#[test]
 fn a_batched_group_decodes_what_one_at_a_time_generation_decodes() {
     let mut f = fixture_model();
     let prompt = f.model.prepare(&f.ids, &[f.image.clone()]).unwrap();

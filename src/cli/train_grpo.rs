@@ -150,6 +150,9 @@ pub struct GrpoCli {
     /// Checkpoints kept.
     #[arg(long, default_value_t = 2)]
     keep: usize,
+    /// Keep the records' file order instead of a seeded shuffle per epoch.
+    #[arg(long)]
+    no_shuffle: bool,
     /// Continue from OUT/latest (same flags; the step count continues to --steps).
     #[arg(long)]
     resume: bool,
@@ -351,6 +354,7 @@ pub fn run(a: GrpoCli) -> Result<ExitCode> {
         save_every: a.save_every,
         keep: a.keep,
         eval_every: if eval.is_empty() { 0 } else { a.eval_every },
+        shuffle: !a.no_shuffle,
     };
     let mut last_eval = String::new();
     let summary = run::run(

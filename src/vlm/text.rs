@@ -62,6 +62,19 @@ impl Kernels {
     }
 }
 
+/// What attention sees before this pass's own keys and values.
+enum Past<'a> {
+    /// Nothing (a training pass over whole sequences).
+    None,
+    /// The inference KV cache: appended to, then attended over.
+    Cache(&'a mut KvCache),
+    /// Nothing, and this pass's K/V are pushed to the vector (the prefix pass of
+    /// [`TextModel::forward_train_shared`]).
+    Record(&'a mut Vec<(Tensor, Tensor)>),
+    /// A shared prefix's differentiable K/V `[1, kv_heads, S, head_dim]`, prepended for every row.
+    Prefix(&'a (Tensor, Tensor)),
+}
+
 #[derive(Debug, Clone)]
 struct Attention {
     /// q | k | v in one product (see [`FusedProj`]).
@@ -104,7 +117,7 @@ impl Attention {
         cos: &Tensor,
         sin: &Tensor,
         mask: Option<&Tensor>,
-        cache: Option<&mut KvCache>,
+        past: Past<'_>,
         kernels: Kernels,
     ) -> candle_core::Result<Tensor> {
         let (b, s, _) = xs.dims3()?;
@@ -123,9 +136,24 @@ impl Attention {
         let q = kernels.rope(&q.to_dtype(DType::F32)?, cos, sin)?;
         let k = kernels.rope(&k.to_dtype(DType::F32)?, cos, sin)?;
         let v = v.to_dtype(DType::F32)?;
-        let (k, v) = match cache {
-            Some(cache) => cache.append(&k, &v)?,
-            None => (k, v),
+        let (k, v) = match past {
+            Past::Cache(cache) => cache.append(&k, &v)?,
+            Past::None => (k, v),
+            Past::Record(kept) => {
+                kept.push((k.clone(), v.clone()));
+                (k, v)
+            }
+            Past::Prefix((pk, pv)) => {
+                // The prefix's K/V (one sequence, with their graph) shared by every row.
+                let grow = |p: &Tensor| -> candle_core::Result<Tensor> {
+                    let (_, h, t, d) = p.dims4()?;
+                    p.broadcast_as((b, h, t, d))
+                };
+                (
+                    Tensor::cat(&[&grow(pk)?, &k], 2)?.contiguous()?,
+                    Tensor::cat(&[&grow(pv)?, &v], 2)?.contiguous()?,
+                )
+            }
         };
         let t = k.dim(2)?;
         // Grouped-query attention without copying K/V: the `rep` query heads that share a KV head
@@ -209,13 +237,13 @@ impl DecoderLayer {
         cos: &Tensor,
         sin: &Tensor,
         mask: Option<&Tensor>,
-        cache: Option<&mut KvCache>,
+        past: Past<'_>,
         kernels: Kernels,
     ) -> candle_core::Result<Tensor> {
         let normed = kernels.rms_norm(&self.input_layernorm, self.eps, xs)?;
         let h = self
             .self_attn
-            .forward(&normed, cos, sin, mask, cache, kernels)?;
+            .forward(&normed, cos, sin, mask, past, kernels)?;
         let xs = (xs + h)?;
         let normed = kernels.rms_norm(&self.post_attention_layernorm, self.eps, &xs)?;
         &xs + self.mlp.forward(&normed)?
@@ -386,7 +414,7 @@ impl TextModel {
             &self.device,
             self.dtype,
             (&xs, pos, start, past),
-            Some(&mut self.caches),
+            Pasts::Caches(&mut self.caches),
             Kernels::Fused,
             keep,
         )?;
@@ -424,12 +452,55 @@ impl TextModel {
             &self.device,
             self.dtype,
             (embeds, pos, 0, 0),
-            None,
+            Pasts::None,
             Kernels::Differentiable,
             None,
         )?;
         let xs = xs.narrow(1, from, s - from)?;
         self.lm_head.forward(&xs)?.to_dtype(DType::F32)
+    }
+
+    /// [`Self::forward_train`] for `G` continuations of one prefix, without repeating the prefix:
+    /// `prefix` `[1, S, hidden]` runs once (its keys and values keep their graph), `suffix`
+    /// `[G, T, hidden]` attends to them and to itself; `pos` holds the ids of all `S + T`
+    /// positions. Returns logits `[G, T, vocab]` at positions `S − 1 … S + T − 2`: row `j`
+    /// predicts suffix token `j`. The same numbers as the full pass over `[G, S + T]` (equal up
+    /// to float rounding), at `S + G·T` positions instead of `G·(S + T)`: for GRPO, whose G
+    /// responses share a long prompt, most of the work.
+    pub fn forward_train_shared(
+        &self,
+        prefix: &Tensor,
+        suffix: &Tensor,
+        pos: &[Vec<u32>; 3],
+    ) -> candle_core::Result<Tensor> {
+        let (one, s, h) = prefix.dims3()?;
+        let (g, t, _) = suffix.dims3()?;
+        if one != 1 || s == 0 || t == 0 {
+            candle_core::bail!("forward_train_shared: prefix [1, S>0, H], suffix [G, T>0, H]");
+        }
+        let mut kv = Vec::with_capacity(self.layers.len());
+        let run = |xs: &Tensor, start: usize, pasts: Pasts<'_>| {
+            run_layers(
+                &self.layers,
+                &self.norm,
+                &self.rope,
+                &self.device,
+                self.dtype,
+                (xs, pos, start, start),
+                pasts,
+                Kernels::Differentiable,
+                None,
+            )
+        };
+        let xp = run(prefix, 0, Pasts::Record(&mut kv))?;
+        let xs = run(suffix, s, Pasts::Prefix(&kv))?;
+        let last = xp.narrow(1, s - 1, 1)?.broadcast_as((g, 1, h))?;
+        let rows = if t > 1 {
+            Tensor::cat(&[&last, &xs.narrow(1, 0, t - 1)?], 1)?
+        } else {
+            last.contiguous()?
+        };
+        self.lm_head.forward(&rows)?.to_dtype(DType::F32)
     }
 
     /// Repeats the cached sequence `copies` times along the batch axis, so that `copies`
@@ -655,7 +726,7 @@ fn run_layers(
     device: &Device,
     dtype: DType,
     (xs, pos, start, past): (&Tensor, &[Vec<u32>; 3], usize, usize),
-    mut caches: Option<&mut Vec<KvCache>>,
+    mut pasts: Pasts<'_>,
     kernels: Kernels,
     mut hidden: Option<&mut Vec<Tensor>>,
 ) -> candle_core::Result<Tensor> {
@@ -672,8 +743,13 @@ fn run_layers(
     }
     let n = layers.len();
     for (i, layer) in layers.iter().enumerate() {
-        let cache = caches.as_deref_mut().map(|c| &mut c[i]);
-        xs = layer.forward(&xs, &cos, &sin, mask.as_ref(), cache, kernels)?;
+        let layer_past = match &mut pasts {
+            Pasts::None => Past::None,
+            Pasts::Caches(c) => Past::Cache(&mut c[i]),
+            Pasts::Record(kept) => Past::Record(kept),
+            Pasts::Prefix(kv) => Past::Prefix(&kv[i]),
+        };
+        xs = layer.forward(&xs, &cos, &sin, mask.as_ref(), layer_past, kernels)?;
         if let Some(h) = hidden.as_deref_mut() {
             if i + 1 < n {
                 h.push(xs.clone());
@@ -686,6 +762,15 @@ fn run_layers(
         h.push(xs.clone());
     }
     Ok(xs)
+}
+
+/// What each layer of [`run_layers`] sees before its pass (see [`Past`]); `Record` collects
+/// one `(K, V)` per layer in order, `Prefix` hands them back.
+enum Pasts<'a> {
+    None,
+    Caches(&'a mut Vec<KvCache>),
+    Record(&'a mut Vec<(Tensor, Tensor)>),
+    Prefix(&'a [(Tensor, Tensor)]),
 }
 
 /// Additive causal mask `[S, past + S]` (f32): 0 where query `i` may see key `j`, −∞ after it.

@@ -204,6 +204,8 @@ pub enum DataError {
     Options(String),
     #[error(transparent)]
     Task(#[from] TaskError),
+    #[error("{task}: {reason}")]
+    Frame { task: String, reason: String },
 }
 
 fn io_err(path: &Path, e: impl fmt::Display) -> DataError {
@@ -713,6 +715,53 @@ fn episode_records(
     Ok(())
 }
 
+/// A REG question about one object of a frame.
+#[derive(Debug, Clone)]
+pub struct ObjectQuestion {
+    /// The object's scene name.
+    pub object: String,
+    /// The ability's prompt about the object's first alias (e.g. "the red block").
+    pub question: String,
+    /// `<type>point_rec</type>{"segmentation": hull}` in the image's pixels.
+    pub ground_truth: String,
+}
+
+/// The first frame of `episode` (laid out by the caller, e.g. a task's episode moved into a
+/// scene of one's own with `TaskSpec::episode_in`), resized for `max_pixels`, with one REG
+/// question per object of its scene that is in view: many questions about one frame, where
+/// `train data` asks about the task's object. Objects with too few visible pixels are left out.
+pub fn object_questions(
+    episode: Episode,
+    max_pixels: u64,
+) -> Result<(image::RgbImage, Vec<ObjectQuestion>), DataError> {
+    let task = format!("{} (seed {})", episode.scene.name, episode.seed);
+    let shot = Shot::of_episode(episode, max_pixels).map_err(|reason| DataError::Frame {
+        task: task.clone(),
+        reason,
+    })?;
+    let mut out = Vec::new();
+    for obj in &shot.episode.scene.objects {
+        let Ok(poly) = shot.polygon_of(&obj.name, None) else {
+            continue;
+        };
+        let phrase = obj
+            .aliases
+            .first()
+            .cloned()
+            .unwrap_or_else(|| obj.name.replace('_', " "));
+        out.push(ObjectQuestion {
+            object: obj.name.clone(),
+            question: Ability::Reg.prompt(&format!("the {phrase}")),
+            ground_truth: format!(
+                "<type>{}</type>{}",
+                TaskType::PointRec.name(),
+                json!({ "segmentation": poly })
+            ),
+        });
+    }
+    Ok((shot.image, out))
+}
+
 /// One question made from a shot.
 struct Question {
     query: String,
@@ -739,6 +788,11 @@ impl Shot {
     /// renders the camera's frame.
     fn take(spec: &TaskSpec, seed: u64, max_pixels: u64) -> Result<Shot, String> {
         let episode = spec.instantiate(seed).map_err(|e| e.to_string())?;
+        Self::of_episode(episode, max_pixels)
+    }
+
+    /// [`Self::take`] for an episode laid out by the caller.
+    fn of_episode(episode: Episode, max_pixels: u64) -> Result<Shot, String> {
         let intent = parse_instruction(&episode.instruction).map_err(|e| e.to_string())?;
         let prepared = prepare_episode(&episode).map_err(|e| e.to_string())?;
         let home = prepared.model.home().to_vec();
@@ -845,7 +899,11 @@ impl Shot {
     /// The convex hull of the manipulated object's (or its part's) visible pixels, saved-image
     /// pixels.
     fn polygon(&self, part: Option<&str>) -> Result<Vec<[f64; 2]>, String> {
-        let name = &self.episode.object;
+        self.polygon_of(&self.episode.object, part)
+    }
+
+    /// [`Self::polygon`] of any object of the scene.
+    fn polygon_of(&self, name: &str, part: Option<&str>) -> Result<Vec<[f64; 2]>, String> {
         let instance = self
             .world
             .lock()
@@ -866,7 +924,7 @@ impl Shot {
             |i: usize| seg.instance[i] == instance && part_id.is_none_or(|id| seg.part[i] == id);
         let (hull, pixels) = mask_hull(seg.width, seg.height, keep);
         if pixels < MIN_MASK_PIXELS {
-            let what = part.map_or(name.clone(), |p| format!("{name}'s {p}"));
+            let what = part.map_or(name.to_string(), |p| format!("{name}'s {p}"));
             return Err(format!(
                 "only {pixels} pixels of the {what} in view (< {MIN_MASK_PIXELS})"
             ));

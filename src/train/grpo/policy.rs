@@ -1,11 +1,11 @@
 //! The policy's log-probabilities of its own responses, as a differentiable tensor: the `logπ`
 //! of the GRPO objective.
 //!
-//! A group's responses share their prompt, so they run as one batch `[G, prompt + T]` (responses
-//! padded on the right to the longest, `T`): right padding never changes what a real token
-//! attends to (attention is causal), and all rows share the prompt's M-RoPE positions followed by
-//! the decode positions. The pass is `TextModel::forward_train` (differentiable kernels, no
-//! cache), logits only for the response positions. The vision tower's rows come in precomputed:
+//! A group's responses share their prompt: the prompt runs once and the G responses (padded on
+//! the right to the longest, `T`) attend to its keys and values (`TextModel::forward_train_shared`,
+//! differentiable kernels, no cache, logits only for the response positions). Right padding never
+//! changes what a real token attends to (attention is causal), and all rows share the prompt's
+//! M-RoPE positions followed by the decode positions. The vision tower's rows come in precomputed:
 //! it is frozen in this trainer (its fused kernels have no backward pass, and Embodied-R1 tuned
 //! the language side).
 
@@ -42,7 +42,7 @@ pub fn response_logprobs(
         return Err(ModelError::EmptyPrompt);
     }
     let prompt = model.prepare_with_text(text, input_ids, images, vision_rows)?;
-    let (s, h) = prompt.embeds.dims2()?;
+    let h = prompt.embeds.dim(1)?;
     let dev = prompt.embeds.device().clone();
     let mut ids = Vec::with_capacity(g * t);
     let mut mask = Vec::with_capacity(g * t);
@@ -57,11 +57,9 @@ pub fn response_logprobs(
         mask.extend((0..t).map(|j| if j < r.len() { 1f32 } else { 0.0 }));
     }
     let embeds = text.embed(&ids)?.reshape((g, t, h))?;
-    let prompt_rows = prompt.embeds.unsqueeze(0)?.broadcast_as((g, s, h))?;
-    let embeds = Tensor::cat(&[&prompt_rows, &embeds], 1)?;
     let pos = prompt.positions.with_generated(t);
-    // Logits at position S−1+j predict response token j.
-    let logits = text.forward_train(&embeds, &pos, s - 1)?.narrow(1, 0, t)?;
+    // Row j predicts response token j; the prompt runs once for the whole group.
+    let logits = text.forward_train_shared(&prompt.embeds.unsqueeze(0)?, &embeds, &pos)?;
     let scale = if temperature > 0.0 { temperature } else { 1.0 };
     let all = candle_nn::ops::log_softmax(&(logits / scale)?, D::Minus1)?;
     let idx = Tensor::from_vec(ids, (g, t, 1), &dev)?;

@@ -44,6 +44,9 @@ pub struct RunOptions {
     /// A held-out evaluation every this many steps (and before the first, and at the end);
     /// 0: never.
     pub eval_every: u64,
+    /// Shuffle the records each epoch (seeded); `false` keeps the file's order (for data laid
+    /// out in balanced batches).
+    pub shuffle: bool,
 }
 
 /// How a run ended.
@@ -140,10 +143,12 @@ pub fn sample(record: &Record) -> Result<Sample, String> {
     })
 }
 
-/// The order of epoch `epoch`: a seeded shuffle of `0..n`.
-fn epoch_order(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
+/// The order of epoch `epoch`: a seeded shuffle of `0..n`, or `0..n` itself.
+fn epoch_order(n: usize, seed: u64, epoch: u64, shuffle: bool) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
-    order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed.wrapping_add(epoch)));
+    if shuffle {
+        order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed.wrapping_add(epoch)));
+    }
     order
 }
 
@@ -226,7 +231,7 @@ pub fn run(
             let n = train.len() as u64;
             let epoch = state.samples_seen / n;
             let at = (state.samples_seen % n) as usize;
-            let record = &train[epoch_order(train.len(), state.seed, epoch)[at]];
+            let record = &train[epoch_order(train.len(), state.seed, epoch, opts.shuffle)[at]];
             state.samples_seen += 1;
             match sample(record) {
                 Ok(s) => {
@@ -338,12 +343,13 @@ mod tests {
 
     #[test]
     fn epochs_are_seeded_permutations() {
-        let a = epoch_order(10, 3, 0);
+        let a = epoch_order(10, 3, 0, true);
         let mut sorted = a.clone();
         sorted.sort();
         assert_eq!(sorted, (0..10).collect::<Vec<_>>());
-        assert_eq!(a, epoch_order(10, 3, 0));
-        assert_ne!(a, epoch_order(10, 3, 1));
+        assert_eq!(a, epoch_order(10, 3, 0, true));
+        assert_ne!(a, epoch_order(10, 3, 1, true));
+        assert_eq!(epoch_order(10, 3, 1, false), sorted);
     }
 
     #[test]
