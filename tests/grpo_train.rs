@@ -54,17 +54,6 @@ fn vision_rows(f: &Fixture) -> Vec<Tensor> {
         .unwrap()]
 }
 
-fn max_abs(t: &Tensor) -> f32 {
-    t.abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar()
-        .unwrap()
-}
-
 #[test]
 fn the_training_forward_gives_the_inference_logits() {
     let mut f = fixture_model();
@@ -111,7 +100,10 @@ fn the_training_forward_gives_the_inference_logits() {
 #[test]
 fn the_shared_prefix_pass_gives_the_full_pass_logits() {
     let f = fixture_model();
-    let prompt = f.model.prepare(&f.ids, std::slice::from_ref(&f.image)).unwrap();
+    let prompt = f
+        .model
+        .prepare(&f.ids, std::slice::from_ref(&f.image))
+        .unwrap();
     let (s, h) = prompt.embeds.dims2().unwrap();
     // Three "responses" of 5 tokens: rows of the embedding table.
     let ids: Vec<u32> = (0..15).map(|i| (i * 37 + 11) % 1000).collect();

@@ -318,6 +318,34 @@ mod with_rerun {
         std::fs::remove_dir_all(&dir).ok();
     }
 
+    /// `train grpo --rerun`: each update's metrics on the `train_step` timeline, one row per
+    /// update under `train/<name>`; a non-finite value is left out, not logged as NaN.
+    #[test]
+    fn training_metrics_are_scalars_on_the_train_step_timeline() {
+        let dir = std::env::temp_dir().join(format!("pointact-viz-train-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("train.rrd");
+        let mut viz = Viz::open("pointact-test", &Sink::Save(file.clone())).unwrap();
+        for step in 1..=3u64 {
+            viz.log_training(
+                step,
+                &[
+                    ("reward".to_string(), 0.1 * step as f64),
+                    ("point_rec/overall".to_string(), 0.2),
+                    ("loss".to_string(), if step == 2 { f64::NAN } else { 1.0 }),
+                ],
+            );
+        }
+        viz.finish().unwrap();
+        let e = read_rrd(&file);
+        let reward = &e["train/reward"];
+        assert_eq!(reward.rows, 3);
+        assert!(reward.timelines.contains("train_step"), "{reward:?}");
+        assert_eq!(e["train/point_rec/overall"].rows, 3);
+        assert_eq!(e["train/loss"].rows, 2, "the NaN step is left out");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     #[test]
     fn an_unwritable_file_is_a_clear_error() {
         let e = Viz::open(

@@ -69,17 +69,6 @@ fn logits(model: &mut Qwen25Vl, p: &PreparedPrompt) -> (Tensor, Tensor) {
     (inference, train)
 }
 
-fn max_abs(t: &Tensor) -> f32 {
-    t.abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar()
-        .unwrap()
-}
-
 /// `max |got − want| / max |want|`.
 fn rel(got: &Tensor, want: &Tensor) -> f32 {
     assert_eq!(got.dims(), want.dims());

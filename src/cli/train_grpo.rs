@@ -13,7 +13,9 @@ use pointact::train::grpo::objective::{AdvantageMode, Aggregation, Clip, KlKind}
 use pointact::train::grpo::optim::{AdamWOptions, Schedule};
 use pointact::train::grpo::rollout::RolloutConfig;
 use pointact::train::grpo::run::{self, RunEnd, RunEvent, RunOptions};
-use pointact::train::grpo::trainer::{GrpoOptions, GrpoTrainer, Tune};
+use pointact::train::grpo::trainer::{
+    EvalMetrics, GrpoOptions, GrpoTrainer, StepMetrics, TaskMetrics, Tune,
+};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum AdvantageArg {
@@ -161,6 +163,8 @@ pub struct GrpoCli {
     max_nan_steps: usize,
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    #[command(flatten)]
+    rerun: super::RerunCli,
     /// CPU threads of the tensor kernels (default: all cores). For tiny models 1 is often
     /// fastest: the thread pool's synchronisation costs more than small products gain.
     #[arg(long)]
@@ -356,6 +360,7 @@ pub fn run(a: GrpoCli) -> Result<ExitCode> {
         eval_every: if eval.is_empty() { 0 } else { a.eval_every },
         shuffle: !a.no_shuffle,
     };
+    let mut viz = a.rerun.open("pointact-train")?;
     let mut last_eval = String::new();
     let summary = run::run(
         &mut trainer,
@@ -367,6 +372,9 @@ pub fn run(a: GrpoCli) -> Result<ExitCode> {
         &stop,
         &mut |e| match e {
             RunEvent::Step(m) => {
+                if let Some(v) = viz.as_mut() {
+                    v.log_training(m.step + 1, &step_scalars(m));
+                }
                 bar.set_position(m.step + 1);
                 let skipped = m
                     .skipped
@@ -379,6 +387,9 @@ pub fn run(a: GrpoCli) -> Result<ExitCode> {
                 ));
             }
             RunEvent::Eval(e) => {
+                if let Some(v) = viz.as_mut() {
+                    v.log_training(e.step, &eval_scalars(e));
+                }
                 last_eval = format!(" held-out {:.3}", e.reward);
                 bar.println(format!("step {}: held-out reward {:.3}", e.step, e.reward));
             }
@@ -387,6 +398,7 @@ pub fn run(a: GrpoCli) -> Result<ExitCode> {
         },
     )?;
     bar.finish_and_clear();
+    super::finish_viz(viz)?;
     if let (Some(first), Some(last)) = (&summary.first_eval, &summary.last_eval) {
         println!(
             "held-out reward {:.3} (step {}) -> {:.3} (step {})",
@@ -451,6 +463,48 @@ fn resume(
     trainer.step = state.step;
     eprintln!("resuming {} at step {}", dir.display(), state.step);
     Ok((trainer, state))
+}
+
+/// A step's metrics as rerun scalars: the totals, then per task its reward and components.
+fn step_scalars(m: &StepMetrics) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = [
+        ("reward", m.reward),
+        ("reward_std", m.reward_std),
+        ("loss", m.loss),
+        ("kl", m.kl),
+        ("clip_fraction", m.clip_fraction),
+        ("entropy", m.entropy),
+        ("response_length", m.response_length),
+        ("truncated", m.truncated),
+        ("grad_norm", m.grad_norm),
+        ("lr", m.lr),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    out.extend(task_scalars("", &m.tasks));
+    out
+}
+
+/// A held-out evaluation's metrics as rerun scalars, under `eval/`.
+fn eval_scalars(e: &EvalMetrics) -> Vec<(String, f64)> {
+    let mut out = vec![("eval/reward".to_string(), e.reward)];
+    out.extend(task_scalars("eval/", &e.tasks));
+    out
+}
+
+fn task_scalars(
+    prefix: &str,
+    tasks: &std::collections::BTreeMap<String, TaskMetrics>,
+) -> Vec<(String, f64)> {
+    tasks
+        .iter()
+        .flat_map(|(task, t)| {
+            t.components
+                .iter()
+                .map(move |(k, v)| (format!("{prefix}{task}/{k}"), *v))
+        })
+        .collect()
 }
 
 /// The flags, for the checkpoint's record.

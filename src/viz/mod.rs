@@ -34,6 +34,7 @@
 //! | `timings/<stage>` | wall-clock seconds per stage, as the observer saw them |
 //! | `log` | one text line per event |
 //! | `eval/success` | per episode, on the `episode` timeline (`eval sim`) |
+//! | `train/<metric>`, `train/<task>/<metric>`, `train/eval/…` | `train grpo`'s metrics per update, on the `train_step` timeline |
 
 #[cfg(feature = "viz")]
 mod record;
@@ -101,6 +102,11 @@ pub(crate) mod paths {
     pub fn timing(stage: &str) -> String {
         format!("timings/{stage}")
     }
+    /// A training metric (`train grpo`): `train/reward`, `train/point_rec/reward`,
+    /// `eval/point_rec/reward`, ….
+    pub fn training(name: &str) -> String {
+        format!("train/{name}")
+    }
 }
 
 /// Timeline names.
@@ -112,6 +118,8 @@ pub(crate) mod timelines {
     pub const PLAN_TIME: &str = "plan_time";
     /// Episode number of an evaluation.
     pub const EPISODE: &str = "episode";
+    /// Update number of a training run.
+    pub const TRAIN_STEP: &str = "train_step";
 }
 
 /// Where the recording goes (`--rerun`).

@@ -33,6 +33,9 @@ impl Viz {
     pub fn log_timing(&mut self, _stage: &str, _seconds: f64) {
         match self.never {}
     }
+    pub fn log_training(&mut self, _step: u64, _metrics: &[(String, f64)]) {
+        match self.never {}
+    }
     pub fn finish(self) -> Result<(), VizError> {
         match self.never {}
     }

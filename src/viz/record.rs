@@ -333,6 +333,16 @@ impl Viz {
         self.log(paths::timing(stage), &Scalars::single(seconds));
     }
 
+    /// Training metrics at update `step` (on the `train_step` timeline), each under
+    /// `train/<name>`; non-finite values are left out (a plot cannot show them).
+    pub fn log_training(&mut self, step: u64, metrics: &[(String, f64)]) {
+        self.rec
+            .set_time_sequence(timelines::TRAIN_STEP, step as i64);
+        for (name, v) in metrics.iter().filter(|m| m.1.is_finite()) {
+            self.log(paths::training(name), &Scalars::single(*v));
+        }
+    }
+
     /// Flushes everything to the sink; returns the first logging error of the run, if any.
     pub fn finish(mut self) -> Result<(), VizError> {
         let flushed = self.close();

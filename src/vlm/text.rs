@@ -445,17 +445,7 @@ impl TextModel {
         if from >= s {
             candle_core::bail!("forward_train: logits from position {from} of a {s}-long sequence");
         }
-        let xs = run_layers(
-            &self.layers,
-            &self.norm,
-            &self.rope,
-            &self.device,
-            self.dtype,
-            (embeds, pos, 0, 0),
-            Pasts::None,
-            Kernels::Differentiable,
-            None,
-        )?;
+        let xs = self.train_layers(embeds, pos, 0, Pasts::None)?;
         let xs = xs.narrow(1, from, s - from)?;
         self.lm_head.forward(&xs)?.to_dtype(DType::F32)
     }
@@ -479,21 +469,8 @@ impl TextModel {
             candle_core::bail!("forward_train_shared: prefix [1, S>0, H], suffix [G, T>0, H]");
         }
         let mut kv = Vec::with_capacity(self.layers.len());
-        let run = |xs: &Tensor, start: usize, pasts: Pasts<'_>| {
-            run_layers(
-                &self.layers,
-                &self.norm,
-                &self.rope,
-                &self.device,
-                self.dtype,
-                (xs, pos, start, start),
-                pasts,
-                Kernels::Differentiable,
-                None,
-            )
-        };
-        let xp = run(prefix, 0, Pasts::Record(&mut kv))?;
-        let xs = run(suffix, s, Pasts::Prefix(&kv))?;
+        let xp = self.train_layers(prefix, pos, 0, Pasts::Record(&mut kv))?;
+        let xs = self.train_layers(suffix, pos, s, Pasts::Prefix(&kv))?;
         let last = xp.narrow(1, s - 1, 1)?.broadcast_as((g, 1, h))?;
         let rows = if t > 1 {
             Tensor::cat(&[&last, &xs.narrow(1, 0, t - 1)?], 1)?
@@ -501,6 +478,28 @@ impl TextModel {
             last.contiguous()?
         };
         self.lm_head.forward(&rows)?.to_dtype(DType::F32)
+    }
+
+    /// The differentiable pass of `xs` at positions `start..` after `start` earlier positions
+    /// (seen through `pasts`), final norm included.
+    fn train_layers(
+        &self,
+        xs: &Tensor,
+        pos: &[Vec<u32>; 3],
+        start: usize,
+        pasts: Pasts<'_>,
+    ) -> candle_core::Result<Tensor> {
+        run_layers(
+            &self.layers,
+            &self.norm,
+            &self.rope,
+            &self.device,
+            self.dtype,
+            (xs, pos, start, start),
+            pasts,
+            Kernels::Differentiable,
+            None,
+        )
     }
 
     /// Repeats the cached sequence `copies` times along the batch axis, so that `copies`

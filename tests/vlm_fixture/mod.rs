@@ -84,6 +84,18 @@ pub fn max_errors(name: &str, ours: &Tensor, want: &Tensor) -> (f32, f32) {
     (err, scale)
 }
 
+/// The largest |value| of a tensor.
+pub fn max_abs(t: &Tensor) -> f32 {
+    t.abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar()
+        .unwrap()
+}
+
 /// Asserts the relative bound [`REL_TOL`] and returns the relative error.
 pub fn assert_close(name: &str, ours: &Tensor, want: &Tensor) -> f32 {
     let (err, scale) = max_errors(name, ours, want);

@@ -134,8 +134,12 @@ impl AdamW {
 /// `max_norm / norm` (PyTorch's `clip_grad_norm_`, which EasyR1 and TRL call). Returns the norm
 /// before clipping (non-finite when a gradient is).
 pub fn clip_grad_norm(grads: &mut HashMap<String, Tensor>, max_norm: Option<f64>) -> Result<f64> {
+    // Summed in name order: a HashMap's order differs between runs, and a resumed run must
+    // report the same norm to the last bit.
+    let mut names: Vec<&String> = grads.keys().collect();
+    names.sort();
     let mut sq = 0f64;
-    for g in grads.values() {
+    for g in names.into_iter().map(|n| &grads[n]) {
         sq += g
             .to_dtype(DType::F64)?
             .sqr()?

@@ -25,7 +25,7 @@ use super::objective::{
     advantages, aggregate, kl, policy_loss, AdvantageMode, Aggregation, Clip, KlKind,
 };
 use super::optim::{clip_grad_norm, AdamW, AdamWOptions, Schedule};
-use super::policy::response_logprobs;
+use super::policy::{response_logprobs, TokenLogprobs};
 use super::rollout::{rollouts, Rollout, RolloutConfig};
 use crate::pointing::qwen::QwenParts;
 use crate::vlm::{ImageInput, ModelError, TextModel, TrainableWeight};
@@ -315,6 +315,25 @@ impl GrpoTrainer {
         })
     }
 
+    /// `responses`' log-probabilities under `text` (the policy's decoder or the reference).
+    fn logprobs(
+        &self,
+        text: &TextModel,
+        p: &Prepared,
+        responses: &[Vec<u32>],
+        temperature: f64,
+    ) -> Result<TokenLogprobs, ModelError> {
+        response_logprobs(
+            &self.parts.model,
+            text,
+            &p.ids,
+            &p.images,
+            &p.vision_rows,
+            responses,
+            temperature,
+        )
+    }
+
     /// The text of a response (special tokens dropped, as EasyR1 decodes).
     fn response_text(&self, r: &Rollout) -> String {
         self.parts
@@ -431,15 +450,7 @@ impl GrpoTrainer {
                     }
                 })
                 .collect();
-            let lp = response_logprobs(
-                &self.parts.model,
-                &self.parts.model.text,
-                &p.ids,
-                &p.images,
-                &p.vision_rows,
-                &responses,
-                temperature,
-            )?;
+            let lp = self.logprobs(&self.parts.model.text, p, &responses, temperature)?;
             let mask = if groups[i].iter().any(|r| r.tokens.is_empty()) {
                 let keep: Vec<f32> = groups[i]
                     .iter()
@@ -457,15 +468,7 @@ impl GrpoTrainer {
             let pl = policy_loss(&lp.logp, &old, &a, &mask, self.options.clip)?;
             let mut per_token = pl.per_token;
             if let (Some((kind, coef)), Some(reference)) = (self.options.kl, &self.reference) {
-                let r = response_logprobs(
-                    &self.parts.model,
-                    reference,
-                    &p.ids,
-                    &p.images,
-                    &p.vision_rows,
-                    &responses,
-                    temperature,
-                )?;
+                let r = self.logprobs(reference, p, &responses, temperature)?;
                 let k = kl(&lp.logp, &r.logp.detach(), kind)?;
                 kl_sum += masked_sum(&kl(&lp.logp.detach(), &r.logp, KlKind::K3)?, &mask)?;
                 per_token = (per_token + (k * coef)?)?;
@@ -540,15 +543,7 @@ impl GrpoTrainer {
         let mut loss_sum = 0.0;
         for ((s, _), ids) in batch.iter().zip(&targets) {
             let p = self.prepare(s)?;
-            let lp = response_logprobs(
-                &self.parts.model,
-                &self.parts.model.text,
-                &p.ids,
-                &p.images,
-                &p.vision_rows,
-                std::slice::from_ref(ids),
-                1.0,
-            )?;
+            let lp = self.logprobs(&self.parts.model.text, &p, std::slice::from_ref(ids), 1.0)?;
             let loss = ((lp.logp * &lp.mask)?.sum_all()? * (-1.0 / total))?;
             loss_sum += loss.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?;
             accumulate(&mut grads, &self.params, &loss.backward()?)?;
