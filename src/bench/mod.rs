@@ -3,6 +3,7 @@
 
 pub mod bridge;
 pub mod cloud;
+pub mod grpo;
 pub mod ik;
 pub mod plan;
 pub mod render;

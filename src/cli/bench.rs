@@ -30,6 +30,10 @@ pub enum BenchCommand {
     /// Embodied-R1's rewards: our port (train::rewards) vs the released Python function on the
     /// same batch, one thread each (--reference names the released embodiedr1.py).
     Rewards(RewardsBenchCli),
+    /// GRPO steps/s and tokens/s of our trainer vs TRL's GRPOTrainer on the same tiny
+    /// Qwen2.5-VL, image prompts, group size, completion length and CPU threads (TRL is installed
+    /// into ~/.cache/pointact/grpo-peer from PyPI by benches/grpo_peer/setup.sh on first use).
+    Grpo(GrpoBenchCli),
     /// One configuration of `bench vlm`, run by it in a child process (internal).
     #[command(name = "vlm-worker", hide = true)]
     VlmWorker(VlmWorkerCli),
@@ -135,6 +139,53 @@ pub struct RewardsBenchCli {
     /// Where the batch is written for the Python side.
     #[arg(long, default_value = "target/bench-rewards")]
     pub out: std::path::PathBuf,
+}
+
+#[derive(Args)]
+pub struct GrpoBenchCli {
+    /// Model folder both trainers load (default: the tiny fixture tests/fixtures/qwen25vl_tiny).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Image of every prompt (default: the fixture's image.png).
+    #[arg(long)]
+    pub image: Option<PathBuf>,
+    /// Timed steps per side (after one untimed warm-up step).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub steps: u64,
+    /// Prompts per step.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub batch: u64,
+    /// Completions per prompt (GRPO's group size).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(2..=4096))]
+    pub group: u64,
+    /// Tokens of every completion, exactly (no stop token on either side).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub max_new_tokens: u64,
+    /// CPU threads of both sides; comma-separated to measure several (e.g. 1,2).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub threads: Vec<usize>,
+    /// Pixel budget of the image processor on both sides (112x84: 12 image tokens).
+    #[arg(long, default_value_t = 112 * 84)]
+    pub max_pixels: u64,
+    /// Learning rate (AdamW, constant).
+    #[arg(long, default_value_t = 1e-5, value_parser = crate::cli::values::non_negative)]
+    pub lr: f64,
+    /// KL coefficient to the frozen start model (k3 estimator); 0 = off, no reference model.
+    #[arg(long, default_value_t = 0.0, value_parser = crate::cli::values::non_negative)]
+    pub beta: f64,
+    /// Seed of the sampling.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Python of the TRL peer's venv (default: benches/grpo_peer/setup.sh makes it under
+    /// ~/.cache/pointact/grpo-peer and installs the pinned trl, transformers and torch).
+    #[arg(long)]
+    pub python: Option<String>,
+    /// Measure ours only.
+    #[arg(long)]
+    pub no_python: bool,
+    /// Internal: run our side on this request.json and print its measurement.
+    #[arg(long, hide = true)]
+    pub worker: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -270,12 +321,43 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             println!("{report}");
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Grpo(a) => bench_grpo(a),
         BenchCommand::VlmWorker(a) => {
             let m = pointact::bench::vlm::worker::run(&a.request, a.quant)?;
             println!("{}", serde_json::to_string(&m)?);
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn bench_grpo(a: GrpoBenchCli) -> Result<ExitCode> {
+    use pointact::bench::grpo;
+    if let Some(request) = a.worker {
+        let m = grpo::worker(&request)?;
+        println!("{}", serde_json::to_string(&m)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let model = a.model.unwrap_or_else(grpo::default_model);
+    let image = a
+        .image
+        .unwrap_or_else(|| grpo::default_model().join("image.png"));
+    let report = grpo::run(&grpo::GrpoBenchArgs {
+        model,
+        image,
+        steps: a.steps as usize,
+        batch: a.batch as usize,
+        group: a.group as usize,
+        max_new_tokens: a.max_new_tokens as usize,
+        threads: a.threads,
+        max_pixels: a.max_pixels,
+        lr: a.lr,
+        beta: a.beta,
+        seed: a.seed,
+        python: a.python,
+        peer: !a.no_python,
+    })?;
+    println!("{report}");
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bench_bridge(a: BridgeBenchCli) -> Result<ExitCode> {
