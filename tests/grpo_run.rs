@@ -72,7 +72,22 @@ fn options() -> GrpoOptions {
     }
 }
 
+const LORA: Tune = Tune::Lora {
+    rank: 4,
+    alpha: 8.0,
+    modules: Vec::new(),
+    seed: 3,
+};
+
 fn trainer(model: &str, reference: Option<pointact::vlm::TextModel>) -> GrpoTrainer {
+    trainer_with(model, reference, &Tune::Full { modules: vec![] })
+}
+
+fn trainer_with(
+    model: &str,
+    reference: Option<pointact::vlm::TextModel>,
+    tune: &Tune,
+) -> GrpoTrainer {
     let parts = QwenPointer::load(
         model,
         QwenOptions {
@@ -83,7 +98,7 @@ fn trainer(model: &str, reference: Option<pointact::vlm::TextModel>) -> GrpoTrai
     )
     .unwrap()
     .into_parts();
-    GrpoTrainer::new(parts, &Tune::Full { modules: vec![] }, options(), reference).unwrap()
+    GrpoTrainer::new(parts, tune, options(), reference).unwrap()
 }
 
 /// A length reward, so that groups differ and every step updates.
@@ -232,6 +247,100 @@ fn an_interrupted_and_resumed_run_equals_an_uninterrupted_one() {
             > 0.0
     });
     assert!(moved);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// LoRA resumes as the CLI does it: the base model, the adapters from the checkpoint's
+/// `adapter_model.safetensors`, the optimiser's moments; the merged weights then equal an
+/// uninterrupted run's.
+#[test]
+fn a_resumed_lora_run_equals_an_uninterrupted_one() {
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+    let dir = tmp("lora");
+    let recs = records(&dir);
+    let never = AtomicBool::new(false);
+    let mut t = trainer_with(MODEL, None, &LORA);
+    let mut st = state();
+    run::run(
+        &mut t,
+        &recs,
+        &[],
+        &scorer,
+        &run_opts(&dir.join("a"), 4),
+        &mut st,
+        &never,
+        &mut |_| {},
+    )
+    .unwrap();
+    let want = weights(&t);
+
+    let mut t = trainer_with(MODEL, None, &LORA);
+    let mut st = state();
+    run::run(
+        &mut t,
+        &recs,
+        &[],
+        &scorer,
+        &run_opts(&dir.join("b"), 2),
+        &mut st,
+        &never,
+        &mut |_| {},
+    )
+    .unwrap();
+    drop(t);
+    let ckpt = checkpoint::latest(&dir.join("b")).unwrap().unwrap();
+    let (mut st, optim) = checkpoint::load_state(&ckpt).unwrap();
+    let mut t = trainer_with(MODEL, None, &LORA);
+    let adapters = candle_core::safetensors::load(
+        ckpt.join("adapter_model.safetensors"),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    assert_eq!(
+        adapters.len(),
+        2 * 7 * 2,
+        "A and B of 7 linears in 2 layers"
+    );
+    t.restore(&adapters).unwrap();
+    t.optimizer_mut().load_state(&optim, st.step).unwrap();
+    t.step = st.step;
+    run::run(
+        &mut t,
+        &recs,
+        &[],
+        &scorer,
+        &run_opts(&dir.join("b"), 4),
+        &mut st,
+        &never,
+        &mut |_| {},
+    )
+    .unwrap();
+    for ((n, a), (_, b)) in want.iter().zip(weights(&t)) {
+        let d: f32 = (a - &b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar()
+            .unwrap();
+        assert!(d <= 1e-6, "{n} differs by {d} after resuming");
+    }
+    // The merged checkpoint differs from the base (the adapters did something).
+    let base = weights(&trainer(MODEL, None));
+    assert!(base.iter().zip(&want).any(|((_, a), (_, b))| {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+            > 0.0
+    }));
     std::fs::remove_dir_all(&dir).ok();
 }
 

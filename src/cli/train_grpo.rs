@@ -302,7 +302,9 @@ pub fn run(a: GrpoCli) -> Result<ExitCode> {
     let (mut trainer, mut state) = match &resume_from {
         None => {
             let parts = a.load(&a.model)?;
-            let base = parts.files.dir.clone();
+            // Absolute, so that `--resume` from another folder finds the KL reference and the
+            // LoRA base again.
+            let base = std::fs::canonicalize(&parts.files.dir).unwrap_or(parts.files.dir.clone());
             let trainer = GrpoTrainer::new(parts, &tune, options, None)?;
             let state = TrainerState {
                 step: 0,
