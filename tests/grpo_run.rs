@@ -19,6 +19,9 @@ use pointact::train::grpo::rollout::RolloutConfig;
 use pointact::train::grpo::run::{self, RunEnd, RunError, RunEvent, RunOptions};
 use pointact::train::grpo::trainer::{GrpoOptions, GrpoTrainer, TrainError, Tune};
 
+mod vlm_fixture;
+use vlm_fixture::max_abs;
+
 const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/qwen25vl_tiny");
 
 fn tmp(name: &str) -> PathBuf {
@@ -147,65 +150,82 @@ fn train_lines(out: &Path) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn an_interrupted_and_resumed_run_equals_an_uninterrupted_one() {
-    std::env::set_var("RAYON_NUM_THREADS", "1");
-    let dir = tmp("resume");
-    let recs = records(&dir);
-    let never = AtomicBool::new(false);
-
-    // Straight through: 4 updates.
-    let straight = dir.join("straight");
-    let mut t = trainer(MODEL, None);
-    let mut st = state();
-    let s = run::run(
-        &mut t,
-        &recs,
-        &[],
-        &scorer,
-        &run_opts(&straight, 4),
-        &mut st,
-        &never,
-        &mut |_| {},
-    )
-    .unwrap();
-    assert_eq!((s.end, s.steps), (RunEnd::Finished, 4));
-    let want = weights(&t);
-
-    // Interrupted after 2 (as Ctrl-C between steps does), then resumed.
-    let split = dir.join("split");
-    let mut t = trainer(MODEL, None);
+/// Runs `steps` updates from a fresh `tune` trainer into `out`; `stop_after` interrupts the run
+/// between steps as Ctrl-C does. Returns the trainer and the run's end.
+fn fresh_run(
+    recs: &[Record],
+    tune: &Tune,
+    out: &Path,
+    steps: u64,
+    stop_after: Option<u64>,
+) -> (GrpoTrainer, run::RunSummary) {
+    let mut t = trainer_with(MODEL, None, tune);
     let mut st = state();
     let stop = AtomicBool::new(false);
     let s = run::run(
         &mut t,
-        &recs,
+        recs,
         &[],
         &scorer,
-        &run_opts(&split, 4),
+        &run_opts(out, steps),
         &mut st,
         &stop,
         &mut |e| {
             if let RunEvent::Step(m) = e {
-                if m.step + 1 == 2 {
+                if Some(m.step + 1) == stop_after {
                     stop.store(true, Ordering::Relaxed);
                 }
             }
         },
     )
     .unwrap();
+    (t, s)
+}
+
+/// 4 updates straight through against 2, an interruption, and a resume as the CLI does it
+/// (full: the checkpoint's weights, the reference from the base model; LoRA: the base model plus
+/// the checkpoint's `adapter_model.safetensors`), the optimiser's moments restored: the same
+/// weights and, timings aside, the same metrics lines.
+fn resume_matches_straight(name: &str, tune: &Tune) {
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+    let dir = tmp(name);
+    let recs = records(&dir);
+    let (t, s) = fresh_run(&recs, tune, &dir.join("straight"), 4, None);
+    assert_eq!((s.end, s.steps), (RunEnd::Finished, 4));
+    let want = weights(&t);
+    drop(t);
+
+    let split = dir.join("split");
+    let (_, s) = fresh_run(&recs, tune, &split, 4, Some(2));
     assert_eq!((s.end, s.steps), (RunEnd::Interrupted, 2));
     let ckpt = checkpoint::latest(&split).unwrap().unwrap();
     assert!(ckpt.ends_with("checkpoint-000002"), "{}", ckpt.display());
-    drop(t);
-
-    // Resume as the CLI does: weights from the checkpoint, the reference from the base model.
     let (mut st, optim) = checkpoint::load_state(&ckpt).unwrap();
     assert_eq!((st.step, st.samples_seen), (2, 4));
-    let reference = trainer(MODEL, None).parts.model.text.clone();
-    let mut t = trainer(ckpt.to_str().unwrap(), Some(reference));
+    let mut t = match tune {
+        Tune::Full { .. } => {
+            let reference = trainer(MODEL, None).parts.model.text.clone();
+            trainer_with(ckpt.to_str().unwrap(), Some(reference), tune)
+        }
+        Tune::Lora { .. } => {
+            let mut t = trainer_with(MODEL, None, tune);
+            let adapters = candle_core::safetensors::load(
+                ckpt.join("adapter_model.safetensors"),
+                &candle_core::Device::Cpu,
+            )
+            .unwrap();
+            assert_eq!(
+                adapters.len(),
+                2 * 7 * 2,
+                "A and B of 7 linears in 2 layers"
+            );
+            t.restore(&adapters).unwrap();
+            t
+        }
+    };
     t.optimizer_mut().load_state(&optim, st.step).unwrap();
     t.step = st.step;
+    let never = AtomicBool::new(false);
     let s = run::run(
         &mut t,
         &recs,
@@ -220,128 +240,27 @@ fn an_interrupted_and_resumed_run_equals_an_uninterrupted_one() {
     assert_eq!((s.end, s.steps), (RunEnd::Finished, 4));
 
     for ((n, a), (_, b)) in want.iter().zip(weights(&t)) {
-        let d: f32 = (a - &b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar()
-            .unwrap();
+        let d = max_abs(&(a - &b).unwrap());
         assert!(d <= 1e-6, "{n} differs by {d} after resuming");
     }
-    assert_eq!(train_lines(&straight), train_lines(&split));
-    // The weights moved at all (the comparison above is not between two untouched models).
-    let base = trainer(MODEL, None);
-    let moved = weights(&base).iter().zip(&want).any(|((_, a), (_, b))| {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
-            > 0.0
-    });
-    assert!(moved);
+    assert_eq!(train_lines(&dir.join("straight")), train_lines(&split));
+    // The weights moved at all (the comparison is not between two untouched models).
+    let base = weights(&trainer(MODEL, None));
+    assert!(base
+        .iter()
+        .zip(&want)
+        .any(|((_, a), (_, b))| max_abs(&(a - b).unwrap()) > 0.0));
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// LoRA resumes as the CLI does it: the base model, the adapters from the checkpoint's
-/// `adapter_model.safetensors`, the optimiser's moments; the merged weights then equal an
-/// uninterrupted run's.
+#[test]
+fn an_interrupted_and_resumed_run_equals_an_uninterrupted_one() {
+    resume_matches_straight("full", &Tune::Full { modules: vec![] });
+}
+
 #[test]
 fn a_resumed_lora_run_equals_an_uninterrupted_one() {
-    std::env::set_var("RAYON_NUM_THREADS", "1");
-    let dir = tmp("lora");
-    let recs = records(&dir);
-    let never = AtomicBool::new(false);
-    let mut t = trainer_with(MODEL, None, &LORA);
-    let mut st = state();
-    run::run(
-        &mut t,
-        &recs,
-        &[],
-        &scorer,
-        &run_opts(&dir.join("a"), 4),
-        &mut st,
-        &never,
-        &mut |_| {},
-    )
-    .unwrap();
-    let want = weights(&t);
-
-    let mut t = trainer_with(MODEL, None, &LORA);
-    let mut st = state();
-    run::run(
-        &mut t,
-        &recs,
-        &[],
-        &scorer,
-        &run_opts(&dir.join("b"), 2),
-        &mut st,
-        &never,
-        &mut |_| {},
-    )
-    .unwrap();
-    drop(t);
-    let ckpt = checkpoint::latest(&dir.join("b")).unwrap().unwrap();
-    let (mut st, optim) = checkpoint::load_state(&ckpt).unwrap();
-    let mut t = trainer_with(MODEL, None, &LORA);
-    let adapters = candle_core::safetensors::load(
-        ckpt.join("adapter_model.safetensors"),
-        &candle_core::Device::Cpu,
-    )
-    .unwrap();
-    assert_eq!(
-        adapters.len(),
-        2 * 7 * 2,
-        "A and B of 7 linears in 2 layers"
-    );
-    t.restore(&adapters).unwrap();
-    t.optimizer_mut().load_state(&optim, st.step).unwrap();
-    t.step = st.step;
-    run::run(
-        &mut t,
-        &recs,
-        &[],
-        &scorer,
-        &run_opts(&dir.join("b"), 4),
-        &mut st,
-        &never,
-        &mut |_| {},
-    )
-    .unwrap();
-    for ((n, a), (_, b)) in want.iter().zip(weights(&t)) {
-        let d: f32 = (a - &b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar()
-            .unwrap();
-        assert!(d <= 1e-6, "{n} differs by {d} after resuming");
-    }
-    // The merged checkpoint differs from the base (the adapters did something).
-    let base = weights(&trainer(MODEL, None));
-    assert!(base.iter().zip(&want).any(|((_, a), (_, b))| {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .sum_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
-            > 0.0
-    }));
-    std::fs::remove_dir_all(&dir).ok();
+    resume_matches_straight("lora", &LORA);
 }
 
 #[test]
@@ -426,16 +345,7 @@ fn non_finite_steps_are_skipped_then_stop_the_run() {
         if n == "model.norm.weight" {
             continue;
         }
-        let d: f32 = (a - &b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar()
-            .unwrap();
+        let d = max_abs(&(a - &b).unwrap());
         assert_eq!(d, 0.0, "{n} moved during a skipped step");
     }
     std::fs::remove_dir_all(&dir).ok();
