@@ -219,6 +219,7 @@ pub fn run(
         evaluate(trainer, &mut summary, &mut write_line, on_event)?;
     }
     let mut saved_at = None;
+    let mut order: Option<(u64, Vec<usize>)> = None;
     while state.step < opts.steps {
         if stop.load(Ordering::Relaxed) {
             summary.end = RunEnd::Interrupted;
@@ -231,7 +232,15 @@ pub fn run(
             let n = train.len() as u64;
             let epoch = state.samples_seen / n;
             let at = (state.samples_seen % n) as usize;
-            let record = &train[epoch_order(train.len(), state.seed, epoch, opts.shuffle)[at]];
+            // One shuffle per epoch, not per record (a 200 k-record epoch would otherwise
+            // shuffle 200 k indices for every question).
+            if order.as_ref().is_none_or(|(e, _)| *e != epoch) {
+                order = Some((
+                    epoch,
+                    epoch_order(train.len(), state.seed, epoch, opts.shuffle),
+                ));
+            }
+            let record = &train[order.as_ref().map_or(at, |(_, o)| o[at])];
             state.samples_seen += 1;
             match sample(record) {
                 Ok(s) => {
