@@ -56,12 +56,18 @@ pub const MAX_QUEUE: usize = 1024;
 const MAX_TCP_SPEED: f64 = 1000.0;
 const MAX_TCP_ACC: f64 = 50_000.0;
 const MAX_JOINT_ACC: f64 = 20.0;
+/// The xArm controller's control period (250 Hz): the longest step [`Controller::advance`] takes.
+pub const CONTROL_PERIOD_S: f64 = 1.0 / 250.0;
 /// Servo-joint mode: the TCP may not move faster than this (mm/s), error C60 (robots.md §1.7).
 const SERVOJ_MAX_TCP_SPEED: f64 = 1200.0;
 /// Servo targets are expected at 30..250 Hz (robots.md §1.7): the time a step may take is the gap
 /// since the previous target, clamped to that range, so a far target is too fast at any rate.
-const SERVO_MIN_PERIOD: f64 = 1.0 / 250.0;
+const SERVO_MIN_PERIOD: f64 = CONTROL_PERIOD_S;
 const SERVO_MAX_PERIOD: f64 = 1.0 / 30.0;
+
+/// How many control periods a late tick is caught up in at most (a minute's worth).
+const MAX_CATCH_UP_TICKS: f64 = 15_000.0;
+
 /// The servo speed check averages over at least this much time: a stream whose packets were
 /// bunched by scheduling (this emulator is not a real-time controller, and a loaded machine delays
 /// its tick) is judged by the speed it asks for over 100 ms, not by two packets that arrived
@@ -366,11 +372,37 @@ impl Controller {
 
     /// Moves the model to time `now` (s): runs the motion queue or the servo target, the gripper,
     /// and steps the arm. Times before the last one are ignored.
+    ///
+    /// A late tick (the emulator's process starved on a loaded machine) is caught up in sub-ticks
+    /// shorter than two [`CONTROL_PERIOD_S`], as the real controller would have run them: in one long
+    /// step the arm behind the seam would be driven along a chord of the trajectory, with a jump
+    /// in velocity at each end, and the simulator's fingers lose a held object to such jumps.
     pub fn advance(&mut self, now: f64) {
         let dt = now - self.time;
         if dt.is_nan() || dt <= 0.0 {
             return;
         }
+        // Whole periods: a tick a little late (4.01 ms) stays one step.
+        let n = (dt / CONTROL_PERIOD_S).floor().max(1.0);
+        let start = self.time;
+        // Beyond this a clock jump is not a starved tick; one step as before, not millions.
+        if n > MAX_CATCH_UP_TICKS {
+            self.advance_by(now, dt);
+            return;
+        }
+        let n = n as usize;
+        for i in 1..=n {
+            let t = if i == n {
+                now
+            } else {
+                start + dt * i as f64 / n as f64
+            };
+            self.advance_by(t, dt / n as f64);
+        }
+    }
+
+    /// One control tick of `dt` s ending at `now`.
+    fn advance_by(&mut self, now: f64, dt: f64) {
         self.time = now;
         let opening = self.tool.gripper.step(dt);
         let moving_state = matches!(

@@ -1,7 +1,7 @@
 //! The controller model driven with explicit times (no sockets, no sleeping).
 
 use super::*;
-use crate::robot::xarm::emulator::KinematicArm;
+use crate::robot::xarm::emulator::{ArmReading, KinematicArm};
 use crate::robot::xarm::proto::{
     gripper_reg, i32_to_registers, reg, Feedback, Incoming, LineCommon, MoveJoint, MoveLine,
     RtuReply, RtuRequest, ServoCartesian, ServoJoint,
@@ -188,6 +188,81 @@ fn joint_move_follows_a_trapezoid_at_the_commanded_speed() {
     assert_eq!(r.c.state(), RobotState::Ready);
     assert!((r.c.joints()[0] - 0.5).abs() < 1e-9);
     assert_eq!(r.reply(Command::GetState, 1.2), Reply::State(2));
+}
+
+/// Records every step the controller asks of the arm: (dt, joint 0).
+struct StepLog {
+    inner: KinematicArm,
+    steps: Arc<std::sync::Mutex<Vec<(f64, f64)>>>,
+}
+
+impl EmulatedArm for StepLog {
+    fn model(&self) -> &Arc<RobotModel> {
+        self.inner.model()
+    }
+    fn reading(&self) -> ArmReading {
+        self.inner.reading()
+    }
+    fn step(&mut self, dt: f64, q: &[f64], gripper_opening: f64) -> ArmReading {
+        self.steps.lock().unwrap().push((dt, q[0]));
+        self.inner.step(dt, q, gripper_opening)
+    }
+}
+
+/// A starved emulator ticks late: 0.6 s of a motion arrive in one `advance`. The arm behind the
+/// seam (the simulator's physics, holding an object) must still be led along the trapezoid in
+/// control periods, not along one chord with a jump in velocity at each end.
+#[test]
+fn a_late_tick_is_caught_up_in_control_periods_along_the_trajectory() {
+    let model = Arc::new(RobotModel::builtin("xarm6").unwrap());
+    let steps = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let arm = StepLog {
+        inner: KinematicArm::new(model, vec![0.0; 6]),
+        steps: steps.clone(),
+    };
+    let mut r = Rig {
+        c: Controller::new(Box::new(arm), ControllerConfig::default()),
+        tid: 0,
+    };
+    r.ready(Mode::Position, 0.0);
+    let (speed, acc) = (0.5, 5.0);
+    r.move_joint(
+        &[0.5, 0.0, 0.0, 0.0, 0.0, 0.0],
+        speed as f32,
+        acc as f32,
+        0.0,
+    );
+    r.c.advance(0.004);
+    steps.lock().unwrap().clear();
+    r.c.advance(0.6);
+    let steps = steps.lock().unwrap().clone();
+    assert!(steps.len() >= 100, "{} steps for 596 ms", steps.len());
+    let total: f64 = steps.iter().map(|s| s.0).sum();
+    assert!((total - 0.596).abs() < 1e-9, "{total}");
+    for &(dt, _) in &steps {
+        assert!(dt < 2.0 * CONTROL_PERIOD_S, "a step of {dt} s");
+    }
+    // Velocities between consecutive steps: never faster than commanded, and never a jump larger
+    // than the acceleration allows over two periods.
+    let v: Vec<f64> = steps
+        .windows(2)
+        .map(|w| (w[1].1 - w[0].1) / w[1].0)
+        .collect();
+    for x in &v {
+        assert!(*x <= speed + 1e-9, "{x} rad/s");
+    }
+    for w in v.windows(2) {
+        assert!(
+            (w[1] - w[0]).abs() <= acc * 4.0 * CONTROL_PERIOD_S,
+            "{} -> {} rad/s",
+            w[0],
+            w[1]
+        );
+    }
+    // Where the one long step would also have ended: on the trapezoid at t = 0.6 s.
+    let want = 0.5 * acc * 0.1 * 0.1 + speed * (0.6 - 0.1);
+    let end = steps.last().unwrap().1;
+    assert!((end - want).abs() < 1e-6, "{end} vs {want}");
 }
 
 #[test]
