@@ -238,6 +238,11 @@ pub struct VlmBenchCli {
     /// Measure our side only.
     #[arg(long)]
     skip_peer: bool,
+    /// Also time the questions of one affordance-branch task about the frame (REG, RRG, REG for
+    /// the default task), each asked cold and then reusing the frame's vision rows and prompt
+    /// keys/values, and the time from the frame to the first reply.
+    #[arg(long)]
+    task: bool,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -405,6 +410,7 @@ fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
         layers: a.layers,
         image: a.image,
         skip_peer: a.skip_peer,
+        task: a.task,
         seed: a.seed,
     })?;
     if a.json {

@@ -17,9 +17,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::{Ability, ImageSize, Pointer, PointerError, Pointing};
 use crate::camera::Frame;
 use crate::vlm::{
-    budget, generate, GenerationConfig, ImageInput, ImageProcessor, ImageProcessorConfig,
-    ModelFiles, Quant, Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling,
-    Timings,
+    budget, generate, generate_reusing, GenerationConfig, ImageInput, ImageProcessor,
+    ImageProcessorConfig, ModelFiles, PromptCache, Quant, Qwen25Tokenizer, Qwen25Vl,
+    Qwen25VlConfig, SafetensorsReader, Sampling, Timings,
 };
 
 /// Settings of the local backend.
@@ -170,6 +170,9 @@ pub struct QwenPointer {
     on_text: Option<TextSink>,
     last: Option<QwenReply>,
     pixel_cap: Option<PixelCap>,
+    /// The last frame's vision rows and prompt keys/values: the next question about the same
+    /// frame (a task asks REG, RRG, OFG or VTG about one frame) starts from them.
+    frame: PromptCache,
 }
 
 impl std::fmt::Debug for QwenPointer {
@@ -251,6 +254,7 @@ impl QwenPointer {
             files,
             on_text: None,
             last: None,
+            frame: PromptCache::new(),
             pixel_cap,
         })
     }
@@ -288,6 +292,12 @@ impl QwenPointer {
         &self.options
     }
 
+    /// Forgets the last frame: the next question runs the vision tower and the whole prompt
+    /// (`bench vlm --task` measures questions asked cold this way).
+    pub fn forget_frame(&mut self) {
+        self.frame.clear();
+    }
+
     /// The last query's reply (text, tokens, timings).
     pub fn last_reply(&self) -> Option<&QwenReply> {
         self.last.as_ref()
@@ -320,7 +330,7 @@ impl QwenPointer {
         let mut stream = self.tokenizer.stream_with(true);
         let mut on_text = self.on_text.take();
         let t0 = Instant::now();
-        let result = generate(
+        let result = generate_reusing(
             &mut self.model,
             &ids,
             &[input],
@@ -331,6 +341,7 @@ impl QwenPointer {
                 }
                 true
             },
+            &mut self.frame,
         );
         if let (Some(f), Ok(Some(rest))) = (on_text.as_mut(), stream.finish()) {
             f(&rest);

@@ -75,6 +75,10 @@ pub struct Timings {
     pub prompt_tokens: usize,
     /// Tokens produced by decode steps (the first token comes from prefill).
     pub decode_steps: usize,
+    /// The vision tower's output came from the previous question ([`PromptCache`]).
+    pub vision_reused: bool,
+    /// Prompt positions whose keys and values came from the previous question (not prefilled).
+    pub reused_tokens: usize,
 }
 
 impl Timings {
@@ -166,6 +170,58 @@ pub fn sample_token(logits: &[f32], sampling: Sampling, rng: &mut ChaCha8Rng) ->
     }
 }
 
+/// What one question leaves for the next about the same frame: the vision tower's output for
+/// its images and the keys and values of its prompt. A robot task asks two to four questions
+/// about one frame (REG, RRG, OFG, VTG); the image and the chat template before the question
+/// are the same in each, and on a CPU they are most of a question's time (the vision tower, and
+/// the prefill over the image's tokens).
+///
+/// Held by a pointer next to its model; [`generate_reusing`] keeps it. Valid only for the model
+/// it was filled by, with the same weights: [`Self::clear`] it when either changes.
+#[derive(Debug, Default)]
+pub struct PromptCache {
+    last: Option<CachedPrompt>,
+}
+
+#[derive(Debug)]
+struct CachedPrompt {
+    /// Digest of every image's pixel values and grid ([`image_key`]).
+    image_key: u64,
+    vision_rows: Vec<Tensor>,
+    /// The prompt whose keys and values `kv` holds.
+    ids: Vec<u32>,
+    kv: Vec<(Tensor, Tensor)>,
+}
+
+impl PromptCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forgets the last frame (the next question starts cold).
+    pub fn clear(&mut self) {
+        self.last = None;
+    }
+}
+
+/// A digest of the images a prompt shows: the same pixels and grids give the same key. The
+/// prompt's token ids cannot tell two frames apart (every image of one size has the same run
+/// of `<|image_pad|>` tokens), so reuse is keyed by the pixels.
+fn image_key(images: &[ImageInput]) -> Result<u64, ModelError> {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    h.write_usize(images.len());
+    for img in images {
+        for g in img.grid_thw {
+            h.write_usize(g);
+        }
+        for v in img.pixel_values.flatten_all()?.to_vec1::<f32>()? {
+            h.write_u32(v.to_bits());
+        }
+    }
+    Ok(h.finish())
+}
+
 /// Generates a reply to `input_ids` (a prompt whose `<|image_pad|>` runs match `images`).
 /// `on_token` sees every new token as soon as it exists (for streaming) and returns `false` to
 /// stop early.
@@ -176,24 +232,73 @@ pub fn generate(
     cfg: &GenerationConfig,
     on_token: &mut dyn FnMut(u32) -> bool,
 ) -> Result<Generation, ModelError> {
+    generate_reusing(
+        model,
+        input_ids,
+        images,
+        cfg,
+        on_token,
+        &mut PromptCache::new(),
+    )
+}
+
+/// [`generate`] that starts from what `cache` holds of the previous question when it showed the
+/// same images: their vision rows, and the keys and values of the longest common prefix of the
+/// two prompts (all but at least the last token). Then it keeps this question's for the next.
+/// The reply is the cold one up to float rounding (`tests/vlm_reuse.rs`);
+/// [`Timings::reused_tokens`] says what was reused.
+pub fn generate_reusing(
+    model: &mut Qwen25Vl,
+    input_ids: &[u32],
+    images: &[ImageInput],
+    cfg: &GenerationConfig,
+    on_token: &mut dyn FnMut(u32) -> bool,
+    cache: &mut PromptCache,
+) -> Result<Generation, ModelError> {
     let mut timings = Timings {
         prompt_tokens: input_ids.len(),
         ..Timings::default()
     };
     let t0 = Instant::now();
-    let vision_rows = images
-        .iter()
-        .map(|img| model.vision.forward(&img.pixel_values, &[img.grid_thw]))
-        .collect::<Result<Vec<Tensor>, _>>()?;
+    let key = image_key(images)?;
+    // Taken out: a failure below leaves the cache empty rather than half-updated.
+    let last = cache.last.take().filter(|c| c.image_key == key);
+    let vision_rows = match &last {
+        Some(c) => {
+            timings.vision_reused = !images.is_empty();
+            c.vision_rows.clone()
+        }
+        None => model.vision_rows(images)?,
+    };
     timings.vision_s = t0.elapsed().as_secs_f64();
 
     let t1 = Instant::now();
     let prompt = model.prepare_with_vision(input_ids, images, &vision_rows)?;
-    let mut logits = model
-        .prefill(&prompt, cfg.max_new_tokens, LogitsAt::Last, false)?
-        .logits
-        .squeeze(0)?;
+    let reuse = last.as_ref().map_or(0, |c| {
+        let common = c
+            .ids
+            .iter()
+            .zip(input_ids)
+            .take_while(|(a, b)| a == b)
+            .count();
+        common.min(input_ids.len().saturating_sub(1))
+    });
+    let mut logits = match &last {
+        Some(c) if reuse > 0 => model.prefill_after(&c.kv, reuse, &prompt, cfg.max_new_tokens)?,
+        _ => model
+            .prefill(&prompt, cfg.max_new_tokens, LogitsAt::Last, false)?
+            .logits
+            .squeeze(0)?,
+    };
+    timings.reused_tokens = reuse;
     timings.prefill_s = t1.elapsed().as_secs_f64();
+    drop(last);
+    cache.last = Some(CachedPrompt {
+        image_key: key,
+        vision_rows,
+        ids: input_ids.to_vec(),
+        kv: model.prompt_kv()?,
+    });
 
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let mut history: Vec<u32> = input_ids.to_vec();

@@ -71,8 +71,8 @@ pub use files::{
 pub use hub::{HubClient, HubError, RepoRevision};
 
 pub use generate::{
-    apply_repetition_penalty, argmax, generate, sample_token, Generation, GenerationConfig,
-    Sampling, StopReason, Timings,
+    apply_repetition_penalty, argmax, generate, generate_reusing, sample_token, Generation,
+    GenerationConfig, PromptCache, Sampling, StopReason, Timings,
 };
 pub use image_map::{
     smart_resize, ImageSize, MappingError, ModelImageMap, DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS,

@@ -125,7 +125,13 @@ impl Qwen25Vl {
         input_ids: &[u32],
         images: &[ImageInput],
     ) -> Result<PreparedPrompt, ModelError> {
-        let vision_rows = images
+        let vision_rows = self.vision_rows(images)?;
+        self.prepare_with_vision(input_ids, images, &vision_rows)
+    }
+
+    /// The vision tower's output for each image (one tensor of merged rows per image).
+    pub fn vision_rows(&self, images: &[ImageInput]) -> Result<Vec<Tensor>, ModelError> {
+        images
             .iter()
             .map(|img| {
                 let want = self.cfg.vision.patch_dim();
@@ -138,8 +144,7 @@ impl Qwen25Vl {
                 }
                 Ok(self.vision.forward(&img.pixel_values, &[img.grid_thw])?)
             })
-            .collect::<Result<Vec<_>, ModelError>>()?;
-        self.prepare_with_vision(input_ids, images, &vision_rows)
+            .collect()
     }
 
     /// [`Self::prepare`] with the vision tower's output already computed (one tensor per image).
@@ -225,6 +230,40 @@ impl Qwen25Vl {
         )?;
         self.positions = Some(prompt.positions.clone());
         Ok(out)
+    }
+
+    /// [`Self::prefill`] on top of the keys and values of the prompt's first `reuse` positions,
+    /// taken from an earlier prompt that began with the same tokens and images
+    /// ([`Self::prompt_kv`]): only the rest of the prompt runs. Positions are causal (a token's
+    /// M-RoPE index depends on the tokens before it only), so the reused part is what a full
+    /// prefill would compute, up to float rounding. Returns the last position's logits `[vocab]`.
+    pub fn prefill_after(
+        &mut self,
+        prefix: &[(Tensor, Tensor)],
+        reuse: usize,
+        prompt: &PreparedPrompt,
+        max_new_tokens: usize,
+    ) -> Result<Tensor, ModelError> {
+        let s = prompt.positions.len();
+        if reuse == 0 || reuse >= s {
+            // At least one position must run to give the next token's logits.
+            return Err(ModelError::EmptyPrompt);
+        }
+        self.capacity = s + max_new_tokens;
+        self.text.restore_cache(prefix, reuse, self.capacity)?;
+        let tail = prompt.embeds.narrow(0, reuse, s - reuse)?;
+        let out =
+            self.text
+                .forward_embeds(&tail, &prompt.positions.ids, reuse, LogitsAt::Last, false)?;
+        self.positions = Some(prompt.positions.clone());
+        Ok(out.logits.squeeze(0)?)
+    }
+
+    /// The keys and values of the prompt now in the cache (views, see
+    /// [`TextModel::cache_prefix`]), for [`Self::prefill_after`].
+    pub fn prompt_kv(&self) -> Result<Vec<(Tensor, Tensor)>, ModelError> {
+        let positions = self.positions.as_ref().ok_or(ModelError::EmptyPrompt)?;
+        Ok(self.text.cache_prefix(positions.len())?)
     }
 
     /// Feeds generated token number `k` (0-based) and returns its next-token logits `[vocab]`.

@@ -502,6 +502,54 @@ impl TextModel {
         )
     }
 
+    /// Each layer's cached K and V over the first `len` positions, as views (no copy): a
+    /// prompt's keys and values, kept to start the next question about the same frame from
+    /// ([`Self::restore_cache`]). Safe to hold while the sequence goes on: decoding writes only
+    /// past the prompt, and a new sequence allocates new buffers ([`Self::reset_cache`]).
+    pub(crate) fn cache_prefix(&self, len: usize) -> candle_core::Result<Vec<(Tensor, Tensor)>> {
+        if self.caches.len() != self.layers.len() || self.cached_len() < len {
+            candle_core::bail!(
+                "cache_prefix: {len} positions asked, {} cached",
+                self.cached_len()
+            );
+        }
+        self.caches
+            .iter()
+            .map(|c| match (c.k()?, c.v()?) {
+                (Some(k), Some(v)) => Ok((k.narrow(2, 0, len)?, v.narrow(2, 0, len)?)),
+                _ => candle_core::bail!("cache_prefix: nothing cached"),
+            })
+            .collect()
+    }
+
+    /// A fresh cache of `capacity` positions per layer holding the first `len` positions of
+    /// `kv` (from [`Self::cache_prefix`]); the next forward continues after them.
+    pub(crate) fn restore_cache(
+        &mut self,
+        kv: &[(Tensor, Tensor)],
+        len: usize,
+        capacity: usize,
+    ) -> candle_core::Result<()> {
+        if kv.len() != self.layers.len() {
+            candle_core::bail!(
+                "restore_cache: {} layers given, the model has {}",
+                kv.len(),
+                self.layers.len()
+            );
+        }
+        let mut caches = Vec::with_capacity(kv.len());
+        for (k, v) in kv {
+            let mut cache = KvCache::new(2, capacity.max(len).max(1));
+            cache.append(
+                &k.narrow(2, 0, len)?.contiguous()?,
+                &v.narrow(2, 0, len)?.contiguous()?,
+            )?;
+            caches.push(cache);
+        }
+        self.caches = caches;
+        Ok(())
+    }
+
     /// Repeats the cached sequence `copies` times along the batch axis, so that `copies`
     /// continuations of one prompt decode as one batch after a single prefill (GRPO's group of
     /// rollouts). The capacity stays what [`Self::reset_cache`] gave.

@@ -63,11 +63,16 @@ pub struct Request {
     pub warmup: Query,
     /// The timed run.
     pub query: Query,
+    /// `--task`: the questions of one affordance-branch task about the query's image, asked
+    /// cold and then reusing the frame ([`super::worker::TaskTiming`]).
+    #[serde(default)]
+    pub task: Vec<Query>,
 }
 
 /// The default task's first camera frame, resized (Pillow-exact bicubic) when `width`×`height`
-/// is not the camera's own size, and the name of the object the task manipulates.
-pub fn scene(width: u32, height: u32) -> Result<(RgbImage, String), VlmBenchError> {
+/// is not the camera's own size, the name of the object the task manipulates and the task's
+/// instruction.
+pub fn scene(width: u32, height: u32) -> Result<(RgbImage, String, String), VlmBenchError> {
     let sim = |e: &dyn std::fmt::Display| VlmBenchError::Sim(e.to_string());
     let episode = tasks::task(tasks::DEFAULT_TASK)
         .and_then(|t| t.instantiate(0))
@@ -81,7 +86,7 @@ pub fn scene(width: u32, height: u32) -> Result<(RgbImage, String), VlmBenchErro
     } else {
         resize_bicubic_pil(&rgb, width, height)
     };
-    Ok((rgb, episode.object))
+    Ok((rgb, episode.object, episode.instruction))
 }
 
 /// Pseudo-token ids for `text`: one per [`CHARS_PER_TOKEN`] characters, each an ordinary id.
@@ -102,15 +107,44 @@ pub fn text_ids(text: &str) -> Vec<u32> {
 /// `<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n`
 /// `<|vision_start|><|image_pad|>×N<|vision_end|>{REG template}<|im_end|>\n<|im_start|>assistant\n`
 pub fn embodied_r1_prompt(image_tokens: usize, object: &str, tokens: &TokenIds) -> Vec<u32> {
+    question_prompt(image_tokens, Ability::Reg, &format!("the {object}"), tokens)
+}
+
+/// [`embodied_r1_prompt`] for any ability's question.
+pub fn question_prompt(
+    image_tokens: usize,
+    ability: Ability,
+    query: &str,
+    tokens: &TokenIds,
+) -> Vec<u32> {
     let mut ids = vec![IM_START, SYSTEM, NEWLINE];
     ids.extend(DEFAULT_SYSTEM_PROMPT);
     ids.extend([IM_END, NEWLINE, IM_START, USER, NEWLINE]);
     ids.push(tokens.vision_start_token_id);
     ids.extend(std::iter::repeat_n(tokens.image_token_id, image_tokens));
     ids.push(tokens.vision_end_token_id);
-    ids.extend(text_ids(&Ability::Reg.prompt(&format!("the {object}"))));
+    ids.extend(text_ids(&ability.prompt(query)));
     ids.extend([IM_END, NEWLINE, IM_START, ASSISTANT, NEWLINE]);
     ids
+}
+
+/// The questions the affordance branch asks about one frame for `instruction` (the executor's
+/// order: the object, where it goes, the target to check the place against): for the default
+/// task, REG `the pepper`, RRG `put the pepper in the pan`, REG `the pan`.
+pub fn affordance_questions(instruction: &str) -> Result<Vec<(Ability, String)>, VlmBenchError> {
+    use crate::executor::instruction::{parse_instruction, Relation};
+    let intent = parse_instruction(instruction).map_err(|e| VlmBenchError::Sim(e.to_string()))?;
+    let mut out = vec![match &intent.part {
+        Some(_) => (Ability::Ofg, intent.instruction.clone()),
+        None => (Ability::Reg, intent.object_query()),
+    }];
+    if intent.relation != Relation::PickUp {
+        out.push((Ability::Rrg, intent.instruction.clone()));
+        if let Some(t) = &intent.target {
+            out.push((Ability::Reg, format!("the {t}")));
+        }
+    }
+    Ok(out)
 }
 
 /// The warm-up prompt: a user turn with the tiny image and a few words.
@@ -143,6 +177,23 @@ mod tests {
         assert_eq!(
             ids.iter().filter(|&&i| i >= FIRST_SPECIAL).count(),
             pads + 7
+        );
+    }
+
+    #[test]
+    fn the_default_task_asks_the_object_the_place_and_the_target() {
+        let q = affordance_questions("put the pepper in the pan").unwrap();
+        assert_eq!(
+            q,
+            vec![
+                (Ability::Reg, "the pepper".to_owned()),
+                (Ability::Rrg, "put the pepper in the pan".to_owned()),
+                (Ability::Reg, "the pan".to_owned()),
+            ]
+        );
+        assert_eq!(
+            affordance_questions("pick up the mug by the handle").unwrap()[0].0,
+            Ability::Ofg
         );
     }
 }

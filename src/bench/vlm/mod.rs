@@ -14,6 +14,7 @@
 
 pub mod checkpoint;
 pub mod inputs;
+pub mod kernels;
 pub mod peer;
 pub mod report;
 pub mod worker;
@@ -48,6 +49,8 @@ pub struct VlmBenchArgs {
     pub skip_peer: bool,
     /// Seed of the random weights.
     pub seed: u64,
+    /// Also time one affordance-branch task's questions about the frame, cold and reusing it.
+    pub task: bool,
 }
 
 /// Errors that stop the benchmark (a failing configuration is not one: it is reported).
@@ -182,7 +185,7 @@ fn measure(
         ImageProcessor::from_preprocessor_config(ckpt.dir.join("preprocessor_config.json"))?;
     let tokens = &ckpt.config.tokens;
     let (w, h) = args.image;
-    let (img, object) = inputs::scene(w, h)?;
+    let (img, object, instruction) = inputs::scene(w, h)?;
     let processed = processor.preprocess_rgb(&img)?;
     let small = resize_bicubic_pil(&img, inputs::WARMUP_SIDE, inputs::WARMUP_SIDE);
     let small_tokens = processor.preprocess_rgb(&small)?.num_image_tokens();
@@ -196,6 +199,18 @@ fn measure(
         image_tokens: processed.num_image_tokens(),
         max_new_tokens: args.decode_tokens,
     };
+    let questions = if args.task {
+        inputs::affordance_questions(&instruction)?
+    } else {
+        Vec::new()
+    };
+    let task = questions
+        .iter()
+        .map(|(ability, q)| inputs::Query {
+            input_ids: inputs::question_prompt(processed.num_image_tokens(), *ability, q, tokens),
+            ..query.clone()
+        })
+        .collect();
     let request = inputs::Request {
         model_dir: ckpt.dir.clone(),
         threads: args.threads,
@@ -206,6 +221,7 @@ fn measure(
             max_new_tokens: inputs::WARMUP_NEW_TOKENS,
         },
         query,
+        task,
     };
     let request_path = work.join("request.json");
     std::fs::write(&request_path, serde_json::to_string(&request)?).map_err(|source| {
@@ -286,6 +302,11 @@ fn measure(
         threads: args.threads,
         transformers,
         ours,
+        cpu: kernels::detect(),
+        task: questions
+            .iter()
+            .map(|(a, q)| format!("{} {q}", a.as_str().to_uppercase()))
+            .collect(),
     })
 }
 

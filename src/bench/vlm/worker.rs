@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use super::inputs::{Query, Request};
 use super::VlmBenchError;
 use crate::vlm::{
-    generate, weight_files, GenerationConfig, ImageInput, ImageProcessor, Quant, Qwen25Vl,
-    Qwen25VlConfig, SafetensorsReader, Sampling,
+    generate_reusing, weight_files, GenerationConfig, ImageInput, ImageProcessor, PromptCache,
+    Quant, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling,
 };
 
 /// The hidden subcommand that runs one configuration (`pointact bench vlm-worker`).
@@ -48,6 +48,26 @@ pub struct Measured {
     /// Library versions or settings worth printing (free text).
     #[serde(default)]
     pub version: String,
+    /// `--task`: one affordance-branch task's questions, cold and reusing the frame.
+    #[serde(default)]
+    pub task: Option<TaskTiming>,
+}
+
+/// The model time of one task's questions about one frame (`bench vlm --task`), each question
+/// from the processed image to its last token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskTiming {
+    /// Each question asked cold (the frame forgotten before it), ms.
+    pub cold_ms: Vec<f64>,
+    /// The same questions in order, each starting from the previous one's frame, ms.
+    pub warm_ms: Vec<f64>,
+    /// Prompt positions each warm question took from the previous one.
+    pub reused_tokens: Vec<usize>,
+    /// Every warm question gave the cold one's tokens.
+    pub same_tokens: bool,
+    /// The first question from the frame (PNG decode and preprocessing included) to its last token,
+    /// cold, ms: what a robot waits for its first points (parsing the reply is microseconds).
+    pub frame_to_reply_ms: f64,
 }
 
 /// Peak resident set size of this process (`VmHWM`), bytes.
@@ -89,7 +109,8 @@ pub fn run(request: &Path, quant: Quant) -> Result<Measured, VlmBenchError> {
     bar.finish_and_clear();
     let load_s = t0.elapsed().as_secs_f64();
 
-    let mut ask = |q: &Query| -> Result<crate::vlm::Generation, VlmBenchError> {
+    let mut frame = PromptCache::new();
+    let mut ask = |q: &Query, reuse: bool| -> Result<crate::vlm::Generation, VlmBenchError> {
         let img = image::open(&q.image).map_err(|e| VlmBenchError::Image {
             path: q.image.clone(),
             reason: e.to_string(),
@@ -111,17 +132,46 @@ pub fn run(request: &Path, quant: Quant) -> Result<Measured, VlmBenchError> {
             stop_ids: Vec::new(),
             ..GenerationConfig::default()
         };
-        Ok(generate(
+        if !reuse {
+            frame.clear();
+        }
+        Ok(generate_reusing(
             &mut model,
             &q.input_ids,
             &[image],
             &gen,
             &mut |_| true,
+            &mut frame,
         )?)
     };
-    ask(&req.warmup)?;
-    let g = ask(&req.query)?;
+    ask(&req.warmup, false)?;
+    let g = ask(&req.query, false)?;
     let t = g.timings;
+    let task = if req.task.is_empty() {
+        None
+    } else {
+        let model_ms = |g: &crate::vlm::Generation| {
+            (g.timings.vision_s + g.timings.prefill_s + g.timings.decode_s) * 1e3
+        };
+        let t0 = Instant::now();
+        let first = ask(&req.task[0], false)?;
+        let frame_to_reply_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let mut cold = vec![first];
+        for q in &req.task[1..] {
+            cold.push(ask(q, false)?);
+        }
+        let mut warm = Vec::new();
+        for (i, q) in req.task.iter().enumerate() {
+            warm.push(ask(q, i > 0)?);
+        }
+        Some(TaskTiming {
+            cold_ms: cold.iter().map(model_ms).collect(),
+            warm_ms: warm.iter().map(model_ms).collect(),
+            reused_tokens: warm.iter().map(|g| g.timings.reused_tokens).collect(),
+            same_tokens: cold.iter().zip(&warm).all(|(c, w)| c.tokens == w.tokens),
+            frame_to_reply_ms,
+        })
+    };
     Ok(Measured {
         load_s,
         vision_ms: t.vision_s * 1e3,
@@ -133,6 +183,7 @@ pub fn run(request: &Path, quant: Quant) -> Result<Measured, VlmBenchError> {
         prompt_tokens: t.prompt_tokens,
         tokens: g.tokens,
         version: format!("candle 0.11, {} threads", req.threads),
+        task,
     })
 }
 

@@ -1,0 +1,166 @@
+//! Which CPU the benchmark ran on and which kernels the model's products took there.
+//!
+//! Why print it: the same binary runs different kernels on an AVX2-only AMD EPYC and on an
+//! AVX-512 Xeon, and a speed ratio means little without knowing which ran. Both choices are made
+//! at run time by our dependencies, not by us, so this module repeats their rules:
+//! - dense f32 products go through `gemm` 0.19, which uses its AVX-512 microkernels only when
+//!   built with its `x86-v4` feature (our `avx512` feature, on by default, turns it on; candle
+//!   does not) and the CPU has `avx512f`, else FMA (AVX2), else scalar
+//!   (gemm-common 0.19.0 `gemm.rs`);
+//! - quantized products go through candle-core 0.11.1's x86 repacked tiles at the best of
+//!   AVX-512 VNNI, AVX-VNNI, AVX2 (`MISTRALRS_FORCE_AVX2=1` / `MISTRALRS_FORCE_AVXVNNI=1`
+//!   force a tier); Q4_K always takes tiles, Q8_0 only with real VNNI (`vpdpbusd`), otherwise
+//!   its per-block dot product (candle-core 0.11.1 `quantized/repack_x86.rs`, `select`/`level`).
+//!
+//! If a dependency upgrade changes those rules, this report must follow (Cargo.lock pins both).
+
+use serde::Serialize;
+
+/// The CPU and the kernels its products take.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuKernels {
+    /// `model name` of /proc/cpuinfo.
+    pub cpu: String,
+    /// The vector features that decide the kernels, as the kernel names them.
+    pub features: Vec<String>,
+    /// Dense f32 matrix products (vision tower, f32 decoder, attention).
+    pub f32_gemm: String,
+    /// Quantized products (`q8_0`, `q4k` decoder linears).
+    pub quantized: String,
+}
+
+/// The features worth naming, in /proc/cpuinfo's spelling.
+const FEATURES: [&str; 10] = [
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx_vnni",
+    "amx_int8",
+    "amx_bf16",
+];
+
+fn cpuinfo_flags() -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.split_whitespace().collect())
+        .unwrap_or_default();
+    FEATURES
+        .iter()
+        .filter(|f| flags.contains(f))
+        .map(|f| f.to_string())
+        .collect()
+}
+
+/// The quantized tier candle picks (`None`: no x86 tiles, the generic dot products).
+fn quant_tier(has: impl Fn(&str) -> bool, env: impl Fn(&str) -> bool) -> Option<&'static str> {
+    let (force_avx2, force_vnni) = (env("MISTRALRS_FORCE_AVX2"), env("MISTRALRS_FORCE_AVXVNNI"));
+    if !force_avx2 && !force_vnni && has("avx512f") && has("avx512_vnni") {
+        Some("avx512-vnni")
+    } else if !force_avx2 && (force_vnni || has("avx_vnni")) && has("avx2") {
+        Some("avx-vnni")
+    } else if has("avx2") && has("fma") {
+        Some("avx2")
+    } else {
+        None
+    }
+}
+
+fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (String, String) {
+    let has = |f: &str| features.iter().any(|x| x == f);
+    let f32_gemm = if !x86 {
+        format!("gemm ({})", std::env::consts::ARCH)
+    } else if cfg!(feature = "avx512") && has("avx512f") {
+        "gemm avx512f (x86-v4)".to_owned()
+    } else if has("avx2") && has("fma") {
+        if has("avx512f") {
+            "gemm fma/AVX2 (built without the avx512 feature)".to_owned()
+        } else {
+            "gemm fma/AVX2".to_owned()
+        }
+    } else {
+        "gemm scalar".to_owned()
+    };
+    let quantized = match x86.then(|| quant_tier(has, &env)).flatten() {
+        Some(tier @ "avx2") => {
+            format!("ggml {tier} tiles for q4k; q8_0 per-block dot products (tiles need VNNI)")
+        }
+        Some(tier) => format!("ggml {tier} tiles for q4k and q8_0"),
+        None => "ggml per-block dot products".to_owned(),
+    };
+    (f32_gemm, quantized)
+}
+
+/// This machine's CPU and kernels.
+pub fn detect() -> CpuKernels {
+    let features = cpuinfo_flags();
+    let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
+    let (f32_gemm, quantized) = describe(&features, cfg!(target_arch = "x86_64"), env);
+    CpuKernels {
+        cpu: crate::bench::servo::cpu_model(),
+        features,
+        f32_gemm,
+        quantized,
+    }
+}
+
+impl std::fmt::Display for CpuKernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}); f32: {}; quantized: {}",
+            self.cpu,
+            if self.features.is_empty() {
+                "no AVX2".to_owned()
+            } else {
+                self.features.join(" ")
+            },
+            self.f32_gemm,
+            self.quantized
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn kernels_follow_the_cpu_features() {
+        let never = |_: &str| false;
+        let (g, q) = describe(&flags("avx2 fma"), true, never);
+        assert_eq!(g, "gemm fma/AVX2");
+        assert!(
+            q.starts_with("ggml avx2 tiles for q4k; q8_0 per-block"),
+            "{q}"
+        );
+        let xeon = flags("avx2 fma avx512f avx512bw avx512vl avx512_vnni avx512_bf16");
+        let (g, q) = describe(&xeon, true, never);
+        if cfg!(feature = "avx512") {
+            assert_eq!(g, "gemm avx512f (x86-v4)");
+        } else {
+            assert!(g.contains("without the avx512 feature"), "{g}");
+        }
+        assert_eq!(q, "ggml avx512-vnni tiles for q4k and q8_0");
+        // Forcing AVX2 drops the VNNI tiles, as candle does.
+        let (_, q) = describe(&xeon, true, |k| k == "MISTRALRS_FORCE_AVX2");
+        assert!(q.starts_with("ggml avx2 tiles"), "{q}");
+        let (_, q) = describe(&flags("avx2 fma avx_vnni"), true, never);
+        assert_eq!(q, "ggml avx-vnni tiles for q4k and q8_0");
+        let (g, q) = describe(&[], true, never);
+        assert_eq!(
+            (g.as_str(), q.as_str()),
+            ("gemm scalar", "ggml per-block dot products")
+        );
+    }
+}
