@@ -57,7 +57,7 @@ fn a_second_question_about_the_same_image_reuses_it_and_answers_as_cold() {
     let a = generate_reusing(
         &mut m,
         &first,
-        &[image.clone()],
+        std::slice::from_ref(&image),
         &cfg(),
         &mut |_| true,
         &mut cache,
@@ -67,21 +67,34 @@ fn a_second_question_about_the_same_image_reuses_it_and_answers_as_cold() {
     assert_eq!(a.timings.reused_tokens, 0);
     assert_eq!(
         a.tokens,
-        generate(&mut m, &first, &[image.clone()], &cfg(), &mut |_| true)
-            .unwrap()
-            .tokens
+        generate(
+            &mut m,
+            &first,
+            std::slice::from_ref(&image),
+            &cfg(),
+            &mut |_| true
+        )
+        .unwrap()
+        .tokens
     );
 
     let warm = generate_reusing(
         &mut m,
         &second,
-        &[image.clone()],
+        std::slice::from_ref(&image),
         &cfg(),
         &mut |_| true,
         &mut cache,
     )
     .unwrap();
-    let cold = generate(&mut m, &second, &[image.clone()], &cfg(), &mut |_| true).unwrap();
+    let cold = generate(
+        &mut m,
+        &second,
+        std::slice::from_ref(&image),
+        &cfg(),
+        &mut |_| true,
+    )
+    .unwrap();
     assert!(warm.timings.vision_reused);
     assert_eq!(warm.timings.reused_tokens, common);
     assert_eq!(warm.tokens, cold.tokens);
@@ -92,7 +105,7 @@ fn a_second_question_about_the_same_image_reuses_it_and_answers_as_cold() {
     let again = generate_reusing(
         &mut m,
         &second,
-        &[image.clone()],
+        std::slice::from_ref(&image),
         &cfg(),
         &mut |_| true,
         &mut cache,
@@ -110,7 +123,7 @@ fn a_second_question_about_the_same_image_reuses_it_and_answers_as_cold() {
     let warm = generate_reusing(
         &mut m,
         &second,
-        &[other.clone()],
+        std::slice::from_ref(&other),
         &cfg(),
         &mut |_| true,
         &mut cache,
@@ -126,7 +139,7 @@ fn a_second_question_about_the_same_image_reuses_it_and_answers_as_cold() {
     let warm = generate_reusing(
         &mut m,
         &second,
-        &[image.clone()],
+        std::slice::from_ref(&image),
         &cfg(),
         &mut |_| true,
         &mut cache,

@@ -14,7 +14,8 @@ pub enum BenchCommand {
     Cloud(CloudBenchCli),
     /// Simulator camera frames per second on one thread, vs the same renderer without culling.
     Render(RenderBenchCli),
-    /// Qwen2.5-VL-3B on candle vs PyTorch transformers, full size, same random weights.
+    /// Qwen2.5-VL-3B on candle vs PyTorch transformers, full size, same random weights; the text
+    /// decoder also vs llama.cpp on GGUFs of those weights, and against the memory-bandwidth limit.
     Vlm(VlmBenchCli),
     /// A checked trajectory streamed through XarmRobot to the xArm emulator (servo mode): achieved
     /// rate and period jitter, vs the same servo loop with a sink that does nothing.
@@ -235,7 +236,7 @@ pub struct VlmBenchCli {
     /// Input image size, WIDTHxHEIGHT.
     #[arg(long, default_value = "640x480", value_parser = pointact::bench::vlm::parse_size)]
     image: (u32, u32),
-    /// Measure our side only.
+    /// Measure our side only (no transformers).
     #[arg(long)]
     skip_peer: bool,
     /// Also time the questions of one affordance-branch task about the frame (REG, RRG, REG for
@@ -243,6 +244,14 @@ pub struct VlmBenchCli {
     /// keys/values, and the time from the frame to the first reply.
     #[arg(long)]
     task: bool,
+    /// llama.cpp formats, comma-separated (default: the quantized ones among --quant): GGUFs of
+    /// the same weights with our types per tensor, written next to the checkpoint; node-llama-cpp
+    /// 3.21.1 is installed into ~/.cache/pointact/llama-peer from npm on first use (needs node >= 20).
+    #[arg(long, value_delimiter = ',')]
+    llama: Option<Vec<pointact::vlm::Quant>>,
+    /// No llama.cpp columns.
+    #[arg(long)]
+    skip_llama: bool,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -401,9 +410,15 @@ fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let llama = a.llama.unwrap_or_else(|| {
+        let quantized = a.quant.iter().filter(|q| q.ggml().is_some());
+        quantized.copied().collect()
+    });
     let report = vlm::run(&vlm::VlmBenchArgs {
         threads,
         decode_tokens: a.decode_tokens,
+        llama,
+        skip_llama: a.skip_llama,
         quants: a.quant,
         dir: a.dir,
         python: a.python,

@@ -11,10 +11,17 @@
 //! Both sides time the same three phases: the vision tower, prefill up to the first token
 //! (vision excluded), and decode throughput over the remaining tokens (greedy, no stop token,
 //! exactly `--decode-tokens` tokens), after one identical untimed warm-up.
+//!
+//! The quantized anchor: llama.cpp ([`llama`], through node-llama-cpp) on GGUF files of the same
+//! weights in the same formats ([`gguf`]), fed the same prompt ids, text decoder only; and the
+//! memory-bandwidth limit of decode, measured in the same run ([`bandwidth`]).
 
+pub mod bandwidth;
 pub mod checkpoint;
+pub mod gguf;
 pub mod inputs;
 pub mod kernels;
+pub mod llama;
 pub mod peer;
 pub mod report;
 pub mod worker;
@@ -27,7 +34,7 @@ use crate::vlm::{
     resize_bicubic_pil, ConfigError, ImageProcessor, ModelError, ProcessorError, Quant,
     WeightsError,
 };
-pub use report::{OursColumn, Outcome, VlmBenchReport};
+pub use report::{LlamaColumn, OursColumn, Outcome, VlmBenchReport};
 
 /// Options of `pointact bench vlm`.
 #[derive(Debug, Clone)]
@@ -47,6 +54,9 @@ pub struct VlmBenchArgs {
     /// Input image size.
     pub image: (u32, u32),
     pub skip_peer: bool,
+    /// Formats llama.cpp runs in (GGUF with the same types as ours per tensor).
+    pub llama: Vec<Quant>,
+    pub skip_llama: bool,
     /// Seed of the random weights.
     pub seed: u64,
     /// Also time one affordance-branch task's questions about the frame, cold and reusing it.
@@ -232,6 +242,12 @@ fn measure(
     })?;
 
     let f32_bytes = ckpt.params * 4;
+    let text = &ckpt.config.text;
+    // Before anything is timed: the peer's install and the GGUF files (minutes the first time).
+    let mut llama_cols = prepare_llama(args, ckpt, work, f32_bytes);
+    eprintln!("bench vlm: memory bandwidth ({} threads)", args.threads);
+    let bw = bandwidth::measure(args.threads);
+
     let mut ours = Vec::new();
     for &quant in &args.quants {
         let guard = (quant == Quant::F32)
@@ -249,6 +265,26 @@ fn measure(
         };
         ours.push((quant, outcome));
     }
+
+    // llama.cpp after ours, before transformers: never two measurements at once.
+    let prompt = llama::clamp_ids(&request.query.input_ids, text.vocab_size);
+    for (col, peer_dir) in &mut llama_cols {
+        let (Some(dir), Some(g)) = (peer_dir.as_ref(), col.gguf.as_ref()) else {
+            continue;
+        };
+        eprintln!(
+            "bench vlm: llama.cpp {} ({} threads)",
+            col.quant, args.threads
+        );
+        col.outcome = match llama::run(dir, &g.path, &prompt, args.decode_tokens, args.threads) {
+            Ok(m) => {
+                col.decode_of_limit = Some(m.decode_tok_s / bw.ceiling_tok_s(col.bytes_per_token));
+                Outcome::Measured(m)
+            }
+            Err(reason) => Outcome::Failed { reason },
+        };
+    }
+    let llama: Vec<LlamaColumn> = llama_cols.into_iter().map(|(c, _)| c).collect();
 
     let transformers = if args.skip_peer {
         Outcome::Skipped {
@@ -272,11 +308,20 @@ fn measure(
         .into_iter()
         .map(|(quant, outcome)| {
             let pair = outcome.measured().zip(peer);
+            let bytes_per_token = bandwidth::bytes_per_token(text, quant);
+            let decode = outcome.measured().map(|m| m.decode_tok_s);
+            let same_llama = llama
+                .iter()
+                .find(|c| c.quant == quant.to_string())
+                .and_then(|c| c.outcome.measured());
             OursColumn {
                 quant: quant.to_string(),
                 ratios: pair.map(|(o, p)| report::Ratios::of(o, p)),
                 tokens_vs_transformers: pair
                     .map(|(o, p)| report::Agreement::of(&o.tokens, &p.tokens)),
+                bytes_per_token,
+                decode_of_limit: decode.map(|d| d / bw.ceiling_tok_s(bytes_per_token)),
+                decode_vs_llama: decode.zip(same_llama).map(|(d, l)| d / l.decode_tok_s),
                 outcome,
             }
         })
@@ -307,7 +352,87 @@ fn measure(
             .iter()
             .map(|(a, q)| format!("{} {q}", a.as_str().to_uppercase()))
             .collect(),
+        bandwidth: bw,
+        llama,
     })
+}
+
+/// The llama.cpp columns before measuring: the peer installed (or why not) and each format's
+/// GGUF written or reused. A column that cannot run is already `Skipped`/`Failed`; the others
+/// carry the peer's folder and wait for their turn.
+fn prepare_llama(
+    args: &VlmBenchArgs,
+    ckpt: &checkpoint::Checkpoint,
+    work: &Path,
+    f32_bytes: u64,
+) -> Vec<(LlamaColumn, Option<PathBuf>)> {
+    let mut quants = args.llama.clone();
+    quants.dedup();
+    let peer = if args.skip_llama || quants.is_empty() {
+        Err(Outcome::Skipped {
+            reason: "--skip-llama".into(),
+        })
+    } else {
+        eprintln!("bench vlm: llama.cpp peer (benches/llama_peer/setup.sh)");
+        llama::setup(work).map_err(|e| match e {
+            llama::SetupError::Missing(reason) => Outcome::Skipped { reason },
+            llama::SetupError::Failed(reason) => Outcome::Failed { reason },
+        })
+    };
+    quants
+        .into_iter()
+        .map(|quant| {
+            let mut col = LlamaColumn {
+                quant: quant.to_string(),
+                gguf: None,
+                outcome: Outcome::Skipped {
+                    reason: "not run".into(),
+                },
+                bytes_per_token: bandwidth::bytes_per_token(&ckpt.config.text, quant),
+                decode_of_limit: None,
+            };
+            let dir = match &peer {
+                Err(outcome) => {
+                    col.outcome = outcome.clone();
+                    return (col, None);
+                }
+                Ok(dir) => dir.clone(),
+            };
+            if let Some(reason) = (quant == Quant::F32)
+                .then(|| memory_guard(f32_bytes))
+                .flatten()
+            {
+                col.outcome = Outcome::Skipped { reason };
+                return (col, None);
+            }
+            let bar = bar(&format!(
+                "  GGUF {quant}: {{bar:30}} {{pos}}/{{len}} tensors ({{eta}})"
+            ));
+            let written = gguf::ensure(&ckpt.dir, quant, &bar);
+            bar.finish_and_clear();
+            match written {
+                Ok(g) => {
+                    eprintln!(
+                        "bench vlm: {} ({})",
+                        g.path.display(),
+                        if g.reused {
+                            "reused".to_owned()
+                        } else {
+                            format!("written in {:.0} s", g.write_s)
+                        }
+                    );
+                    col.gguf = Some(g);
+                    (col, Some(dir))
+                }
+                Err(e) => {
+                    col.outcome = Outcome::Failed {
+                        reason: format!("writing the GGUF: {e}"),
+                    };
+                    (col, None)
+                }
+            }
+        })
+        .collect()
 }
 
 /// Parses `WxH` (e.g. `640x480`).

@@ -1,11 +1,14 @@
-//! The result of `pointact bench vlm`: figures per column, ratios against transformers, the
-//! goals, as a table (`Display`) or JSON (`Serialize`).
+//! The result of `pointact bench vlm`: figures per column, ratios against transformers and
+//! llama.cpp, the memory-bandwidth limit, the goals, as a table (`Display`) or JSON (`Serialize`).
 
 use std::fmt;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::bandwidth::Bandwidth;
+use super::gguf::GgufFile;
+use super::llama::LlamaMeasured;
 use super::worker::Measured;
 
 /// Parity smoke check: how many of the first generated tokens are compared.
@@ -18,12 +21,16 @@ pub const GOAL_PEAK_RSS_OVER_WEIGHTS: f64 = 1.2;
 pub const GOAL_TASK_WARM_OVER_COLD: f64 = 0.6;
 /// `--task`: seconds from a frame to the first question's reply, at Q4K on 2 threads.
 pub const GOAL_FRAME_TO_REPLY_S: f64 = 20.0;
+/// Ours ÷ llama.cpp decode tok/s at the same weight format.
+pub const GOAL_DECODE_VS_LLAMA: f64 = 1.0;
+/// Our decode tok/s as a share of the bandwidth limit ([`Bandwidth::ceiling_tok_s`]).
+pub const GOAL_DECODE_OF_LIMIT: f64 = 0.6;
 
-/// What happened to one column.
+/// What happened to one column (`M`: what its side measures).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub enum Outcome {
-    Measured(Measured),
+pub enum Outcome<M = Measured> {
+    Measured(M),
     /// It ran and failed (killed for memory, Python missing, ...).
     Failed {
         reason: String,
@@ -34,8 +41,8 @@ pub enum Outcome {
     },
 }
 
-impl Outcome {
-    pub fn measured(&self) -> Option<&Measured> {
+impl<M> Outcome<M> {
+    pub fn measured(&self) -> Option<&M> {
         match self {
             Outcome::Measured(m) => Some(m),
             _ => None,
@@ -103,6 +110,23 @@ pub struct OursColumn {
     /// Against transformers, when both were measured.
     pub ratios: Option<Ratios>,
     pub tokens_vs_transformers: Option<Agreement>,
+    /// Bytes of weights one decode step reads in this format ([`super::bandwidth`]).
+    pub bytes_per_token: u64,
+    /// Decode tok/s ÷ the bandwidth limit, when both are known.
+    pub decode_of_limit: Option<f64>,
+    /// Decode tok/s ÷ llama.cpp's at the same format, when both were measured.
+    pub decode_vs_llama: Option<f64>,
+}
+
+/// llama.cpp (node-llama-cpp) on the GGUF of the same weights in one format.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LlamaColumn {
+    /// `q4k`, `q8_0`, `f32`: the same types per tensor as ours in that format.
+    pub quant: String,
+    pub gguf: Option<GgufFile>,
+    pub outcome: Outcome<LlamaMeasured>,
+    pub bytes_per_token: u64,
+    pub decode_of_limit: Option<f64>,
 }
 
 /// The checkpoint both sides loaded.
@@ -137,6 +161,9 @@ pub struct VlmBenchReport {
     pub cpu: super::kernels::CpuKernels,
     /// `--task`: the questions asked (`REG the pepper`, ...), empty without `--task`.
     pub task: Vec<String>,
+    /// Memory bandwidth measured in this run at `threads` threads.
+    pub bandwidth: Bandwidth,
+    pub llama: Vec<LlamaColumn>,
 }
 
 const GB: f64 = 1e9;
@@ -240,6 +267,125 @@ impl VlmBenchReport {
         writeln!(f)
     }
 
+    /// A row of values only our columns have (transformers' cell is `-`).
+    fn ours_row(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        label: &str,
+        cell: impl Fn(&OursColumn) -> Option<String>,
+    ) -> fmt::Result {
+        write!(f, "  {label:<14}{:>CELL$}", "-")?;
+        for c in &self.ours {
+            let text = cell(c).unwrap_or_else(|| "-".to_owned());
+            write!(f, "{text:>CELL$}")?;
+        }
+        writeln!(f)
+    }
+
+    /// Our measurement in the same format as a llama.cpp column.
+    fn ours_in(&self, quant: &str) -> Option<&Measured> {
+        self.ours
+            .iter()
+            .find(|c| c.quant == quant)
+            .and_then(|c| c.outcome.measured())
+    }
+
+    /// The bandwidth line and llama.cpp's table, with ours ÷ llama.cpp in brackets.
+    fn llama_table(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = &self.bandwidth;
+        writeln!(
+            f,
+            "  memory bandwidth ({} threads, best of {}): read {:.1} GB/s, triad {:.1} GB/s; \
+             decode limit = {:.1} GB/s / weight bytes read per token",
+            b.threads,
+            super::bandwidth::REPEATS,
+            b.read_gb_s,
+            b.triad_gb_s,
+            b.limit_gb_s()
+        )?;
+        if self.llama.iter().any(|c| c.outcome.measured().is_some()) {
+            self.llama_rows(f)?;
+        }
+        for c in &self.llama {
+            let name = format!("llama.cpp {}", c.quant);
+            match &c.outcome {
+                Outcome::Measured(_) => {}
+                Outcome::Failed { reason } => writeln!(f, "  {name}: FAILED: {reason}")?,
+                Outcome::Skipped { reason } => writeln!(f, "  {name}: skipped: {reason}")?,
+            }
+        }
+        Ok(())
+    }
+
+    fn llama_rows(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f)?;
+        write!(f, "  {:<14}", "")?;
+        for c in &self.llama {
+            write!(f, "{:>CELL$}", format!("llama.cpp {}", c.quant))?;
+        }
+        writeln!(f)?;
+        type Cell<'a> = &'a dyn Fn(&LlamaColumn, &LlamaMeasured) -> String;
+        let with_ours = |x: f64, ours: Option<f64>| {
+            let x_text = if x >= 100.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.2}")
+            };
+            match ours {
+                Some(o) => format!("{x_text} (ours {:.2}x)", o / x),
+                None => x_text,
+            }
+        };
+        let prompt: Cell = &|c, m| {
+            let ours = self
+                .ours_in(&c.quant)
+                .map(|o| o.prompt_tokens as f64 / (o.prefill_ms / 1e3));
+            with_ours(m.prompt_tok_s, ours)
+        };
+        let decode: Cell = &|c, m| {
+            with_ours(
+                m.decode_tok_s,
+                self.ours_in(&c.quant).map(|o| o.decode_tok_s),
+            )
+        };
+        let limit: Cell = &|c, _| {
+            c.decode_of_limit
+                .map_or_else(|| "-".to_owned(), |x| format!("{:.0}%", x * 100.0))
+        };
+        let gguf: Cell = &|c, _| {
+            c.gguf
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |g| format!("{:.2}", g.bytes as f64 / GB))
+        };
+        let load: Cell = &|_, m| format!("{:.1}", m.load_s);
+        for (label, cell) in [
+            ("prompt tok/s", prompt),
+            ("decode tok/s", decode),
+            ("decode/limit", limit),
+            ("GGUF GB", gguf),
+            ("load s", load),
+        ] {
+            write!(f, "  {label:<14}")?;
+            for c in &self.llama {
+                let text = c
+                    .outcome
+                    .measured()
+                    .map_or_else(|| "-".to_owned(), |m| cell(c, m));
+                write!(f, "{text:>CELL$}")?;
+            }
+            writeln!(f)?;
+        }
+        writeln!(
+            f,
+            "  (ours x) = ours / llama.cpp tok/s in the same format: > 1 means ours is faster; \
+             same prompt ids (text only), new tokens and threads"
+        )?;
+        if let Some(m) = self.llama.iter().find_map(|c| c.outcome.measured()) {
+            writeln!(f, "  llama.cpp: {}", m.version)?;
+        }
+        Ok(())
+    }
+
     fn goals(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  goals (printed, not asserted):")?;
         for c in &self.ours {
@@ -293,6 +439,25 @@ impl VlmBenchReport {
                         met(x >= GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32)
                     )?;
                 }
+            }
+            if let Some(x) = c.decode_vs_llama {
+                writeln!(
+                    f,
+                    "    ours {:<4} decode  >= {GOAL_DECODE_VS_LLAMA:.1}x llama.cpp {0} decode: {x:.2}x  {}",
+                    c.quant,
+                    met(x >= GOAL_DECODE_VS_LLAMA)
+                )?;
+            }
+            if let Some(x) = c.decode_of_limit {
+                writeln!(
+                    f,
+                    "    ours {:<4} decode  >= {:.0}% of the bandwidth limit ({:.2} tok/s): {:.0}%  {}",
+                    c.quant,
+                    GOAL_DECODE_OF_LIMIT * 100.0,
+                    self.bandwidth.ceiling_tok_s(c.bytes_per_token),
+                    x * 100.0,
+                    met(x >= GOAL_DECODE_OF_LIMIT)
+                )?;
             }
             let x = m.peak_rss_bytes as f64 / m.weight_bytes as f64;
             writeln!(
@@ -384,6 +549,15 @@ impl fmt::Display for VlmBenchReport {
             |r| r.weights,
         )?;
         self.row(f, "load s", |m| format!("{:.1}", m.load_s), |r| r.load)?;
+        self.ours_row(f, "GB read/token", |c| {
+            Some(format!("{:.3}", c.bytes_per_token as f64 / GB))
+        })?;
+        self.ours_row(f, "decode/limit", |c| {
+            c.decode_of_limit.map(|x| format!("{:.0}%", x * 100.0))
+        })?;
+        self.ours_row(f, "vs llama.cpp", |c| {
+            c.decode_vs_llama.map(|x| format!("{x:.2}x decode"))
+        })?;
         write!(
             f,
             "  {:<14}{:>CELL$}",
@@ -429,6 +603,7 @@ impl fmt::Display for VlmBenchReport {
                 Outcome::Skipped { reason } => writeln!(f, "  {name}: skipped: {reason}")?,
             }
         }
+        self.llama_table(f)?;
         writeln!(f)?;
         self.task_section(f)?;
         self.goals(f)
