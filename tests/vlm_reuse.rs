@@ -21,6 +21,29 @@ fn cfg() -> GenerationConfig {
     }
 }
 
+/// A question through `cache` (greedy, 8 tokens, every step's logits kept).
+fn warm_ask(
+    m: &mut Qwen25Vl,
+    ids: &[u32],
+    image: &ImageInput,
+    cache: &mut PromptCache,
+) -> Generation {
+    generate_reusing(
+        m,
+        ids,
+        std::slice::from_ref(image),
+        &cfg(),
+        &mut |_| true,
+        cache,
+    )
+    .unwrap()
+}
+
+/// The same question asked cold.
+fn cold_ask(m: &mut Qwen25Vl, ids: &[u32], image: &ImageInput) -> Generation {
+    generate(m, ids, std::slice::from_ref(image), &cfg(), &mut |_| true).unwrap()
+}
+
 /// Largest |a − b| over every step's logits, relative to the largest |b|.
 fn rel_diff(a: &Generation, b: &Generation) -> f32 {
     assert_eq!(a.step_logits.len(), b.step_logits.len());
@@ -54,47 +77,13 @@ fn a_second_question_about_the_same_image_reuses_it_and_answers_as_cold() {
     }
     let common = n - 17;
     let mut cache = PromptCache::new();
-    let a = generate_reusing(
-        &mut m,
-        &first,
-        std::slice::from_ref(&image),
-        &cfg(),
-        &mut |_| true,
-        &mut cache,
-    )
-    .unwrap();
+    let a = warm_ask(&mut m, &first, &image, &mut cache);
     assert!(!a.timings.vision_reused);
     assert_eq!(a.timings.reused_tokens, 0);
-    assert_eq!(
-        a.tokens,
-        generate(
-            &mut m,
-            &first,
-            std::slice::from_ref(&image),
-            &cfg(),
-            &mut |_| true
-        )
-        .unwrap()
-        .tokens
-    );
+    assert_eq!(a.tokens, cold_ask(&mut m, &first, &image).tokens);
 
-    let warm = generate_reusing(
-        &mut m,
-        &second,
-        std::slice::from_ref(&image),
-        &cfg(),
-        &mut |_| true,
-        &mut cache,
-    )
-    .unwrap();
-    let cold = generate(
-        &mut m,
-        &second,
-        std::slice::from_ref(&image),
-        &cfg(),
-        &mut |_| true,
-    )
-    .unwrap();
+    let warm = warm_ask(&mut m, &second, &image, &mut cache);
+    let cold = cold_ask(&mut m, &second, &image);
     assert!(warm.timings.vision_reused);
     assert_eq!(warm.timings.reused_tokens, common);
     assert_eq!(warm.tokens, cold.tokens);
@@ -102,15 +91,7 @@ fn a_second_question_about_the_same_image_reuses_it_and_answers_as_cold() {
     assert!(d < 1e-5, "warm vs cold logits differ by {d:e} (relative)");
 
     // The very same prompt again: everything but its last token comes from the cache.
-    let again = generate_reusing(
-        &mut m,
-        &second,
-        std::slice::from_ref(&image),
-        &cfg(),
-        &mut |_| true,
-        &mut cache,
-    )
-    .unwrap();
+    let again = warm_ask(&mut m, &second, &image, &mut cache);
     assert_eq!(again.timings.reused_tokens, n - 1);
     assert_eq!(again.tokens, cold.tokens);
     assert!(rel_diff(&again, &cold) < 1e-5);
@@ -120,31 +101,15 @@ fn a_second_question_about_the_same_image_reuses_it_and_answers_as_cold() {
         pixel_values: (image.pixel_values.clone() * 0.5).unwrap(),
         grid_thw: image.grid_thw,
     };
-    let warm = generate_reusing(
-        &mut m,
-        &second,
-        std::slice::from_ref(&other),
-        &cfg(),
-        &mut |_| true,
-        &mut cache,
-    )
-    .unwrap();
-    let cold = generate(&mut m, &second, &[other], &cfg(), &mut |_| true).unwrap();
+    let warm = warm_ask(&mut m, &second, &other, &mut cache);
+    let cold = cold_ask(&mut m, &second, &other);
     assert!(!warm.timings.vision_reused);
     assert_eq!(warm.timings.reused_tokens, 0);
     assert_eq!(warm.step_logits, cold.step_logits);
 
     // A cleared cache starts cold too.
     cache.clear();
-    let warm = generate_reusing(
-        &mut m,
-        &second,
-        std::slice::from_ref(&image),
-        &cfg(),
-        &mut |_| true,
-        &mut cache,
-    )
-    .unwrap();
+    let warm = warm_ask(&mut m, &second, &image, &mut cache);
     assert_eq!(warm.timings.reused_tokens, 0);
 }
 

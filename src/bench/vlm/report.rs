@@ -258,9 +258,12 @@ impl VlmBenchReport {
         writeln!(f)?;
         for (quant, t) in &timed {
             if !t.same_tokens {
+                // Reused keys/values equal the cold ones up to rounding (tests/vlm_reuse.rs); a
+                // shorter prefill takes other kernel paths (quantized activations per block for
+                // q4k/q8_0), and random weights leave logit margins small enough to flip.
                 writeln!(
                     f,
-                    "  ours {quant}: a question reusing the frame gave other tokens than cold (a bug)"
+                    "  ours {quant}: reusing the frame changed some greedy tokens (rounding: shorter                      prefill, other kernel paths; random weights have tiny logit margins)"
                 )?;
             }
         }
