@@ -80,11 +80,13 @@ fn images_too_small_and_missing_models_are_clear_errors() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("/nonexistent/model/dir"), "{err}");
-    // Quantized load of the same folder works (Q8_0 fits the fixture's 64-wide linears).
+    // Quantized load of the same folder works (Q8_0 fits the fixture's 64-wide linears); no
+    // cache beside the fixture (tests/vlm_qcache.rs covers the cache).
     let q = QwenPointer::load(
         fixture("").to_str().unwrap(),
         QwenOptions {
             quant: Quant::Q8_0,
+            quant_cache: pointact::vlm::CacheOptions::off(),
             progress: false,
             ..QwenOptions::default()
         },

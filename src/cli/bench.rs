@@ -258,6 +258,10 @@ pub struct VlmBenchCli {
     /// Seed of the random weights.
     #[arg(long, default_value_t = pointact::bench::vlm::checkpoint::DEFAULT_SEED)]
     seed: u64,
+    /// Quantize at every load instead of using the quantized weights cached in the checkpoint
+    /// folder (the first quantized run writes them; later runs time loading them).
+    #[arg(long)]
+    no_quant_cache: bool,
 }
 
 #[derive(Args)]
@@ -267,6 +271,8 @@ pub struct VlmWorkerCli {
     request: PathBuf,
     #[arg(long)]
     quant: pointact::vlm::Quant,
+    #[arg(long)]
+    no_quant_cache: bool,
 }
 
 pub fn run(which: BenchCommand) -> Result<ExitCode> {
@@ -337,7 +343,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
         }
         BenchCommand::Grpo(a) => bench_grpo(a),
         BenchCommand::VlmWorker(a) => {
-            let m = pointact::bench::vlm::worker::run(&a.request, a.quant)?;
+            let m = pointact::bench::vlm::worker::run(&a.request, a.quant, a.no_quant_cache)?;
             println!("{}", serde_json::to_string(&m)?);
             Ok(ExitCode::SUCCESS)
         }
@@ -427,6 +433,7 @@ fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
         skip_peer: a.skip_peer,
         task: a.task,
         seed: a.seed,
+        no_quant_cache: a.no_quant_cache,
     })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -11,7 +11,7 @@ use super::openai::{OpenAiConfig, OpenAiPointer, DEFAULT_ENDPOINT, DEFAULT_MODEL
 use super::qwen::{QwenOptions, QwenPointer, QwenReply};
 use super::{Ability, Pointer, PointerError, Pointing};
 use crate::camera::Frame;
-use crate::vlm::{GenerationConfig, Quant, Sampling};
+use crate::vlm::{CacheOptions, GenerationConfig, Quant, Sampling};
 
 /// Who answers the pointing questions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -48,6 +48,10 @@ pub struct ModelOptions {
     /// layers whose width fits no block stay f32 anyway).
     #[arg(long, default_value = "f32")]
     pub vision_quant: Quant,
+    /// qwen: quantize at every load instead of reading (and on the first load writing) the
+    /// quantized weights cached in MODEL/.pointact/ (or ~/.cache/pointact/qcache/).
+    #[arg(long)]
+    pub no_quant_cache: bool,
     /// Pixel budget of the image processor (default: the model's preprocessor_config.json).
     /// For openai these must equal the server's own limits, or points are scaled wrong.
     #[arg(long)]
@@ -156,6 +160,11 @@ impl ModelOptions {
         QwenOptions {
             quant: self.quant,
             vision_quant: self.vision_quant,
+            quant_cache: if self.no_quant_cache {
+                CacheOptions::off()
+            } else {
+                CacheOptions::default()
+            },
             min_pixels: self.min_pixels,
             max_pixels: self.max_pixels,
             generation: GenerationConfig {

@@ -10,16 +10,15 @@
 use std::path::Path;
 use std::time::Instant;
 
-use candle_core::{DType, Device};
 use image::RgbImage;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{Ability, ImageSize, Pointer, PointerError, Pointing};
 use crate::camera::Frame;
 use crate::vlm::{
-    budget, generate, generate_reusing, GenerationConfig, ImageInput, ImageProcessor,
-    ImageProcessorConfig, ModelFiles, PromptCache, Quant, Qwen25Tokenizer, Qwen25Vl,
-    Qwen25VlConfig, SafetensorsReader, Sampling, Timings,
+    budget, generate, generate_reusing, qcache, CacheOptions, CacheReport, GenerationConfig,
+    ImageInput, ImageProcessor, ImageProcessorConfig, ModelFiles, PromptCache, Quant,
+    Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling, Timings,
 };
 
 /// Settings of the local backend.
@@ -29,6 +28,9 @@ pub struct QwenOptions {
     pub quant: Quant,
     /// Weight format of the vision tower's linears that fit the block size (default f32).
     pub vision_quant: Quant,
+    /// The quantized-weights cache (`vlm::qcache`): a quantized load reads the blocks an earlier
+    /// one wrote beside the checkpoint instead of quantizing again. On by default.
+    pub quant_cache: CacheOptions,
     /// Override the preprocessor's pixel budget (fewer pixels = fewer image tokens = faster).
     pub min_pixels: Option<u64>,
     pub max_pixels: Option<u64>,
@@ -90,6 +92,7 @@ impl Default for QwenOptions {
         Self {
             quant: Quant::F32,
             vision_quant: Quant::F32,
+            quant_cache: CacheOptions::default(),
             min_pixels: None,
             max_pixels: None,
             generation: GenerationConfig::default(),
@@ -173,6 +176,7 @@ pub struct QwenPointer {
     /// The last frame's vision rows and prompt keys/values: the next question about the same
     /// frame (a task asks REG, RRG, OFG or VTG about one frame) starts from them.
     frame: PromptCache,
+    quant_cache: CacheReport,
 }
 
 impl std::fmt::Debug for QwenPointer {
@@ -226,11 +230,18 @@ impl QwenPointer {
             );
             reader = reader.with_progress(bar);
         }
-        let vb = reader.into_var_builder(DType::F32, &Device::Cpu);
-        let model = Qwen25Vl::new(&cfg, options.quant, vb).map_err(|source| LoadError::Model {
-            dir: files.dir.display().to_string(),
-            source,
-        })?;
+        let (vb, cache) = qcache::attach(
+            reader,
+            options.quant,
+            options.vision_quant,
+            &options.quant_cache,
+        );
+        let model = Qwen25Vl::new_quantized(&cfg, options.quant, options.vision_quant, vb)
+            .map_err(|source| LoadError::Model {
+                dir: files.dir.display().to_string(),
+                source,
+            })?;
+        let quant_cache = cache.finish();
         // After loading, so the memory the weights took is no longer counted as available.
         let pixel_cap = cap_pixels(&cfg, &mut pcfg, &options)?;
         if let Some(cap) = &pixel_cap {
@@ -256,6 +267,7 @@ impl QwenPointer {
             last: None,
             frame: PromptCache::new(),
             pixel_cap,
+            quant_cache,
         })
     }
 
@@ -271,6 +283,11 @@ impl QwenPointer {
             system: self.options.system,
             stop_ids: self.options.generation.stop_ids,
         }
+    }
+
+    /// What the load did with the quantized-weights cache.
+    pub fn quant_cache(&self) -> &CacheReport {
+        &self.quant_cache
     }
 
     /// Whether (and why) images are downscaled below the preprocessor's `max_pixels`.

@@ -50,6 +50,13 @@ impl Quant {
         self.ggml()
             .is_none_or(|d| in_dim.is_multiple_of(d.block_size()))
     }
+
+    /// Bytes of one row of `in_dim` weights in ggml blocks; `None` when dense or `in_dim` does
+    /// not fit the block size.
+    pub fn row_bytes(self, in_dim: usize) -> Option<usize> {
+        let d = self.ggml().filter(|_| self.fits(in_dim))?;
+        Some(in_dim / d.block_size() * d.type_size())
+    }
 }
 
 impl fmt::Display for Quant {
@@ -93,12 +100,15 @@ impl Proj {
         quant: Quant,
         vb: VarBuilder,
     ) -> candle_core::Result<Self> {
-        let w = vb.get((out_dim, in_dim), "weight")?;
         let b = if bias {
             Some(vb.get(out_dim, "bias")?)
         } else {
             None
         };
+        if let Some(w) = QBlocks::from_backend(quant, in_dim, &[(vb.clone(), out_dim)])? {
+            return Ok(Proj::Quantized { w, bias: b });
+        }
+        let w = vb.get((out_dim, in_dim), "weight")?;
         Self::from_weight(w, b, quant)
     }
 
@@ -120,6 +130,17 @@ impl Proj {
                 w: QBlocks::Q4K(quantize_rows(&w)?),
                 bias,
             }),
+        }
+    }
+
+    /// A projection by `w`, which is `weight` under `vb` already read (the tied embedding table
+    /// as `lm_head`); quantized blocks come from the backend when it serves them
+    /// ([`QBlocks::from_backend`]).
+    pub(crate) fn tied(w: Tensor, quant: Quant, vb: &VarBuilder) -> candle_core::Result<Self> {
+        let (rows, in_dim) = w.dims2()?;
+        match QBlocks::from_backend(quant, in_dim, &[(vb.clone(), rows)])? {
+            Some(q) => Ok(Proj::Quantized { w: q, bias: None }),
+            None => Self::from_weight(w, None, quant),
         }
     }
 
@@ -221,23 +242,42 @@ impl FusedProj {
         quant: Quant,
         vb: VarBuilder,
     ) -> candle_core::Result<Self> {
-        let mut ws = Vec::with_capacity(parts.len());
-        let mut bs = Vec::with_capacity(parts.len());
-        for &(name, out) in parts {
-            ws.push(vb.pp(name).get((out, in_dim), "weight")?);
-            if bias {
-                bs.push(vb.pp(name).get(out, "bias")?);
-            }
-        }
-        let w = Tensor::cat(&ws, 0)?;
-        drop(ws);
         let b = if bias {
+            let bs = parts
+                .iter()
+                .map(|&(name, out)| vb.pp(name).get(out, "bias"))
+                .collect::<candle_core::Result<Vec<_>>>()?;
             Some(Tensor::cat(&bs, 0)?)
         } else {
             None
         };
+        let backend_parts: Vec<_> = parts.iter().map(|&(n, out)| (vb.pp(n), out)).collect();
+        let proj = match QBlocks::from_backend(quant, in_dim, &backend_parts)? {
+            Some(w) => Proj::Quantized { w, bias: b },
+            None => {
+                // A backend that reads the stacked name `a:ra+b:rb.weight` puts each part straight
+                // into its rows of one tensor (`SafetensorsReader`: no concatenated copy).
+                let stacked = parts
+                    .iter()
+                    .map(|(name, rows)| format!("{name}:{rows}"))
+                    .collect::<Vec<_>>()
+                    .join("+");
+                let stacked = format!("{stacked}.weight");
+                let total: usize = parts.iter().map(|(_, rows)| rows).sum();
+                let w = if parts.len() > 1 && vb.contains_tensor(&stacked) {
+                    vb.get((total, in_dim), &stacked)?
+                } else {
+                    let ws = parts
+                        .iter()
+                        .map(|&(name, out)| vb.pp(name).get((out, in_dim), "weight"))
+                        .collect::<candle_core::Result<Vec<_>>>()?;
+                    Tensor::cat(&ws, 0)?
+                };
+                Proj::from_weight(w, b, quant)?
+            }
+        };
         Ok(Self {
-            proj: Proj::from_weight(w, b, quant)?,
+            proj,
             parts: parts
                 .iter()
                 .map(|&(name, rows)| Part {
@@ -595,7 +635,65 @@ fn quantize_rows<T: GgmlType>(w: &Tensor) -> candle_core::Result<Arc<QRows<T>>> 
     Ok(Arc::new(QRows { blocks, n, k }))
 }
 
+/// `w` `[n, k]` as the ggml blocks a quantized [`Proj`] of it holds, as bytes (what
+/// [`super::qcache`] stores). `k` must fit `quant`'s block size.
+pub(crate) fn quantize_bytes(w: &Tensor, quant: Quant) -> candle_core::Result<Vec<u8>> {
+    fn bytes<T: GgmlType>(r: Arc<QRows<T>>) -> Vec<u8> {
+        block_bytes(&r.blocks).to_vec()
+    }
+    match quant {
+        Quant::Q8_0 => quantize_rows::<BlockQ8_0>(w).map(bytes),
+        Quant::Q4K => quantize_rows::<BlockQ4K>(w).map(bytes),
+        Quant::F32 => candle_core::bail!("quantize_bytes: f32 is not a block format"),
+    }
+}
+
+/// The raw bytes of ggml blocks.
+fn block_bytes<T: GgmlType>(blocks: &[T]) -> &[u8] {
+    // SAFETY: ggml blocks are `repr(C)` plain data without padding (candle asserts each block's
+    // size is the sum of its fields), so every byte is initialised.
+    unsafe { std::slice::from_raw_parts(blocks.as_ptr().cast(), std::mem::size_of_val(blocks)) }
+}
+
+/// The raw bytes of ggml blocks, writable.
+fn block_bytes_mut<T: GgmlType>(blocks: &mut [T]) -> &mut [u8] {
+    // SAFETY: as in `block_bytes`; and the fields are integers and f16s (a `u16` inside), for
+    // which every byte pattern is a valid value, so any bytes written make valid blocks.
+    unsafe {
+        std::slice::from_raw_parts_mut(blocks.as_mut_ptr().cast(), std::mem::size_of_val(blocks))
+    }
+}
+
 impl<T: GgmlType + 'static> QRows<T> {
+    /// Stacks the ggml block bytes of `parts` (`U8` tensors `[rows, bytes per row]`, on the
+    /// CPU) into one `[n, k]` matrix.
+    fn from_bytes(parts: &[Tensor], n: usize, k: usize) -> candle_core::Result<Arc<Self>> {
+        let mut blocks = vec![T::zeros(); n * (k / T::BLCK_SIZE)];
+        let dst = block_bytes_mut(&mut blocks);
+        let mut at = 0;
+        for t in parts {
+            let t = t.contiguous()?;
+            let (storage, layout) = t.storage_and_layout();
+            let Storage::Cpu(cpu) = &*storage else {
+                candle_core::bail!("quantized weights are built on the CPU");
+            };
+            let start = layout.start_offset();
+            let src = &cpu.as_slice::<u8>()?[start..start + t.elem_count()];
+            let Some(to) = dst.get_mut(at..at + src.len()) else {
+                candle_core::bail!("quantized weight [{n}, {k}]: more block bytes than it holds");
+            };
+            to.copy_from_slice(src);
+            at += src.len();
+        }
+        if at != dst.len() {
+            candle_core::bail!(
+                "quantized weight [{n}, {k}]: {at} block bytes, {} expected",
+                dst.len()
+            );
+        }
+        Ok(Arc::new(Self { blocks, n, k }))
+    }
+
     fn bytes(&self) -> usize {
         std::mem::size_of_val(self.blocks.as_slice())
     }
@@ -633,6 +731,55 @@ impl<T: GgmlType + 'static> QRows<T> {
 }
 
 impl QBlocks {
+    /// The `weight`s `[rows, in_dim]` under each `(vb, rows)`, stacked in order, when the
+    /// `VarBuilder`'s backend serves them already quantized; `None` when it does not (the caller
+    /// then quantizes the f32 weights itself) or when `quant` is dense or does not fit `in_dim`.
+    ///
+    /// The protocol: a backend that can serve `X.weight` in `quant` answers `X.weight.<quant>`
+    /// (e.g. `….up_proj.weight.q4k`) with a `U8` tensor `[rows, bytes per row]` of ggml blocks.
+    /// [`super::qcache`] does; candle's own backends have no such names. Why through the
+    /// `VarBuilder`: the model code stays ordinary `vb.pp(..)` code, and each weight is named
+    /// exactly as in the checkpoint.
+    fn from_backend(
+        quant: Quant,
+        in_dim: usize,
+        parts: &[(VarBuilder, usize)],
+    ) -> candle_core::Result<Option<QBlocks>> {
+        let Some(row_bytes) = quant.row_bytes(in_dim) else {
+            return Ok(None);
+        };
+        let key = format!("weight.{quant}");
+        if !parts.iter().all(|(vb, _)| vb.contains_tensor(&key)) {
+            return Ok(None);
+        }
+        let bytes = parts
+            .iter()
+            .map(|(vb, rows)| {
+                let t = vb.get_with_hints_dtype(
+                    (*rows, row_bytes),
+                    &key,
+                    Default::default(),
+                    DType::U8,
+                )?;
+                if t.dims() != [*rows, row_bytes] || t.dtype() != DType::U8 {
+                    candle_core::bail!(
+                        "{}.{key}: {:?} {:?} served, U8 [{rows}, {row_bytes}] expected",
+                        vb.prefix(),
+                        t.dtype(),
+                        t.dims()
+                    );
+                }
+                Ok(t)
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let n = parts.iter().map(|(_, rows)| rows).sum();
+        Ok(Some(match quant {
+            Quant::Q8_0 => QBlocks::Q8_0(QRows::from_bytes(&bytes, n, in_dim)?),
+            Quant::Q4K => QBlocks::Q4K(QRows::from_bytes(&bytes, n, in_dim)?),
+            Quant::F32 => return Ok(None),
+        }))
+    }
+
     /// Bytes of the blocks.
     pub fn bytes(&self) -> usize {
         match self {
@@ -707,13 +854,6 @@ mod tests {
 
     /// `2^-24`, the unit roundoff of f32.
     const U: f64 = f32::EPSILON as f64 / 2.0;
-
-    /// The raw bytes of ggml blocks.
-    fn block_bytes<T: GgmlType>(blocks: &[T]) -> &[u8] {
-        // SAFETY: ggml blocks are `repr(C)` plain data without padding (candle asserts each
-        // block's size is the sum of its fields), so every byte is initialised.
-        unsafe { std::slice::from_raw_parts(blocks.as_ptr().cast(), std::mem::size_of_val(blocks)) }
-    }
 
     fn dequantize<T: GgmlType>(blocks: &[T], len: usize) -> Vec<f32> {
         let mut out = vec![0f32; len];

@@ -34,7 +34,8 @@
 //!   greedy tokens identical).
 //! * [`budget`]: the activation memory one image costs and the largest image that fits a budget
 //!   (attention grows with the square of the patch count: a 12 MP photo would need tens of GB).
-//! * [`linear`]: in-process Q8_0 / Q4K linears; [`weights`]: tensor-by-tensor safetensors reading;
+//! * [`linear`]: in-process Q8_0 / Q4K linears; [`qcache`]: their blocks cached beside the
+//!   checkpoint after the first quantized load; [`weights`]: tensor-by-tensor safetensors reading;
 //!   [`image_map`]: `smart_resize` and the map between the model's pixels and the image's.
 //!
 //! The model knows tensors, images and tokens only: the `qwen` pointing backend that wraps it
@@ -58,6 +59,7 @@ pub mod image_map;
 pub mod linear;
 pub mod model;
 pub mod processor;
+pub mod qcache;
 pub mod rope;
 pub mod text;
 pub mod tokenizer;
@@ -85,6 +87,7 @@ pub use processor::{
     resize_bicubic_pil, resize_bicubic_pil_with, ImageProcessor, ImageProcessorConfig, PassOrder,
     ProcessedImage, ProcessorError, CLIP_MEAN, CLIP_STD,
 };
+pub use qcache::{CacheOptions, CacheOutcome, CacheReport, QuantCache};
 pub use rope::{rope_index, MRope, RopeError, RopeIndex};
 pub use text::{Kernels, LogitsAt, TextModel, TextOutput, TrainableWeight};
 pub use tokenizer::{

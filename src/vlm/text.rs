@@ -297,7 +297,7 @@ impl TextModel {
             .collect::<candle_core::Result<Vec<_>>>()?;
         let norm = rms_norm(cfg.hidden_size, cfg.rms_norm_eps, m.pp("norm"))?;
         let lm_head = if cfg.tie_word_embeddings {
-            Proj::from_weight(embed_tokens.clone(), None, quant)?
+            Proj::tied(embed_tokens.clone(), quant, &m.pp("embed_tokens"))?
         } else {
             Proj::load(
                 cfg.hidden_size,

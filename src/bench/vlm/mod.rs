@@ -61,6 +61,8 @@ pub struct VlmBenchArgs {
     pub seed: u64,
     /// Also time one affordance-branch task's questions about the frame, cold and reusing it.
     pub task: bool,
+    /// Quantize at every load (no quantized-weights cache): the load row then times quantizing.
+    pub no_quant_cache: bool,
 }
 
 /// Errors that stop the benchmark (a failing configuration is not one: it is reported).
@@ -257,7 +259,7 @@ fn measure(
             Some(reason) => Outcome::Skipped { reason },
             None => {
                 eprintln!("bench vlm: ours {quant} ({} threads)", args.threads);
-                match worker::spawn(&request_path, quant, args.threads) {
+                match worker::spawn(&request_path, quant, args.threads, args.no_quant_cache) {
                     Ok(m) => Outcome::Measured(m),
                     Err(reason) => Outcome::Failed { reason },
                 }

@@ -593,6 +593,11 @@ impl fmt::Display for VlmBenchReport {
         for (name, m) in peer_tokens.into_iter().chain(our_tokens) {
             writeln!(f, "  first tokens, {name:<16}: {}", first(m))?;
         }
+        for c in &self.ours {
+            if let Some(m) = c.outcome.measured().filter(|m| !m.quant_cache.is_empty()) {
+                writeln!(f, "  load, ours {}: {}", c.quant, m.quant_cache)?;
+            }
+        }
         for (name, outcome) in std::iter::once(("transformers f32".to_owned(), &self.transformers))
             .chain(
                 self.ours

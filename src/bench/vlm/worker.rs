@@ -10,15 +10,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use candle_core::{DType, Device};
+use candle_core::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use super::inputs::{Query, Request};
 use super::VlmBenchError;
 use crate::vlm::{
-    generate_reusing, weight_files, GenerationConfig, ImageInput, ImageProcessor, PromptCache,
-    Quant, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling,
+    generate_reusing, qcache, weight_files, CacheOptions, CacheOutcome, GenerationConfig,
+    ImageInput, ImageProcessor, PromptCache, Quant, Qwen25Vl, Qwen25VlConfig, SafetensorsReader,
+    Sampling,
 };
 
 /// The hidden subcommand that runs one configuration (`pointact bench vlm-worker`).
@@ -48,6 +49,9 @@ pub struct Measured {
     /// Library versions or settings worth printing (free text).
     #[serde(default)]
     pub version: String,
+    /// What the load did with the quantized-weights cache (empty: nothing to cache).
+    #[serde(default)]
+    pub quant_cache: String,
     /// `--task`: one affordance-branch task's questions, cold and reusing the frame.
     #[serde(default)]
     pub task: Option<TaskTiming>,
@@ -86,9 +90,9 @@ fn read_request(path: &Path) -> Result<Request, VlmBenchError> {
     Ok(serde_json::from_str(&text)?)
 }
 
-/// The child side: loads the checkpoint with `quant`, warms up, runs the timed query and
-/// measures it.
-pub fn run(request: &Path, quant: Quant) -> Result<Measured, VlmBenchError> {
+/// The child side: loads the checkpoint with `quant` (through the quantized-weights cache unless
+/// `no_cache`), warms up, runs the timed query and measures it.
+pub fn run(request: &Path, quant: Quant, no_cache: bool) -> Result<Measured, VlmBenchError> {
     let req = read_request(request)?;
     let dir = &req.model_dir;
     let cfg = Qwen25VlConfig::from_file(dir.join("config.json"))?;
@@ -98,14 +102,23 @@ pub fn run(request: &Path, quant: Quant) -> Result<Measured, VlmBenchError> {
     let reader = SafetensorsReader::open(&weight_files(dir)?.0)?;
     let bar = ProgressBar::new(reader.total_bytes()).with_style(
         ProgressStyle::with_template(&format!(
-            "  ours {quant}: loading {{bar:30}} {{bytes}}/{{total_bytes}} ({{eta}})"
+            "  ours {quant}: loading {{bar:30}} {{bytes}}/{{total_bytes}} ({{eta}}){{msg}}"
         ))
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let vb = reader
-        .with_progress(bar.clone())
-        .into_var_builder(DType::F32, &Device::Cpu);
+    let options = if no_cache {
+        CacheOptions::off()
+    } else {
+        CacheOptions::default()
+    };
+    let (vb, cache) = qcache::attach(
+        reader.with_progress(bar.clone()),
+        quant,
+        Quant::F32,
+        &options,
+    );
     let mut model = Qwen25Vl::new(&cfg, quant, vb)?;
+    let cache = cache.finish();
     bar.finish_and_clear();
     let load_s = t0.elapsed().as_secs_f64();
 
@@ -184,20 +197,34 @@ pub fn run(request: &Path, quant: Quant) -> Result<Measured, VlmBenchError> {
         tokens: g.tokens,
         version: format!("candle 0.11, {} threads", req.threads),
         task,
+        quant_cache: match cache.outcome {
+            CacheOutcome::Unused => String::new(),
+            _ => cache.to_string(),
+        },
     })
 }
 
 /// The parent side: runs [`run`] for `quant` in a child process of this binary and parses its
 /// JSON line. A child that fails (killed for memory, a bug) is an `Err` with its exit status.
-pub fn spawn(request: &Path, quant: Quant, threads: usize) -> Result<Measured, String> {
+pub fn spawn(
+    request: &Path,
+    quant: Quant,
+    threads: usize,
+    no_cache: bool,
+) -> Result<Measured, String> {
     let exe: PathBuf =
         std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let output = Command::new(&exe)
+    let mut command = Command::new(&exe);
+    command
         .args(WORKER_ARGS)
         .arg("--request")
         .arg(request)
         .arg("--quant")
-        .arg(quant.to_string())
+        .arg(quant.to_string());
+    if no_cache {
+        command.arg("--no-quant-cache");
+    }
+    let output = command
         .env("RAYON_NUM_THREADS", threads.to_string())
         .env("CANDLE_NUM_THREADS", threads.to_string())
         .stdin(Stdio::null())
