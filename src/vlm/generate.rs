@@ -232,14 +232,7 @@ pub fn generate(
     cfg: &GenerationConfig,
     on_token: &mut dyn FnMut(u32) -> bool,
 ) -> Result<Generation, ModelError> {
-    generate_reusing(
-        model,
-        input_ids,
-        images,
-        cfg,
-        on_token,
-        &mut PromptCache::new(),
-    )
+    generate_inner(model, input_ids, images, cfg, on_token, None)
 }
 
 /// [`generate`] that starts from what `cache` holds of the previous question when it showed the
@@ -255,14 +248,33 @@ pub fn generate_reusing(
     on_token: &mut dyn FnMut(u32) -> bool,
     cache: &mut PromptCache,
 ) -> Result<Generation, ModelError> {
+    generate_inner(model, input_ids, images, cfg, on_token, Some(cache))
+}
+
+/// Both entry points: without a cache nothing is hashed or kept (a cold question pays nothing
+/// for the reuse it will not have).
+fn generate_inner(
+    model: &mut Qwen25Vl,
+    input_ids: &[u32],
+    images: &[ImageInput],
+    cfg: &GenerationConfig,
+    on_token: &mut dyn FnMut(u32) -> bool,
+    mut cache: Option<&mut PromptCache>,
+) -> Result<Generation, ModelError> {
     let mut timings = Timings {
         prompt_tokens: input_ids.len(),
         ..Timings::default()
     };
     let t0 = Instant::now();
-    let key = image_key(images)?;
+    let key = match cache {
+        Some(_) => Some(image_key(images)?),
+        None => None,
+    };
     // Taken out: a failure below leaves the cache empty rather than half-updated.
-    let last = cache.last.take().filter(|c| c.image_key == key);
+    let last = cache
+        .as_mut()
+        .and_then(|c| c.last.take())
+        .filter(|c| Some(c.image_key) == key);
     let vision_rows = match &last {
         Some(c) => {
             timings.vision_reused = !images.is_empty();
@@ -293,12 +305,14 @@ pub fn generate_reusing(
     timings.reused_tokens = reuse;
     timings.prefill_s = t1.elapsed().as_secs_f64();
     drop(last);
-    cache.last = Some(CachedPrompt {
-        image_key: key,
-        vision_rows,
-        ids: input_ids.to_vec(),
-        kv: model.prompt_kv()?,
-    });
+    if let (Some(cache), Some(image_key)) = (cache, key) {
+        cache.last = Some(CachedPrompt {
+            image_key,
+            vision_rows,
+            ids: input_ids.to_vec(),
+            kv: model.prompt_kv()?,
+        });
+    }
 
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let mut history: Vec<u32> = input_ids.to_vec();
