@@ -46,23 +46,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 py="$venv/bin/python"
 
-# Install only when a pin is missing or differs, so a warm run makes no network request.
-if ! "$py" - "$here/requirements.txt" <<'PYEOF'
-import importlib.metadata as m, sys
-for line in open(sys.argv[1]):
-    line = line.split("#", 1)[0].strip()
-    if not line:
-        continue
-    name, want = line.split("==")
-    try:
-        have = m.version(name)
-    except m.PackageNotFoundError:
-        sys.exit(1)
-    if have != want:
-        sys.exit(1)
-PYEOF
-then
-  "$py" -m pip install --quiet --disable-pip-version-check --only-binary=:all: -r "$here/requirements.txt" >&2 \
-    || { echo "pip could not install $here/requirements.txt (PyPI reachable? CPython 3.11-3.13?)" >&2; exit 1; }
-fi
+# Only when a pin is missing or differs (a warm run makes no network request).
+. "$here/../pip_pins.sh"
+install_pins "$py" "$here/requirements.txt" "CPython 3.11-3.13?"
 echo "$py"
