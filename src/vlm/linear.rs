@@ -590,7 +590,8 @@ impl Module for SwiGlu {
 /// weights. Measured on this project's 2-core AVX2 machine (`k=2048, n=11008`): for one row
 /// (decode) candle's plain ggml kernel (`k_quants::matmul`) over the compact blocks takes 4.0 ms
 /// against 7.4 ms through the repacked tiles, and for 545 rows (prefill) the tiles win, 350 ms
-/// against 780 ms. So: few rows run the plain kernel on our blocks; many rows hand a temporary
+/// against 780 ms. So: few rows run a plain kernel on our blocks (Q4K: our own,
+/// [`super::qgemv`], where AVX2 is; else candle's); many rows hand a temporary
 /// `QTensor` (a copy of the blocks) to candle, which repacks it for that one product and frees
 /// both afterwards. The copy and repack are O(n·k), against O(m·n·k) for the product.
 #[derive(Debug, Clone)]
@@ -611,6 +612,9 @@ impl<T: GgmlType> fmt::Debug for QRows<T> {
         write!(f, "QRows<{:?}>[{}, {}]", T::DTYPE, self.n, self.k)
     }
 }
+
+/// A kernel for products of few rows: `(m, k, n)`, `lhs` `[m, k]`, the blocks, `dst` `[m, n]`.
+type FewRows<T> = fn((usize, usize, usize), &[f32], &[T], &mut [f32]) -> candle_core::Result<()>;
 
 /// Rows at or above which a product goes through candle's repacked kernels (see [`QBlocks`]).
 pub const PACKED_MIN_ROWS: usize = 32;
@@ -698,8 +702,9 @@ impl<T: GgmlType + 'static> QRows<T> {
         std::mem::size_of_val(self.blocks.as_slice())
     }
 
-    /// `xs` `[..., k]` → `[..., n]`, in `xs`'s dtype.
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+    /// `xs` `[..., k]` → `[..., n]`, in `xs`'s dtype; fewer than [`PACKED_MIN_ROWS`] rows go
+    /// through `few_rows` (a `k_quants::matmul`-shaped kernel over our blocks).
+    fn forward(&self, xs: &Tensor, few_rows: FewRows<T>) -> candle_core::Result<Tensor> {
         let dims = xs.dims();
         let Some((&k, lead)) = dims.split_last() else {
             candle_core::bail!("quantized linear: a scalar input");
@@ -721,7 +726,7 @@ impl<T: GgmlType + 'static> QRows<T> {
         } else {
             let lhs = x32.flatten_all()?.to_vec1::<f32>()?;
             let mut dst = vec![0f32; m * self.n];
-            k_quants::matmul((m, k, self.n), &lhs, &self.blocks, &mut dst)?;
+            few_rows((m, k, self.n), &lhs, &self.blocks, &mut dst)?;
             let mut out = lead.to_vec();
             out.push(self.n);
             Tensor::from_vec(dst, out, xs.device())?
@@ -790,8 +795,9 @@ impl QBlocks {
 
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         match self {
-            QBlocks::Q8_0(r) => r.forward(xs),
-            QBlocks::Q4K(r) => r.forward(xs),
+            QBlocks::Q8_0(r) => r.forward(xs, k_quants::matmul::<BlockQ8_0>),
+            QBlocks::Q4K(r) if super::qgemv::available() => r.forward(xs, super::qgemv::matmul),
+            QBlocks::Q4K(r) => r.forward(xs, k_quants::matmul::<BlockQ4K>),
         }
     }
 }
@@ -1085,18 +1091,29 @@ mod tests {
     }
 
     /// The same kernel gives the same bits: our blocks are candle's quantizer's bytes, decode rows
-    /// equal a direct call of the plain ggml kernel (`k_quants::matmul`) on blocks quantized
+    /// equal a direct call of the few-row kernel (`qgemv::matmul` for Q4K where it runs, else
+    /// `k_quants::matmul`; `qgemv`'s own test holds it to `k_quants`) on blocks quantized
     /// in one go, and prefill rows equal candle's `QMatMul` over `QTensor::quantize` — the
     /// kernels our two paths call by construction, on any CPU.
     #[test]
     fn quantized_rows_equal_the_kernels_they_call() {
-        fn plain<T: GgmlType>(w: &[f32], x: &[f32], (m, k, n): (usize, usize, usize)) -> Vec<f32> {
+        fn plain<T: GgmlType>(
+            w: &[f32],
+            x: &[f32],
+            (m, k, n): (usize, usize, usize),
+            kernel: FewRows<T>,
+        ) -> Vec<f32> {
             let mut blocks = vec![T::zeros(); n * k / T::BLCK_SIZE];
             T::from_float(w, &mut blocks);
             let mut dst = vec![0f32; m * n];
-            k_quants::matmul((m, k, n), x, &blocks, &mut dst).unwrap();
+            kernel((m, k, n), x, &blocks, &mut dst).unwrap();
             dst
         }
+        let q4k_kernel: FewRows<BlockQ4K> = if crate::vlm::qgemv::available() {
+            crate::vlm::qgemv::matmul
+        } else {
+            k_quants::matmul
+        };
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         let (n, k) = (48, 512);
         let w = weight(n, k, 1);
@@ -1122,8 +1139,8 @@ mod tests {
                     .unwrap();
                 let want: Vec<f32> = if m < PACKED_MIN_ROWS {
                     match quant {
-                        Quant::Q8_0 => plain::<BlockQ8_0>(&ws, &xs, (m, k, n)),
-                        _ => plain::<BlockQ4K>(&ws, &xs, (m, k, n)),
+                        Quant::Q8_0 => plain(&ws, &xs, (m, k, n), k_quants::matmul::<BlockQ8_0>),
+                        _ => plain(&ws, &xs, (m, k, n), q4k_kernel),
                     }
                 } else {
                     candle

@@ -7,10 +7,12 @@
 //!   built with its `x86-v4` feature (our `avx512` feature, on by default, turns it on; candle
 //!   does not) and the CPU has `avx512f`, else FMA (AVX2), else scalar
 //!   (gemm-common 0.19.0 `gemm.rs`);
-//! - quantized products go through candle-core 0.11.1's x86 repacked tiles at the best of
+//! - quantized products of many rows (prefill) go through candle-core 0.11.1's x86 repacked tiles at the best of
 //!   AVX-512 VNNI, AVX-VNNI, AVX2 (`MISTRALRS_FORCE_AVX2=1` / `MISTRALRS_FORCE_AVXVNNI=1`
 //!   force a tier); Q4_K always takes tiles, Q8_0 only with real VNNI (`vpdpbusd`), otherwise
-//!   its per-block dot product (candle-core 0.11.1 `quantized/repack_x86.rs`, `select`/`level`).
+//!   its per-block dot product (candle-core 0.11.1 `quantized/repack_x86.rs`, `select`/`level`);
+//!   of few rows (decode), Q4K through our own kernel where AVX2, FMA and F16C are
+//!   (`vlm::qgemv`), else candle's per-block ggml dot products.
 //!
 //! If a dependency upgrade changes those rules, this report must follow (Cargo.lock pins both).
 
@@ -30,9 +32,10 @@ pub struct CpuKernels {
 }
 
 /// The features worth naming, in /proc/cpuinfo's spelling.
-const FEATURES: [&str; 10] = [
+const FEATURES: [&str; 11] = [
     "avx2",
     "fma",
+    "f16c",
     "avx512f",
     "avx512bw",
     "avx512vl",
@@ -87,14 +90,20 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
     } else {
         "gemm scalar".to_owned()
     };
-    let quantized = match x86.then(|| quant_tier(has, &env)).flatten() {
+    let many_rows = match x86.then(|| quant_tier(has, &env)).flatten() {
         Some(tier @ "avx2") => {
             format!("ggml {tier} tiles for q4k; q8_0 per-block dot products (tiles need VNNI)")
         }
         Some(tier) => format!("ggml {tier} tiles for q4k and q8_0"),
         None => "ggml per-block dot products".to_owned(),
     };
-    (f32_gemm, quantized)
+    // Decode's few-row products: ours for Q4K where `vlm::qgemv::available()` holds.
+    let few_rows = if x86 && has("avx2") && has("fma") && has("f16c") {
+        "pointact avx2 q4k rows, ggml q8_0 dot products"
+    } else {
+        "ggml per-block dot products"
+    };
+    (f32_gemm, format!("prefill {many_rows}; decode {few_rows}"))
 }
 
 /// This machine's CPU and kernels.
@@ -138,29 +147,38 @@ mod tests {
     #[test]
     fn kernels_follow_the_cpu_features() {
         let never = |_: &str| false;
-        let (g, q) = describe(&flags("avx2 fma"), true, never);
+        let (g, q) = describe(&flags("avx2 fma f16c"), true, never);
         assert_eq!(g, "gemm fma/AVX2");
         assert!(
-            q.starts_with("ggml avx2 tiles for q4k; q8_0 per-block"),
+            q.starts_with("prefill ggml avx2 tiles for q4k; q8_0 per-block"),
             "{q}"
         );
-        let xeon = flags("avx2 fma avx512f avx512bw avx512vl avx512_vnni avx512_bf16");
+        assert!(q.ends_with("decode pointact avx2 q4k rows, ggml q8_0 dot products"));
+        let (_, q) = describe(&flags("avx2 fma"), true, never);
+        assert!(q.ends_with("decode ggml per-block dot products"), "{q}");
+        let xeon = flags("avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni avx512_bf16");
         let (g, q) = describe(&xeon, true, never);
         if cfg!(feature = "avx512") {
             assert_eq!(g, "gemm avx512f (x86-v4)");
         } else {
             assert!(g.contains("without the avx512 feature"), "{g}");
         }
-        assert_eq!(q, "ggml avx512-vnni tiles for q4k and q8_0");
+        assert!(q.starts_with("prefill ggml avx512-vnni tiles for q4k and q8_0; decode pointact"));
         // Forcing AVX2 drops the VNNI tiles, as candle does.
         let (_, q) = describe(&xeon, true, |k| k == "MISTRALRS_FORCE_AVX2");
-        assert!(q.starts_with("ggml avx2 tiles"), "{q}");
+        assert!(q.starts_with("prefill ggml avx2 tiles"), "{q}");
         let (_, q) = describe(&flags("avx2 fma avx_vnni"), true, never);
-        assert_eq!(q, "ggml avx-vnni tiles for q4k and q8_0");
+        assert!(
+            q.starts_with("prefill ggml avx-vnni tiles for q4k and q8_0;"),
+            "{q}"
+        );
         let (g, q) = describe(&[], true, never);
         assert_eq!(
             (g.as_str(), q.as_str()),
-            ("gemm scalar", "ggml per-block dot products")
+            (
+                "gemm scalar",
+                "prefill ggml per-block dot products; decode ggml per-block dot products"
+            )
         );
     }
 }
