@@ -28,7 +28,8 @@
 //!   `Qwen25VisionModel::new(&cfg.vision, vb.pp("visual"))`.
 //!
 //! * [`rope`], [`text`], [`model`]: 3-D M-RoPE position ids, the Qwen2 decoder (GQA, KV cache
-//!   sized to the sequence, tied or untied `lm_head`), and the two towers joined at the
+//!   sized to the sequence, tied or untied `lm_head`; a decode step's attention reads the cache
+//!   in place, split over the pool by KV head: [`attend`]), and the two towers joined at the
 //!   `<|image_pad|>` rows; [`generate`]: greedy / top-p decoding with repetition penalty and stop
 //!   ids. Golden parity with transformers 4.51.3 in `tests/vlm_text.rs` (logits ~1e-6 relative,
 //!   greedy tokens identical).
@@ -51,6 +52,7 @@
 //!
 //! Not built: a CUDA path (the `cuda` feature).
 
+pub mod attend;
 pub mod budget;
 pub mod config;
 pub mod files;

@@ -136,6 +136,9 @@ impl Attention {
         let q = kernels.rope(&q.to_dtype(DType::F32)?, cos, sin)?;
         let k = kernels.rope(&k.to_dtype(DType::F32)?, cos, sin)?;
         let v = v.to_dtype(DType::F32)?;
+        // Decode: one new row attending over the cache takes the in-place, pooled path.
+        let decoding =
+            kernels == Kernels::Fused && mask.is_none() && matches!(past, Past::Cache(_));
         let (k, v) = match past {
             Past::Cache(cache) => cache.append(&k, &v)?,
             Past::None => (k, v),
@@ -155,12 +158,17 @@ impl Attention {
                 )
             }
         };
+        let scale = 1.0 / (hd as f64).sqrt();
+        if decoding {
+            if let Some(out) = super::attend::single_query(&q, &k, &v, scale)? {
+                return self.o_proj.forward_one(&out.to_dtype(xs.dtype())?);
+            }
+        }
         let t = k.dim(2)?;
         // Grouped-query attention without copying K/V: the `rep` query heads that share a KV head
         // become extra rows of one matmul against that head.
         let rep = self.num_heads / self.num_kv_heads;
         let q = q.reshape((b, self.num_kv_heads, rep * s, hd))?;
-        let scale = 1.0 / (hd as f64).sqrt();
         let att = (q.matmul(&k.t()?)? * scale)?;
         let att = match mask {
             Some(m) => att
