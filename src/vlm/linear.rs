@@ -590,8 +590,8 @@ impl Module for SwiGlu {
 /// weights. Measured on this project's 2-core AVX2 machine (`k=2048, n=11008`): for one row
 /// (decode) candle's plain ggml kernel (`k_quants::matmul`) over the compact blocks takes 4.0 ms
 /// against 7.4 ms through the repacked tiles, and for 545 rows (prefill) the tiles win, 350 ms
-/// against 780 ms. So: few rows run a plain kernel on our blocks (Q4K: our own,
-/// [`super::qgemv`], where AVX2 is; else candle's); many rows hand a temporary
+/// against 780 ms. So: few rows run a plain kernel on our blocks (our own, [`super::qgemv`],
+/// where AVX2 is; else candle's); many rows hand a temporary
 /// `QTensor` (a copy of the blocks) to candle, which repacks it for that one product and frees
 /// both afterwards. The copy and repack are O(n·k), against O(m·n·k) for the product.
 #[derive(Debug, Clone)]
@@ -610,6 +610,30 @@ pub struct QRows<T> {
 impl<T: GgmlType> fmt::Debug for QRows<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "QRows<{:?}>[{}, {}]", T::DTYPE, self.n, self.k)
+    }
+}
+
+/// Whether candle 0.11.1 runs Q8_0 products of many rows through its repacked int8 tiles:
+/// only where the CPU has VNNI (`vpdpbusd`: AVX-512 VNNI, or AVX-VNNI), as its
+/// `quantized/repack_x86.rs` selects (`MISTRALRS_FORCE_AVX2=1` forbids them,
+/// `MISTRALRS_FORCE_AVXVNNI=1` asks for them); `bench::vlm::kernels` reports the same rule.
+/// Elsewhere candle falls back to one ggml dot product per (row, column), which made a q8_0
+/// prefill of 545 tokens take 114 s on the 2-core AVX2 machine against 23 s for q4k; there the
+/// product runs as f32 `gemm` over the dequantized weight instead.
+fn candle_tiles_q8_0() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
+        if env("MISTRALRS_FORCE_AVX2") {
+            return false;
+        }
+        (std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vnni"))
+            || ((env("MISTRALRS_FORCE_AVXVNNI") || std::is_x86_feature_detected!("avxvnni"))
+                && std::is_x86_feature_detected!("avx2"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 
@@ -702,9 +726,34 @@ impl<T: GgmlType + 'static> QRows<T> {
         std::mem::size_of_val(self.blocks.as_slice())
     }
 
+    /// The weight `[n, k]` in f32, row by row across candle's thread pool: a transient copy
+    /// (4 bytes per weight) that lives for one product.
+    fn dequantize(&self, device: &Device) -> candle_core::Result<Tensor> {
+        let (n, k) = (self.n, self.k);
+        let per_row = k / T::BLCK_SIZE;
+        let mut w = vec![0f32; n * k];
+        let at = w.as_mut_ptr() as usize;
+        candle_core::utils::barrier_pool().execute_chunked(n, |rows| {
+            for r in rows {
+                // SAFETY: each row `r < n` is written by exactly one work item, and its `k`
+                // values lie inside the `n·k` buffer.
+                let dst = unsafe { std::slice::from_raw_parts_mut((at as *mut f32).add(r * k), k) };
+                T::to_float(&self.blocks[r * per_row..(r + 1) * per_row], dst);
+            }
+        });
+        Tensor::from_vec(w, (n, k), device)
+    }
+
     /// `xs` `[..., k]` → `[..., n]`, in `xs`'s dtype; fewer than [`PACKED_MIN_ROWS`] rows go
-    /// through `few_rows` (a `k_quants::matmul`-shaped kernel over our blocks).
-    fn forward(&self, xs: &Tensor, few_rows: FewRows<T>) -> candle_core::Result<Tensor> {
+    /// through `few_rows` (a `k_quants::matmul`-shaped kernel over our blocks), more through
+    /// candle's repacked tiles, or, with `many_rows_dense`, through the f32 `gemm` on the
+    /// weight dequantized for this one product.
+    fn forward(
+        &self,
+        xs: &Tensor,
+        few_rows: FewRows<T>,
+        many_rows_dense: bool,
+    ) -> candle_core::Result<Tensor> {
         let dims = xs.dims();
         let Some((&k, lead)) = dims.split_last() else {
             candle_core::bail!("quantized linear: a scalar input");
@@ -720,7 +769,12 @@ impl<T: GgmlType + 'static> QRows<T> {
             candle_core::bail!("quantized linear: the quantized kernels run on the CPU only");
         }
         let x32 = xs.to_dtype(DType::F32)?;
-        let y = if m >= PACKED_MIN_ROWS {
+        let y = if m >= PACKED_MIN_ROWS && many_rows_dense {
+            let w = self.dequantize(xs.device())?;
+            x32.reshape((m, k))?
+                .matmul(&w.t()?)?
+                .reshape(lead.iter().copied().chain([self.n]).collect::<Vec<_>>())?
+        } else if m >= PACKED_MIN_ROWS {
             let q = QTensor::new(QStorage::Cpu(Box::new(self.blocks.clone())), (self.n, k))?;
             QMatMul::from_qtensor(q)?.forward(&x32)?
         } else {
@@ -795,9 +849,16 @@ impl QBlocks {
 
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         match self {
-            QBlocks::Q8_0(r) => r.forward(xs, k_quants::matmul::<BlockQ8_0>),
-            QBlocks::Q4K(r) if super::qgemv::available() => r.forward(xs, super::qgemv::matmul),
-            QBlocks::Q4K(r) => r.forward(xs, k_quants::matmul::<BlockQ4K>),
+            QBlocks::Q8_0(r) => {
+                let dense = !candle_tiles_q8_0();
+                if super::qgemv::available() {
+                    r.forward(xs, super::qgemv::q8_0, dense)
+                } else {
+                    r.forward(xs, k_quants::matmul::<BlockQ8_0>, dense)
+                }
+            }
+            QBlocks::Q4K(r) if super::qgemv::available() => r.forward(xs, super::qgemv::q4k, false),
+            QBlocks::Q4K(r) => r.forward(xs, k_quants::matmul::<BlockQ4K>, false),
         }
     }
 }
@@ -1091,10 +1152,11 @@ mod tests {
     }
 
     /// The same kernel gives the same bits: our blocks are candle's quantizer's bytes, decode rows
-    /// equal a direct call of the few-row kernel (`qgemv::matmul` for Q4K where it runs, else
+    /// equal a direct call of the few-row kernel (`qgemv` where it runs, else
     /// `k_quants::matmul`; `qgemv`'s own test holds it to `k_quants`) on blocks quantized
-    /// in one go, and prefill rows equal candle's `QMatMul` over `QTensor::quantize` — the
-    /// kernels our two paths call by construction, on any CPU.
+    /// in one go, and prefill rows equal candle's `QMatMul` over `QTensor::quantize` (Q8_0
+    /// without candle's int8 tiles: the f32 product with the dequantized weight) — the kernels
+    /// our paths call by construction, on any CPU.
     #[test]
     fn quantized_rows_equal_the_kernels_they_call() {
         fn plain<T: GgmlType>(
@@ -1109,8 +1171,14 @@ mod tests {
             kernel((m, k, n), x, &blocks, &mut dst).unwrap();
             dst
         }
-        let q4k_kernel: FewRows<BlockQ4K> = if crate::vlm::qgemv::available() {
-            crate::vlm::qgemv::matmul
+        let ours = crate::vlm::qgemv::available();
+        let q4k_kernel: FewRows<BlockQ4K> = if ours {
+            crate::vlm::qgemv::q4k
+        } else {
+            k_quants::matmul
+        };
+        let q8_0_kernel: FewRows<BlockQ8_0> = if ours {
+            crate::vlm::qgemv::q8_0
         } else {
             k_quants::matmul
         };
@@ -1139,9 +1207,22 @@ mod tests {
                     .unwrap();
                 let want: Vec<f32> = if m < PACKED_MIN_ROWS {
                     match quant {
-                        Quant::Q8_0 => plain(&ws, &xs, (m, k, n), k_quants::matmul::<BlockQ8_0>),
+                        Quant::Q8_0 => plain(&ws, &xs, (m, k, n), q8_0_kernel),
                         _ => plain(&ws, &xs, (m, k, n), q4k_kernel),
                     }
+                } else if quant == Quant::Q8_0 && !candle_tiles_q8_0() {
+                    // f32 gemm over the dequantized weight.
+                    let mut blocks = vec![BlockQ8_0::zeros(); n * k / 32];
+                    BlockQ8_0::from_float(&ws, &mut blocks);
+                    let mut dense = vec![0f32; n * k];
+                    BlockQ8_0::to_float(&blocks, &mut dense);
+                    let dense = Tensor::from_vec(dense, (n, k), &Device::Cpu).unwrap();
+                    x.matmul(&dense.t().unwrap())
+                        .unwrap()
+                        .flatten_all()
+                        .unwrap()
+                        .to_vec1()
+                        .unwrap()
                 } else {
                     candle
                         .forward(&x)

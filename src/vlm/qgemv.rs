@@ -1,40 +1,51 @@
-//! Decode-time Q4K products: a few activation rows times a Q4K weight, with our own AVX2 dot
-//! product over the compact ggml blocks.
+//! Decode-time quantized products: a few activation rows times a Q4K or Q8_0 weight, with our
+//! own AVX2 dot products over the compact ggml blocks.
 //!
 //! Why our own: decode reads every weight once per token, so its speed is how close the dot
-//! product comes to the memory bandwidth. candle 0.11.1's ggml kernel for one Q4K block
-//! (`avx::vec_dot_q4k_q8k`, reached through `k_quants::matmul`) is compute-bound on one core of
-//! this project's AVX2 machines (11.7 GB/s from L2, the same from memory): it unpacks the
-//! six-bit scales in general-purpose registers and moves them into a vector lane by lane, sums
-//! the activation's block sums again for every weight row, and converts the two f16 factors
-//! through an out-of-line call (2 % of decode in a profile). Here the scales are unpacked with
-//! two byte shuffles and a per-lane shift, each scale is spread over its lanes by one in-lane
-//! shuffle, the activation's 32-value sums are formed once per product, and the f16 factors
-//! convert with F16C: 19 GB/s from L2 on one core, and the 2-thread product runs at the
-//! memory's pace (26 against 23 GB/s for `k=2048, n=11008`, 20 copies to defeat the caches).
+//! product comes to the memory bandwidth, and candle 0.11.1's ggml kernels (reached through
+//! `k_quants::matmul`) are compute-bound on one core of this project's AVX2 machines.
 //!
-//! The maths is ggml's Q4K format (super-blocks of 256 weights: `d`, `dmin` as f16, 8
-//! sub-blocks of 32 with six-bit scale `sc` and min `m`, weight = `d·sc·q − dmin·m`, `q` in
-//! 0..16) against candle's own Q8K quantization of the activation (so the only difference from
-//! `k_quants::matmul` is the order of the float additions): per super-block,
-//! `y.d · (d · Σ_j sc_j Σ q·y_q − dmin · Σ_j m_j Σ y_q)`.
+//! * **Q4K** (`avx::vec_dot_q4k_q8k` in candle: 11.7 GB/s from L2, the same from memory): it
+//!   unpacks the six-bit scales in general-purpose registers and moves them into a vector lane
+//!   by lane, sums the activation's block sums again for every weight row, and converts the two
+//!   f16 factors through an out-of-line call (2 % of decode in a profile). Here the scales are
+//!   unpacked with two byte shuffles and a per-lane shift, each scale is spread over its lanes
+//!   by one in-lane shuffle, the activation's 32-value sums are formed once per product, and
+//!   the f16 factors convert with F16C: 19 GB/s from L2 on one core, and the 2-thread product
+//!   runs at the memory's pace (26 against 23 GB/s for `k=2048, n=11008`, 20 copies to defeat
+//!   the caches).
+//! * **Q8_0** (candle: 5.5 GB/s on one core, 14 GB/s on two): one 34-byte block per step with
+//!   an out-of-line f16 conversion for each of the two factors. Here two blocks per step share
+//!   one F16C conversion, the activation's factors are converted once per product, and two
+//!   accumulators keep the adds independent: 13.7 / 23.9 GB/s on one / two threads.
+//!
+//! The maths is ggml's formats against candle's own quantization of the activation (Q8K for
+//! Q4K, Q8_0 for Q8_0), so the only difference from `k_quants::matmul` is the order of the
+//! float additions (`tests`: within 1e-5 of the largest output). Q4K: super-blocks of 256
+//! weights, `d`, `dmin` as f16, 8 sub-blocks of 32 with six-bit scale `sc` and min `m`,
+//! weight = `d·sc·q − dmin·m`, `q` in 0..16; per super-block
+//! `y.d · (d · Σ_j sc_j Σ q·y_q − dmin · Σ_j m_j Σ y_q)`. Q8_0: blocks of 32 int8 under one f16
+//! `d`; per block `d_w·d_y·Σ w_q·y_q`.
 //!
 //! Not a layout change: the blocks stay exactly as ggml, the quantized cache and GGUF export
-//! write them; prefill (many rows) still hands them to candle's repacked tiles
-//! ([`super::linear::QBlocks`]).
+//! write them; prefill (many rows) goes elsewhere ([`super::linear::QBlocks`]).
 
-use candle_core::quantized::k_quants::{BlockQ4K, BlockQ8K, GgmlType};
+use candle_core::quantized::k_quants::{BlockQ4K, BlockQ8K, BlockQ8_0, GgmlType};
 
 /// Bytes of a ggml Q4K block: `d`, `dmin` (f16), 12 scale bytes, 128 quant bytes.
 const Q4K_BYTES: usize = 144;
 /// Bytes of a ggml Q8K block: `d` (f32), 256 quants (i8), 16 sums of 16 quants (i16).
 const Q8K_BYTES: usize = 292;
+/// Bytes of a ggml Q8_0 block: `d` (f16), 32 quants (i8).
+const Q8_0_BYTES: usize = 34;
 const QK_K: usize = 256;
+const QK8_0: usize = 32;
 
 const _: () = assert!(std::mem::size_of::<BlockQ4K>() == Q4K_BYTES);
 const _: () = assert!(std::mem::size_of::<BlockQ8K>() == Q8K_BYTES);
+const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == Q8_0_BYTES);
 
-/// Whether this CPU runs [`matmul`] (AVX2, FMA and F16C); the caller uses candle's kernel
+/// Whether this CPU runs [`q4k`] and [`q8_0`] (AVX2, FMA and F16C); the caller uses candle's kernel
 /// otherwise.
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -50,13 +61,13 @@ pub fn available() -> bool {
 }
 
 /// One activation row in Q8K, with the sums its dot products need per 32-value sub-block.
-struct Q8Row {
+struct Q8KRow {
     blocks: Vec<BlockQ8K>,
     /// `bsums[2j] + bsums[2j+1]` of each block: the activation's sum over sub-block `j`.
     sums: Vec<[i16; 8]>,
 }
 
-impl Q8Row {
+impl Q8KRow {
     fn new(x: &[f32]) -> Self {
         let nb = x.len() / QK_K;
         let mut blocks = vec![BlockQ8K::zeros(); nb];
@@ -80,20 +91,90 @@ fn block_bytes<T>(b: &T) -> &[u8] {
     unsafe { std::slice::from_raw_parts((b as *const T).cast(), std::mem::size_of::<T>()) }
 }
 
+/// One activation row in Q8_0 (candle's quantization) and its factors as f32.
+struct Q8_0Row {
+    blocks: Vec<BlockQ8_0>,
+    d: Vec<f32>,
+}
+
+impl Q8_0Row {
+    fn new(x: &[f32]) -> Self {
+        let mut blocks = vec![BlockQ8_0::zeros(); x.len() / QK8_0];
+        BlockQ8_0::from_float(x, &mut blocks);
+        let d = blocks
+            .iter()
+            .map(|b| {
+                let bytes = block_bytes(b);
+                f16_to_f32(u16::from_le_bytes([bytes[0], bytes[1]]))
+            })
+            .collect();
+        Self { blocks, d }
+    }
+}
+
+/// IEEE half → single, exactly (every f16 is an f32): the exponent rebased from 15 to 127,
+/// subnormals normalised, infinities and NaNs kept.
+fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h & 0x8000) as u32) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        (0, _) => {
+            // Subnormal: man · 2^-24, exact in f32.
+            let v = man as f32 * (-24f32).exp2();
+            return if sign != 0 { -v } else { v };
+        }
+        (0x1f, _) => sign | 0x7f80_0000 | (man << 13),
+        _ => sign | ((exp + 112) << 23) | (man << 13),
+    };
+    f32::from_bits(bits)
+}
+
 /// `dst[i·n + c] = Σ lhs[i·k + ..] · w[c]` for the `m` rows of `lhs` (`[m, k]`) and the `n`
-/// rows of `w` (`[n, k/256]` blocks). Columns are split across candle's thread pool (the one
-/// its own kernels use, so the two never compete for cores); each weight row is read once
-/// from memory for all `m` activation rows. Call only where [`available`] holds.
-pub fn matmul(
-    (m, k, n): (usize, usize, usize),
+/// Q4K rows of `w` (`[n, k/256]` blocks). Call only where [`available`] holds.
+pub fn q4k(
+    mkn: (usize, usize, usize),
     lhs: &[f32],
     w: &[BlockQ4K],
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
+    products(mkn, QK_K, lhs, w, dst, Q8KRow::new, |row, y| {
+        // SAFETY: `products` checked `available()`; `row` and `y` have the same block count.
+        unsafe { x86::q4k(row, y) }
+    })
+}
+
+/// As [`q4k`], for Q8_0 rows (`[n, k/32]` blocks).
+pub fn q8_0(
+    mkn: (usize, usize, usize),
+    lhs: &[f32],
+    w: &[BlockQ8_0],
+    dst: &mut [f32],
+) -> candle_core::Result<()> {
+    products(mkn, QK8_0, lhs, w, dst, Q8_0Row::new, |row, y| {
+        // SAFETY: as in `q4k`.
+        unsafe { x86::q8_0(row, y) }
+    })
+}
+
+/// The shared frame of both kernels: shape checks, the activation rows quantized once, and the
+/// weight rows (columns of the product) split across candle's thread pool — the one its own
+/// kernels use, so the two never compete for cores. Each weight row is read once from memory
+/// for all `m` activation rows.
+fn products<W: Sync, Y: Sync>(
+    (m, k, n): (usize, usize, usize),
+    block: usize,
+    lhs: &[f32],
+    w: &[W],
+    dst: &mut [f32],
+    quantize: impl Fn(&[f32]) -> Y,
+    dot: impl Fn(&[W], &Y) -> f32 + Sync,
+) -> candle_core::Result<()> {
     if !available() {
         candle_core::bail!("qgemv: this CPU lacks AVX2/FMA/F16C");
     }
-    if k % QK_K != 0 || lhs.len() != m * k || w.len() != n * (k / QK_K) || dst.len() != m * n {
+    if k % block != 0 || lhs.len() != m * k || w.len() != n * (k / block) || dst.len() != m * n {
         candle_core::bail!(
             "qgemv: shapes (m {m}, k {k}, n {n}) against lhs {}, {} blocks, dst {}",
             lhs.len(),
@@ -101,15 +182,14 @@ pub fn matmul(
             dst.len()
         );
     }
-    let nb = k / QK_K;
-    let rows: Vec<Q8Row> = lhs.chunks(k).map(Q8Row::new).collect();
+    let nb = k / block;
+    let rows: Vec<Y> = lhs.chunks(k).map(quantize).collect();
     let dst_at = dst.as_mut_ptr() as usize;
     candle_core::utils::barrier_pool().execute_chunked(n, |cols| {
         for c in cols {
             let row = &w[c * nb..(c + 1) * nb];
             for (i, y) in rows.iter().enumerate() {
-                // SAFETY: `available()` held above; `row` and `y` have `nb` blocks each.
-                let v = unsafe { x86::dot(row, y) };
+                let v = dot(row, y);
                 // SAFETY: each (i, c) is written by exactly one work item (columns are split
                 // across the pool without overlap), and `i·n + c < m·n = dst.len()`.
                 unsafe { *(dst_at as *mut f32).add(i * n + c) = v };
@@ -121,7 +201,7 @@ pub fn matmul(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{BlockQ4K, Q8Row, QK_K};
+    use super::{BlockQ4K, BlockQ8_0, Q8KRow, Q8_0Row, Q8_0_BYTES, QK_K};
     use std::arch::x86_64::*;
 
     /// The 8 scales then the 8 mins of a Q4K block (six bits each, one byte each), from its
@@ -154,7 +234,7 @@ mod x86 {
 
     /// The dot product of one Q4K weight row with one Q8K activation row.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn dot(w: &[BlockQ4K], y: &Q8Row) -> f32 {
+    pub(super) unsafe fn q4k(w: &[BlockQ4K], y: &Q8KRow) -> f32 {
         let lo_nibbles = _mm256_set1_epi8(0x0f);
         // pshufb masks spreading scale byte `s` over the 16 i16 lanes of each 128-bit half.
         let spread: [__m256i; 8] =
@@ -211,11 +291,65 @@ mod x86 {
         let s = _mm_add_ss(s, _mm_movehdup_ps(s));
         _mm_cvtss_f32(s)
     }
+
+    /// `d_w·d_y·Σ w·y` of one 32-value block pair, added to `acc`; `d` is `d_w·d_y` in lane 0.
+    /// `maddubs` multiplies unsigned by signed bytes, so the weight's sign moves onto the
+    /// activation: |w| · sign(w)·y (|−128| = 128 is right as an unsigned byte; the activation
+    /// is candle's quantization, within ±127, so negating it cannot overflow, and pair sums
+    /// stay within 2·128·127 < 2¹⁵).
+    #[inline(always)]
+    unsafe fn q8_0_block(w: *const u8, y: *const u8, d: __m128, acc: __m256) -> __m256 {
+        let w = _mm256_loadu_si256(w as *const __m256i);
+        let y = _mm256_loadu_si256(y as *const __m256i);
+        let pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(y, w));
+        let sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+        _mm256_fmadd_ps(_mm256_broadcastss_ps(d), _mm256_cvtepi32_ps(sums), acc)
+    }
+
+    /// The dot product of one Q8_0 weight row with one Q8_0 activation row.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn q8_0(w: &[BlockQ8_0], y: &Q8_0Row) -> f32 {
+        let wp = w.as_ptr().cast::<u8>();
+        let yp = y.blocks.as_ptr().cast::<u8>();
+        let at = |b: usize| b * Q8_0_BYTES;
+        let mut acc = [_mm256_setzero_ps(); 2];
+        let nb = w.len();
+        let mut b = 0;
+        while b + 2 <= nb {
+            // Both blocks' f16 factors in one conversion.
+            let d0 = (wp.add(at(b)) as *const u16).read_unaligned() as i32;
+            let d1 = (wp.add(at(b + 1)) as *const u16).read_unaligned() as i32;
+            let dw = _mm_cvtph_ps(_mm_cvtsi32_si128(d0 | (d1 << 16)));
+            let dy = _mm_castpd_ps(_mm_load_sd(y.d.as_ptr().add(b) as *const f64));
+            let d = _mm_mul_ps(dw, dy);
+            acc[0] = q8_0_block(wp.add(at(b) + 2), yp.add(at(b) + 2), d, acc[0]);
+            acc[1] = q8_0_block(
+                wp.add(at(b + 1) + 2),
+                yp.add(at(b + 1) + 2),
+                _mm_movehdup_ps(d),
+                acc[1],
+            );
+            b += 2;
+        }
+        if b < nb {
+            let d0 = (wp.add(at(b)) as *const u16).read_unaligned() as i32;
+            let d = _mm_mul_ss(_mm_cvtph_ps(_mm_cvtsi32_si128(d0)), _mm_set_ss(y.d[b]));
+            acc[0] = q8_0_block(wp.add(at(b) + 2), yp.add(at(b) + 2), d, acc[0]);
+        }
+        let acc = _mm256_add_ps(acc[0], acc[1]);
+        let s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 mod x86 {
-    pub(super) unsafe fn dot(_: &[super::BlockQ4K], _: &super::Q8Row) -> f32 {
+    pub(super) unsafe fn q4k(_: &[super::BlockQ4K], _: &super::Q8KRow) -> f32 {
+        unreachable!("qgemv::available() is false off x86_64")
+    }
+    pub(super) unsafe fn q8_0(_: &[super::BlockQ8_0], _: &super::Q8_0Row) -> f32 {
         unreachable!("qgemv::available() is false off x86_64")
     }
 }
@@ -237,18 +371,11 @@ mod tests {
             .collect()
     }
 
-    /// Against candle's ggml kernel on the same blocks and the same Q8K activations: the
-    /// products agree up to float summation order, for one row (decode) and several (a
-    /// GRPO group), with weights that exercise every scale and min bit (random rows, a
-    /// constant row — all-equal quants —, rows with outliers that push the six-bit scales
-    /// to their top values) and a zero activation row.
-    #[test]
-    fn equals_candles_ggml_kernel_on_the_same_blocks() {
-        if !available() {
-            eprintln!("skipped: no AVX2/FMA/F16C here");
-            return;
-        }
-        let (k, n) = (1024, 37);
+    /// Weights that exercise every scale and min bit of Q4K and both signs and the extremes of
+    /// Q8_0: random rows, a constant row (all-equal quants), a row with outliers (six-bit
+    /// scales at their top values, most int8 quants near zero), a row alternating sign with
+    /// an offset (non-zero mins).
+    fn weights(n: usize, k: usize) -> Vec<f32> {
         let mut w = lcg(1, n * k);
         w[..k].iter_mut().for_each(|v| *v = 0.25);
         for (i, v) in w[k..2 * k].iter_mut().enumerate() {
@@ -257,28 +384,82 @@ mod tests {
         for (i, v) in w[2 * k..3 * k].iter_mut().enumerate() {
             *v = if i % 2 == 0 { -*v } else { *v + 3.0 };
         }
-        let mut blocks = vec![BlockQ4K::zeros(); n * k / QK_K];
-        BlockQ4K::from_float(&w, &mut blocks);
+        w
+    }
+
+    type FewRows<T> =
+        fn((usize, usize, usize), &[f32], &[T], &mut [f32]) -> candle_core::Result<()>;
+
+    /// Ours against candle's ggml kernel (`k_quants::matmul`) on the same blocks: equal up to
+    /// float summation order, for one row (decode) and three (a GRPO group, one of them zero).
+    fn equals_candle<T: GgmlType>(k: usize, n: usize, ours: FewRows<T>) {
+        let mut blocks = vec![T::zeros(); n * k / T::BLCK_SIZE];
+        T::from_float(&weights(n, k), &mut blocks);
         for m in [1usize, 3] {
             let mut x = lcg(7 + m as u64, m * k);
             if m == 3 {
                 x[k..2 * k].iter_mut().for_each(|v| *v = 0.0);
             }
-            let mut ours = vec![0f32; m * n];
-            matmul((m, k, n), &x, &blocks, &mut ours).unwrap();
+            let mut got = vec![0f32; m * n];
+            ours((m, k, n), &x, &blocks, &mut got).unwrap();
             let mut reference = vec![0f32; m * n];
             k_quants::matmul((m, k, n), &x, &blocks, &mut reference).unwrap();
             let scale = reference.iter().fold(0f32, |a, v| a.max(v.abs()));
-            for (i, (a, b)) in ours.iter().zip(&reference).enumerate() {
+            for (i, (a, b)) in got.iter().zip(&reference).enumerate() {
                 assert!(
                     (a - b).abs() <= 1e-5 * scale,
-                    "m {m}, element {i}: ours {a}, candle {b} (scale {scale})"
+                    "{:?} m {m}, element {i}: ours {a}, candle {b} (scale {scale})",
+                    T::DTYPE
                 );
             }
             if m == 3 {
-                assert!(ours[n..2 * n].iter().all(|v| *v == 0.0));
+                assert!(got[n..2 * n].iter().all(|v| *v == 0.0));
             }
         }
+    }
+
+    #[test]
+    fn equals_candles_ggml_kernels_on_the_same_blocks() {
+        if !available() {
+            eprintln!("skipped: no AVX2/FMA/F16C here");
+            return;
+        }
+        equals_candle::<BlockQ4K>(1024, 37, q4k);
+        equals_candle::<BlockQ8_0>(1024, 37, q8_0);
+        // An odd block count (k = 15·32) takes the Q8_0 kernel's one-block tail.
+        equals_candle::<BlockQ8_0>(480, 5, q8_0);
+    }
+
+    /// Every f16 bit pattern widens as the hardware (F16C) widens it.
+    #[test]
+    fn f16_widening_is_exact() {
+        for h in 0..=u16::MAX {
+            let ours = f16_to_f32(h);
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("f16c") {
+                // SAFETY: F16C detected just above.
+                let hw = unsafe { f16c(h) };
+                assert!(
+                    ours.to_bits() == hw.to_bits() || (ours.is_nan() && hw.is_nan()),
+                    "{h:#06x}: {ours} vs {hw}"
+                );
+            }
+            if h & 0x7c00 != 0x7c00 {
+                assert!(ours.is_finite(), "{h:#06x}");
+            }
+        }
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24));
+        assert_eq!(f16_to_f32(0x8001), -(2f32.powi(-24)));
+        assert_eq!(f16_to_f32(0x7bff), 65504.0);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "f16c")]
+    unsafe fn f16c(h: u16) -> f32 {
+        use std::arch::x86_64::*;
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
     }
 
     #[test]
@@ -290,9 +471,13 @@ mod tests {
         let mut dst = vec![0f32; 2];
         let x = vec![0f32; 512];
         // 2 weight rows of 512 need 4 blocks: right. dst for m=1 needs 2: right.
-        assert!(matmul((1, 512, 2), &x, &blocks, &mut dst).is_ok());
-        assert!(matmul((1, 512, 3), &x, &blocks, &mut dst).is_err());
-        assert!(matmul((1, 500, 2), &x[..500], &blocks, &mut dst).is_err());
-        assert!(matmul((2, 512, 2), &x, &blocks, &mut dst).is_err());
+        assert!(q4k((1, 512, 2), &x, &blocks, &mut dst).is_ok());
+        assert!(q4k((1, 512, 3), &x, &blocks, &mut dst).is_err());
+        assert!(q4k((1, 500, 2), &x[..500], &blocks, &mut dst).is_err());
+        assert!(q4k((2, 512, 2), &x, &blocks, &mut dst).is_err());
+        let blocks = vec![BlockQ8_0::zeros(); 32];
+        assert!(q8_0((1, 512, 2), &x, &blocks, &mut dst).is_ok());
+        assert!(q8_0((1, 512, 3), &x, &blocks, &mut dst).is_err());
+        assert!(q8_0((1, 500, 2), &x[..500], &blocks, &mut dst).is_err());
     }
 }

@@ -7,11 +7,13 @@
 //!   built with its `x86-v4` feature (our `avx512` feature, on by default, turns it on; candle
 //!   does not) and the CPU has `avx512f`, else FMA (AVX2), else scalar
 //!   (gemm-common 0.19.0 `gemm.rs`);
-//! - quantized products of many rows (prefill) go through candle-core 0.11.1's x86 repacked tiles at the best of
-//!   AVX-512 VNNI, AVX-VNNI, AVX2 (`MISTRALRS_FORCE_AVX2=1` / `MISTRALRS_FORCE_AVXVNNI=1`
-//!   force a tier); Q4_K always takes tiles, Q8_0 only with real VNNI (`vpdpbusd`), otherwise
-//!   its per-block dot product (candle-core 0.11.1 `quantized/repack_x86.rs`, `select`/`level`);
-//!   of few rows (decode), Q4K through our own kernel where AVX2, FMA and F16C are
+//! - quantized products of many rows (prefill) go through candle-core 0.11.1's x86 repacked
+//!   tiles at the best of AVX-512 VNNI, AVX-VNNI, AVX2 (`MISTRALRS_FORCE_AVX2=1` / `MISTRALRS_FORCE_AVXVNNI=1`
+//!   force a tier); Q4_K always takes tiles, Q8_0 only with real VNNI (`vpdpbusd`) (candle-core
+//!   0.11.1 `quantized/repack_x86.rs`, `select`/`level`); without VNNI candle would take one
+//!   ggml dot product per (row, column), so we dequantize Q8_0 into the f32 gemm instead
+//!   (`vlm::linear`);
+//!   of few rows (decode), through our own kernels where AVX2, FMA and F16C are
 //!   (`vlm::qgemv`), else candle's per-block ggml dot products.
 //!
 //! If a dependency upgrade changes those rules, this report must follow (Cargo.lock pins both).
@@ -92,14 +94,18 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
     };
     let many_rows = match x86.then(|| quant_tier(has, &env)).flatten() {
         Some(tier @ "avx2") => {
-            format!("ggml {tier} tiles for q4k; q8_0 per-block dot products (tiles need VNNI)")
+            format!(
+                "ggml {tier} tiles for q4k; q8_0 dequantized into the f32 gemm (tiles need VNNI)"
+            )
         }
         Some(tier) => format!("ggml {tier} tiles for q4k and q8_0"),
-        None => "ggml per-block dot products".to_owned(),
+        None => {
+            "ggml per-block dot products for q4k; q8_0 dequantized into the f32 gemm".to_owned()
+        }
     };
-    // Decode's few-row products: ours for Q4K where `vlm::qgemv::available()` holds.
+    // Decode's few-row products: ours where `vlm::qgemv::available()` holds.
     let few_rows = if x86 && has("avx2") && has("fma") && has("f16c") {
-        "pointact avx2 q4k rows, ggml q8_0 dot products"
+        "pointact avx2 q4k and q8_0 rows"
     } else {
         "ggml per-block dot products"
     };
@@ -150,10 +156,10 @@ mod tests {
         let (g, q) = describe(&flags("avx2 fma f16c"), true, never);
         assert_eq!(g, "gemm fma/AVX2");
         assert!(
-            q.starts_with("prefill ggml avx2 tiles for q4k; q8_0 per-block"),
+            q.starts_with("prefill ggml avx2 tiles for q4k; q8_0 dequantized into the f32 gemm"),
             "{q}"
         );
-        assert!(q.ends_with("decode pointact avx2 q4k rows, ggml q8_0 dot products"));
+        assert!(q.ends_with("decode pointact avx2 q4k and q8_0 rows"), "{q}");
         let (_, q) = describe(&flags("avx2 fma"), true, never);
         assert!(q.ends_with("decode ggml per-block dot products"), "{q}");
         let xeon = flags("avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni avx512_bf16");
@@ -177,7 +183,8 @@ mod tests {
             (g.as_str(), q.as_str()),
             (
                 "gemm scalar",
-                "prefill ggml per-block dot products; decode ggml per-block dot products"
+                "prefill ggml per-block dot products for q4k; q8_0 dequantized into the f32 gemm; \
+                 decode ggml per-block dot products"
             )
         );
     }
