@@ -194,6 +194,57 @@ fn point_refuses_an_empty_instruction_and_an_overlay_over_its_image() {
     );
 }
 
+/// `--device`: a GPU in a build without the `cuda` feature names the build command; quantized
+/// weights on a GPU name the flag to change. Both before the model is read (`--model` points
+/// nowhere, so reading it would fail with another message).
+#[test]
+fn a_device_the_build_or_the_weights_cannot_use_is_refused_before_loading() {
+    let tmp = TempDir::new("device");
+    let img = tmp.join("img.png");
+    image::RgbImage::new(64, 48).save(&img).unwrap();
+    let img = img.to_str().unwrap();
+    let missing = tmp.join("no-model");
+    let base = [
+        "point",
+        "--image",
+        img,
+        "--ability",
+        "reg",
+        "--instruction",
+        "the mug",
+        "--model",
+        missing.to_str().unwrap(),
+    ];
+    let run = |extra: &[&str], want: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        refused(&args, 1, want);
+    };
+    if cfg!(feature = "cuda") {
+        run(
+            &["--device", "cuda", "--quant", "q4k"],
+            &["--quant q4k runs on the CPU only", "use --quant f32"],
+        );
+        run(
+            &["--device", "cuda:1", "--vision-quant", "q8_0"],
+            &["use --vision-quant f32"],
+        );
+    } else {
+        run(
+            &["--device", "cuda"],
+            &[
+                "built without the cuda feature",
+                "cargo build --release --features cuda",
+            ],
+        );
+    }
+    refused(
+        &[&base[..], &["--device", "tpu"]].concat(),
+        2,
+        &["cpu, cuda or cuda:N"],
+    );
+}
+
 #[test]
 fn a_recording_folder_that_is_not_empty_stops_the_run_before_any_motion() {
     let tmp = TempDir::new("record");

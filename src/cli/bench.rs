@@ -223,6 +223,10 @@ pub struct VlmBenchCli {
     /// Our configurations, comma-separated: f32, q8_0, q4k.
     #[arg(long, value_delimiter = ',', default_value = "f32,q4k")]
     quant: Vec<pointact::vlm::Quant>,
+    /// Where our side runs: cpu, cuda or cuda:N (a `cuda` build; f32 only, so pass --quant f32).
+    /// The peers run on the CPU.
+    #[arg(long, default_value = "cpu")]
+    device: pointact::vlm::DeviceSpec,
     /// Checkpoint folder (generated once, reused while seed and config match);
     /// default ~/.cache/pointact/bench-vlm-3b (…-L<N> with --layers).
     #[arg(long)]
@@ -271,6 +275,8 @@ pub struct VlmWorkerCli {
     request: PathBuf,
     #[arg(long)]
     quant: pointact::vlm::Quant,
+    #[arg(long, default_value = "cpu")]
+    device: pointact::vlm::DeviceSpec,
     #[arg(long)]
     no_quant_cache: bool,
 }
@@ -343,7 +349,8 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
         }
         BenchCommand::Grpo(a) => bench_grpo(a),
         BenchCommand::VlmWorker(a) => {
-            let m = pointact::bench::vlm::worker::run(&a.request, a.quant, a.no_quant_cache)?;
+            let m =
+                pointact::bench::vlm::worker::run(&a.request, a.quant, a.device, a.no_quant_cache)?;
             println!("{}", serde_json::to_string(&m)?);
             Ok(ExitCode::SUCCESS)
         }
@@ -426,6 +433,7 @@ fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
         llama,
         skip_llama: a.skip_llama,
         quants: a.quant,
+        device: a.device,
         dir: a.dir,
         python: a.python,
         layers: a.layers,

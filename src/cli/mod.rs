@@ -212,7 +212,11 @@ pub fn stop_on_ctrl_c() -> Result<std::sync::Arc<AtomicBool>> {
 /// Says which model is loading (before the progress bar), for backends that load one.
 pub fn announce_model(kind: pointact::pointing::PointerKind, m: &pointact::pointing::ModelOptions) {
     if kind == pointact::pointing::PointerKind::Qwen {
-        eprintln!("model     {} ({})", m.model, m.quant);
+        if m.device.is_cpu() {
+            eprintln!("model     {} ({})", m.model, m.quant);
+        } else {
+            eprintln!("model     {} ({}, {})", m.model, m.quant, m.device);
+        }
     }
 }
 

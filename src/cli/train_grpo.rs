@@ -169,6 +169,9 @@ pub struct GrpoCli {
     /// fastest: the thread pool's synchronisation costs more than small products gain.
     #[arg(long)]
     threads: Option<usize>,
+    /// Where the policy (and the KL reference) run: cpu, cuda or cuda:N (a `cuda` build).
+    #[arg(long, default_value = "cpu")]
+    device: pointact::vlm::DeviceSpec,
 }
 
 impl GrpoCli {
@@ -248,6 +251,7 @@ impl GrpoCli {
     fn load(&self, spec: &str) -> Result<QwenParts> {
         let opts = QwenOptions {
             max_pixels: self.max_pixels,
+            device: self.device,
             ..QwenOptions::default()
         };
         Ok(QwenPointer::load(spec, opts)
@@ -448,12 +452,12 @@ fn resume(
             GrpoTrainer::new(parts, tune, options, reference)?
         }
         Tune::Lora { .. } => {
-            let mut t = GrpoTrainer::new(a.load(&base)?, tune, options, None)?;
-            let adapters = candle_core::safetensors::load(
-                dir.join("adapter_model.safetensors"),
-                &candle_core::Device::Cpu,
-            )
-            .with_context(|| format!("{}: no LoRA adapters to resume", dir.display()))?;
+            let parts = a.load(&base)?;
+            let device = parts.model.device().clone();
+            let mut t = GrpoTrainer::new(parts, tune, options, None)?;
+            let adapters =
+                candle_core::safetensors::load(dir.join("adapter_model.safetensors"), &device)
+                    .with_context(|| format!("{}: no LoRA adapters to resume", dir.display()))?;
             t.restore(&adapters)?;
             t
         }

@@ -11,7 +11,7 @@ use super::openai::{OpenAiConfig, OpenAiPointer, DEFAULT_ENDPOINT, DEFAULT_MODEL
 use super::qwen::{QwenOptions, QwenPointer, QwenReply};
 use super::{Ability, Pointer, PointerError, Pointing};
 use crate::camera::Frame;
-use crate::vlm::{CacheOptions, GenerationConfig, Quant, Sampling};
+use crate::vlm::{CacheOptions, DeviceSpec, GenerationConfig, Quant, Sampling};
 
 /// Who answers the pointing questions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -48,6 +48,10 @@ pub struct ModelOptions {
     /// layers whose width fits no block stay f32 anyway).
     #[arg(long, default_value = "f32")]
     pub vision_quant: Quant,
+    /// qwen: where the model runs: cpu, cuda or cuda:N (a GPU needs a build with the `cuda`
+    /// feature and takes f32 weights only).
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceSpec,
     /// qwen: quantize at every load instead of reading (and on the first load writing) the
     /// quantized weights cached in MODEL/.pointact/ (or ~/.cache/pointact/qcache/).
     #[arg(long)]
@@ -160,6 +164,7 @@ impl ModelOptions {
         QwenOptions {
             quant: self.quant,
             vision_quant: self.vision_quant,
+            device: self.device,
             quant_cache: if self.no_quant_cache {
                 CacheOptions::off()
             } else {

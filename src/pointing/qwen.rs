@@ -16,9 +16,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::{Ability, ImageSize, Pointer, PointerError, Pointing};
 use crate::camera::Frame;
 use crate::vlm::{
-    budget, generate, generate_reusing, qcache, CacheOptions, CacheReport, GenerationConfig,
-    ImageInput, ImageProcessor, ImageProcessorConfig, ModelFiles, PromptCache, Quant,
-    Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling, Timings,
+    budget, generate, generate_reusing, qcache, CacheOptions, CacheReport, DeviceSpec,
+    GenerationConfig, ImageInput, ImageProcessor, ImageProcessorConfig, ModelFiles, PromptCache,
+    Quant, Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling, Timings,
 };
 
 /// Settings of the local backend.
@@ -28,6 +28,8 @@ pub struct QwenOptions {
     pub quant: Quant,
     /// Weight format of the vision tower's linears that fit the block size (default f32).
     pub vision_quant: Quant,
+    /// Where the model runs (default the CPU). A GPU takes dense f32 weights only.
+    pub device: DeviceSpec,
     /// The quantized-weights cache (`vlm::qcache`): a quantized load reads the blocks an earlier
     /// one wrote beside the checkpoint instead of quantizing again. On by default.
     pub quant_cache: CacheOptions,
@@ -92,6 +94,7 @@ impl Default for QwenOptions {
         Self {
             quant: Quant::F32,
             vision_quant: Quant::F32,
+            device: DeviceSpec::Cpu,
             quant_cache: CacheOptions::default(),
             min_pixels: None,
             max_pixels: None,
@@ -116,6 +119,8 @@ pub enum LoadError {
     Processor(#[from] crate::vlm::ProcessorError),
     #[error(transparent)]
     Weights(#[from] crate::vlm::WeightsError),
+    #[error(transparent)]
+    Device(#[from] crate::vlm::DeviceError),
     #[error("loading weights from {dir}: {source}")]
     Model {
         dir: String,
@@ -191,6 +196,8 @@ impl std::fmt::Debug for QwenPointer {
 impl QwenPointer {
     /// Loads a model folder or hub repo id (see [`ModelFiles::resolve`]).
     pub fn load(spec: &str, options: QwenOptions) -> Result<Self, LoadError> {
+        // Before resolving: that may download the model.
+        options.device.check(options.quant, options.vision_quant)?;
         let files = ModelFiles::resolve(spec)?;
         Self::from_files(files, options)
     }
@@ -212,6 +219,8 @@ impl QwenPointer {
         }
         // Checked before the weights load, so a bad setting fails fast.
         ImageProcessor::new(pcfg.clone())?;
+        options.device.check(options.quant, options.vision_quant)?;
+        let device = options.device.open()?;
 
         let mut reader = SafetensorsReader::open(&files.weights)?;
         if options.progress {
@@ -235,6 +244,7 @@ impl QwenPointer {
             options.quant,
             options.vision_quant,
             &options.quant_cache,
+            &device,
         );
         let model = Qwen25Vl::new_quantized(&cfg, options.quant, options.vision_quant, vb)
             .map_err(|source| LoadError::Model {

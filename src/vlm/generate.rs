@@ -282,6 +282,9 @@ fn generate_inner(
         }
         None => model.vision_rows(images)?,
     };
+    // A GPU runs the ops queued above after they return: wait for them so each phase's time is
+    // its own (a no-op on the CPU).
+    model.device().synchronize()?;
     timings.vision_s = t0.elapsed().as_secs_f64();
 
     let t1 = Instant::now();
@@ -303,6 +306,7 @@ fn generate_inner(
             .squeeze(0)?,
     };
     timings.reused_tokens = reuse;
+    model.device().synchronize()?;
     timings.prefill_s = t1.elapsed().as_secs_f64();
     drop(last);
     if let (Some(cache), Some(image_key)) = (cache, key) {

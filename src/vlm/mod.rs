@@ -50,11 +50,14 @@
 //! of continuations of one prompt ([`Qwen25Vl::fork`], [`Qwen25Vl::decode_batch`]: GRPO's
 //! groups). The vision tower has no training path (it is frozen in training).
 //!
-//! Not built: a CUDA path (the `cuda` feature).
+//! Devices: [`device`]'s [`DeviceSpec`] (`--device cpu|cuda|cuda:N`). With the `cuda` feature the
+//! dense f32 model runs on a CUDA GPU through candle's CUDA backend (the same ops; [`attend`]'s
+//! CPU decode path steps aside for candle's); quantized weights stay CPU-only.
 
 pub mod attend;
 pub mod budget;
 pub mod config;
+pub mod device;
 pub mod files;
 pub mod generate;
 pub mod hub;
@@ -71,6 +74,7 @@ pub mod vision;
 pub mod weights;
 
 pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig};
+pub use device::{DeviceError, DeviceSpec};
 pub use files::{
     is_repo_id, weight_files, FilesError, HubOptions, ModelFiles, ModelOrigin, ModelSpec,
 };

@@ -540,24 +540,27 @@ fn cache_dirs(reader: &SafetensorsReader, options: &CacheOptions) -> Vec<PathBuf
     dirs
 }
 
-/// A `VarBuilder` (f32, CPU) over `reader` that serves quantized weights from the cache or
+/// A `VarBuilder` (f32) over `reader` that serves quantized weights from the cache or
 /// quantizes and caches them (see the module doc), for a model built with `quant` in the decoder
 /// and `vision_quant` in the vision tower. With both dense, or the cache off, it is the plain
-/// reader's.
+/// reader's, on `device`. Quantized weights are CPU-only: on another device the cache is not
+/// used and the model's quantized linears refuse to build (callers refuse that combination
+/// first: [`super::DeviceSpec::check_quant`]).
 pub fn attach(
     reader: SafetensorsReader,
     quant: Quant,
     vision_quant: Quant,
     options: &CacheOptions,
+    device: &Device,
 ) -> (VarBuilder<'static>, QuantCache) {
     let unused = |reader: SafetensorsReader| {
         let cache = QuantCache {
             shared: None,
             rejected: Vec::new(),
         };
-        (reader.into_var_builder(DType::F32, &Device::Cpu), cache)
+        (reader.into_var_builder(DType::F32, device), cache)
     };
-    if !options.enabled || (quant == Quant::F32 && vision_quant == Quant::F32) {
+    if !options.enabled || (quant == Quant::F32 && vision_quant == Quant::F32) || !device.is_cpu() {
         return unused(reader);
     }
     let key = match Key::of(&reader, quant, vision_quant) {

@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::vlm::{
-    resize_bicubic_pil, ConfigError, ImageProcessor, ModelError, ProcessorError, Quant,
-    WeightsError,
+    resize_bicubic_pil, ConfigError, DeviceError, DeviceSpec, ImageProcessor, ModelError,
+    ProcessorError, Quant, WeightsError,
 };
 pub use report::{LlamaColumn, OursColumn, Outcome, VlmBenchReport};
 
@@ -45,6 +45,8 @@ pub struct VlmBenchArgs {
     pub decode_tokens: usize,
     /// Our configurations, in column order.
     pub quants: Vec<Quant>,
+    /// Where our side runs (a GPU: f32 only); the peers run on the CPU whatever it is.
+    pub device: DeviceSpec,
     /// Checkpoint folder; default under `~/.cache/pointact/`.
     pub dir: Option<PathBuf>,
     /// Python interpreter for the peer.
@@ -90,6 +92,8 @@ pub enum VlmBenchError {
     Processor(#[from] ProcessorError),
     #[error("bench vlm: {0}")]
     Candle(#[from] candle_core::Error),
+    #[error(transparent)]
+    Device(#[from] DeviceError),
     #[error("bench vlm: image {}: {reason}", path.display())]
     Image { path: PathBuf, reason: String },
     #[error("bench vlm: rendering the simulator frame: {0}")]
@@ -167,6 +171,9 @@ pub fn run(args: &VlmBenchArgs) -> Result<VlmBenchReport, VlmBenchError> {
     }
     if args.layers == Some(0) {
         return Err(VlmBenchError::Args("--layers must be at least 1".into()));
+    }
+    for &quant in &args.quants {
+        args.device.check(quant, Quant::F32)?;
     }
     let dir = args.dir.clone().unwrap_or_else(|| default_dir(args.layers));
     let gen_bar = bar("  generating weights {bar:30} {bytes}/{total_bytes} ({eta}) {msg}");
@@ -258,8 +265,18 @@ fn measure(
         let outcome = match guard {
             Some(reason) => Outcome::Skipped { reason },
             None => {
-                eprintln!("bench vlm: ours {quant} ({} threads)", args.threads);
-                match worker::spawn(&request_path, quant, args.threads, args.no_quant_cache) {
+                eprintln!(
+                    "bench vlm: ours {quant} ({} threads, {})",
+                    args.threads, args.device
+                );
+                let spawned = worker::spawn(
+                    &request_path,
+                    quant,
+                    args.device,
+                    args.threads,
+                    args.no_quant_cache,
+                );
+                match spawned {
                     Ok(m) => Outcome::Measured(m),
                     Err(reason) => Outcome::Failed { reason },
                 }
@@ -322,7 +339,10 @@ fn measure(
                 tokens_vs_transformers: pair
                     .map(|(o, p)| report::Agreement::of(&o.tokens, &p.tokens)),
                 bytes_per_token,
-                decode_of_limit: decode.map(|d| d / bw.ceiling_tok_s(bytes_per_token)),
+                // The limit is the CPU's memory bandwidth: no bound for a GPU's decode.
+                decode_of_limit: decode
+                    .filter(|_| args.device.is_cpu())
+                    .map(|d| d / bw.ceiling_tok_s(bytes_per_token)),
                 decode_vs_llama: decode.zip(same_llama).map(|(d, l)| d / l.decode_tok_s),
                 outcome,
             }
@@ -347,6 +367,7 @@ fn measure(
         prompt_tokens: request.query.input_ids.len(),
         decode_tokens: args.decode_tokens,
         threads: args.threads,
+        device: args.device.to_string(),
         transformers,
         ours,
         cpu: kernels::detect(),

@@ -155,6 +155,8 @@ pub struct VlmBenchReport {
     pub prompt_tokens: usize,
     pub decode_tokens: usize,
     pub threads: usize,
+    /// Where our side ran (`cpu`, `cuda:0`); the peers always run on the CPU.
+    pub device: String,
     pub transformers: Outcome,
     pub ours: Vec<OursColumn>,
     /// The CPU and the kernels that ran on it.
@@ -525,6 +527,14 @@ impl fmt::Display for VlmBenchReport {
             self.threads
         )?;
         writeln!(f, "  cpu         {}", self.cpu)?;
+        if self.device != "cpu" {
+            writeln!(
+                f,
+                "  device      ours on {} (f32); transformers and llama.cpp on the CPU: the \
+                 ratios compare devices, not implementations",
+                self.device
+            )?;
+        }
         writeln!(f)?;
         write!(f, "  {:<14}{:>CELL$}", "", "transformers f32")?;
         for c in &self.ours {

@@ -10,16 +10,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use candle_core::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use super::inputs::{Query, Request};
 use super::VlmBenchError;
 use crate::vlm::{
-    generate_reusing, qcache, weight_files, CacheOptions, CacheOutcome, GenerationConfig,
-    ImageInput, ImageProcessor, PromptCache, Quant, Qwen25Vl, Qwen25VlConfig, SafetensorsReader,
-    Sampling,
+    generate_reusing, qcache, weight_files, CacheOptions, CacheOutcome, DeviceSpec,
+    GenerationConfig, ImageInput, ImageProcessor, PromptCache, Quant, Qwen25Vl, Qwen25VlConfig,
+    SafetensorsReader, Sampling,
 };
 
 /// The hidden subcommand that runs one configuration (`pointact bench vlm-worker`).
@@ -91,8 +90,15 @@ fn read_request(path: &Path) -> Result<Request, VlmBenchError> {
 }
 
 /// The child side: loads the checkpoint with `quant` (through the quantized-weights cache unless
-/// `no_cache`), warms up, runs the timed query and measures it.
-pub fn run(request: &Path, quant: Quant, no_cache: bool) -> Result<Measured, VlmBenchError> {
+/// `no_cache`) onto `device`, warms up, runs the timed query and measures it.
+pub fn run(
+    request: &Path,
+    quant: Quant,
+    device: DeviceSpec,
+    no_cache: bool,
+) -> Result<Measured, VlmBenchError> {
+    device.check(quant, Quant::F32)?;
+    let dev = device.open()?;
     let req = read_request(request)?;
     let dir = &req.model_dir;
     let cfg = Qwen25VlConfig::from_file(dir.join("config.json"))?;
@@ -116,6 +122,7 @@ pub fn run(request: &Path, quant: Quant, no_cache: bool) -> Result<Measured, Vlm
         quant,
         Quant::F32,
         &options,
+        &dev,
     );
     let mut model = Qwen25Vl::new(&cfg, quant, vb)?;
     let cache = cache.finish();
@@ -137,7 +144,7 @@ pub fn run(request: &Path, quant: Quant, no_cache: bool) -> Result<Measured, Vlm
                 q.image_tokens
             )));
         }
-        let image = ImageInput::from_processed(&processed, &Device::Cpu)?;
+        let image = ImageInput::from_processed(&processed, &dev)?;
         let gen = GenerationConfig {
             max_new_tokens: q.max_new_tokens,
             sampling: Sampling::Greedy,
@@ -195,7 +202,11 @@ pub fn run(request: &Path, quant: Quant, no_cache: bool) -> Result<Measured, Vlm
         weight_bytes: model.weight_bytes() as u64,
         prompt_tokens: t.prompt_tokens,
         tokens: g.tokens,
-        version: format!("candle 0.11, {} threads", req.threads),
+        version: if device.is_cpu() {
+            format!("candle 0.11, {} threads", req.threads)
+        } else {
+            format!("candle 0.11, {device}")
+        },
         task,
         quant_cache: match cache.outcome {
             CacheOutcome::Unused => String::new(),
@@ -209,6 +220,7 @@ pub fn run(request: &Path, quant: Quant, no_cache: bool) -> Result<Measured, Vlm
 pub fn spawn(
     request: &Path,
     quant: Quant,
+    device: DeviceSpec,
     threads: usize,
     no_cache: bool,
 ) -> Result<Measured, String> {
@@ -220,7 +232,9 @@ pub fn spawn(
         .arg("--request")
         .arg(request)
         .arg("--quant")
-        .arg(quant.to_string());
+        .arg(quant.to_string())
+        .arg("--device")
+        .arg(device.to_string());
     if no_cache {
         command.arg("--no-quant-cache");
     }

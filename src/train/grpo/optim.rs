@@ -120,7 +120,8 @@ impl AdamW {
                         var.dims()
                     );
                 }
-                t.to_dtype(var.dtype())
+                // Saved moments load on the CPU; the parameter may live on a GPU.
+                t.to_dtype(var.dtype())?.to_device(var.device())
             };
             mom.m = get("exp_avg")?;
             mom.v = get("exp_avg_sq")?;
