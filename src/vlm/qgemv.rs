@@ -17,7 +17,8 @@
 //! * **Q8_0** (candle: 5.5 GB/s on one core, 14 GB/s on two): one 34-byte block per step with
 //!   an out-of-line f16 conversion for each of the two factors. Here two blocks per step share
 //!   one F16C conversion, the activation's factors are converted once per product, and two
-//!   accumulators keep the adds independent: 13.7 / 23.9 GB/s on one / two threads.
+//!   accumulators keep the adds independent: 13.7 / 23.9 GB/s on one / two threads, 33 GB/s
+//!   on two with the weights prefetched 2 KiB ahead (both kernels prefetch).
 //!
 //! The maths is ggml's formats against candle's own quantization of the activation (Q8K for
 //! Q4K, Q8_0 for Q8_0), so the only difference from `k_quants::matmul` is the order of the
@@ -204,6 +205,13 @@ mod x86 {
     use super::{BlockQ4K, BlockQ8_0, Q8KRow, Q8_0Row, Q8_0_BYTES, QK_K};
     use std::arch::x86_64::*;
 
+    /// How far ahead of the block in use the weights are prefetched. Why prefetch at all: the
+    /// weight rows are one long sequential stream, yet the hardware prefetcher alone left the
+    /// 2-thread Q8_0 product at 26 GB/s; asking for the line 2 KiB ahead made it 33 GB/s
+    /// (`k=2048, n=11008`, 10 copies; 1 KiB: 31, 4 KiB: 32). A prefetch past the matrix's end
+    /// is harmless (it never faults), hence `wrapping_add`.
+    const PREFETCH: usize = 2048;
+
     /// The 8 scales then the 8 mins of a Q4K block (six bits each, one byte each), from its
     /// 12 packed bytes at `s`: scales 0-3 and mins 0-3 are the low six bits of bytes 0-3 and
     /// 4-7; scales 4-7 are the low nibbles of bytes 8-11 under the top two bits of bytes 0-3;
@@ -245,6 +253,10 @@ mod x86 {
         let mut acc_min = _mm_setzero_ps();
         for ((wb, yb), ysum) in w.iter().zip(&y.blocks).zip(&y.sums) {
             let wp = (wb as *const BlockQ4K).cast::<u8>();
+            // The block's three cache lines, `PREFETCH` bytes ahead.
+            for line in [0, 64, 128] {
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(PREFETCH + line) as *const i8);
+            }
             let yp = (yb as *const super::BlockQ8K).cast::<u8>();
             let yd = _mm_set1_ps((yp as *const f32).read_unaligned());
             // [d, dmin] · y.d
@@ -316,6 +328,7 @@ mod x86 {
         let nb = w.len();
         let mut b = 0;
         while b + 2 <= nb {
+            _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(at(b) + PREFETCH) as *const i8);
             // Both blocks' f16 factors in one conversion.
             let d0 = (wp.add(at(b)) as *const u16).read_unaligned() as i32;
             let d1 = (wp.add(at(b + 1)) as *const u16).read_unaligned() as i32;
