@@ -61,15 +61,8 @@ command -v gcc >/dev/null && command -v g++ >/dev/null \
 
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
-venv="$dir/venv"
-if [ ! -x "$venv/bin/python" ]; then
-  say "creating venv $venv"
-  if ! "$python" -m venv "$venv" >&2; then
-    rm -rf "$venv"
-    die "'$python -m venv' failed: on Debian install the venv module: apt-get install python3-venv"
-  fi
-fi
-vpy="$venv/bin/python"
+# shellcheck source=scripts/venv.sh
+. "$(dirname "${BASH_SOURCE[0]}")/venv.sh"
 
 # Which pins are missing or at another version (empty: all there).
 missing="$("$vpy" - "${PINS[@]}" <<'EOF'

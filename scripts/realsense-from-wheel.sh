@@ -38,15 +38,8 @@ command -v pkg-config >/dev/null || die "no pkg-config: apt-get install pkg-conf
 
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
-venv="$dir/venv"
-if [ ! -x "$venv/bin/python" ]; then
-  say "creating venv $venv"
-  if ! "$python" -m venv "$venv" >&2; then
-    rm -rf "$venv"
-    die "'$python -m venv' failed: on Debian install the venv module: apt-get install python3-venv"
-  fi
-fi
-vpy="$venv/bin/python"
+# shellcheck source=scripts/venv.sh
+. "$(dirname "${BASH_SOURCE[0]}")/venv.sh"
 
 if [ "$("$vpy" -c 'import importlib.metadata as m
 try: print(m.version("pyrealsense2"))
