@@ -620,7 +620,13 @@ impl<T: GgmlType> fmt::Debug for QRows<T> {
 /// Elsewhere candle falls back to one ggml dot product per (row, column), which made a q8_0
 /// prefill of 545 tokens take 114 s on the 2-core AVX2 machine against 23 s for q4k; there the
 /// product runs as f32 `gemm` over the dequantized weight instead.
+/// Decided once per process: it is asked for every Q8_0 product (~145 per decoded token).
 fn candle_tiles_q8_0() -> bool {
+    static TILES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TILES.get_or_init(candle_tiles_q8_0_now)
+}
+
+fn candle_tiles_q8_0_now() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         let env = |k: &str| std::env::var(k).as_deref() == Ok("1");

@@ -106,30 +106,11 @@ impl Q8_0Row {
             .iter()
             .map(|b| {
                 let bytes = block_bytes(b);
-                f16_to_f32(u16::from_le_bytes([bytes[0], bytes[1]]))
+                half::f16::from_le_bytes([bytes[0], bytes[1]]).to_f32()
             })
             .collect();
         Self { blocks, d }
     }
-}
-
-/// IEEE half → single, exactly (every f16 is an f32): the exponent rebased from 15 to 127,
-/// subnormals normalised, infinities and NaNs kept.
-fn f16_to_f32(h: u16) -> f32 {
-    let sign = ((h & 0x8000) as u32) << 16;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let man = (h & 0x3ff) as u32;
-    let bits = match (exp, man) {
-        (0, 0) => sign,
-        (0, _) => {
-            // Subnormal: man · 2^-24, exact in f32.
-            let v = man as f32 * (-24f32).exp2();
-            return if sign != 0 { -v } else { v };
-        }
-        (0x1f, _) => sign | 0x7f80_0000 | (man << 13),
-        _ => sign | ((exp + 112) << 23) | (man << 13),
-    };
-    f32::from_bits(bits)
 }
 
 /// `dst[i·n + c] = Σ lhs[i·k + ..] · w[c]` for the `m` rows of `lhs` (`[m, k]`) and the `n`
@@ -441,38 +422,6 @@ mod tests {
         equals_candle::<BlockQ8_0>(1024, 37, q8_0);
         // An odd block count (k = 15·32) takes the Q8_0 kernel's one-block tail.
         equals_candle::<BlockQ8_0>(480, 5, q8_0);
-    }
-
-    /// Every f16 bit pattern widens as the hardware (F16C) widens it.
-    #[test]
-    fn f16_widening_is_exact() {
-        for h in 0..=u16::MAX {
-            let ours = f16_to_f32(h);
-            #[cfg(target_arch = "x86_64")]
-            if std::is_x86_feature_detected!("f16c") {
-                // SAFETY: F16C detected just above.
-                let hw = unsafe { f16c(h) };
-                assert!(
-                    ours.to_bits() == hw.to_bits() || (ours.is_nan() && hw.is_nan()),
-                    "{h:#06x}: {ours} vs {hw}"
-                );
-            }
-            if h & 0x7c00 != 0x7c00 {
-                assert!(ours.is_finite(), "{h:#06x}");
-            }
-        }
-        assert_eq!(f16_to_f32(0x3c00), 1.0);
-        assert_eq!(f16_to_f32(0xc000), -2.0);
-        assert_eq!(f16_to_f32(0x0001), 2f32.powi(-24));
-        assert_eq!(f16_to_f32(0x8001), -(2f32.powi(-24)));
-        assert_eq!(f16_to_f32(0x7bff), 65504.0);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "f16c")]
-    unsafe fn f16c(h: u16) -> f32 {
-        use std::arch::x86_64::*;
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
     }
 
     #[test]
