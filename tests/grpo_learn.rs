@@ -10,14 +10,20 @@
 //! supervised warm-up first teaches the answer format with a point at one of the four blocks
 //! drawn at random, independently of the question (a model that answers in format but guesses:
 //! 0.2 + 0.8 × ¼ = 0.4 at best). GRPO must then learn which block each question names: the test
-//! asserts the held-out greedy reward goes from ≤ 0.45 to ≥ 0.6 (twice chance: half of the eight
-//! held-out questions right instead of a quarter). Why not higher: where the run ends is
-//! chaotic in the float rounding of the rollouts. With the decode attention of `vlm::attend`
-//! (the same maths in another summation order) sampling seeds 0–3 end at 0.6 / 0.8 / 0.6 / 0.8,
-//! each flat from step ~60 to 300 (a plateau, not a slow climb); with the previous attention
-//! seed 0 reached 1.0. What the tiny model learns is
-//! the name → place mapping (the blocks stay near their spots); finding an object anywhere in an
-//! unseen layout is beyond a 240k-parameter model with a random vision tower.
+//! asserts the held-out greedy reward goes from ≤ 0.45 to ≥ 0.9 (at least seven of the eight
+//! held-out questions right). What the tiny model learns is the name → place mapping (the
+//! blocks stay near their spots); finding an object anywhere in an unseen layout is beyond a
+//! 240k-parameter model with a random vision tower.
+//!
+//! The recipe is the usual one, and each part was needed (measured with sampling seeds 0–11
+//! and warm-up seeds 1–3): GRPO starts from the warm-up's checkpoint, which is also the KL
+//! reference (k3, 0.2), as verl/EasyR1 start from an SFT model; the learning rate warms up over
+//! 10 steps; the warm-up is 80 steps. With all three, 18 of 18 runs answered every held-out
+//! question right within 30–90 steps. Without the learning-rate warm-up, a fresh AdamW's first
+//! full-size steps broke the point format in one run of eight (reward 0.1 to the end); with a
+//! 30-step warm-up and no KL the policy collapsed onto wrong blocks it never left (sampling
+//! seeds 0–3 ended at 0.6 / 0.8 / 0.6 / 0.8: one row of blocks never answered, its groups all
+//! equal and so without signal).
 //!
 //! The run goes through `train::grpo::run` (records on disk, metrics JSONL, checkpoints), and the
 //! final checkpoint, loaded as `pointact point --model` loads it, answers the held-out questions
@@ -30,8 +36,9 @@ use std::sync::atomic::AtomicBool;
 use pointact::pointing::qwen::{QwenOptions, QwenPointer};
 use pointact::sim::tasks::task;
 use pointact::sim::Scene;
-use pointact::train::grpo::checkpoint::TrainerState;
+use pointact::train::grpo::checkpoint::{self, TrainerState};
 use pointact::train::grpo::data::{load_records, object_questions, write_records, RecordLine};
+use pointact::train::grpo::objective::KlKind;
 use pointact::train::grpo::optim::{AdamWOptions, Schedule};
 use pointact::train::grpo::rollout::RolloutConfig;
 use pointact::train::grpo::run::{self, RunEvent, RunOptions};
@@ -168,7 +175,7 @@ fn grpo_raises_the_held_out_reward_of_a_tiny_model_on_simulated_frames() {
     // Warm-up: the format, with a block chosen at random (not the one asked about).
     let samples: Vec<Sample> = train.iter().map(|r| run::sample(r).unwrap()).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(7);
-    for _ in 0..30 {
+    for _ in 0..80 {
         let batch: Vec<(Sample, String)> = (0..4)
             .map(|_| {
                 let i = rng.gen_range(0..samples.len());
@@ -179,6 +186,35 @@ fn grpo_raises_the_held_out_reward_of_a_tiny_model_on_simulated_frames() {
             .collect();
         trainer.sft_step(&batch).unwrap();
     }
+
+    // GRPO starts from the warm-up's checkpoint, as `train grpo --model` would, and that model
+    // is the KL reference (the trainer keeps the model it starts from).
+    let warm_state = TrainerState {
+        step: 0,
+        seed: 0,
+        base_model: MODEL.into(),
+        samples_seen: 0,
+        settings: serde_json::json!({ "test": "grpo_learn warm-up" }),
+    };
+    let warm = checkpoint::save(&trainer, &dir.join("warm"), &warm_state, 1).unwrap();
+    let options = GrpoOptions {
+        kl: Some((KlKind::K3, 0.2)),
+        // Measured without the KL and the schedule: 3e-3 loses the format (reward 0.2).
+        adamw: AdamWOptions {
+            lr: 2e-3,
+            ..trainer.options.adamw.clone()
+        },
+        schedule: Schedule::Constant { warmup: 10 },
+        ..trainer.options.clone()
+    };
+    let mut trainer = GrpoTrainer::new(
+        load(warm.to_str().unwrap()),
+        &Tune::Full { modules: vec![] },
+        options,
+        None,
+    )
+    .unwrap();
+
     let before = trainer.evaluate(&eval, &scorer).unwrap();
     let fmt = before.tasks["point_rec"].components["point_format"];
     assert!(
@@ -191,8 +227,6 @@ fn grpo_raises_the_held_out_reward_of_a_tiny_model_on_simulated_frames() {
     );
 
     // GRPO through the run loop.
-    // Measured: 3e-3 collapses the format (the reward falls to 0.2), 2e-3 learns by ~100 steps.
-    trainer.options.adamw.lr = 2e-3;
     let out = dir.join("run");
     let mut state = TrainerState {
         step: 0,
@@ -243,7 +277,7 @@ fn grpo_raises_the_held_out_reward_of_a_tiny_model_on_simulated_frames() {
         before.reward, after.reward
     );
     assert!(
-        after.reward >= 0.6 && after.reward - before.reward >= 0.2,
+        after.reward >= 0.9 && after.reward - before.reward >= 0.45,
         "GRPO did not raise the held-out reward enough: {:.3} -> {:.3}",
         before.reward,
         after.reward
