@@ -869,6 +869,62 @@ impl QBlocks {
     }
 }
 
+/// Rows below which a dense f32 product runs [`super::qgemv::f32`] (decode, a GRPO group)
+/// instead of candle's `gemm`. Measured on the 2-core AVX2 machine, 2 threads, `k=2048,
+/// n=11008` (6 copies, out of cache): 1 row 4.4 → 3.0 ms, 4 rows 10.9 → 4.4 ms (gemm's few-row
+/// path packs the activations and falls to 8 GB/s), 8 rows 12.2 → 7.3 ms, 15 rows 13.7 →
+/// 12.3 ms; at 32 rows gemm's tiles win (17.8 against 26.3 ms).
+pub const DENSE_FEW_ROWS: usize = 12;
+
+/// Weights of fewer elements stay with `gemm`: they sit in the cache, and the pool's dispatch
+/// costs more than the product (64×64, one row: 1.5 µs gemm, 2.1 µs ours; 128×1024: 30 →
+/// 22 µs ours).
+const DENSE_FEW_MIN_WEIGHTS: usize = 1 << 16;
+
+/// `candle_nn::Linear::forward`, except for products of fewer than [`DENSE_FEW_ROWS`] rows of f32
+/// against a weight of at least [`DENSE_FEW_MIN_WEIGHTS`] values on a CPU with AVX2: those go
+/// through our row kernel ([`super::qgemv`]; f32 decode of a 4-layer 3B in `bench vlm` 8.8 →
+/// 12.4–13.2 tok/s, 62 → 67–72 % of the triad bandwidth). Only outside autograd: a weight,
+/// bias or input that a backward pass tracks (training) keeps candle's differentiable matmul.
+fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tensor> {
+    let w = l.weight();
+    let (n, k) = w.dims2()?;
+    let dims = xs.dims();
+    let m = if k == 0 { 0 } else { xs.elem_count() / k };
+    let few = super::qgemv::available()
+        && xs.device().is_cpu()
+        && w.dtype() == DType::F32
+        && xs.dtype() == DType::F32
+        && dims.last() == Some(&k)
+        && (1..DENSE_FEW_ROWS).contains(&m)
+        && n * k >= DENSE_FEW_MIN_WEIGHTS
+        && w.is_contiguous()
+        && !xs.track_op()
+        && !w.track_op()
+        && !l.bias().is_some_and(Tensor::track_op);
+    if !few {
+        return l.forward(xs);
+    }
+    let lhs = xs.flatten_all()?.to_vec1::<f32>()?;
+    let mut dst = vec![0f32; m * n];
+    {
+        let (storage, layout) = w.storage_and_layout();
+        let Storage::Cpu(cpu) = &*storage else {
+            candle_core::bail!("dense linear: a CPU weight expected");
+        };
+        let start = layout.start_offset();
+        let all = cpu.as_slice::<f32>()?;
+        super::qgemv::f32((m, k, n), &lhs, &all[start..start + n * k], &mut dst)?;
+    }
+    let mut out = dims[..dims.len() - 1].to_vec();
+    out.push(n);
+    let y = Tensor::from_vec(dst, out, xs.device())?;
+    match l.bias() {
+        Some(b) => y.broadcast_add(b),
+        None => Ok(y),
+    }
+}
+
 /// Bytes of a tensor's elements (what a contiguous copy of it occupies).
 pub(crate) fn tensor_bytes(t: &Tensor) -> usize {
     t.elem_count() * t.dtype().size_in_bytes()
@@ -882,7 +938,7 @@ pub(crate) fn linear_bytes(l: &candle_nn::Linear) -> usize {
 impl Module for Proj {
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         match self {
-            Proj::Dense(l) => l.forward(xs),
+            Proj::Dense(l) => dense_forward(l, xs),
             Proj::Quantized { w, bias } => {
                 let y = w.forward(xs)?;
                 match bias {
@@ -1247,6 +1303,73 @@ mod tests {
             let x = weight(6, k, 3).reshape((2, 3, k)).unwrap();
             assert_eq!(proj.forward(&x).unwrap().dims(), &[2, 3, n]);
         }
+    }
+
+    /// Dense f32 products: few rows against a large weight are `qgemv::f32`'s bits plus the
+    /// bias, every other product candle's `Linear`'s bits; a tracked weight (training) keeps
+    /// candle's matmul and its gradient.
+    #[test]
+    fn dense_rows_equal_the_kernels_they_call() {
+        let bits = |t: &Tensor| {
+            t.flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+                .iter()
+                .map(|f| f.to_bits())
+                .collect::<Vec<_>>()
+        };
+        let (n, k) = (300, 256);
+        assert!(n * k >= DENSE_FEW_MIN_WEIGHTS);
+        let w = weight(n, k, 4);
+        let b = weight(1, n, 5).squeeze(0).unwrap();
+        let l = candle_nn::Linear::new(w.clone(), Some(b.clone()));
+        let ws: Vec<f32> = w.flatten_all().unwrap().to_vec1().unwrap();
+        for m in [1, 3, DENSE_FEW_ROWS - 1, DENSE_FEW_ROWS, 40] {
+            let x = activations(m, k).reshape((1, m, k)).unwrap();
+            let ours = Proj::Dense(l.clone()).forward(&x).unwrap();
+            assert_eq!(ours.dims(), &[1, m, n]);
+            let want = if m < DENSE_FEW_ROWS && crate::vlm::qgemv::available() {
+                let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
+                let mut dst = vec![0f32; m * n];
+                crate::vlm::qgemv::f32((m, k, n), &xs, &ws, &mut dst).unwrap();
+                Tensor::from_vec(dst, (1, m, n), &Device::Cpu)
+                    .unwrap()
+                    .broadcast_add(&b)
+                    .unwrap()
+            } else {
+                l.forward(&x).unwrap()
+            };
+            assert!(bits(&ours) == bits(&want), "m={m}: not the kernel's bits");
+            let exact = l.forward(&x).unwrap();
+            let diff = (&ours - &exact).unwrap().abs().unwrap().max_all().unwrap();
+            let scale = exact.abs().unwrap().max_all().unwrap();
+            assert!(
+                diff.to_scalar::<f32>().unwrap() <= 1e-5 * scale.to_scalar::<f32>().unwrap(),
+                "m={m}: far from candle's product"
+            );
+        }
+        // A small weight stays with gemm (its bits), and so does a tracked one, with gradients.
+        let small = candle_nn::Linear::new(weight(64, 64, 6), None);
+        let x = activations(1, 64);
+        assert!(
+            bits(&Proj::Dense(small.clone()).forward(&x).unwrap())
+                == bits(&small.forward(&x).unwrap())
+        );
+        let v = Var::from_tensor(&w).unwrap();
+        let tracked = Proj::Dense(candle_nn::Linear::new(v.as_tensor().clone(), None));
+        let y = tracked.forward(&activations(1, k)).unwrap();
+        let grads = y.sum_all().unwrap().backward().unwrap();
+        let g = grads.get(v.as_tensor()).expect("the weight's gradient");
+        assert!(
+            g.abs()
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap()
+                > 0.0
+        );
     }
 
     #[test]

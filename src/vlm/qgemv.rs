@@ -1,5 +1,5 @@
-//! Decode-time quantized products: a few activation rows times a Q4K or Q8_0 weight, with our
-//! own AVX2 dot products over the compact ggml blocks.
+//! Decode-time products: a few activation rows times a Q4K, Q8_0 or dense f32 weight, with our
+//! own AVX2 dot products over the compact ggml blocks (and over plain f32 rows).
 //!
 //! Why our own: decode reads every weight once per token, so its speed is how close the dot
 //! product comes to the memory bandwidth, and candle 0.11.1's ggml kernels (reached through
@@ -19,6 +19,13 @@
 //!   one F16C conversion, the activation's factors are converted once per product, and two
 //!   accumulators keep the adds independent: 13.7 / 23.9 GB/s on one / two threads, 33 GB/s
 //!   on two with the weights prefetched 2 KiB ahead (both kernels prefetch).
+//!
+//! * **f32** (`--quant f32` decode: 15 GB of weights per token for the 3B): candle hands a
+//!   one-row product to the `gemm` crate, which reached 62 % of the triad bandwidth in a 4-layer
+//!   `bench vlm` here, and 15 GB/s against PyTorch's 32 GB/s on the AVX-512 Xeon of issue #18.
+//!   Here each weight row is one sequential stream: four independent FMA accumulators, the
+//!   stream prefetched 2 KiB ahead, rows split across the pool like the quantized kernels.
+//!   Only for products outside autograd ([`super::linear`] checks): no backward pass here.
 //!
 //! The maths is ggml's formats against candle's own quantization of the activation (Q8K for
 //! Q4K, Q8_0 for Q8_0), so the only difference from `k_quants::matmul` is the order of the
@@ -140,7 +147,21 @@ pub fn q8_0(
     })
 }
 
-/// The shared frame of both kernels: shape checks, the activation rows quantized once, and the
+/// As [`q4k`], for dense f32 rows (`w` `[n, k]`, row-major): `dst = lhs · wᵀ`. Call only where
+/// [`available`] holds.
+pub fn f32(
+    mkn: (usize, usize, usize),
+    lhs: &[f32],
+    w: &[f32],
+    dst: &mut [f32],
+) -> candle_core::Result<()> {
+    products(mkn, 1, lhs, w, dst, <[f32]>::to_vec, |row, y| {
+        // SAFETY: as in `q4k`; `row` and `y` are both `k` long.
+        unsafe { x86::f32(row, y) }
+    })
+}
+
+/// The shared frame of the kernels: shape checks, the activation rows quantized once, and the
 /// weight rows (columns of the product) split across candle's thread pool — the one its own
 /// kernels use, so the two never compete for cores. Each weight row is read once from memory
 /// for all `m` activation rows.
@@ -336,6 +357,44 @@ mod x86 {
         let s = _mm_add_ss(s, _mm_movehdup_ps(s));
         _mm_cvtss_f32(s)
     }
+
+    /// The dot product of two f32 rows of equal length: 32 values (two cache lines of each)
+    /// per step into four accumulators, so that consecutive FMAs do not wait on each other.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn f32(w: &[f32], y: &[f32]) -> f32 {
+        let k = w.len().min(y.len());
+        let (wp, yp) = (w.as_ptr(), y.as_ptr());
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 32 <= k {
+            let ahead = wp.cast::<u8>().wrapping_add(4 * i + PREFETCH);
+            _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64) as *const i8);
+            for (j, a) in acc.iter_mut().enumerate() {
+                let at = i + 8 * j;
+                *a = _mm256_fmadd_ps(_mm256_loadu_ps(wp.add(at)), _mm256_loadu_ps(yp.add(at)), *a);
+            }
+            i += 32;
+        }
+        while i + 8 <= k {
+            acc[0] = _mm256_fmadd_ps(
+                _mm256_loadu_ps(wp.add(i)),
+                _mm256_loadu_ps(yp.add(i)),
+                acc[0],
+            );
+            i += 8;
+        }
+        let acc = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        let s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        let mut total = _mm_cvtss_f32(s);
+        while i < k {
+            total += *wp.add(i) * *yp.add(i);
+            i += 1;
+        }
+        total
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -344,6 +403,9 @@ mod x86 {
         unreachable!("qgemv::available() is false off x86_64")
     }
     pub(super) unsafe fn q8_0(_: &[super::BlockQ8_0], _: &super::Q8_0Row) -> f32 {
+        unreachable!("qgemv::available() is false off x86_64")
+    }
+    pub(super) unsafe fn f32(_: &[f32], _: &[f32]) -> f32 {
         unreachable!("qgemv::available() is false off x86_64")
     }
 }
@@ -422,6 +484,41 @@ mod tests {
         equals_candle::<BlockQ8_0>(1024, 37, q8_0);
         // An odd block count (k = 15·32) takes the Q8_0 kernel's one-block tail.
         equals_candle::<BlockQ8_0>(480, 5, q8_0);
+    }
+
+    /// The f32 rows against the same sums taken in f64, for widths that exercise the 32-wide
+    /// body, the 8-wide tail and the scalar tail.
+    #[test]
+    fn f32_rows_equal_the_sums_in_double_precision() {
+        if !available() {
+            eprintln!("skipped: no AVX2/FMA/F16C here");
+            return;
+        }
+        for (k, n) in [(1024usize, 37usize), (1000, 5), (1003, 6), (7, 3)] {
+            let w = weights(n, k);
+            for m in [1usize, 3] {
+                let x = lcg(11 + m as u64, m * k);
+                let mut got = vec![0f32; m * n];
+                f32((m, k, n), &x, &w, &mut got).unwrap();
+                for i in 0..m {
+                    for c in 0..n {
+                        let exact: f64 = (0..k)
+                            .map(|j| x[i * k + j] as f64 * w[c * k + j] as f64)
+                            .sum();
+                        let size: f64 = (0..k)
+                            .map(|j| (x[i * k + j] as f64 * w[c * k + j] as f64).abs())
+                            .sum();
+                        let got = got[i * n + c] as f64;
+                        assert!(
+                            (got - exact).abs() <= 1e-6 * size.max(1.0),
+                            "k {k} m {m} row {i} col {c}: {got} against {exact}"
+                        );
+                    }
+                }
+            }
+        }
+        let mut dst = vec![0f32; 2];
+        assert!(f32((1, 8, 2), &[0.0; 8], &[0.0; 15], &mut dst).is_err());
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //!   ggml dot product per (row, column), so we dequantize Q8_0 into the f32 gemm instead
 //!   (`vlm::linear`);
 //!   of few rows (decode), through our own kernels where AVX2, FMA and F16C are
-//!   (`vlm::qgemv`), else candle's per-block ggml dot products.
+//!   (`vlm::qgemv`), else candle's per-block ggml dot products;
+//! - dense f32 products of few rows (f32 decode) go through our own rows there too
+//!   (`vlm::linear::DENSE_FEW_ROWS`), through `gemm` elsewhere.
 //!
 //! If a dependency upgrade changes those rules, this report must follow (Cargo.lock pins both).
 
@@ -104,12 +106,21 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
         }
     };
     // Decode's few-row products: ours where `vlm::qgemv::available()` holds.
-    let few_rows = if x86 && has("avx2") && has("fma") && has("f16c") {
+    let ours = x86 && has("avx2") && has("fma") && has("f16c");
+    let few_rows = if ours {
         "pointact avx2 q4k and q8_0 rows"
     } else {
         "ggml per-block dot products"
     };
-    (f32_gemm, format!("prefill {many_rows}; decode {few_rows}"))
+    let f32_products = if ours {
+        format!("{f32_gemm}, decode pointact avx2 f32 rows")
+    } else {
+        f32_gemm
+    };
+    (
+        f32_products,
+        format!("prefill {many_rows}; decode {few_rows}"),
+    )
 }
 
 /// This machine's CPU and kernels.
@@ -154,18 +165,19 @@ mod tests {
     fn kernels_follow_the_cpu_features() {
         let never = |_: &str| false;
         let (g, q) = describe(&flags("avx2 fma f16c"), true, never);
-        assert_eq!(g, "gemm fma/AVX2");
+        assert_eq!(g, "gemm fma/AVX2, decode pointact avx2 f32 rows");
         assert!(
             q.starts_with("prefill ggml avx2 tiles for q4k; q8_0 dequantized into the f32 gemm"),
             "{q}"
         );
         assert!(q.ends_with("decode pointact avx2 q4k and q8_0 rows"), "{q}");
-        let (_, q) = describe(&flags("avx2 fma"), true, never);
+        let (g, q) = describe(&flags("avx2 fma"), true, never);
         assert!(q.ends_with("decode ggml per-block dot products"), "{q}");
+        assert_eq!(g, "gemm fma/AVX2");
         let xeon = flags("avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni avx512_bf16");
         let (g, q) = describe(&xeon, true, never);
         if cfg!(feature = "avx512") {
-            assert_eq!(g, "gemm avx512f (x86-v4)");
+            assert_eq!(g, "gemm avx512f (x86-v4), decode pointact avx2 f32 rows");
         } else {
             assert!(g.contains("without the avx512 feature"), "{g}");
         }
