@@ -903,6 +903,9 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
         && !w.track_op()
         && !l.bias().is_some_and(Tensor::track_op);
     if !few {
+        if xs.track_op() && !w.track_op() && dims.last() == Some(&k) && m > 0 {
+            return frozen_forward(l, xs, m, n);
+        }
         return l.forward(xs);
     }
     let lhs = xs.flatten_all()?.to_vec1::<f32>()?;
@@ -922,6 +925,90 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
     match l.bias() {
         Some(b) => y.broadcast_add(b),
         None => Ok(y),
+    }
+}
+
+/// `xs · wᵀ` for a weight that is not trained (LoRA's base, the modules full fine-tuning
+/// leaves out, a tied `lm_head`) under an input that is: the gradient flows to the input only.
+///
+/// Why not candle's matmul: its backward computes the gradient of *both* operands
+/// (`backprop.rs`, `Op::Matmul`), whether or not the weight is trained, and keeps every one in
+/// the gradient store until the pass ends: a second copy of every frozen weight (15 GB for the
+/// 3B, 1.2 GB for its `lm_head` alone) and a weight-sized product per linear per step. This
+/// op multiplies with the same kernel (the storage's own matmul) and answers only `∂L/∂x`.
+fn frozen_forward(
+    l: &candle_nn::Linear,
+    xs: &Tensor,
+    m: usize,
+    n: usize,
+) -> candle_core::Result<Tensor> {
+    let dims = xs.dims();
+    let k = dims[dims.len() - 1];
+    let x2 = xs.contiguous()?.reshape((m, k))?;
+    let y = x2.apply_op1(FrozenRhs {
+        w_t: l.weight().t()?,
+    })?;
+    let mut out = dims[..dims.len() - 1].to_vec();
+    out.push(n);
+    let y = y.reshape(out)?;
+    match l.bias() {
+        Some(b) => y.broadcast_add(b),
+        None => Ok(y),
+    }
+}
+
+/// `x [m, k] · w_t [k, n]` with a backward pass for `x` alone (see [`frozen_forward`]).
+struct FrozenRhs {
+    w_t: Tensor,
+}
+
+impl FrozenRhs {
+    fn dims(&self, layout: &candle_core::Layout) -> candle_core::Result<(usize, usize, usize)> {
+        let (m, k) = layout.shape().dims2()?;
+        let (wk, n) = self.w_t.dims2()?;
+        if wk != k {
+            candle_core::bail!("frozen linear: input width {k}, weight expects {wk}");
+        }
+        Ok((m, k, n))
+    }
+}
+
+impl candle_core::CustomOp1 for FrozenRhs {
+    fn name(&self) -> &'static str {
+        "frozen-linear"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x: &candle_core::CpuStorage,
+        layout: &candle_core::Layout,
+    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+        use candle_core::backend::BackendStorage;
+        let (m, k, n) = self.dims(layout)?;
+        let (storage, w_layout) = self.w_t.storage_and_layout();
+        let Storage::Cpu(w) = &*storage else {
+            candle_core::bail!("frozen linear: the input is on the CPU, the weight is not");
+        };
+        Ok((x.matmul(w, (1, m, n, k), layout, w_layout)?, (m, n).into()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        x: &candle_core::CudaStorage,
+        layout: &candle_core::Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, candle_core::Shape)> {
+        use candle_core::backend::BackendStorage;
+        let (m, k, n) = self.dims(layout)?;
+        let (storage, w_layout) = self.w_t.storage_and_layout();
+        let Storage::Cuda(w) = &*storage else {
+            candle_core::bail!("frozen linear: the input is on the GPU, the weight is not");
+        };
+        Ok((x.matmul(w, (1, m, n, k), layout, w_layout)?, (m, n).into()))
+    }
+
+    fn bwd(&self, _x: &Tensor, _y: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(grad.matmul(&self.w_t.t()?)?))
     }
 }
 
@@ -1370,6 +1457,51 @@ mod tests {
                 .unwrap()
                 > 0.0
         );
+    }
+
+    /// A frozen weight under a trained input: the same output and input gradient as candle's
+    /// matmul, bit for bit (the same kernel both ways), and no gradient for the weight, which
+    /// candle's own backward would store (a second copy of every frozen weight).
+    #[test]
+    fn a_frozen_weight_passes_the_gradient_to_its_input_only() {
+        let (n, k) = (300, 256);
+        let w = weight(n, k, 8);
+        let b = weight(1, n, 9).squeeze(0).unwrap();
+        let l = candle_nn::Linear::new(w.clone(), Some(b));
+        let r = weight(5, n, 10).reshape((1, 5, n)).unwrap();
+        for m in [1usize, 5] {
+            let x = Var::from_tensor(&activations(m, k).reshape((1, m, k)).unwrap()).unwrap();
+            let r = r.narrow(1, 0, m).unwrap();
+            let ours = Proj::Dense(l.clone()).forward(x.as_tensor()).unwrap();
+            let theirs = l.forward(x.as_tensor()).unwrap();
+            assert_eq!(ours.dims(), &[1, m, n]);
+            let same = |a: &Tensor, b: &Tensor| {
+                let a: Vec<f32> = a.flatten_all().unwrap().to_vec1().unwrap();
+                let b: Vec<f32> = b.flatten_all().unwrap().to_vec1().unwrap();
+                a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits())
+            };
+            assert!(same(&ours, &theirs), "m={m}: other outputs");
+            let g_ours = (&ours * &r).unwrap().sum_all().unwrap().backward().unwrap();
+            let g_theirs = (&theirs * &r)
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .backward()
+                .unwrap();
+            let (gx, gx_ref) = (
+                g_ours.get(x.as_tensor()).expect("the input's gradient"),
+                g_theirs.get(x.as_tensor()).unwrap(),
+            );
+            assert!(same(gx, gx_ref), "m={m}: another input gradient");
+            // The store has no iterator; its Debug form lists every gradient with its dims.
+            // candle's keeps one for the transposed weight `[k, n]`, ours none of that size.
+            let weight_sized = format!("dims {k}, {n};");
+            assert!(format!("{g_theirs:?}").contains(&weight_sized));
+            assert!(
+                !format!("{g_ours:?}").contains(&weight_sized),
+                "m={m}: a gradient for the frozen weight"
+            );
+        }
     }
 
     #[test]
