@@ -220,6 +220,19 @@ fn resume_matches_straight(name: &str, tune: &Tune) {
                 "A and B of 7 linears in 2 layers"
             );
             t.restore(&adapters).unwrap();
+            // The checkpoint's model is the base with these adapters merged, tensor by tensor.
+            let merged = candle_core::safetensors::load(
+                ckpt.join("model.safetensors"),
+                &candle_core::Device::Cpu,
+            )
+            .unwrap();
+            for (n, w) in weights(&t) {
+                let d = max_abs(&(&merged[&n] - &w).unwrap());
+                assert!(
+                    d <= 1e-6,
+                    "{n}: the checkpoint's merged weight differs by {d}"
+                );
+            }
             t
         }
     };

@@ -205,6 +205,39 @@ impl Proj {
     }
 }
 
+/// A decoder weight as a checkpoint writes it: a tensor at hand (a view of the model's own), or
+/// a LoRA-adapted weight `W + ΔW` that is made only when asked for.
+///
+/// Why not merge up front: the merged copies of every adapted linear together are as large as
+/// the decoder (11 GB for the 3B's seven linears per layer), on top of the model; a checkpoint
+/// written one tensor at a time ([`CheckpointTensor::get`] as each is written) holds one.
+pub enum CheckpointTensor<'a> {
+    Ready(Tensor),
+    Merged { base: Tensor, lora: &'a Lora },
+}
+
+impl CheckpointTensor<'_> {
+    pub fn dims(&self) -> &[usize] {
+        match self {
+            CheckpointTensor::Ready(t) | CheckpointTensor::Merged { base: t, .. } => t.dims(),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        match self {
+            CheckpointTensor::Ready(t) | CheckpointTensor::Merged { base: t, .. } => t.dtype(),
+        }
+    }
+
+    /// The tensor (merging a LoRA weight now), outside any autograd graph.
+    pub fn get(&self) -> candle_core::Result<Tensor> {
+        match self {
+            CheckpointTensor::Ready(t) => Ok(t.clone()),
+            CheckpointTensor::Merged { base, lora } => Ok((base + lora.delta()?)?.detach()),
+        }
+    }
+}
+
 /// Projections of the same input stored as one (q|k|v, gate|up): one weight `[Σ out, in]`, one
 /// multiplication, outputs split along the last axis. A lone projection (`o_proj`, `down_proj`)
 /// is the one-part case, so that every linear of the decoder goes through the same training,
@@ -367,21 +400,24 @@ impl FusedProj {
     /// Each part's weight (and bias) under `{prefix}.{name}.weight`, split from the fused one.
     /// A part with an adapter gives its merged weight `W + (alpha/rank)·B·A` (a snapshot, not
     /// tracked), so that a checkpoint loads in a model without LoRA support.
-    pub(crate) fn named_weights(&self, prefix: &str) -> candle_core::Result<Vec<(String, Tensor)>> {
+    pub(crate) fn named_weights(
+        &self,
+        prefix: &str,
+    ) -> candle_core::Result<Vec<(String, CheckpointTensor<'_>)>> {
         let l = self.proj.dense(prefix)?;
         let mut out = Vec::new();
         let mut start = 0;
         for p in &self.parts {
             let w = l.weight().narrow(0, start, p.rows)?;
             let w = match &p.lora {
-                Some(lora) => (w + lora.delta()?)?.detach(),
-                None => w,
+                Some(lora) => CheckpointTensor::Merged { base: w, lora },
+                None => CheckpointTensor::Ready(w),
             };
             out.push((format!("{prefix}.{}.weight", p.name), w));
             if let Some(b) = l.bias() {
                 out.push((
                     format!("{prefix}.{}.bias", p.name),
-                    b.narrow(0, start, p.rows)?,
+                    CheckpointTensor::Ready(b.narrow(0, start, p.rows)?),
                 ));
             }
             start += p.rows;

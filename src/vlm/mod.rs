@@ -89,7 +89,7 @@ pub use image_map::{
     ER1_EVAL_MAX_PIXELS, ER1_EVAL_MIN_PIXELS, FACTOR, MAX_ASPECT_RATIO, MERGE_SIZE, PATCH_SIZE,
     PRETRAINED_MAX_PIXELS,
 };
-pub use linear::{Proj, Quant};
+pub use linear::{CheckpointTensor, Proj, Quant};
 pub use model::{ImageInput, ModelError, PreparedPrompt, Qwen25Vl};
 pub use processor::{
     resize_bicubic_pil, resize_bicubic_pil_with, ImageProcessor, ImageProcessorConfig, PassOrder,

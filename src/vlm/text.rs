@@ -20,7 +20,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::config::TextConfig;
-use super::linear::{tensor_bytes, FusedProj, Lora, Proj, Quant, SwiGlu};
+use super::linear::{tensor_bytes, CheckpointTensor, FusedProj, Lora, Proj, Quant, SwiGlu};
 use super::rope::MRope;
 
 /// Which implementation of the three ops candle fuses: RMSNorm, softmax and the rotary embedding.
@@ -636,17 +636,27 @@ impl TextModel {
     /// merged weight `W + (alpha/rank)·B·A`, so the checkpoint loads without LoRA support.
     /// Quantized weights are refused.
     pub fn named_weights(&self) -> candle_core::Result<Vec<(String, Tensor)>> {
-        let mut out = vec![(
+        self.checkpoint_tensors()?
+            .into_iter()
+            .map(|(n, t)| Ok((n, t.get()?)))
+            .collect()
+    }
+
+    /// [`Self::named_weights`] with LoRA-adapted weights left unmerged until each is asked for
+    /// ([`CheckpointTensor`]): what a checkpoint writes, one tensor at a time.
+    pub fn checkpoint_tensors(&self) -> candle_core::Result<Vec<(String, CheckpointTensor<'_>)>> {
+        let ready = |n: String, t: Tensor| (n, CheckpointTensor::Ready(t));
+        let mut out = vec![ready(
             "model.embed_tokens.weight".to_string(),
             self.embed_tokens.clone(),
         )];
         for (i, layer) in self.layers.iter().enumerate() {
             let p = format!("model.layers.{i}");
-            out.push((
+            out.push(ready(
                 format!("{p}.input_layernorm.weight"),
                 layer.input_layernorm.weight().clone(),
             ));
-            out.push((
+            out.push(ready(
                 format!("{p}.post_attention_layernorm.weight"),
                 layer.post_attention_layernorm.weight().clone(),
             ));
@@ -654,11 +664,16 @@ impl TextModel {
                 out.extend(proj.named_weights(&format!("{p}.{sub}"))?);
             }
         }
-        out.push(("model.norm.weight".to_string(), self.norm.weight().clone()));
+        out.push(ready(
+            "model.norm.weight".to_string(),
+            self.norm.weight().clone(),
+        ));
         let tied_head =
             matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
         if !tied_head {
-            out.extend(self.lm_head.named_weights("lm_head")?);
+            for (n, t) in self.lm_head.named_weights("lm_head")? {
+                out.push(ready(n, t));
+            }
         }
         Ok(out)
     }

@@ -78,24 +78,32 @@ pub fn save(
     }
     fs::create_dir_all(&partial).map_err(io(&partial))?;
 
-    // The model: vision tensors as stored in the folder the model came from, decoder as now.
+    // The model: vision tensors as stored in the folder the model came from, decoder as now,
+    // written one tensor at a time (see `write_streamed`).
     let files = &trainer.parts.files;
     let reader = SafetensorsReader::open(&files.weights).map_err(|e| CheckpointError::Bad {
         path: files.dir.clone(),
         reason: e.to_string(),
     })?;
-    let mut tensors: HashMap<String, Tensor> = HashMap::new();
+    let decoder = trainer.parts.model.text.checkpoint_tensors()?;
+    let mut entries: Vec<(String, Vec<usize>)> = Vec::new();
     for n in reader.names() {
         if n.starts_with("visual.") {
-            tensors.insert(n.to_string(), reader.read(n, DType::F32, &Device::Cpu)?);
+            let shape = reader.shape(n).unwrap_or_default().to_vec();
+            entries.push((n.to_string(), shape));
         }
     }
-    for (n, t) in trainer.parts.model.text.named_weights()? {
-        tensors.insert(n, t.to_dtype(DType::F32)?.contiguous()?);
-    }
+    let vision = entries.len();
+    entries.extend(decoder.iter().map(|(n, t)| (n.clone(), t.dims().to_vec())));
     let model_path = partial.join("model.safetensors");
-    candle_core::safetensors::save(&tensors, &model_path)?;
-    drop(tensors);
+    write_streamed(&model_path, &entries, |i| {
+        if i < vision {
+            reader.read(&entries[i].0, DType::F32, &Device::Cpu)
+        } else {
+            decoder[i - vision].1.get()
+        }
+    })?;
+    drop(decoder);
 
     let side = [
         Some(files.config.clone()),
@@ -165,6 +173,74 @@ pub fn save(
     Ok(dir)
 }
 
+/// Writes f32 tensors as a safetensors file, one at a time: `entries` are the names and
+/// shapes (in the order written), `data(i)` makes tensor `i` when its turn comes (written as
+/// f32 straight from its storage when it is a contiguous f32 CPU tensor, as the model's are:
+/// no copy of the 1.2 GB embedding table).
+///
+/// Why not candle's `safetensors::save`: it takes every tensor at once, so a LoRA run had to
+/// hold every merged weight next to the model (11 GB more for the 3B); and its `View` cannot
+/// report a failed read. The format is safetensors' own: the header length (u64 LE), the JSON
+/// header (`dtype`, `shape`, `data_offsets` per tensor, padded with spaces to 8 bytes), the data.
+fn write_streamed(
+    path: &Path,
+    entries: &[(String, Vec<usize>)],
+    mut data: impl FnMut(usize) -> candle_core::Result<Tensor>,
+) -> Result<(), CheckpointError> {
+    use std::io::Write;
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), serde_json::json!({ "format": "pt" }));
+    let mut offset = 0usize;
+    for (name, shape) in entries {
+        let bytes = 4 * shape.iter().product::<usize>();
+        header.insert(
+            name.clone(),
+            serde_json::json!({
+                "dtype": "F32",
+                "shape": shape,
+                "data_offsets": [offset, offset + bytes],
+            }),
+        );
+        offset += bytes;
+    }
+    let mut json = serde_json::to_string(&header).map_err(|e| CheckpointError::Bad {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    while json.len() % 8 != 0 {
+        json.push(' ');
+    }
+    let file = fs::File::create(path).map_err(io(path))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    w.write_all(&(json.len() as u64).to_le_bytes())
+        .and_then(|_| w.write_all(json.as_bytes()))
+        .map_err(io(path))?;
+    let mut bytes = Vec::new();
+    for (i, (name, shape)) in entries.iter().enumerate() {
+        let t = data(i)?.to_device(&Device::Cpu)?.to_dtype(DType::F32)?;
+        if t.dims() != shape.as_slice() {
+            return Err(CheckpointError::Bad {
+                path: path.to_path_buf(),
+                reason: format!("{name}: shape {:?}, {shape:?} expected", t.dims()),
+            });
+        }
+        let t = t.contiguous()?;
+        let (storage, layout) = t.storage_and_layout();
+        let candle_core::Storage::Cpu(cpu) = &*storage else {
+            unreachable!("moved to the CPU above");
+        };
+        let start = layout.start_offset();
+        let values = &cpu.as_slice::<f32>()?[start..start + t.elem_count()];
+        for chunk in values.chunks(1 << 16) {
+            bytes.clear();
+            bytes.extend(chunk.iter().flat_map(|v| v.to_le_bytes()));
+            w.write_all(&bytes).map_err(io(path))?;
+        }
+    }
+    w.flush().map_err(io(path))?;
+    Ok(())
+}
+
 /// Removes all but the newest `keep` checkpoints and any leftover `.partial` folder.
 fn prune(out: &Path, keep: usize) -> Result<(), CheckpointError> {
     let mut found: Vec<(u64, PathBuf)> = Vec::new();
@@ -219,4 +295,69 @@ pub fn load_state(dir: &Path) -> Result<(TrainerState, HashMap<String, Tensor>),
     let o = dir.join("optimizer.safetensors");
     let optim = candle_core::safetensors::load(&o, &Device::Cpu)?;
     Ok((state, optim))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file written tensor by tensor reads back equal through candle's safetensors loader (an
+    /// independent reader); a tensor that cannot be made, or has the wrong size, is an error.
+    #[test]
+    fn streamed_safetensors_read_back_equal() {
+        let dir = std::env::temp_dir().join(format!("pointact-streamed-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.safetensors");
+        let entries = vec![
+            ("b.weight".to_string(), vec![2, 3]),
+            ("a.bias".to_string(), vec![5]),
+            ("empty".to_string(), vec![0, 4]),
+            ("big".to_string(), vec![70_001]),
+        ];
+        let values = |i: usize, n: usize| -> Vec<f32> {
+            (0..n).map(|j| (i * 1000 + j) as f32 * 0.5 - 7.25).collect()
+        };
+        let tensor = |i: usize| {
+            let shape = &entries[i].1;
+            Tensor::from_vec(
+                values(i, shape.iter().product()),
+                shape.as_slice(),
+                &Device::Cpu,
+            )
+        };
+        // A view with an offset (the fused projections' parts are such narrows) writes its
+        // own values.
+        let wide: Vec<f32> = [-1.0; 4].into_iter().chain(values(1, 5)).collect();
+        let wide = Tensor::from_vec(wide, 9, &Device::Cpu).unwrap();
+        write_streamed(&path, &entries, |i| match i {
+            1 => wide.narrow(0, 4, 5),
+            _ => tensor(i),
+        })
+        .unwrap();
+        let back = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+        assert_eq!(back.len(), entries.len());
+        for (i, (name, shape)) in entries.iter().enumerate() {
+            let t = &back[name];
+            assert_eq!(t.dims(), shape.as_slice(), "{name}");
+            assert_eq!(t.dtype(), DType::F32);
+            let got: Vec<f32> = t.flatten_all().unwrap().to_vec1().unwrap();
+            assert_eq!(got, values(i, shape.iter().product()), "{name}");
+        }
+
+        let failing = write_streamed(&path, &entries, |i| {
+            if i == 2 {
+                candle_core::bail!("no such tensor")
+            }
+            tensor(i)
+        });
+        assert!(failing.unwrap_err().to_string().contains("no such tensor"));
+        let short = write_streamed(&path, &entries, |_| {
+            Tensor::zeros(3, DType::F32, &Device::Cpu)
+        });
+        assert!(short
+            .unwrap_err()
+            .to_string()
+            .contains("shape [3], [2, 3] expected"));
+        fs::remove_dir_all(&dir).ok();
+    }
 }
