@@ -209,21 +209,24 @@ struct Setup {
 
 const TEMPERATURE: f64 = 0.9;
 
-fn setup() -> Setup {
-    let mut f = fixture_model();
-    let reference = f.model.text.clone();
-    let params = f.model.text.make_trainable(&|_| true).unwrap();
-    let rows = vision_rows(&f);
-    let prompt = f.model.prepare(&f.ids, &[f.image.clone()]).unwrap();
-    let cfg = RolloutConfig {
+fn rollout_config() -> RolloutConfig {
+    RolloutConfig {
         group: 4,
         max_new_tokens: 10,
         temperature: TEMPERATURE,
         top_p: 1.0,
         // A frequent token as "stop" so that lengths differ and padding is exercised.
         stop_ids: vec![412, 903],
-    };
-    let group = rollouts(&mut f.model, &prompt, &cfg, 7).unwrap();
+    }
+}
+
+fn setup() -> Setup {
+    let mut f = fixture_model();
+    let reference = f.model.text.clone();
+    let params = f.model.text.make_trainable(&|_| true).unwrap();
+    let rows = vision_rows(&f);
+    let prompt = f.model.prepare(&f.ids, &[f.image.clone()]).unwrap();
+    let group = rollouts(&mut f.model, &prompt, &rollout_config(), 7).unwrap();
     Setup {
         f,
         reference,
@@ -270,6 +273,48 @@ fn training_logprobs_equal_the_logprobs_recorded_while_sampling() {
     let r = logprobs(&s, &s.reference);
     let err = max_abs(&((&r.logp - &lp.logp).unwrap() * &lp.mask).unwrap());
     assert!(err <= 1e-5, "reference log-probs differ by {err}");
+}
+
+/// What the trainer samples with, `Qwen25Vl::detached`, draws the same tokens as the trainable
+/// model, builds no autograd graph, and shares the weights' storage: an optimiser's in-place
+/// update shows through without a copy.
+#[test]
+fn a_detached_policy_samples_the_same_without_a_graph() {
+    let s = setup();
+    let tracked = s.f.model.clone();
+    let mut policy = s.f.model.detached();
+    let prompt = tracked.prepare(&s.f.ids, &[s.f.image.clone()]).unwrap();
+    assert!(
+        prompt.embeds.track_op(),
+        "the trainable model's embeddings are tracked"
+    );
+    let free = policy.prepare(&s.f.ids, &[s.f.image.clone()]).unwrap();
+    assert!(!free.embeds.track_op());
+    let group = rollouts(&mut policy, &free, &rollout_config(), 7).unwrap();
+    for (i, r) in group.iter().enumerate() {
+        assert_eq!(r.tokens, s.responses[i], "rollout {i}");
+        for (a, b) in r.logprobs.iter().zip(&s.recorded[i]) {
+            assert!((a - b).abs() <= 1e-5, "rollout {i}: {a} vs {b}");
+        }
+    }
+    let w = &s.params[0];
+    let (name, _, _) = &w.parts[0];
+    let find = |m: &Qwen25Vl| {
+        m.text
+            .named_weights()
+            .unwrap()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .unwrap()
+            .1
+    };
+    let before = find(&policy).copy().unwrap();
+    w.var.set(&(w.var.as_tensor() + 1.0).unwrap()).unwrap();
+    let d = max_abs(&(find(&policy) - (before + 1.0).unwrap()).unwrap());
+    assert!(
+        d == 0.0,
+        "{name}: the detached copy did not see the update ({d})"
+    );
 }
 
 /// The GRPO loss of the fixed group with rewards 0, 1, 0.5, 0.25 against `old` log-probs.

@@ -191,6 +191,23 @@ impl Proj {
         Ok(out)
     }
 
+    /// The same weights outside autograd: each tensor `detach`ed (shared storage, no copy; an
+    /// optimiser's in-place update shows through). Why: sampling with trained weights builds
+    /// an autograd graph per operation, which the KV cache keeps alive for the whole rollout,
+    /// and it keeps the decode rows off our kernels ([`dense_forward`]).
+    pub(crate) fn detached(&self) -> Proj {
+        match self {
+            Proj::Dense(l) => Proj::Dense(candle_nn::Linear::new(
+                l.weight().detach(),
+                l.bias().map(Tensor::detach),
+            )),
+            Proj::Quantized { w, bias } => Proj::Quantized {
+                w: w.clone(),
+                bias: bias.as_ref().map(Tensor::detach),
+            },
+        }
+    }
+
     /// Whether the weight is stored quantized.
     pub fn is_quantized(&self) -> bool {
         matches!(self, Proj::Quantized { .. })
@@ -400,6 +417,21 @@ impl FusedProj {
     /// Each part's weight (and bias) under `{prefix}.{name}.weight`, split from the fused one.
     /// A part with an adapter gives its merged weight `W + (alpha/rank)·B·A` (a snapshot, not
     /// tracked), so that a checkpoint loads in a model without LoRA support.
+    /// The same projection and adapters outside autograd ([`Proj::detached`]).
+    pub(crate) fn detached(&self) -> FusedProj {
+        FusedProj {
+            proj: self.proj.detached(),
+            parts: self
+                .parts
+                .iter()
+                .map(|p| Part {
+                    lora: p.lora.as_ref().map(Lora::detached),
+                    ..p.clone()
+                })
+                .collect(),
+        }
+    }
+
     pub(crate) fn named_weights(
         &self,
         prefix: &str,
@@ -456,7 +488,7 @@ impl FusedProj {
                 w.dtype(),
                 w.device(),
             )?;
-            out.extend(lora.trainable(&module));
+            out.extend(lora.trainable(&module)?);
             part.lora = Some(lora);
         }
         Ok(out)
@@ -479,8 +511,10 @@ impl FusedProj {
 /// per row instead of `in·out`, and no `[out, in]` tensor per step.
 #[derive(Debug, Clone)]
 pub struct Lora {
-    a: Var,
-    b: Var,
+    /// `Var`s' tensors while training (the trainer holds the `Var`s), plain tensors in a
+    /// [`Lora::detached`] copy.
+    a: Tensor,
+    b: Tensor,
     alpha: f64,
 }
 
@@ -506,8 +540,10 @@ impl Lora {
             .collect();
         let a = Tensor::from_vec(a, (rank, in_dim), device)?.to_dtype(dtype)?;
         Ok(Self {
-            a: Var::from_tensor(&a)?,
-            b: Var::zeros((out_dim, rank), dtype, device)?,
+            a: Var::from_tensor(&a)?.as_tensor().clone(),
+            b: Var::zeros((out_dim, rank), dtype, device)?
+                .as_tensor()
+                .clone(),
             alpha,
         })
     }
@@ -527,38 +563,45 @@ impl Lora {
 
     /// `(alpha/rank)·(x·Aᵀ)·Bᵀ` for `xs` `[..., in]`.
     pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let down = candle_nn::Linear::new(self.a.as_tensor().clone(), None).forward(xs)?;
-        candle_nn::Linear::new(self.b.as_tensor().clone(), None)
+        let down = candle_nn::Linear::new(self.a.clone(), None).forward(xs)?;
+        candle_nn::Linear::new(self.b.clone(), None)
             .forward(&down)?
             .affine(self.scale(), 0.0)
     }
 
     /// `(alpha/rank)·B·A` `[out, in]`: what merging adds to the base weight.
     pub fn delta(&self) -> candle_core::Result<Tensor> {
-        self.b
-            .as_tensor()
-            .matmul(self.a.as_tensor())?
-            .affine(self.scale(), 0.0)
+        self.b.matmul(&self.a)?.affine(self.scale(), 0.0)
     }
 
     fn bytes(&self) -> usize {
-        tensor_bytes(self.a.as_tensor()) + tensor_bytes(self.b.as_tensor())
+        tensor_bytes(&self.a) + tensor_bytes(&self.b)
     }
 
     /// A and B of the adapter on `module` (`model.layers.0.self_attn.q_proj`) as training
     /// weights under their PEFT names.
-    fn trainable(&self, module: &str) -> [TrainableWeight; 2] {
-        [
-            TrainableWeight::whole(&peft_name(module, "A"), self.a.clone()),
-            TrainableWeight::whole(&peft_name(module, "B"), self.b.clone()),
-        ]
+    fn trainable(&self, module: &str) -> candle_core::Result<[TrainableWeight; 2]> {
+        // `from_tensor` of a variable shares it: the `Var`s made in `new`.
+        Ok([
+            TrainableWeight::whole(&peft_name(module, "A"), Var::from_tensor(&self.a)?),
+            TrainableWeight::whole(&peft_name(module, "B"), Var::from_tensor(&self.b)?),
+        ])
+    }
+
+    /// The same adapter outside autograd (shared storage): see [`Proj::detached`].
+    fn detached(&self) -> Lora {
+        Lora {
+            a: self.a.detach(),
+            b: self.b.detach(),
+            alpha: self.alpha,
+        }
     }
 
     /// A and B of the adapter on `module` under their PEFT names, as they are now.
     pub fn peft_weights(&self, module: &str) -> [(String, Tensor); 2] {
         [
-            (peft_name(module, "A"), self.a.as_tensor().clone()),
-            (peft_name(module, "B"), self.b.as_tensor().clone()),
+            (peft_name(module, "A"), self.a.clone()),
+            (peft_name(module, "B"), self.b.clone()),
         ]
     }
 }
@@ -579,6 +622,14 @@ pub struct SwiGlu {
 }
 
 impl SwiGlu {
+    /// The same MLP outside autograd ([`Proj::detached`]).
+    pub(crate) fn detached(&self) -> SwiGlu {
+        SwiGlu {
+            gate_up: self.gate_up.detached(),
+            down_proj: self.down_proj.detached(),
+        }
+    }
+
     /// Reads `gate_proj`, `up_proj` (`[inter, hidden]`) and `down_proj` (`[hidden, inter]`) under
     /// `vb`. Each is stored in `quant` where its input width fits the block size (3B vision:
     /// `down_proj`'s 3420 does not, so it stays f32).
@@ -999,13 +1050,23 @@ struct FrozenRhs {
 }
 
 impl FrozenRhs {
-    fn dims(&self, layout: &candle_core::Layout) -> candle_core::Result<(usize, usize, usize)> {
+    /// The product on one backend: the storage's own matmul, the kernel `Tensor::matmul` runs.
+    fn forward_on<S: candle_core::backend::BackendStorage>(
+        &self,
+        x: &S,
+        layout: &candle_core::Layout,
+        pick: impl Fn(&Storage) -> Option<&S>,
+    ) -> candle_core::Result<(S, candle_core::Shape)> {
         let (m, k) = layout.shape().dims2()?;
         let (wk, n) = self.w_t.dims2()?;
         if wk != k {
             candle_core::bail!("frozen linear: input width {k}, weight expects {wk}");
         }
-        Ok((m, k, n))
+        let (storage, w_layout) = self.w_t.storage_and_layout();
+        let Some(w) = pick(&storage) else {
+            candle_core::bail!("frozen linear: the input and the weight are on different devices");
+        };
+        Ok((x.matmul(w, (1, m, n, k), layout, w_layout)?, (m, n).into()))
     }
 }
 
@@ -1019,13 +1080,10 @@ impl candle_core::CustomOp1 for FrozenRhs {
         x: &candle_core::CpuStorage,
         layout: &candle_core::Layout,
     ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
-        use candle_core::backend::BackendStorage;
-        let (m, k, n) = self.dims(layout)?;
-        let (storage, w_layout) = self.w_t.storage_and_layout();
-        let Storage::Cpu(w) = &*storage else {
-            candle_core::bail!("frozen linear: the input is on the CPU, the weight is not");
-        };
-        Ok((x.matmul(w, (1, m, n, k), layout, w_layout)?, (m, n).into()))
+        self.forward_on(x, layout, |s| match s {
+            Storage::Cpu(w) => Some(w),
+            _ => None,
+        })
     }
 
     #[cfg(feature = "cuda")]
@@ -1034,13 +1092,10 @@ impl candle_core::CustomOp1 for FrozenRhs {
         x: &candle_core::CudaStorage,
         layout: &candle_core::Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, candle_core::Shape)> {
-        use candle_core::backend::BackendStorage;
-        let (m, k, n) = self.dims(layout)?;
-        let (storage, w_layout) = self.w_t.storage_and_layout();
-        let Storage::Cuda(w) = &*storage else {
-            candle_core::bail!("frozen linear: the input is on the GPU, the weight is not");
-        };
-        Ok((x.matmul(w, (1, m, n, k), layout, w_layout)?, (m, n).into()))
+        self.forward_on(x, layout, |s| match s {
+            Storage::Cuda(w) => Some(w),
+            _ => None,
+        })
     }
 
     fn bwd(&self, _x: &Tensor, _y: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {

@@ -73,6 +73,15 @@ pub struct Qwen25Vl {
 }
 
 impl Qwen25Vl {
+    /// The model with its decoder [`TextModel::detached`] (the vision tower is never trained):
+    /// what a trainer samples with.
+    pub fn detached(&self) -> Qwen25Vl {
+        Qwen25Vl {
+            text: self.text.detached(),
+            ..self.clone()
+        }
+    }
+
     /// Builds both towers from a checkpoint-root `vb` (`visual.*`, `model.*`, maybe `lm_head.*`).
     /// `quant` applies to the text decoder's linears and `lm_head`; the vision tower stays dense.
     pub fn new(cfg: &Qwen25VlConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {

@@ -87,6 +87,14 @@ struct Attention {
 }
 
 impl Attention {
+    fn detached(&self) -> Self {
+        Self {
+            qkv: self.qkv.detached(),
+            o_proj: self.o_proj.detached(),
+            ..*self
+        }
+    }
+
     fn new(cfg: &TextConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim);
         let (nh, nkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
@@ -198,6 +206,19 @@ struct DecoderLayer {
 }
 
 impl DecoderLayer {
+    fn detached(&self) -> Self {
+        Self {
+            input_layernorm: RmsNorm::new(self.input_layernorm.weight().detach(), self.eps),
+            post_attention_layernorm: RmsNorm::new(
+                self.post_attention_layernorm.weight().detach(),
+                self.eps,
+            ),
+            self_attn: self.self_attn.detached(),
+            mlp: self.mlp.detached(),
+            eps: self.eps,
+        }
+    }
+
     fn new(cfg: &TextConfig, quant: Quant, vb: VarBuilder) -> candle_core::Result<Self> {
         Ok(Self {
             input_layernorm: rms_norm(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("input_layernorm"))?,
@@ -635,6 +656,29 @@ impl TextModel {
     /// they are now: what a training checkpoint writes. A linear with a LoRA adapter gives its
     /// merged weight `W + (alpha/rank)·B·A`, so the checkpoint loads without LoRA support.
     /// Quantized weights are refused.
+    /// The decoder with every weight `detach`ed: shared storage (no copy; the optimiser's
+    /// in-place updates show through), outside autograd, a cache of its own. What sampling
+    /// runs on while training: with trainable weights every operation would record its graph,
+    /// which the KV cache keeps alive for the whole rollout, and decode rows would miss our
+    /// kernels (see [`Proj::detached`]).
+    pub fn detached(&self) -> TextModel {
+        let embed_tokens = self.embed_tokens.detach();
+        let tied_head =
+            matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
+        let lm_head = if tied_head {
+            Proj::Dense(candle_nn::Linear::new(embed_tokens.clone(), None))
+        } else {
+            self.lm_head.detached()
+        };
+        TextModel {
+            embed_tokens,
+            layers: self.layers.iter().map(DecoderLayer::detached).collect(),
+            norm: RmsNorm::new(self.norm.weight().detach(), self.cfg.rms_norm_eps),
+            lm_head,
+            ..self.clone()
+        }
+    }
+
     pub fn named_weights(&self) -> candle_core::Result<Vec<(String, Tensor)>> {
         self.checkpoint_tensors()?
             .into_iter()

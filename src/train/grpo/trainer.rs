@@ -363,19 +363,13 @@ impl GrpoTrainer {
         let mut tally = TaskTally::default();
         let t_roll = Instant::now();
         let mut generated = 0usize;
+        // Sampling needs no gradients: the policy's weights outside autograd (shared storage).
+        let mut policy = self.parts.model.detached();
         for (qi, s) in batch.iter().enumerate() {
             let p = self.prepare(s)?;
-            let prompt = self
-                .parts
-                .model
-                .prepare_with_vision(&p.ids, &p.images, &p.vision_rows)?;
+            let prompt = policy.prepare_with_vision(&p.ids, &p.images, &p.vision_rows)?;
             let group_seed = seed.wrapping_mul(1_000_003).wrapping_add((qi * g) as u64);
-            let group = rollouts(
-                &mut self.parts.model,
-                &prompt,
-                &self.options.rollout,
-                group_seed,
-            )?;
+            let group = rollouts(&mut policy, &prompt, &self.options.rollout, group_seed)?;
             for r in &group {
                 generated += r.tokens.len();
                 let text = self.response_text(r);
@@ -409,6 +403,8 @@ impl GrpoTrainer {
             / n)
             .sqrt();
         metrics.tasks = tally.finish();
+        // Its KV caches go before the training pass needs the memory.
+        drop(policy);
         metrics.rollout_seconds = t_roll.elapsed().as_secs_f64();
         metrics.rollout_tokens_per_s = generated as f64 / metrics.rollout_seconds.max(1e-9);
 
@@ -577,13 +573,11 @@ impl GrpoTrainer {
         };
         let mut tally = TaskTally::default();
         let mut sum = 0.0;
+        let mut policy = self.parts.model.detached();
         for s in samples {
             let p = self.prepare(s)?;
-            let prompt = self
-                .parts
-                .model
-                .prepare_with_vision(&p.ids, &p.images, &p.vision_rows)?;
-            let r = rollouts(&mut self.parts.model, &prompt, &cfg, 0)?;
+            let prompt = policy.prepare_with_vision(&p.ids, &p.images, &p.vision_rows)?;
+            let r = rollouts(&mut policy, &prompt, &cfg, 0)?;
             let text = self.response_text(&r[0]);
             let (reward, comps) = match scorer(&text, &s.ground_truth) {
                 Ok(c) => (c.first().map_or(0.0, |x| x.1), c),
