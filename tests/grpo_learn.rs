@@ -202,7 +202,7 @@ fn grpo_raises_the_held_out_reward_of_a_tiny_model_on_simulated_frames() {
         // Measured without the KL and the schedule: 3e-3 loses the format (reward 0.2).
         adamw: AdamWOptions {
             lr: 2e-3,
-            ..trainer.options.adamw.clone()
+            ..trainer.options.adamw
         },
         schedule: Schedule::Constant { warmup: 10 },
         ..trainer.options.clone()

@@ -283,12 +283,16 @@ fn a_detached_policy_samples_the_same_without_a_graph() {
     let s = setup();
     let tracked = s.f.model.clone();
     let mut policy = s.f.model.detached();
-    let prompt = tracked.prepare(&s.f.ids, &[s.f.image.clone()]).unwrap();
+    let prompt = tracked
+        .prepare(&s.f.ids, std::slice::from_ref(&s.f.image))
+        .unwrap();
     assert!(
         prompt.embeds.track_op(),
         "the trainable model's embeddings are tracked"
     );
-    let free = policy.prepare(&s.f.ids, &[s.f.image.clone()]).unwrap();
+    let free = policy
+        .prepare(&s.f.ids, std::slice::from_ref(&s.f.image))
+        .unwrap();
     assert!(!free.embeds.track_op());
     let group = rollouts(&mut policy, &free, &rollout_config(), 7).unwrap();
     for (i, r) in group.iter().enumerate() {

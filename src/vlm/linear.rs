@@ -977,7 +977,7 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
     let w = l.weight();
     let (n, k) = w.dims2()?;
     let dims = xs.dims();
-    let m = if k == 0 { 0 } else { xs.elem_count() / k };
+    let m = xs.elem_count().checked_div(k).unwrap_or(0);
     let few = super::qgemv::available()
         && xs.device().is_cpu()
         && w.dtype() == DType::F32
