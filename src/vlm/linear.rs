@@ -716,17 +716,62 @@ fn candle_tiles_q8_0() -> bool {
 fn candle_tiles_q8_0_now() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
+        let has = |f: &str| match f {
+            "avx512f" => std::is_x86_feature_detected!("avx512f"),
+            "avx512_vnni" => std::is_x86_feature_detected!("avx512vnni"),
+            "avx_vnni" => std::is_x86_feature_detected!("avxvnni"),
+            "avx2" => std::is_x86_feature_detected!("avx2"),
+            "fma" => std::is_x86_feature_detected!("fma"),
+            _ => false,
+        };
         let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
-        if env("MISTRALRS_FORCE_AVX2") {
-            return false;
-        }
-        (std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vnni"))
-            || ((env("MISTRALRS_FORCE_AVXVNNI") || std::is_x86_feature_detected!("avxvnni"))
-                && std::is_x86_feature_detected!("avx2"))
+        matches!(
+            candle_quant_tier(has, env),
+            Some(CandleTier::Avx512Vnni | CandleTier::AvxVnni)
+        )
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
+    }
+}
+
+/// The tier of candle 0.11.1's repacked x86 tiles (`quantized/repack_x86.rs`, `select`/`level`)
+/// for CPU features named as /proc/cpuinfo names them (`has`) and the environment (`env`):
+/// `MISTRALRS_FORCE_AVX2=1` forbids VNNI, `MISTRALRS_FORCE_AVXVNNI=1` asks for AVX-VNNI.
+/// `None`: no tiles (candle's generic dot products). Q4K takes tiles at every tier, Q8_0 only
+/// at the VNNI ones. One rule for both the product's routing here and `bench vlm`'s report.
+pub fn candle_quant_tier(
+    has: impl Fn(&str) -> bool,
+    env: impl Fn(&str) -> bool,
+) -> Option<CandleTier> {
+    let (force_avx2, force_vnni) = (env("MISTRALRS_FORCE_AVX2"), env("MISTRALRS_FORCE_AVXVNNI"));
+    if !force_avx2 && !force_vnni && has("avx512f") && has("avx512_vnni") {
+        Some(CandleTier::Avx512Vnni)
+    } else if !force_avx2 && (force_vnni || has("avx_vnni")) && has("avx2") {
+        Some(CandleTier::AvxVnni)
+    } else if has("avx2") && has("fma") {
+        Some(CandleTier::Avx2)
+    } else {
+        None
+    }
+}
+
+/// See [`candle_quant_tier`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandleTier {
+    Avx512Vnni,
+    AvxVnni,
+    Avx2,
+}
+
+impl CandleTier {
+    pub fn name(self) -> &'static str {
+        match self {
+            CandleTier::Avx512Vnni => "avx512-vnni",
+            CandleTier::AvxVnni => "avx-vnni",
+            CandleTier::Avx2 => "avx2",
+        }
     }
 }
 

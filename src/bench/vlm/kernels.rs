@@ -2,7 +2,8 @@
 //!
 //! Why print it: the same binary runs different kernels on an AVX2-only AMD EPYC and on an
 //! AVX-512 Xeon, and a speed ratio means little without knowing which ran. Both choices are made
-//! at run time by our dependencies, not by us, so this module repeats their rules:
+//! at run time by our dependencies, not by us, so this module repeats their rules (candle's tile rule
+//! is `vlm::linear::candle_quant_tier`, which also routes the products):
 //! - dense f32 products go through `gemm` 0.19, which uses its AVX-512 microkernels only when
 //!   built with its `x86-v4` feature (our `avx512` feature, on by default, turns it on; candle
 //!   does not) and the CPU has `avx512f`, else FMA (AVX2), else scalar
@@ -65,20 +66,6 @@ fn cpuinfo_flags() -> Vec<String> {
         .collect()
 }
 
-/// The quantized tier candle picks (`None`: no x86 tiles, the generic dot products).
-fn quant_tier(has: impl Fn(&str) -> bool, env: impl Fn(&str) -> bool) -> Option<&'static str> {
-    let (force_avx2, force_vnni) = (env("MISTRALRS_FORCE_AVX2"), env("MISTRALRS_FORCE_AVXVNNI"));
-    if !force_avx2 && !force_vnni && has("avx512f") && has("avx512_vnni") {
-        Some("avx512-vnni")
-    } else if !force_avx2 && (force_vnni || has("avx_vnni")) && has("avx2") {
-        Some("avx-vnni")
-    } else if has("avx2") && has("fma") {
-        Some("avx2")
-    } else {
-        None
-    }
-}
-
 fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (String, String) {
     let has = |f: &str| features.iter().any(|x| x == f);
     let f32_gemm = if !x86 {
@@ -94,7 +81,10 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
     } else {
         "gemm scalar".to_owned()
     };
-    let many_rows = match x86.then(|| quant_tier(has, &env)).flatten() {
+    let many_rows = match x86
+        .then(|| crate::vlm::linear::candle_quant_tier(has, &env).map(|t| t.name()))
+        .flatten()
+    {
         Some(tier @ "avx2") => {
             format!(
                 "ggml {tier} tiles for q4k; q8_0 dequantized into the f32 gemm (tiles need VNNI)"
