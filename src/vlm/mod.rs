@@ -38,7 +38,8 @@
 //! * [`linear`]: in-process Q8_0 / Q4K linears ([`qgemv`]: our AVX2 Q4K kernel for decode's
 //!   few-row products); [`qcache`]: their blocks cached beside the
 //!   checkpoint after the first quantized load; [`weights`]: tensor-by-tensor safetensors reading;
-//!   [`image_map`]: `smart_resize` and the map between the model's pixels and the image's.
+//!   [`image_map`]: `smart_resize` and the map between the model's pixels and the image's;
+//!   [`heap`]: freed activation buffers kept in the heap once a model runs (no page faults per op).
 //!
 //! The model knows tensors, images and tokens only: the `qwen` pointing backend that wraps it
 //! (abilities, frames, answer parsing) is `pointing::qwen`.
@@ -60,6 +61,7 @@ pub mod config;
 pub mod device;
 pub mod files;
 pub mod generate;
+pub mod heap;
 pub mod hub;
 pub mod image_map;
 pub mod linear;
