@@ -19,16 +19,39 @@ const MMAP_THRESHOLD: i32 = 32 << 20;
 /// Free memory at the heap top beyond this goes back to the kernel.
 const TRIM_THRESHOLD: i32 = 512 << 20;
 
-/// Sets the heap policy above once per process; later calls do nothing.
-pub fn keep_freed_pages() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: mallopt only changes malloc's tunables; it is thread-safe in glibc. A value
-        // it refuses leaves the default in place (return 0), which is only slower.
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-            libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
-        }
-    });
+/// Sets the heap policy above once per process; later calls do nothing. Returns whether the C
+/// library took both settings (false off glibc, or if glibc refused a value: then its default
+/// policy stays, which is only slower).
+pub fn keep_freed_pages() -> bool {
+    static TAKEN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TAKEN.get_or_init(set)
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn set() -> bool {
+    // SAFETY: mallopt only changes malloc's tunables and is thread-safe in glibc.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+            && libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn set() -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    /// glibc refuses an mmap threshold above its ceiling (32 MiB on 64-bit) with 0 and keeps
+    /// its default: a bigger constant here would silently undo the policy.
+    #[test]
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn glibc_takes_both_settings() {
+        assert!(super::keep_freed_pages());
+        assert!(
+            super::keep_freed_pages(),
+            "a second call reports the first one's outcome"
+        );
+    }
 }

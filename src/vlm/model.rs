@@ -140,7 +140,7 @@ impl Qwen25Vl {
 
     /// The vision tower's output for each image (one tensor of merged rows per image).
     pub fn vision_rows(&self, images: &[ImageInput]) -> Result<Vec<Tensor>, ModelError> {
-        super::heap::keep_freed_pages();
+        let _ = super::heap::keep_freed_pages();
         images
             .iter()
             .map(|img| {
@@ -229,7 +229,7 @@ impl Qwen25Vl {
         logits_at: LogitsAt,
         keep_hidden: bool,
     ) -> Result<TextOutput, ModelError> {
-        super::heap::keep_freed_pages();
+        let _ = super::heap::keep_freed_pages();
         self.capacity = prompt.positions.len() + max_new_tokens;
         self.text.reset_cache(self.capacity);
         let out = self.text.forward_embeds(
