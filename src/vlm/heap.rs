@@ -6,11 +6,12 @@
 //! next allocation faults its pages in again and the kernel zeroes each one: in a `perf record`
 //! of `bench vlm --quant q4k` on 2 AVX-512 cores, `clear_page_erms` and the page-fault path took
 //! about a third of the samples. Keeping freed memory in the heap (blocks up to 32 MiB served
-//! from it, the top trimmed only past 512 MiB) cut vision 10.4 → 8.0–8.3 s and prefill 9.9 →
-//! 6.5–6.7 s in that run (README "VLM speed and memory").
+//! from it, the top trimmed only past 512 MiB) cut vision 10.4 → 8.1 s and prefill 9.9 →
+//! 6.7 s in that benchmark (README "VLM speed and memory").
 //!
 //! Applied when a model first runs ([`keep_freed_pages`], called by `Qwen25Vl::vision_rows` and
-//! the prefills), not at start-up: loading reads gigabytes of weights in pieces whose transient
+//! `Qwen25Vl::prefill`, the two ways into a forward pass: `prefill_after` and decoding only follow
+//! a `prefill` in the same process, and the policy is process-wide), not at start-up: loading reads gigabytes of weights in pieces whose transient
 //! buffers should go back to the kernel, and setting the policy before load raised peak RSS
 //! by 1.6 GB in the same benchmark. glibc only (other C libraries keep their own policy).
 
