@@ -11,9 +11,10 @@
 //!
 //! Applied when a model first runs ([`keep_freed_pages`], called by `Qwen25Vl::vision_rows` and
 //! `Qwen25Vl::prefill`, the two ways into a forward pass: `prefill_after` and decoding only follow
-//! a `prefill` in the same process, and the policy is process-wide), not at start-up: loading reads gigabytes of weights in pieces whose transient
-//! buffers should go back to the kernel, and setting the policy before load raised peak RSS
-//! by 1.6 GB in the same benchmark. glibc only (other C libraries keep their own policy).
+//! a `prefill` in the same process, and the policy is process-wide), not at start-up: loading
+//! reads gigabytes of weights in pieces whose transient buffers should go back to the kernel,
+//! and setting the policy before load raised peak RSS by 1.6 GB in the same benchmark. glibc
+//! only (other C libraries keep their own policy).
 
 /// Blocks up to this size come from the heap (glibc's own ceiling for the threshold).
 const MMAP_THRESHOLD: i32 = 32 << 20;
