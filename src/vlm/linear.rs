@@ -716,17 +716,9 @@ fn candle_tiles_q8_0() -> bool {
 fn candle_tiles_q8_0_now() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let has = |f: &str| match f {
-            "avx512f" => std::is_x86_feature_detected!("avx512f"),
-            "avx512_vnni" => std::is_x86_feature_detected!("avx512vnni"),
-            "avx_vnni" => std::is_x86_feature_detected!("avxvnni"),
-            "avx2" => std::is_x86_feature_detected!("avx2"),
-            "fma" => std::is_x86_feature_detected!("fma"),
-            _ => false,
-        };
         let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
         matches!(
-            candle_quant_tier(has, env),
+            candle_quant_tier(super::qgemv::cpu_has, env),
             Some(CandleTier::Avx512Vnni | CandleTier::AvxVnni)
         )
     }

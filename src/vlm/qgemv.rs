@@ -1,5 +1,6 @@
 //! Decode-time products: a few activation rows times a Q4K, Q8_0 or dense f32 weight, with our
-//! own AVX2 dot products over the compact ggml blocks (and over plain f32 rows).
+//! own AVX2 dot products over the compact ggml blocks (and over plain f32 rows), and AVX-512
+//! ones for Q4K and f32 where the CPU has AVX-512 F/BW/VNNI ([`row_kernels`]).
 //!
 //! Why our own: decode reads every weight once per token, so its speed is how close the dot
 //! product comes to the memory bandwidth, and candle 0.11.1's ggml kernels (reached through
@@ -26,6 +27,11 @@
 //!   Here each weight row is one sequential stream: four independent FMA accumulators, the
 //!   stream prefetched 2 KiB ahead, rows split across the pool like the quantized kernels.
 //!   Only for products outside autograd ([`super::linear`] checks): no backward pass here.
+//! * **AVX-512** (2-core AMD EPYC with AVX-512, `k=2048, n=11008`, AVX2 → AVX-512): Q4K
+//!   27 → 41 GB/s on one core from L3, 37–39 → 40–44 GB/s on two from memory; f32 rows 114 →
+//!   135 GB/s from L2 and memory-bound (42–45 GB/s) either way. A whole q4k decode in
+//!   `bench vlm` (same binary, `POINTACT_QGEMV_AVX2=1` for the AVX2 side): 18.7–19.1 →
+//!   20.3–20.5 tok/s, 86–93 % of the bandwidth limit. Q8_0 stays AVX2 (memory-bound there).
 //!
 //! The maths is ggml's formats against candle's own quantization of the activation (Q8K for
 //! Q4K, Q8_0 for Q8_0), so the only difference from `k_quants::matmul` is the order of the
@@ -53,19 +59,75 @@ const _: () = assert!(std::mem::size_of::<BlockQ4K>() == Q4K_BYTES);
 const _: () = assert!(std::mem::size_of::<BlockQ8K>() == Q8K_BYTES);
 const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == Q8_0_BYTES);
 
-/// Whether this CPU runs [`q4k`] and [`q8_0`] (AVX2, FMA and F16C); the caller uses candle's kernel
-/// otherwise.
+/// Whether this CPU runs [`q4k`], [`q8_0`] and [`f32`] (AVX2, FMA and F16C); the caller uses
+/// candle's kernel otherwise.
 pub fn available() -> bool {
+    row_kernels(cpu_has, |_| false).is_some()
+}
+
+/// Which of our row kernels run: AVX2 ones, or the AVX-512 ones for Q4K and f32 (Q8_0 stays
+/// AVX2: the 2-byte factor between its 32-byte blocks breaks the 64-byte loads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKernels {
+    Avx2,
+    Avx512,
+}
+
+/// The rule for [`RowKernels`], for CPU features named as /proc/cpuinfo names them (`has`) and
+/// the environment (`env`): AVX-512 F, BW and VNNI (Intel since Cascade Lake, AMD since Zen 4)
+/// take the AVX-512 kernels unless `POINTACT_QGEMV_AVX2=1` (to compare the two on one
+/// machine); `None`: not even AVX2, FMA and F16C. One rule for the products here and
+/// `bench vlm`'s report.
+pub fn row_kernels(has: impl Fn(&str) -> bool, env: impl Fn(&str) -> bool) -> Option<RowKernels> {
+    if !(has("avx2") && has("fma") && has("f16c")) {
+        None
+    } else if has("avx512f") && has("avx512bw") && has("avx512_vnni") && !env("POINTACT_QGEMV_AVX2")
+    {
+        Some(RowKernels::Avx512)
+    } else {
+        Some(RowKernels::Avx2)
+    }
+}
+
+/// Whether this CPU has `feature`, spelled as /proc/cpuinfo spells it (the spelling
+/// [`row_kernels`] and `linear::candle_quant_tier` take); false for names not listed here.
+pub fn cpu_has(feature: &str) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("fma")
-            && std::is_x86_feature_detected!("f16c")
+        match feature {
+            "avx2" => std::is_x86_feature_detected!("avx2"),
+            "fma" => std::is_x86_feature_detected!("fma"),
+            "f16c" => std::is_x86_feature_detected!("f16c"),
+            "avx512f" => std::is_x86_feature_detected!("avx512f"),
+            "avx512bw" => std::is_x86_feature_detected!("avx512bw"),
+            "avx512_vnni" => std::is_x86_feature_detected!("avx512vnni"),
+            "avx_vnni" => std::is_x86_feature_detected!("avxvnni"),
+            _ => false,
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
+        let _ = feature;
         false
     }
+}
+
+/// An error unless this CPU has what the AVX-512 kernels need (the environment aside): the
+/// guard that makes asking for them on another CPU an error, not an illegal instruction.
+fn wide_cpu() -> candle_core::Result<()> {
+    if row_kernels(cpu_has, |_| false) != Some(RowKernels::Avx512) {
+        candle_core::bail!("qgemv: this CPU lacks AVX-512 F/BW/VNNI");
+    }
+    Ok(())
+}
+
+/// [`row_kernels`] on this machine, decided once per process (asked for every product).
+fn wide() -> bool {
+    static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WIDE.get_or_init(|| {
+        let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
+        row_kernels(cpu_has, env) == Some(RowKernels::Avx512)
+    })
 }
 
 /// One activation row in Q8K, with the sums its dot products need per 32-value sub-block.
@@ -73,10 +135,16 @@ struct Q8KRow {
     blocks: Vec<BlockQ8K>,
     /// `bsums[2j] + bsums[2j+1]` of each block: the activation's sum over sub-block `j`.
     sums: Vec<[i16; 8]>,
+    /// For the AVX-512 kernel only (else empty): each block's 256 quants with its 32-value
+    /// sub-blocks in the order 0 2 1 3 4 6 5 7. Why: one 64-byte load of Q4K quants holds
+    /// sub-blocks 4h, 4h+2 in its low nibbles and 4h+1, 4h+3 in its high ones, so in this order
+    /// the matching activation bytes are one 64-byte load each. The row is reordered once and
+    /// read by every weight row of the product.
+    wide: Vec<[i8; QK_K]>,
 }
 
 impl Q8KRow {
-    fn new(x: &[f32]) -> Self {
+    fn new(x: &[f32], wide: bool) -> Self {
         let nb = x.len() / QK_K;
         let mut blocks = vec![BlockQ8K::zeros(); nb];
         BlockQ8K::from_float(x, &mut blocks);
@@ -89,7 +157,19 @@ impl Q8KRow {
                 std::array::from_fn(|j| bsum(2 * j) + bsum(2 * j + 1))
             })
             .collect();
-        Self { blocks, sums }
+        let wide = if wide {
+            const ORDER: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
+            blocks
+                .iter()
+                .map(|b| {
+                    let q = &block_bytes(b)[4..4 + QK_K];
+                    std::array::from_fn(|i| q[32 * ORDER[i / 32] + i % 32] as i8)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Self { blocks, sums, wide }
     }
 }
 
@@ -128,10 +208,46 @@ pub fn q4k(
     w: &[BlockQ4K],
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
-    products(mkn, QK_K, lhs, w, dst, Q8KRow::new, |row, y| {
-        // SAFETY: `products` checked `available()`; `row` and `y` have the same block count.
-        unsafe { x86::q4k(row, y) }
-    })
+    q4k_on(wide(), mkn, lhs, w, dst)
+}
+
+/// [`q4k`] through the AVX-512 kernel (`wide`, where [`row_kernels`] allows it) or the AVX2 one.
+fn q4k_on(
+    wide: bool,
+    mkn: (usize, usize, usize),
+    lhs: &[f32],
+    w: &[BlockQ4K],
+    dst: &mut [f32],
+) -> candle_core::Result<()> {
+    if wide {
+        wide_cpu()?;
+        products(
+            mkn,
+            QK_K,
+            lhs,
+            w,
+            dst,
+            |x| Q8KRow::new(x, true),
+            |row, y| {
+                // SAFETY: `wide_cpu` checked AVX-512 F/BW/VNNI besides AVX2; `y` was built with
+                // its reordered quants; `row` and `y` have the same block count.
+                unsafe { x86::q4k_512(row, y) }
+            },
+        )
+    } else {
+        products(
+            mkn,
+            QK_K,
+            lhs,
+            w,
+            dst,
+            |x| Q8KRow::new(x, false),
+            |row, y| {
+                // SAFETY: `products` checked `available()`; `row` and `y` have the same block count.
+                unsafe { x86::q4k(row, y) }
+            },
+        )
+    }
 }
 
 /// As [`q4k`], for Q8_0 rows (`[n, k/32]` blocks).
@@ -155,10 +271,29 @@ pub fn f32(
     w: &[f32],
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
-    products(mkn, 1, lhs, w, dst, <[f32]>::to_vec, |row, y| {
-        // SAFETY: as in `q4k`; `row` and `y` are both `k` long.
-        unsafe { x86::f32(row, y) }
-    })
+    f32_on(wide(), mkn, lhs, w, dst)
+}
+
+/// [`f32`] through the AVX-512 kernel (`wide`) or the AVX2 one, as [`q4k_on`].
+fn f32_on(
+    wide: bool,
+    mkn: (usize, usize, usize),
+    lhs: &[f32],
+    w: &[f32],
+    dst: &mut [f32],
+) -> candle_core::Result<()> {
+    if wide {
+        wide_cpu()?;
+        products(mkn, 1, lhs, w, dst, <[f32]>::to_vec, |row, y| {
+            // SAFETY: `wide_cpu` checked AVX-512 F; `row` and `y` are both `k` long.
+            unsafe { x86::f32_512(row, y) }
+        })
+    } else {
+        products(mkn, 1, lhs, w, dst, <[f32]>::to_vec, |row, y| {
+            // SAFETY: as in `q4k`; `row` and `y` are both `k` long.
+            unsafe { x86::f32(row, y) }
+        })
+    }
 }
 
 /// The shared frame of the kernels: shape checks, the activation rows quantized once, and the
@@ -249,33 +384,12 @@ mod x86 {
         // pshufb masks spreading scale byte `s` over the 16 i16 lanes of each 128-bit half.
         let spread: [__m256i; 8] =
             std::array::from_fn(|s| _mm256_set1_epi16(0xff00u16 as i16 | s as i16));
-        // The mins (bytes 8..16) widened to i16.
-        let mins_mask = _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1);
         let mut acc = _mm256_setzero_ps();
         let mut acc_min = _mm_setzero_ps();
         for ((wb, yb), ysum) in w.iter().zip(&y.blocks).zip(&y.sums) {
             let wp = (wb as *const BlockQ4K).cast::<u8>();
-            // The block's three cache lines, `PREFETCH` bytes ahead.
-            for line in [0, 64, 128] {
-                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(PREFETCH + line) as *const i8);
-            }
             let yp = (yb as *const super::BlockQ8K).cast::<u8>();
-            let yd = _mm_set1_ps((yp as *const f32).read_unaligned());
-            // [d, dmin] · y.d
-            let dm = _mm_mul_ps(
-                _mm_cvtph_ps(_mm_cvtsi32_si128((wp as *const i32).read_unaligned())),
-                yd,
-            );
-            let sm = scales_mins(wp.add(4));
-            let mins_y = _mm_madd_epi16(
-                _mm_shuffle_epi8(sm, mins_mask),
-                _mm_loadu_si128(ysum.as_ptr() as *const __m128i),
-            );
-            acc_min = _mm_fmadd_ps(
-                _mm_shuffle_ps::<0x55>(dm, dm),
-                _mm_cvtepi32_ps(mins_y),
-                acc_min,
-            );
+            let (dm, sm) = q4k_head(wp, yp, ysum, &mut acc_min);
             let scales = _mm256_broadcastsi128_si256(sm);
             let qs = wp.add(16);
             let q8 = yp.add(4);
@@ -304,6 +418,91 @@ mod x86 {
         let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
         let s = _mm_add_ss(s, _mm_movehdup_ps(s));
         _mm_cvtss_f32(s)
+    }
+
+    /// What both Q4K kernels do once per block, before its quants: prefetch the block
+    /// `PREFETCH` bytes ahead, convert `[d, dmin]` times the activation's `d` (returned, as
+    /// lanes 0 and 1), unpack the scales and mins (returned), and add `dmin·y.d·Σ_j m_j Σ y_q`
+    /// to `acc_min` (the min term, subtracted at the end).
+    #[inline(always)]
+    unsafe fn q4k_head(
+        wp: *const u8,
+        yp: *const u8,
+        ysum: &[i16; 8],
+        acc_min: &mut __m128,
+    ) -> (__m128, __m128i) {
+        // The block's three cache lines.
+        for line in [0, 64, 128] {
+            _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(PREFETCH + line) as *const i8);
+        }
+        let yd = _mm_set1_ps((yp as *const f32).read_unaligned());
+        let dm = _mm_mul_ps(
+            _mm_cvtph_ps(_mm_cvtsi32_si128((wp as *const i32).read_unaligned())),
+            yd,
+        );
+        let sm = scales_mins(wp.add(4));
+        // The mins (bytes 8..16) widened to i16, times the activation's sub-block sums.
+        let mins = _mm_shuffle_epi8(
+            sm,
+            _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1),
+        );
+        let mins_y = _mm_madd_epi16(mins, _mm_loadu_si128(ysum.as_ptr() as *const __m128i));
+        *acc_min = _mm_fmadd_ps(
+            _mm_shuffle_ps::<0x55>(dm, dm),
+            _mm_cvtepi32_ps(mins_y),
+            *acc_min,
+        );
+        (dm, sm)
+    }
+
+    /// [`q4k`] on AVX-512: 128 weights per step (one 64-byte load of quants, against the
+    /// activation's reordered quants, `Q8KRow::wide`), and the scaled pair sums accumulated by
+    /// VNNI's `vpdpwssd` instead of a multiply and an add. Same integer sums per sub-block as
+    /// the AVX2 kernel, so the same float result up to the order of the final additions.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
+    pub(super) unsafe fn q4k_512(w: &[BlockQ4K], y: &Q8KRow) -> f32 {
+        let lo_nibbles = _mm512_set1_epi8(0x0f);
+        // pshufb masks spreading scale byte `a` over the i16 lanes of the low 256 bits and
+        // `b` over the high 256 bits: the sub-blocks one load's low (or high) nibbles hold.
+        let spread = |a: i16, b: i16| {
+            let a = _mm512_set1_epi16(0xff00u16 as i16 | a);
+            _mm512_inserti64x4::<1>(a, _mm256_set1_epi16(0xff00u16 as i16 | b))
+        };
+        let spread = [spread(0, 2), spread(1, 3), spread(4, 6), spread(5, 7)];
+        let mut acc = _mm512_setzero_ps();
+        let mut acc_min = _mm_setzero_ps();
+        for (((wb, yb), ysum), yq) in w.iter().zip(&y.blocks).zip(&y.sums).zip(&y.wide) {
+            let wp = (wb as *const BlockQ4K).cast::<u8>();
+            let yp = (yb as *const super::BlockQ8K).cast::<u8>();
+            let (dm, sm) = q4k_head(wp, yp, ysum, &mut acc_min);
+            let scales = _mm512_broadcast_i32x4(sm);
+            let qs = wp.add(16);
+            let q8 = yq.as_ptr();
+            let mut sum = _mm512_setzero_si512();
+            for h in 0..2 {
+                let q4 = _mm512_loadu_si512(qs.add(64 * h) as *const _);
+                let lo = _mm512_and_si512(q4, lo_nibbles);
+                let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(q4), lo_nibbles);
+                let y_lo = _mm512_loadu_si512(q8.add(128 * h) as *const _);
+                let y_hi = _mm512_loadu_si512(q8.add(128 * h + 64) as *const _);
+                sum = _mm512_dpwssd_epi32(
+                    sum,
+                    _mm512_maddubs_epi16(lo, y_lo),
+                    _mm512_shuffle_epi8(scales, spread[2 * h]),
+                );
+                sum = _mm512_dpwssd_epi32(
+                    sum,
+                    _mm512_maddubs_epi16(hi, y_hi),
+                    _mm512_shuffle_epi8(scales, spread[2 * h + 1]),
+                );
+            }
+            let d = _mm512_broadcastss_ps(dm);
+            acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sum), acc);
+        }
+        let s = _mm_sub_ps(_mm_setzero_ps(), acc_min);
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm512_reduce_add_ps(acc) + _mm_cvtss_f32(s)
     }
 
     /// `d_w·d_y·Σ w·y` of one 32-value block pair, added to `acc`; `d` is `d_w·d_y` in lane 0.
@@ -395,6 +594,42 @@ mod x86 {
         }
         total
     }
+
+    /// [`f32`] on AVX-512: 64 values (four cache lines of each row) per step into four
+    /// accumulators; the tail of fewer than 64 goes through one masked step per 16 values.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn f32_512(w: &[f32], y: &[f32]) -> f32 {
+        let k = w.len().min(y.len());
+        let (wp, yp) = (w.as_ptr(), y.as_ptr());
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 64 <= k {
+            let ahead = wp.cast::<u8>().wrapping_add(4 * i + PREFETCH);
+            for line in [0, 64, 128, 192] {
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
+            }
+            for (j, a) in acc.iter_mut().enumerate() {
+                let at = i + 16 * j;
+                *a = _mm512_fmadd_ps(_mm512_loadu_ps(wp.add(at)), _mm512_loadu_ps(yp.add(at)), *a);
+            }
+            i += 64;
+        }
+        while i < k {
+            let mask: __mmask16 = if k - i >= 16 {
+                0xffff
+            } else {
+                (1 << (k - i)) - 1
+            };
+            acc[0] = _mm512_fmadd_ps(
+                _mm512_maskz_loadu_ps(mask, wp.add(i)),
+                _mm512_maskz_loadu_ps(mask, yp.add(i)),
+                acc[0],
+            );
+            i += 16;
+        }
+        let acc = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+        _mm512_reduce_add_ps(acc)
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -406,6 +641,12 @@ mod x86 {
         unreachable!("qgemv::available() is false off x86_64")
     }
     pub(super) unsafe fn f32(_: &[f32], _: &[f32]) -> f32 {
+        unreachable!("qgemv::available() is false off x86_64")
+    }
+    pub(super) unsafe fn q4k_512(_: &[super::BlockQ4K], _: &super::Q8KRow) -> f32 {
+        unreachable!("qgemv::available() is false off x86_64")
+    }
+    pub(super) unsafe fn f32_512(_: &[f32], _: &[f32]) -> f32 {
         unreachable!("qgemv::available() is false off x86_64")
     }
 }
@@ -474,32 +715,47 @@ mod tests {
         }
     }
 
+    /// The kernel choices this CPU can run: AVX2, and AVX-512 where it has it.
+    fn choices() -> Vec<bool> {
+        let wide = row_kernels(cpu_has, |_| false) == Some(RowKernels::Avx512);
+        if !wide {
+            eprintln!("AVX-512 kernels not run: this CPU lacks AVX-512 F/BW/VNNI");
+        }
+        [false, true].into_iter().filter(|w| !w || wide).collect()
+    }
+
     #[test]
     fn equals_candles_ggml_kernels_on_the_same_blocks() {
         if !available() {
             eprintln!("skipped: no AVX2/FMA/F16C here");
             return;
         }
-        equals_candle::<BlockQ4K>(1024, 37, q4k);
+        equals_candle::<BlockQ4K>(1024, 37, |mkn, x, w, d| q4k_on(false, mkn, x, w, d));
+        if choices().contains(&true) {
+            equals_candle::<BlockQ4K>(1024, 37, |mkn, x, w, d| q4k_on(true, mkn, x, w, d));
+        }
         equals_candle::<BlockQ8_0>(1024, 37, q8_0);
         // An odd block count (k = 15·32) takes the Q8_0 kernel's one-block tail.
         equals_candle::<BlockQ8_0>(480, 5, q8_0);
     }
 
-    /// The f32 rows against the same sums taken in f64, for widths that exercise the 32-wide
-    /// body, the 8-wide tail and the scalar tail.
+    /// The f32 rows against the same sums taken in f64, for widths that exercise each
+    /// kernel's body (32 / 64 wide) and tails (8-wide and scalar / masked).
     #[test]
     fn f32_rows_equal_the_sums_in_double_precision() {
         if !available() {
             eprintln!("skipped: no AVX2/FMA/F16C here");
             return;
         }
-        for (k, n) in [(1024usize, 37usize), (1000, 5), (1003, 6), (7, 3)] {
+        for ((k, n), wide) in [(1024usize, 37usize), (1000, 5), (1003, 6), (7, 3), (64, 3)]
+            .into_iter()
+            .flat_map(|kn| choices().into_iter().map(move |w| (kn, w)))
+        {
             let w = weights(n, k);
             for m in [1usize, 3] {
                 let x = lcg(11 + m as u64, m * k);
                 let mut got = vec![0f32; m * n];
-                f32((m, k, n), &x, &w, &mut got).unwrap();
+                f32_on(wide, (m, k, n), &x, &w, &mut got).unwrap();
                 for i in 0..m {
                     for c in 0..n {
                         let exact: f64 = (0..k)
@@ -511,7 +767,7 @@ mod tests {
                         let got = got[i * n + c] as f64;
                         assert!(
                             (got - exact).abs() <= 1e-6 * size.max(1.0),
-                            "k {k} m {m} row {i} col {c}: {got} against {exact}"
+                            "k {k} m {m} row {i} col {c} (avx512 {wide}): {got} against {exact}"
                         );
                     }
                 }

@@ -14,14 +14,17 @@
 //!   0.11.1 `quantized/repack_x86.rs`, `select`/`level`); without VNNI candle would take one
 //!   ggml dot product per (row, column), so we dequantize Q8_0 into the f32 gemm instead
 //!   (`vlm::linear`);
-//!   of few rows (decode), through our own kernels where AVX2, FMA and F16C are
-//!   (`vlm::qgemv`), else candle's per-block ggml dot products;
+//!   of few rows (decode), through our own kernels where AVX2, FMA and F16C are, AVX-512 ones
+//!   for q4k where AVX-512 F/BW/VNNI are too (`vlm::qgemv::row_kernels`, which this report
+//!   calls; `POINTACT_QGEMV_AVX2=1` keeps AVX2), else candle's per-block ggml dot products;
 //! - dense f32 products of few rows (f32 decode) go through our own rows there too
 //!   (`vlm::linear::DENSE_FEW_ROWS`), through `gemm` elsewhere.
 //!
 //! If a dependency upgrade changes those rules, this report must follow (Cargo.lock pins both).
 
 use serde::Serialize;
+
+use crate::vlm::qgemv::RowKernels;
 
 /// The CPU and the kernels its products take.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -95,17 +98,21 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
             "ggml per-block dot products for q4k; q8_0 dequantized into the f32 gemm".to_owned()
         }
     };
-    // Decode's few-row products: ours where `vlm::qgemv::available()` holds.
-    let ours = x86 && has("avx2") && has("fma") && has("f16c");
-    let few_rows = if ours {
-        "pointact avx2 q4k and q8_0 rows"
+    // Decode's few-row products: ours where `vlm::qgemv::row_kernels` allows them.
+    let rows = if x86 {
+        crate::vlm::qgemv::row_kernels(has, &env)
     } else {
-        "ggml per-block dot products"
+        None
     };
-    let f32_products = if ours {
-        format!("{f32_gemm}, decode pointact avx2 f32 rows")
-    } else {
-        f32_gemm
+    let few_rows = match rows {
+        Some(RowKernels::Avx512) => "pointact avx512-vnni q4k rows, avx2 q8_0 rows",
+        Some(RowKernels::Avx2) => "pointact avx2 q4k and q8_0 rows",
+        None => "ggml per-block dot products",
+    };
+    let f32_products = match rows {
+        Some(RowKernels::Avx512) => format!("{f32_gemm}, decode pointact avx512 f32 rows"),
+        Some(RowKernels::Avx2) => format!("{f32_gemm}, decode pointact avx2 f32 rows"),
+        None => f32_gemm,
     };
     (
         f32_products,
@@ -167,14 +174,33 @@ mod tests {
         let xeon = flags("avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni avx512_bf16");
         let (g, q) = describe(&xeon, true, never);
         if cfg!(feature = "avx512") {
-            assert_eq!(g, "gemm avx512f (x86-v4), decode pointact avx2 f32 rows");
+            assert_eq!(g, "gemm avx512f (x86-v4), decode pointact avx512 f32 rows");
         } else {
             assert!(g.contains("without the avx512 feature"), "{g}");
         }
         assert!(q.starts_with("prefill ggml avx512-vnni tiles for q4k and q8_0; decode pointact"));
-        // Forcing AVX2 drops the VNNI tiles, as candle does.
-        let (_, q) = describe(&xeon, true, |k| k == "MISTRALRS_FORCE_AVX2");
+        assert!(
+            q.ends_with("decode pointact avx512-vnni q4k rows, avx2 q8_0 rows"),
+            "{q}"
+        );
+        // Forcing AVX2 drops the VNNI tiles, as candle does; ours follow their own switch.
+        let (g, q) = describe(&xeon, true, |k| k == "MISTRALRS_FORCE_AVX2");
         assert!(q.starts_with("prefill ggml avx2 tiles"), "{q}");
+        assert!(
+            q.ends_with("decode pointact avx512-vnni q4k rows, avx2 q8_0 rows"),
+            "{q}"
+        );
+        assert!(g.ends_with("decode pointact avx512 f32 rows"), "{g}");
+        let (g, q) = describe(&xeon, true, |k| k == "POINTACT_QGEMV_AVX2");
+        assert!(q.ends_with("decode pointact avx2 q4k and q8_0 rows"), "{q}");
+        assert!(g.ends_with("decode pointact avx2 f32 rows"), "{g}");
+        // AVX-512 without VNNI (Skylake-SP): our AVX2 rows.
+        let (_, q) = describe(
+            &flags("avx2 fma f16c avx512f avx512bw avx512vl"),
+            true,
+            never,
+        );
+        assert!(q.ends_with("decode pointact avx2 q4k and q8_0 rows"), "{q}");
         let (_, q) = describe(&flags("avx2 fma avx_vnni"), true, never);
         assert!(
             q.starts_with("prefill ggml avx-vnni tiles for q4k and q8_0;"),
