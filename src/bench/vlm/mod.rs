@@ -269,6 +269,9 @@ fn measure(
                     "bench vlm: ours {quant} ({} threads, {})",
                     args.threads, args.device
                 );
+                if quant == Quant::F32 {
+                    warm_page_cache(&ckpt.files);
+                }
                 let spawned = worker::spawn(
                     &request_path,
                     quant,
@@ -316,6 +319,7 @@ fn measure(
             "bench vlm: transformers f32 ({} threads, {})",
             args.threads, args.python
         );
+        warm_page_cache(&ckpt.files);
         match peer::run(&args.python, work, &request_path, args.threads)? {
             Ok(m) => Outcome::Measured(m),
             Err(reason) => Outcome::Failed { reason },
@@ -471,4 +475,21 @@ pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
             .ok_or_else(|| format!("`{s}`: `{v}` is not a positive integer"))
     };
     Ok((num(w)?, num(h)?))
+}
+
+/// Reads the checkpoint's shards once, untimed, so that both f32 loads (ours, transformers')
+/// start from the same page cache. Why: the two read the same bf16 files one after the other,
+/// and whichever came second found them cached by the first (or evicted by the quantized runs
+/// between): on the 2-core AVX-512 machine ours, first, read from disk (21.8 s) and
+/// transformers, last, from memory (16.2 s). On a machine whose memory cannot hold the shards
+/// beside the f32 model the tail of each load still reads from disk, alike for both. A read
+/// error is left to the load that follows, which reports it with its path.
+fn warm_page_cache(files: &[std::path::PathBuf]) {
+    use std::io::Read;
+    let mut buf = vec![0u8; 8 << 20];
+    for path in files {
+        if let Ok(mut f) = std::fs::File::open(path) {
+            while matches!(f.read(&mut buf), Ok(n) if n > 0) {}
+        }
+    }
 }

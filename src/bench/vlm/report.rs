@@ -523,7 +523,8 @@ impl fmt::Display for VlmBenchReport {
         )?;
         writeln!(
             f,
-            "  threads     {} on both sides; one untimed warm-up each (56x56 image, 2 tokens)",
+            "  threads     {} on both sides; one untimed warm-up each (56x56 image, 2 tokens); \
+             shards read into the page cache before each f32 load",
             self.threads
         )?;
         writeln!(f, "  cpu         {}", self.cpu)?;
