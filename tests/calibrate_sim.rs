@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::temp_dir;
+use common::TempDir;
 use pointact::calibrate::sim::{capture_sim_session, SimCalibrationOptions, SimSession};
 use pointact::calibrate::target::session::{read_session, write_session};
 use pointact::calibrate::target::TagTarget;
@@ -37,7 +37,9 @@ fn the_simulated_camera_is_recovered_within_2_mm_and_0_2_degrees() {
     let s = session();
     assert!(s.skipped.is_empty(), "{:?}", s.skipped);
     assert!(s.views.len() >= 10, "{} views", s.views.len());
-    let dir = temp_dir("solve");
+    // Removed when the test ends (the folder name carries the PID, so no later run would).
+    let _solve = TempDir::new("solve");
+    let dir = _solve.path().to_path_buf();
     for method in [Method::ParkMartin, Method::TsaiLenz] {
         let c = calibrate_views(&s.views, &s.info.target, method, &dir, "sim").unwrap();
         assert!(c.skipped.is_empty(), "{:?}", c.skipped);
@@ -54,7 +56,9 @@ fn the_simulated_camera_is_recovered_within_2_mm_and_0_2_degrees() {
     }
 
     // The same views through a session folder (what `--frames DIR` reads) give the same pose.
-    let rec = temp_dir("session");
+    // Removed when the test ends (the folder name carries the PID, so no later run would).
+    let _session = TempDir::new("session");
+    let rec = _session.path().to_path_buf();
     write_session(&rec, &s.info, &s.views).unwrap();
     let back = read_session(&rec).unwrap();
     let direct = calibrate_views(&s.views, &s.info.target, Method::ParkMartin, &dir, "a").unwrap();
@@ -77,7 +81,9 @@ fn the_simulated_camera_is_recovered_within_2_mm_and_0_2_degrees() {
 #[test]
 fn a_tag_never_seen_writes_nothing() {
     let s = session();
-    let dir = temp_dir("unseen");
+    // Removed when the test ends (the folder name carries the PID, so no later run would).
+    let _unseen = TempDir::new("unseen");
+    let dir = _unseen.path().to_path_buf();
     let file = dir.join("sim.toml");
     std::fs::write(&file, "# an earlier calibration\n").unwrap();
     // Looking for another tag id: every view is skipped, the solve has no samples.

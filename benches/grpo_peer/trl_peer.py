@@ -18,6 +18,7 @@ too (the rollout share). Prints one JSON object on stdout.
 """
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -159,6 +160,8 @@ def main():
         trainer.train()
     finally:
         sys.stdout = real_stdout
+        # The trainer's output folder (no checkpoints are saved) is ours to remove.
+        shutil.rmtree(out_dir, ignore_errors=True)
     ends = stamps.ends
     if len(ends) != 1 + req["steps"]:
         raise SystemExit(f"expected {1 + req['steps']} steps, saw {len(ends)}")
