@@ -219,35 +219,18 @@ fn q4k_on(
     w: &[BlockQ4K],
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
-    if wide {
-        wide_cpu()?;
-        products(
-            mkn,
-            QK_K,
-            lhs,
-            w,
-            dst,
-            |x| Q8KRow::new(x, true),
-            |row, y| {
-                // SAFETY: `wide_cpu` checked AVX-512 F/BW/VNNI besides AVX2; `y` was built with
-                // its reordered quants; `row` and `y` have the same block count.
-                unsafe { x86::q4k_512(row, y) }
-            },
-        )
-    } else {
-        products(
-            mkn,
-            QK_K,
-            lhs,
-            w,
-            dst,
-            |x| Q8KRow::new(x, false),
-            |row, y| {
-                // SAFETY: `products` checked `available()`; `row` and `y` have the same block count.
-                unsafe { x86::q4k(row, y) }
-            },
-        )
-    }
+    let quantize = |x: &[f32]| Q8KRow::new(x, wide);
+    products(wide, mkn, QK_K, lhs, w, dst, quantize, |row, y| {
+        // SAFETY: `products` checked `available()`, and AVX-512 F/BW/VNNI (`wide_cpu`) where
+        // `wide`; `y` has its reordered quants exactly when `wide`; equal block counts.
+        unsafe {
+            if wide {
+                x86::q4k_512(row, y)
+            } else {
+                x86::q4k(row, y)
+            }
+        }
+    })
 }
 
 /// As [`q4k`], for Q8_0 rows (`[n, k/32]` blocks).
@@ -257,7 +240,7 @@ pub fn q8_0(
     w: &[BlockQ8_0],
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
-    products(mkn, QK8_0, lhs, w, dst, Q8_0Row::new, |row, y| {
+    products(false, mkn, QK8_0, lhs, w, dst, Q8_0Row::new, |row, y| {
         // SAFETY: as in `q4k`.
         unsafe { x86::q8_0(row, y) }
     })
@@ -282,25 +265,26 @@ fn f32_on(
     w: &[f32],
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
-    if wide {
-        wide_cpu()?;
-        products(mkn, 1, lhs, w, dst, <[f32]>::to_vec, |row, y| {
-            // SAFETY: `wide_cpu` checked AVX-512 F; `row` and `y` are both `k` long.
-            unsafe { x86::f32_512(row, y) }
-        })
-    } else {
-        products(mkn, 1, lhs, w, dst, <[f32]>::to_vec, |row, y| {
-            // SAFETY: as in `q4k`; `row` and `y` are both `k` long.
-            unsafe { x86::f32(row, y) }
-        })
-    }
+    products(wide, mkn, 1, lhs, w, dst, <[f32]>::to_vec, |row, y| {
+        // SAFETY: as in `q4k_on`; `row` and `y` are both `k` long.
+        unsafe {
+            if wide {
+                x86::f32_512(row, y)
+            } else {
+                x86::f32(row, y)
+            }
+        }
+    })
 }
 
-/// The shared frame of the kernels: shape checks, the activation rows quantized once, and the
-/// weight rows (columns of the product) split across candle's thread pool — the one its own
-/// kernels use, so the two never compete for cores. Each weight row is read once from memory
-/// for all `m` activation rows.
+/// The shared frame of the kernels: the CPU and shape checks (`wide`: the caller's `dot` runs
+/// AVX-512 code), the activation rows quantized once, and the weight rows (columns of the
+/// product) split across candle's thread pool — the one its own kernels use, so the two never
+/// compete for cores. Each weight row is read once from memory for all `m` activation rows.
+// Eight: the product's own five, its block size, and the two steps that differ per format.
+#[allow(clippy::too_many_arguments)]
 fn products<W: Sync, Y: Sync>(
+    wide: bool,
     (m, k, n): (usize, usize, usize),
     block: usize,
     lhs: &[f32],
@@ -311,6 +295,9 @@ fn products<W: Sync, Y: Sync>(
 ) -> candle_core::Result<()> {
     if !available() {
         candle_core::bail!("qgemv: this CPU lacks AVX2/FMA/F16C");
+    }
+    if wide {
+        wide_cpu()?;
     }
     if k % block != 0 || lhs.len() != m * k || w.len() != n * (k / block) || dst.len() != m * n {
         candle_core::bail!(
