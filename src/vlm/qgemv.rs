@@ -336,6 +336,11 @@ mod x86 {
     /// is harmless (it never faults), hence `wrapping_add`.
     const PREFETCH: usize = 2048;
 
+    /// As [`PREFETCH`], for the AVX-512 Q4K kernel, which walks the stream about half again as
+    /// fast: 2-thread product `k=2048, n=11008`, 20 copies, 2 and 4 KiB alternated eight times on
+    /// the AVX-512 AMD, median 31.1 → 34.0 GB/s (in three such sets 4 KiB led; 8 KiB between).
+    const PREFETCH_WIDE: usize = 4096;
+
     /// The 8 scales then the 8 mins of a Q4K block (six bits each, one byte each), from its
     /// 12 packed bytes at `s`: scales 0-3 and mins 0-3 are the low six bits of bytes 0-3 and
     /// 4-7; scales 4-7 are the low nibbles of bytes 8-11 under the top two bits of bytes 0-3;
@@ -376,7 +381,7 @@ mod x86 {
         for ((wb, yb), ysum) in w.iter().zip(&y.blocks).zip(&y.sums) {
             let wp = (wb as *const BlockQ4K).cast::<u8>();
             let yp = (yb as *const super::BlockQ8K).cast::<u8>();
-            let (dm, sm) = q4k_head(wp, yp, ysum, &mut acc_min);
+            let (dm, sm) = q4k_head(PREFETCH, wp, yp, ysum, &mut acc_min);
             let scales = _mm256_broadcastsi128_si256(sm);
             let qs = wp.add(16);
             let q8 = yp.add(4);
@@ -407,12 +412,13 @@ mod x86 {
         _mm_cvtss_f32(s)
     }
 
-    /// What both Q4K kernels do once per block, before its quants: prefetch the block
-    /// `PREFETCH` bytes ahead, convert `[d, dmin]` times the activation's `d` (returned, as
+    /// What both Q4K kernels do once per block, before its quants: prefetch the block `ahead`
+    /// bytes ahead, convert `[d, dmin]` times the activation's `d` (returned, as
     /// lanes 0 and 1), unpack the scales and mins (returned), and add `dmin·y.d·Σ_j m_j Σ y_q`
     /// to `acc_min` (the min term, subtracted at the end).
     #[inline(always)]
     unsafe fn q4k_head(
+        ahead: usize,
         wp: *const u8,
         yp: *const u8,
         ysum: &[i16; 8],
@@ -420,7 +426,7 @@ mod x86 {
     ) -> (__m128, __m128i) {
         // The block's three cache lines.
         for line in [0, 64, 128] {
-            _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(PREFETCH + line) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(ahead + line) as *const i8);
         }
         let yd = _mm_set1_ps((yp as *const f32).read_unaligned());
         let dm = _mm_mul_ps(
@@ -461,7 +467,7 @@ mod x86 {
         for (((wb, yb), ysum), yq) in w.iter().zip(&y.blocks).zip(&y.sums).zip(&y.wide) {
             let wp = (wb as *const BlockQ4K).cast::<u8>();
             let yp = (yb as *const super::BlockQ8K).cast::<u8>();
-            let (dm, sm) = q4k_head(wp, yp, ysum, &mut acc_min);
+            let (dm, sm) = q4k_head(PREFETCH_WIDE, wp, yp, ysum, &mut acc_min);
             let scales = _mm512_broadcast_i32x4(sm);
             let qs = wp.add(16);
             let q8 = yq.as_ptr();
