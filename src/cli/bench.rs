@@ -227,6 +227,10 @@ pub struct VlmBenchCli {
     /// The peers run on the CPU.
     #[arg(long, default_value = "cpu")]
     device: pointact::vlm::DeviceSpec,
+    /// The vision tower's linears in our quantized columns (as `--vision-quant` of the pointing
+    /// commands): f32, q8_0 or q4k. The f32 column and transformers stay f32.
+    #[arg(long, default_value = "f32")]
+    vision_quant: pointact::vlm::Quant,
     /// Checkpoint folder (generated once, reused while seed and config match);
     /// default ~/.cache/pointact/bench-vlm-3b (…-L<N> with --layers).
     #[arg(long)]
@@ -275,6 +279,8 @@ pub struct VlmWorkerCli {
     request: PathBuf,
     #[arg(long)]
     quant: pointact::vlm::Quant,
+    #[arg(long, default_value = "f32")]
+    vision_quant: pointact::vlm::Quant,
     #[arg(long, default_value = "cpu")]
     device: pointact::vlm::DeviceSpec,
     #[arg(long)]
@@ -349,8 +355,12 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
         }
         BenchCommand::Grpo(a) => bench_grpo(a),
         BenchCommand::VlmWorker(a) => {
-            let m =
-                pointact::bench::vlm::worker::run(&a.request, a.quant, a.device, a.no_quant_cache)?;
+            let m = pointact::bench::vlm::worker::run(
+                &a.request,
+                (a.quant, a.vision_quant),
+                a.device,
+                a.no_quant_cache,
+            )?;
             println!("{}", serde_json::to_string(&m)?);
             Ok(ExitCode::SUCCESS)
         }
@@ -433,6 +443,7 @@ fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
         llama,
         skip_llama: a.skip_llama,
         quants: a.quant,
+        vision_quant: a.vision_quant,
         device: a.device,
         dir: a.dir,
         python: a.python,

@@ -728,6 +728,16 @@ fn candle_tiles_q8_0_now() -> bool {
     }
 }
 
+/// Whether a weight of `n` rows of `k` values has the shape candle 0.11.1's repacked tiles take:
+/// `n` a multiple of the tile's 16 rows and `k` of 256, for Q8_0 too (`repack_x86.rs`,
+/// `select`). Other shapes fall back to one ggml dot product per (row, column): the vision
+/// tower's 3420-row MLP `gate_proj`/`up_proj` under `--vision-quant q8_0` spent 44 % of a
+/// `bench vlm` run's samples in `vec_dot_q8_0_q8_0` and took the tower from 8.6 s (f32) to
+/// 31 s on 2 AVX-512 cores. Such products run as f32 `gemm` over the dequantized weight instead.
+fn candle_tile_shape(n: usize, k: usize) -> bool {
+    n % 16 == 0 && k % 256 == 0
+}
+
 /// The tier of candle 0.11.1's repacked x86 tiles (`quantized/repack_x86.rs`, `select`/`level`)
 /// for CPU features named as /proc/cpuinfo names them (`has`) and the environment (`env`):
 /// `MISTRALRS_FORCE_AVX2=1` forbids VNNI, `MISTRALRS_FORCE_AVXVNNI=1` asks for AVX-VNNI.
@@ -980,15 +990,21 @@ impl QBlocks {
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         match self {
             QBlocks::Q8_0(r) => {
-                let dense = !candle_tiles_q8_0();
+                let dense = !candle_tiles_q8_0() || !candle_tile_shape(r.n, r.k);
                 if super::qgemv::available() {
                     r.forward(xs, super::qgemv::q8_0, dense)
                 } else {
                     r.forward(xs, k_quants::matmul::<BlockQ8_0>, dense)
                 }
             }
-            QBlocks::Q4K(r) if super::qgemv::available() => r.forward(xs, super::qgemv::q4k, false),
-            QBlocks::Q4K(r) => r.forward(xs, k_quants::matmul::<BlockQ4K>, false),
+            QBlocks::Q4K(r) => {
+                let dense = !candle_tile_shape(r.n, r.k);
+                if super::qgemv::available() {
+                    r.forward(xs, super::qgemv::q4k, dense)
+                } else {
+                    r.forward(xs, k_quants::matmul::<BlockQ4K>, dense)
+                }
+            }
         }
     }
 }
@@ -1460,63 +1476,67 @@ mod tests {
             k_quants::matmul
         };
         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        let (n, k) = (48, 512);
-        let w = weight(n, k, 1);
-        let ws: Vec<f32> = w.flatten_all().unwrap().to_vec1().unwrap();
-        for quant in [Quant::Q8_0, Quant::Q4K] {
-            let proj = Proj::from_weight(w.clone(), None, quant).unwrap();
-            let q = QTensor::quantize(&w, quant.ggml().unwrap()).unwrap();
-            assert_eq!(proj.weight_bytes(), q.storage_size_in_bytes(), "{quant}");
-            assert!(
-                stored(&proj).2 == *q.data().unwrap(),
-                "{quant}: other block bytes"
-            );
-            let candle = QMatMul::from_qtensor(q).unwrap();
-            for m in ROWS {
-                let x = activations(m, k);
-                let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
-                let ours: Vec<f32> = proj
-                    .forward(&x)
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1()
-                    .unwrap();
-                let want: Vec<f32> = if m < PACKED_MIN_ROWS {
-                    match quant {
-                        Quant::Q8_0 => plain(&ws, &xs, (m, k, n), q8_0_kernel),
-                        _ => plain(&ws, &xs, (m, k, n), q4k_kernel),
-                    }
-                } else if quant == Quant::Q8_0 && !candle_tiles_q8_0() {
-                    // f32 gemm over the dequantized weight.
-                    let mut blocks = vec![BlockQ8_0::zeros(); n * k / 32];
-                    BlockQ8_0::from_float(&ws, &mut blocks);
-                    let mut dense = vec![0f32; n * k];
-                    BlockQ8_0::to_float(&blocks, &mut dense);
-                    let dense = Tensor::from_vec(dense, (n, k), &Device::Cpu).unwrap();
-                    x.matmul(&dense.t().unwrap())
-                        .unwrap()
-                        .flatten_all()
-                        .unwrap()
-                        .to_vec1()
-                        .unwrap()
-                } else {
-                    candle
+        // 48 rows fit candle's 16-row tiles; 40 do not (its generic path: ours is the dense one).
+        for (n, k) in [(48, 512), (40, 512)] {
+            assert_eq!(candle_tile_shape(n, k), n == 48);
+            let w = weight(n, k, 1);
+            let ws: Vec<f32> = w.flatten_all().unwrap().to_vec1().unwrap();
+            for quant in [Quant::Q8_0, Quant::Q4K] {
+                let proj = Proj::from_weight(w.clone(), None, quant).unwrap();
+                let q = QTensor::quantize(&w, quant.ggml().unwrap()).unwrap();
+                assert_eq!(proj.weight_bytes(), q.storage_size_in_bytes(), "{quant}");
+                assert!(
+                    stored(&proj).2 == *q.data().unwrap(),
+                    "{quant}: other block bytes"
+                );
+                let candle = QMatMul::from_qtensor(q).unwrap();
+                for m in ROWS {
+                    let x = activations(m, k);
+                    let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
+                    let ours: Vec<f32> = proj
                         .forward(&x)
                         .unwrap()
                         .flatten_all()
                         .unwrap()
                         .to_vec1()
-                        .unwrap()
-                };
-                assert!(
-                    bits(&ours) == bits(&want),
-                    "{quant} m={m}: not the kernel's bits"
-                );
+                        .unwrap();
+                    let want: Vec<f32> = if m < PACKED_MIN_ROWS {
+                        match quant {
+                            Quant::Q8_0 => plain(&ws, &xs, (m, k, n), q8_0_kernel),
+                            _ => plain(&ws, &xs, (m, k, n), q4k_kernel),
+                        }
+                    } else if (quant == Quant::Q8_0 && !candle_tiles_q8_0())
+                        || !candle_tile_shape(n, k)
+                    {
+                        // f32 gemm over the dequantized weight.
+                        let dense = QTensor::quantize(&w, quant.ggml().unwrap())
+                            .unwrap()
+                            .dequantize(&Device::Cpu)
+                            .unwrap();
+                        x.matmul(&dense.t().unwrap())
+                            .unwrap()
+                            .flatten_all()
+                            .unwrap()
+                            .to_vec1()
+                            .unwrap()
+                    } else {
+                        candle
+                            .forward(&x)
+                            .unwrap()
+                            .flatten_all()
+                            .unwrap()
+                            .to_vec1()
+                            .unwrap()
+                    };
+                    assert!(
+                        bits(&ours) == bits(&want),
+                        "{quant} m={m}: not the kernel's bits"
+                    );
+                }
+                // Leading batch dims are kept.
+                let x = weight(6, k, 3).reshape((2, 3, k)).unwrap();
+                assert_eq!(proj.forward(&x).unwrap().dims(), &[2, 3, n]);
             }
-            // Leading batch dims are kept.
-            let x = weight(6, k, 3).reshape((2, 3, k)).unwrap();
-            assert_eq!(proj.forward(&x).unwrap().dims(), &[2, 3, n]);
         }
     }
 

@@ -45,6 +45,8 @@ pub struct VlmBenchArgs {
     pub decode_tokens: usize,
     /// Our configurations, in column order.
     pub quants: Vec<Quant>,
+    /// The vision tower's linears in the quantized configurations (the f32 one stays f32).
+    pub vision_quant: Quant,
     /// Where our side runs (a GPU: f32 only); the peers run on the CPU whatever it is.
     pub device: DeviceSpec,
     /// Checkpoint folder; default under `~/.cache/pointact/`.
@@ -272,9 +274,14 @@ fn measure(
                 if quant == Quant::F32 {
                     warm_page_cache(&ckpt.files);
                 }
+                let vision = if quant == Quant::F32 {
+                    Quant::F32
+                } else {
+                    args.vision_quant
+                };
                 let spawned = worker::spawn(
                     &request_path,
-                    quant,
+                    (quant, vision),
                     args.device,
                     args.threads,
                     args.no_quant_cache,
@@ -372,6 +379,7 @@ fn measure(
         decode_tokens: args.decode_tokens,
         threads: args.threads,
         device: args.device.to_string(),
+        vision_quant: args.vision_quant.to_string(),
         transformers,
         ours,
         cpu: kernels::detect(),

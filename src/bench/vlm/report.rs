@@ -157,6 +157,8 @@ pub struct VlmBenchReport {
     pub threads: usize,
     /// Where our side ran (`cpu`, `cuda:0`); the peers always run on the CPU.
     pub device: String,
+    /// The vision tower's linears in our quantized columns (`f32`: dense, the default).
+    pub vision_quant: String,
     pub transformers: Outcome,
     pub ours: Vec<OursColumn>,
     /// The CPU and the kernels that ran on it.
@@ -528,6 +530,14 @@ impl fmt::Display for VlmBenchReport {
             self.threads
         )?;
         writeln!(f, "  cpu         {}", self.cpu)?;
+        if self.vision_quant != "f32" {
+            writeln!(
+                f,
+                "  vision      our quantized columns run the vision tower's linears in {} \
+                 (--vision-quant); the f32 column and transformers in f32",
+                self.vision_quant
+            )?;
+        }
         if self.device != "cpu" {
             writeln!(
                 f,

@@ -89,15 +89,16 @@ fn read_request(path: &Path) -> Result<Request, VlmBenchError> {
     Ok(serde_json::from_str(&text)?)
 }
 
-/// The child side: loads the checkpoint with `quant` (through the quantized-weights cache unless
-/// `no_cache`) onto `device`, warms up, runs the timed query and measures it.
+/// The child side: loads the checkpoint with `quant` in the text decoder and `vision_quant` in
+/// the vision tower's linears (through the quantized-weights cache unless `no_cache`) onto
+/// `device`, warms up, runs the timed query and measures it.
 pub fn run(
     request: &Path,
-    quant: Quant,
+    (quant, vision_quant): (Quant, Quant),
     device: DeviceSpec,
     no_cache: bool,
 ) -> Result<Measured, VlmBenchError> {
-    device.check(quant, Quant::F32)?;
+    device.check(quant, vision_quant)?;
     let dev = device.open()?;
     let req = read_request(request)?;
     let dir = &req.model_dir;
@@ -120,11 +121,11 @@ pub fn run(
     let (vb, cache) = qcache::attach(
         reader.with_progress(bar.clone()),
         quant,
-        Quant::F32,
+        vision_quant,
         &options,
         &dev,
     );
-    let mut model = Qwen25Vl::new(&cfg, quant, vb)?;
+    let mut model = Qwen25Vl::new_quantized(&cfg, quant, vision_quant, vb)?;
     let cache = cache.finish();
     bar.finish_and_clear();
     let load_s = t0.elapsed().as_secs_f64();
@@ -215,11 +216,11 @@ pub fn run(
     })
 }
 
-/// The parent side: runs [`run`] for `quant` in a child process of this binary and parses its
+/// The parent side: runs [`run`] for `quant` (text, vision) in a child process of this binary and parses its
 /// JSON line. A child that fails (killed for memory, a bug) is an `Err` with its exit status.
 pub fn spawn(
     request: &Path,
-    quant: Quant,
+    (quant, vision_quant): (Quant, Quant),
     device: DeviceSpec,
     threads: usize,
     no_cache: bool,
@@ -233,6 +234,8 @@ pub fn spawn(
         .arg(request)
         .arg("--quant")
         .arg(quant.to_string())
+        .arg("--vision-quant")
+        .arg(vision_quant.to_string())
         .arg("--device")
         .arg(device.to_string());
     if no_cache {
