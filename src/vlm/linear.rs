@@ -735,7 +735,7 @@ fn candle_tiles_q8_0_now() -> bool {
 /// `bench vlm` run's samples in `vec_dot_q8_0_q8_0` and took the tower from 8.6 s (f32) to
 /// 31 s on 2 AVX-512 cores. Such products run as f32 `gemm` over the dequantized weight instead.
 fn candle_tile_shape(n: usize, k: usize) -> bool {
-    n % 16 == 0 && k % 256 == 0
+    n.is_multiple_of(16) && k.is_multiple_of(256)
 }
 
 /// The tier of candle 0.11.1's repacked x86 tiles (`quantized/repack_x86.rs`, `select`/`level`)
