@@ -616,26 +616,24 @@ const PIECE: usize = 1 << 20;
 /// cache: load 13.7 / 9.5 s → 8.5 / 7.8 s, system time 29 / 21 s → 19 / 17 s.
 fn read_f32_into(file: &File, e: &Entry, out: &mut [f32]) -> std::io::Result<()> {
     let size = e.dtype.size_in_bytes();
-    if out.is_empty() {
-        // Nothing to read, and a map cannot be empty.
-        return Ok(());
-    }
-    // A map starts on a page boundary: map from the page holding the tensor's first byte.
-    let start = e.offset & !4095;
-    let skip = (e.offset - start) as usize;
-    // SAFETY: the map is read-only and lives only for this call. The tensor's range was checked
-    // against the file's size when the header was read; what a map cannot rule out is another
-    // process truncating the checkpoint during the load (SIGBUS), a risk every memory-mapped
-    // safetensors reader, candle's included, takes.
-    let map = unsafe {
-        memmap2::MmapOptions::new()
-            .offset(start)
-            .len(skip + out.len() * size)
-            .map(file)?
-    };
+    // The whole file, not just the tensor: a map's offset must be a multiple of the page size,
+    // which is 4 KiB on x86 but 16 or 64 KiB on some ARM kernels.
+    // SAFETY: the map is read-only and lives only for this call. What a map cannot rule out is
+    // another process truncating the checkpoint during the load (SIGBUS), a risk every
+    // memory-mapped safetensors reader, candle's included, takes.
+    let map = unsafe { memmap2::Mmap::map(file)? };
     // A hint only (the kernel reads ahead further): failure changes nothing but speed.
     let _ = map.advise(memmap2::Advice::Sequential);
-    let bytes = &map[skip..];
+    // Checked when the header was read; checked again, the file may have changed since.
+    let bytes = usize::try_from(e.offset)
+        .ok()
+        .and_then(|at| map.get(at..at.checked_add(out.len() * size)?))
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file is shorter than its header says",
+            )
+        })?;
     out.par_chunks_mut(PIECE).enumerate().for_each(|(i, dst)| {
         let src = &bytes[i * PIECE * size..][..dst.len() * size];
         if e.dtype == DType::BF16 {

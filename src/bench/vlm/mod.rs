@@ -271,10 +271,8 @@ fn measure(
                     "bench vlm: ours {quant} ({} threads, {})",
                     args.threads, args.device
                 );
-                if quant == Quant::F32 {
-                    warm_page_cache(&ckpt.files);
-                }
                 let vision = if quant == Quant::F32 {
+                    warm_page_cache(&ckpt.files);
                     Quant::F32
                 } else {
                     args.vision_quant

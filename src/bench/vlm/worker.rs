@@ -216,8 +216,9 @@ pub fn run(
     })
 }
 
-/// The parent side: runs [`run`] for `quant` (text, vision) in a child process of this binary and parses its
-/// JSON line. A child that fails (killed for memory, a bug) is an `Err` with its exit status.
+/// The parent side: runs [`run`] for `quant` (text, vision) in a child process of this binary
+/// and parses its JSON line. A child that fails (killed for memory, a bug) is an `Err` with its
+/// exit status.
 pub fn spawn(
     request: &Path,
     (quant, vision_quant): (Quant, Quant),
