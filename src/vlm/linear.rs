@@ -988,23 +988,24 @@ impl QBlocks {
     }
 
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        /// Our row kernel where the CPU runs it, else candle's.
+        fn few_rows<T: GgmlType>(ours: FewRows<T>) -> FewRows<T> {
+            if super::qgemv::available() {
+                ours
+            } else {
+                k_quants::matmul::<T>
+            }
+        }
         match self {
             QBlocks::Q8_0(r) => {
                 let dense = !candle_tiles_q8_0() || !candle_tile_shape(r.n, r.k);
-                if super::qgemv::available() {
-                    r.forward(xs, super::qgemv::q8_0, dense)
-                } else {
-                    r.forward(xs, k_quants::matmul::<BlockQ8_0>, dense)
-                }
+                r.forward(xs, few_rows(super::qgemv::q8_0), dense)
             }
-            QBlocks::Q4K(r) => {
-                let dense = !candle_tile_shape(r.n, r.k);
-                if super::qgemv::available() {
-                    r.forward(xs, super::qgemv::q4k, dense)
-                } else {
-                    r.forward(xs, k_quants::matmul::<BlockQ4K>, dense)
-                }
-            }
+            QBlocks::Q4K(r) => r.forward(
+                xs,
+                few_rows(super::qgemv::q4k),
+                !candle_tile_shape(r.n, r.k),
+            ),
         }
     }
 }
