@@ -285,7 +285,14 @@ impl VisionAttention {
 /// Bytes one chunk of f32 attention scores (`[heads, rows, len]`) may take. A full-attention block
 /// attends over every patch of a frame: unchunked, a 1.6 MP image on the 3B model (16 heads, 8192
 /// patches) would hold 4.3 GB of scores twice over, and a 12 MP photo 275 GB.
-pub const ATTENTION_CHUNK_BYTES: usize = 128 << 20;
+///
+/// Why under 32 MiB: buffers from 32 MiB up bypass the heap (`vlm::heap`, glibc's mmap
+/// threshold), so each is a fresh mapping whose pages the kernel faults in and zeroes. At 128
+/// MiB, a 640×480 frame's four full-attention blocks (1 564 patches, 156 MB of scores each, in
+/// two chunks) mapped about 1.9 GB of fresh pages per frame (the scores, their scaled copy, the
+/// softmax): `clear_page_erms` was 6.2 % of the vision tower's samples on the 2-core AVX-512 AMD
+/// (`perf record` of `bench vlm --quant q4k`), 0.7 % at this size.
+pub const ATTENTION_CHUNK_BYTES: usize = 30 << 20;
 
 /// Query rows per attention chunk for a segment of `len` keys: as many as fit
 /// [`ATTENTION_CHUNK_BYTES`], at least one, at most `len`.
@@ -614,7 +621,7 @@ mod tests {
 
     #[test]
     fn chunk_rows_bound_the_score_matrix() {
-        // 3B vision (16 heads) at a 12.8 MP image's 65 536 patches: 32 rows of 65 536 keys.
+        // 3B vision (16 heads) at a 12.8 MP image's 65 536 patches: 7 rows of 65 536 keys.
         let rows = attention_chunk_rows(16, 65_536);
         assert!(4 * 16 * rows * 65_536 <= ATTENTION_CHUNK_BYTES);
         assert!(4 * 16 * (rows + 1) * 65_536 > ATTENTION_CHUNK_BYTES);
