@@ -220,7 +220,7 @@ mod kernel {
     ///   transposing reduction gives the 8 heads' scores of that key as one vector
     ///   (`scores[j·8 + r]`);
     /// * softmax across the 8 heads at once, lane-wise, with a polynomial `exp`
-    ///   ([`exp`]); the `1/Σ` is applied to the output at the end;
+    ///   ([`crate::vlm::vmath`]); the `1/Σ` is applied to the output at the end;
     /// * `p·v` in 16-value chunks of the output, 4 heads at a time, accumulated in registers
     ///   over a block of keys small enough to stay in L1 while all chunks pass over it; the
     ///   value rows are prefetched into L2 while the scores are worked out (without that,
@@ -228,6 +228,7 @@ mod kernel {
     #[cfg(target_arch = "x86_64")]
     pub(super) mod x86 {
         use super::GROUP;
+        use crate::vlm::vmath::x86::exp;
         use std::arch::x86_64::*;
 
         /// Keys per block of `p·v`: 32 value rows of the 3B's 128 values are 16 KiB, half of
@@ -379,34 +380,6 @@ mod kernel {
                 _mm256_storeu_ps(o, a[0]);
                 _mm256_storeu_ps(o.add(8), a[1]);
             }
-        }
-
-        /// `e^x` lane-wise for `x ≤ 0` and NaN (softmax's `x − max`), within ~2 ulp: `x =
-        /// n·ln 2 + r` with `n` the nearest integer to `x/ln 2` (ln 2 split in two parts so
-        /// that `r` keeps its low bits), `e^r` by its Taylor series to `r⁶/6!` (|r| ≤ ln 2 / 2:
-        /// the first term left out is below 1.2e-7·e^r), and `2ⁿ` built in the exponent bits.
-        /// `x` below −87 is taken as −87 (e^−87 ≈ 1.6e-38, the smallest normal `2ⁿ` the bit
-        /// trick makes): next to the maximum's `e^0 = 1` in every softmax row, such a term is
-        /// nothing either way.
-        #[inline(always)]
-        unsafe fn exp(x: __m256) -> __m256 {
-            // The constant first: `max_ps(c, x)` is `x` when `x` is NaN, so NaN stays NaN.
-            let x = _mm256_max_ps(_mm256_set1_ps(-87.0), x);
-            let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-                _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
-            );
-            // ln 2 = 0.693359375 (exact in 9 bits) − 2.12194440e-4.
-            let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
-            let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
-            let mut p = _mm256_set1_ps(1.0 / 720.0);
-            for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-                p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
-            }
-            let two_n = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-                _mm256_cvtps_epi32(n),
-                _mm256_set1_epi32(127),
-            ));
-            _mm256_mul_ps(p, _mm256_castsi256_ps(two_n))
         }
     }
 }

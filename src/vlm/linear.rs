@@ -664,7 +664,11 @@ impl Module for SwiGlu {
             .forward(xs)?
             .try_into()
             .expect("gate_up has two parts");
-        self.down_proj.forward_one(&(gate.silu()? * up)?)
+        let act = match super::vmath::silu_mul(&gate, &up)? {
+            Some(act) => act,
+            None => (gate.silu()? * up)?,
+        };
+        self.down_proj.forward_one(&act)
     }
 }
 

@@ -73,6 +73,7 @@ pub mod rope;
 pub mod text;
 pub mod tokenizer;
 pub mod vision;
+pub mod vmath;
 pub mod weights;
 
 pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig};
