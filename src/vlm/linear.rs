@@ -619,6 +619,9 @@ pub struct SwiGlu {
     /// Visible to the decoder, which walks its linears for training, checkpoints and LoRA.
     pub(crate) gate_up: FusedProj,
     pub(crate) down_proj: FusedProj,
+    /// Whether `silu(gate)·up` runs as one vectorised pass ([`super::vmath::silu_mul`]) where
+    /// autograd does not track it, rather than as candle's two ops ([`SwiGlu::fused_activation`]).
+    fused_act: bool,
 }
 
 impl SwiGlu {
@@ -627,7 +630,20 @@ impl SwiGlu {
         SwiGlu {
             gate_up: self.gate_up.detached(),
             down_proj: self.down_proj.detached(),
+            fused_act: self.fused_act,
         }
+    }
+
+    /// The activation as one vectorised pass outside autograd. Only for an MLP whose every
+    /// pass is untracked or whose tracked passes need not match the untracked ones to the
+    /// bit: the vision tower (frozen in training). Not the text decoder: GRPO compares the
+    /// log-probabilities of an untracked pass (the rollout's) with a tracked one (the loss's),
+    /// and with the two kernels (whose `exp` differs in the last bits) an interrupted and
+    /// resumed training run no longer equalled an uninterrupted one (`tests/grpo_run.rs`: a
+    /// weight 1e-5 apart after 4 steps).
+    pub fn fused_activation(mut self) -> Self {
+        self.fused_act = true;
+        self
     }
 
     /// Reads `gate_proj`, `up_proj` (`[inter, hidden]`) and `down_proj` (`[hidden, inter]`) under
@@ -649,6 +665,7 @@ impl SwiGlu {
                 vb.clone(),
             )?,
             down_proj: FusedProj::load(inter, &[("down_proj", hidden)], bias, quant, vb)?,
+            fused_act: false,
         })
     }
 
@@ -664,7 +681,12 @@ impl Module for SwiGlu {
             .forward(xs)?
             .try_into()
             .expect("gate_up has two parts");
-        let act = match super::vmath::silu_mul(&gate, &up)? {
+        let fused = if self.fused_act {
+            super::vmath::silu_mul(&gate, &up)?
+        } else {
+            None
+        };
+        let act = match fused {
             Some(act) => act,
             None => (gate.silu()? * up)?,
         };

@@ -348,7 +348,8 @@ impl VisionBlock {
                 true,
                 quant,
                 vb.pp("mlp"),
-            )?,
+            )?
+            .fused_activation(),
         })
     }
 
