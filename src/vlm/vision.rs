@@ -318,8 +318,15 @@ fn segment_attention(
     while r0 < len {
         let r = rows.max(1).min(len - r0);
         let q = q.narrow(1, r0, r)?.contiguous()?;
-        let att = (q.matmul(&kt)? * scale)?.to_dtype(DType::F32)?;
-        let att = candle_nn::ops::softmax_last_dim(&att)?.to_dtype(dtype)?;
+        let att = q.matmul(&kt)?;
+        let att = match super::vmath::scaled_softmax(&att, scale as f32)? {
+            Some(p) => p,
+            None => {
+                let att = (att * scale)?.to_dtype(DType::F32)?;
+                candle_nn::ops::softmax_last_dim(&att)?
+            }
+        }
+        .to_dtype(dtype)?;
         outs.push(att.matmul(v)?);
         r0 += r;
     }
