@@ -427,14 +427,7 @@ mod tests {
             let scale = 1.0 / (d as f64).sqrt();
             let ours = single_query(&q, &k, &v, scale).unwrap().expect("handled");
             let want = general(&q, &k, &v, scale);
-            let diff = (ours - &want)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let diff = crate::vlm::max_abs_diff(&ours, &want);
             assert!(diff < 1e-5, "b {b} heads {heads} d {d} t {t}: {diff}");
         }
         let q = Tensor::zeros((1, 2, 2, 8), DType::F32, &dev).unwrap();

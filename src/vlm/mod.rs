@@ -107,3 +107,16 @@ pub use tokenizer::{
 };
 pub use vision::{Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};
 pub use weights::{NameScheme, SafetensorsReader, WeightsError};
+
+#[cfg(test)]
+use candle_core::Tensor;
+
+/// The largest `|a − b|` of two f32 tensors of one shape: the unit tests' closeness measure.
+#[cfg(test)]
+pub(crate) fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+    (a - b)
+        .and_then(|d| d.abs())
+        .and_then(|d| d.max_all())
+        .and_then(|d| d.to_scalar::<f32>())
+        .expect("two f32 tensors of one shape")
+}

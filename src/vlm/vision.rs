@@ -615,14 +615,7 @@ mod tests {
         };
         let whole = run(len);
         for rows in [1, 5, 36] {
-            let diff = (run(rows) - &whole)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let diff = crate::vlm::max_abs_diff(&run(rows), &whole);
             assert!(diff <= 1e-6, "{rows} rows: {diff}");
         }
     }

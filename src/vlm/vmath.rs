@@ -35,17 +35,30 @@ pub fn silu_mul(gate: &Tensor, up: &Tensor) -> candle_core::Result<Option<Tensor
         return Ok(None);
     };
     let (gd, ud) = (gc.as_slice::<f32>()?, uc.as_slice::<f32>()?);
-    let n = g.len;
-    let mut out = vec![0f32; g.rows * n];
+    rows_out(g.rows, g.len, gate, |r, o| {
+        silu_mul_row(g.row(gd, r), u.row(ud, r), o)
+    })
+    .map(Some)
+}
+
+/// A new f32 tensor shaped like `like`, of `rows` rows of `n`, row `r` written by `row(r, ..)`,
+/// the rows split across candle's pool.
+fn rows_out(
+    rows: usize,
+    n: usize,
+    like: &Tensor,
+    row: impl Fn(usize, &mut [f32]) + Sync,
+) -> candle_core::Result<Tensor> {
+    let mut out = vec![0f32; rows * n];
     let at = out.as_mut_ptr() as usize;
-    candle_core::utils::barrier_pool().execute_chunked(g.rows, |rows| {
-        for r in rows {
+    candle_core::utils::barrier_pool().execute_chunked(rows, |rs| {
+        for r in rs {
             // SAFETY: row `r` of the output is written by this work item only, inside `out`.
             let o = unsafe { std::slice::from_raw_parts_mut((at as *mut f32).add(r * n), n) };
-            silu_mul_row(g.row(gd, r), u.row(ud, r), o);
+            row(r, o);
         }
     });
-    Tensor::from_vec(out, gate.dims(), gate.device()).map(Some)
+    Tensor::from_vec(out, like.dims(), like.device())
 }
 
 /// `softmax(scale·x)` over the last dimension of a contiguous f32 tensor outside autograd, rows
@@ -70,17 +83,10 @@ pub fn scaled_softmax(x: &Tensor, scale: f32) -> candle_core::Result<Option<Tens
         return Ok(None);
     };
     let xd = xc.as_slice::<f32>()?;
-    let n = rows.len;
-    let mut out = vec![0f32; rows.rows * n];
-    let at = out.as_mut_ptr() as usize;
-    candle_core::utils::barrier_pool().execute_chunked(rows.rows, |rs| {
-        for r in rs {
-            // SAFETY: row `r` of the output is written by this work item only, inside `out`.
-            let o = unsafe { std::slice::from_raw_parts_mut((at as *mut f32).add(r * n), n) };
-            softmax_row(rows.row(xd, r), scale, o);
-        }
-    });
-    Tensor::from_vec(out, x.dims(), x.device()).map(Some)
+    rows_out(rows.rows, rows.len, x, |r, o| {
+        softmax_row(rows.row(xd, r), scale, o)
+    })
+    .map(Some)
 }
 
 /// One row of [`scaled_softmax`].
@@ -321,14 +327,7 @@ mod tests {
                     (Tensor::randn(0f32, 1.0, (3, 5, len), &dev).unwrap() * spread as f64).unwrap();
                 let ours = scaled_softmax(&x, scale).unwrap().expect("handled");
                 let want = candle_nn::ops::softmax_last_dim(&(&x * scale as f64).unwrap()).unwrap();
-                let diff = (ours - want)
-                    .unwrap()
-                    .abs()
-                    .unwrap()
-                    .max_all()
-                    .unwrap()
-                    .to_scalar::<f32>()
-                    .unwrap();
+                let diff = crate::vlm::max_abs_diff(&ours, &want);
                 assert!(diff <= 1e-6, "len {len} spread {spread}: {diff}");
             }
         }
