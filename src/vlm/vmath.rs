@@ -17,13 +17,7 @@ use candle_core::{DType, Device, Storage, Tensor};
 /// the inputs are not that (the caller takes candle's ops). Within 1e-6 relative of candle's
 /// `gate.silu()? * up` (`tests`): only `exp` differs.
 pub fn silu_mul(gate: &Tensor, up: &Tensor) -> candle_core::Result<Option<Tensor>> {
-    if gate.dims() != up.dims()
-        || gate.track_op()
-        || up.track_op()
-        || !matches!(gate.device(), Device::Cpu)
-        || [gate, up].iter().any(|t| t.dtype() != DType::F32)
-        || !super::qgemv::available()
-    {
+    if gate.dims() != up.dims() || !plain_f32(gate) || !plain_f32(up) {
         return Ok(None);
     }
     let (Some(g), Some(u)) = (Rows::of(gate), Rows::of(up)) else {
@@ -39,6 +33,15 @@ pub fn silu_mul(gate: &Tensor, up: &Tensor) -> candle_core::Result<Option<Tensor
         silu_mul_row(g.row(gd, r), u.row(ud, r), o)
     })
     .map(Some)
+}
+
+/// Whether `t` is what these kernels take: f32 on the CPU, not tracked by autograd, on a CPU
+/// with AVX2/FMA (the kernels' floor, [`super::qgemv::available`]).
+fn plain_f32(t: &Tensor) -> bool {
+    !t.track_op()
+        && matches!(t.device(), Device::Cpu)
+        && t.dtype() == DType::F32
+        && super::qgemv::available()
 }
 
 /// A new f32 tensor shaped like `like`, of `rows` rows of `n`, row `r` written by `row(r, ..)`,
@@ -61,18 +64,13 @@ fn rows_out(
     Tensor::from_vec(out, like.dims(), like.device())
 }
 
-/// `softmax(scale·x)` over the last dimension of a contiguous f32 tensor outside autograd, rows
-/// split across the pool; `None` otherwise (the caller takes candle's ops). Within 1e-6 of
+/// `softmax(scale·x)` over the last dimension of an f32 tensor with contiguous rows outside
+/// autograd, rows split across the pool; `None` otherwise (the caller takes candle's ops). Within 1e-6 of
 /// `candle_nn::ops::softmax_last_dim(&(x * scale)?)` (`tests`): `exp` and the order of the sum
 /// differ. The scale is applied in the same pass, so the scaled scores are never a tensor of
 /// their own.
 pub fn scaled_softmax(x: &Tensor, scale: f32) -> candle_core::Result<Option<Tensor>> {
-    if x.track_op()
-        || !matches!(x.device(), Device::Cpu)
-        || x.dtype() != DType::F32
-        || !x.is_contiguous()
-        || !super::qgemv::available()
-    {
+    if !plain_f32(x) {
         return Ok(None);
     }
     let Some(rows) = Rows::of(x) else {
