@@ -68,6 +68,7 @@ pub mod linear;
 pub mod model;
 pub mod processor;
 pub mod qcache;
+pub mod qgemm;
 pub mod qgemv;
 pub mod rope;
 pub mod text;

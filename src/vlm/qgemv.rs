@@ -52,7 +52,7 @@ const Q4K_BYTES: usize = 144;
 const Q8K_BYTES: usize = 292;
 /// Bytes of a ggml Q8_0 block: `d` (f16), 32 quants (i8).
 const Q8_0_BYTES: usize = 34;
-const QK_K: usize = 256;
+pub(super) const QK_K: usize = 256;
 const QK8_0: usize = 32;
 
 const _: () = assert!(std::mem::size_of::<BlockQ4K>() == Q4K_BYTES);
@@ -114,7 +114,7 @@ pub fn cpu_has(feature: &str) -> bool {
 
 /// An error unless this CPU has what the AVX-512 kernels need (the environment aside): the
 /// guard that makes asking for them on another CPU an error, not an illegal instruction.
-fn wide_cpu() -> candle_core::Result<()> {
+pub(super) fn wide_cpu() -> candle_core::Result<()> {
     if row_kernels(cpu_has, |_| false) != Some(RowKernels::Avx512) {
         candle_core::bail!("qgemv: this CPU lacks AVX-512 F/BW/VNNI");
     }
@@ -122,7 +122,7 @@ fn wide_cpu() -> candle_core::Result<()> {
 }
 
 /// [`row_kernels`] on this machine, decided once per process (asked for every product).
-fn wide() -> bool {
+pub(super) fn wide() -> bool {
     static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *WIDE.get_or_init(|| {
         let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
@@ -178,7 +178,7 @@ impl Q8KRow {
 /// to libm's `roundf`, and it runs on the calling thread before every decode product while the
 /// pool's other thread waits: 2.2 % of a q4k decode's samples (`perf`, 240 tokens, 2 threads),
 /// and below 0.4 % this way.
-fn quantize_q8k(x: &[f32], blocks: &mut [BlockQ8K]) {
+pub(super) fn quantize_q8k(x: &[f32], blocks: &mut [BlockQ8K]) {
     if !available() || x.len() != blocks.len() * QK_K {
         return BlockQ8K::from_float(x, blocks);
     }
@@ -188,7 +188,7 @@ fn quantize_q8k(x: &[f32], blocks: &mut [BlockQ8K]) {
     }
 }
 
-fn block_bytes<T>(b: &T) -> &[u8] {
+pub(super) fn block_bytes<T>(b: &T) -> &[u8] {
     // SAFETY: ggml blocks are `repr(C)` plain data without padding (candle asserts each
     // block's size is the sum of its fields), so every byte is initialised.
     unsafe { std::slice::from_raw_parts((b as *const T).cast(), std::mem::size_of::<T>()) }
@@ -339,6 +339,10 @@ fn products<W: Sync, Y: Sync>(
     Ok(())
 }
 
+/// For [`super::qgemm`]'s tiles, which unpack the same scale bytes.
+#[cfg(target_arch = "x86_64")]
+pub(super) use x86::scales_mins;
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{BlockQ4K, BlockQ8_0, Q8KRow, Q8_0Row, Q8_0_BYTES, QK_K};
@@ -361,7 +365,7 @@ mod x86 {
     /// 4-7; scales 4-7 are the low nibbles of bytes 8-11 under the top two bits of bytes 0-3;
     /// mins 4-7 the high nibbles of bytes 8-11 under the top two bits of bytes 4-7.
     #[inline(always)]
-    unsafe fn scales_mins(s: *const u8) -> __m128i {
+    pub(in crate::vlm) unsafe fn scales_mins(s: *const u8) -> __m128i {
         // Bytes 12..16 (the first quants) come along and are dropped.
         let v = _mm_loadu_si128(s as *const __m128i);
         let low = _mm_shuffle_epi8(
@@ -738,11 +742,11 @@ mod x86 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use candle_core::quantized::k_quants;
 
-    fn lcg(seed: u64, n: usize) -> Vec<f32> {
+    pub(in crate::vlm) fn lcg(seed: u64, n: usize) -> Vec<f32> {
         let mut s = seed;
         (0..n)
             .map(|_| {
@@ -758,7 +762,7 @@ mod tests {
     /// Q8_0: random rows, a constant row (all-equal quants), a row with outliers (six-bit
     /// scales at their top values, most int8 quants near zero), a row alternating sign with
     /// an offset (non-zero mins).
-    fn weights(n: usize, k: usize) -> Vec<f32> {
+    pub(in crate::vlm) fn weights(n: usize, k: usize) -> Vec<f32> {
         let mut w = lcg(1, n * k);
         w[..k].iter_mut().for_each(|v| *v = 0.25);
         for (i, v) in w[k..2 * k].iter_mut().enumerate() {
@@ -840,7 +844,7 @@ mod tests {
     }
 
     /// The kernel choices this CPU can run: AVX2, and AVX-512 where it has it.
-    fn choices() -> Vec<bool> {
+    pub(in crate::vlm) fn choices() -> Vec<bool> {
         let wide = row_kernels(cpu_has, |_| false) == Some(RowKernels::Avx512);
         if !wide {
             eprintln!("AVX-512 kernels not run: this CPU lacks AVX-512 F/BW/VNNI");

@@ -8,7 +8,9 @@
 //!   built with its `x86-v4` feature (our `avx512` feature, on by default, turns it on; candle
 //!   does not) and the CPU has `avx512f`, else FMA (AVX2), else scalar
 //!   (gemm-common 0.19.0 `gemm.rs`);
-//! - quantized products of many rows (prefill) go through candle-core 0.11.1's x86 repacked
+//! - quantized products of many rows (prefill): Q4_K through our own tiles where our row
+//!   kernels run (`vlm::qgemm::chosen`; `POINTACT_QGEMM_CANDLE=1` hands them to candle);
+//!   otherwise, and Q8_0 always, through candle-core 0.11.1's x86 repacked
 //!   tiles at the best of AVX-512 VNNI, AVX-VNNI, AVX2 (`MISTRALRS_FORCE_AVX2=1` / `MISTRALRS_FORCE_AVXVNNI=1`
 //!   force a tier); Q4_K always takes tiles, Q8_0 only with real VNNI (`vpdpbusd`) (candle-core
 //!   0.11.1 `quantized/repack_x86.rs`, `select`/`level`); without VNNI candle would take one
@@ -84,17 +86,27 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
     } else {
         "gemm scalar".to_owned()
     };
-    let many_rows = match x86
-        .then(|| crate::vlm::linear::candle_quant_tier(has, &env).map(|t| t.name()))
-        .flatten()
-    {
-        Some(tier @ "avx2") => {
+    let q4k = match x86.then(|| crate::vlm::qgemm::chosen(has, &env)).flatten() {
+        Some(RowKernels::Avx512) => Some("pointact avx512-vnni q4k tiles"),
+        Some(RowKernels::Avx2) => Some("pointact avx2 q4k tiles"),
+        None => None,
+    };
+    let many_rows = match (
+        q4k,
+        x86.then(|| crate::vlm::linear::candle_quant_tier(has, &env).map(|t| t.name()))
+            .flatten(),
+    ) {
+        (Some(q4k), Some("avx2") | None) => {
+            format!("{q4k}; q8_0 dequantized into the f32 gemm (candle's tiles need VNNI)")
+        }
+        (Some(q4k), Some(tier)) => format!("{q4k}; ggml {tier} tiles for q8_0"),
+        (None, Some(tier @ "avx2")) => {
             format!(
                 "ggml {tier} tiles for q4k; q8_0 dequantized into the f32 gemm (tiles need VNNI)"
             )
         }
-        Some(tier) => format!("ggml {tier} tiles for q4k and q8_0"),
-        None => {
+        (None, Some(tier)) => format!("ggml {tier} tiles for q4k and q8_0"),
+        (None, None) => {
             "ggml per-block dot products for q4k; q8_0 dequantized into the f32 gemm".to_owned()
         }
     };
@@ -164,6 +176,15 @@ mod tests {
         let (g, q) = describe(&flags("avx2 fma f16c"), true, never);
         assert_eq!(g, "gemm fma/AVX2, decode pointact avx2 f32 rows");
         assert!(
+            q.starts_with(
+                "prefill pointact avx2 q4k tiles; q8_0 dequantized into the f32 gemm (candle's"
+            ),
+            "{q}"
+        );
+        let (_, q) = describe(&flags("avx2 fma f16c"), true, |k| {
+            k == "POINTACT_QGEMM_CANDLE"
+        });
+        assert!(
             q.starts_with("prefill ggml avx2 tiles for q4k; q8_0 dequantized into the f32 gemm"),
             "{q}"
         );
@@ -178,14 +199,22 @@ mod tests {
         } else {
             assert!(g.contains("without the avx512 feature"), "{g}");
         }
-        assert!(q.starts_with("prefill ggml avx512-vnni tiles for q4k and q8_0; decode pointact"));
+        assert!(
+            q.starts_with(
+                "prefill pointact avx512-vnni q4k tiles; ggml avx512-vnni tiles for q8_0; decode"
+            ),
+            "{q}"
+        );
         assert!(
             q.ends_with("decode pointact avx512-vnni q4k rows, avx2 q8_0 rows"),
             "{q}"
         );
         // Forcing AVX2 drops the VNNI tiles, as candle does; ours follow their own switch.
         let (g, q) = describe(&xeon, true, |k| k == "MISTRALRS_FORCE_AVX2");
-        assert!(q.starts_with("prefill ggml avx2 tiles"), "{q}");
+        assert!(
+            q.starts_with("prefill pointact avx512-vnni q4k tiles; q8_0 dequantized"),
+            "{q}"
+        );
         assert!(
             q.ends_with("decode pointact avx512-vnni q4k rows, avx2 q8_0 rows"),
             "{q}"
@@ -193,6 +222,10 @@ mod tests {
         assert!(g.ends_with("decode pointact avx512 f32 rows"), "{g}");
         let (g, q) = describe(&xeon, true, |k| k == "POINTACT_QGEMV_AVX2");
         assert!(q.ends_with("decode pointact avx2 q4k and q8_0 rows"), "{q}");
+        assert!(
+            q.starts_with("prefill pointact avx2 q4k tiles; ggml avx512-vnni"),
+            "{q}"
+        );
         assert!(g.ends_with("decode pointact avx2 f32 rows"), "{g}");
         // AVX-512 without VNNI (Skylake-SP): our AVX2 rows.
         let (_, q) = describe(
@@ -204,6 +237,11 @@ mod tests {
         let (_, q) = describe(&flags("avx2 fma avx_vnni"), true, never);
         assert!(
             q.starts_with("prefill ggml avx-vnni tiles for q4k and q8_0;"),
+            "{q}"
+        );
+        let (_, q) = describe(&flags("avx2 fma f16c avx_vnni"), true, never);
+        assert!(
+            q.starts_with("prefill pointact avx2 q4k tiles; ggml avx-vnni tiles for q8_0;"),
             "{q}"
         );
         let (g, q) = describe(&[], true, never);

@@ -1,0 +1,538 @@
+//! Prefill-time Q4K products on CPUs without VNNI: many activation rows (a prompt) times a Q4K
+//! weight, as int8 products tiled over 4 activation rows × 2 weight rows, straight from the
+//! compact ggml blocks (no repacked copy).
+//!
+//! Why our own: on an AVX2-only CPU candle 0.11.1's repacked Q4K tile (`repack_x86.rs`,
+//! `q4k_tile_avx2`) was slower than the f32 `gemm` on the dequantized weight would be — a q4k
+//! prefill measured 0.89× transformers f32 on the 2-core AVX2 EPYC while our f32 prefill was
+//! 1.12–1.20× (README). Its tile holds 4 activation rows × 16 weight rows of f32 and int32
+//! accumulators (32 vectors where AVX2 has 16 registers), widens every `maddubs` with a
+//! `madd` against ones, and applies each 32-value sub-block's scale in f32; its activation is
+//! quantized by scalar code and its weights copied and repacked for every product.
+//! Here the sub-block scale rides in the `madd` that widens the pair sums (`maddubs` then
+//! `madd` against the spread scale: two multiplies per 32 products, no float work inside a
+//! super-block), the tile's 8 int32 accumulators stay in registers, the weights are read in
+//! place (32 rows at a time, which stay in L2 while every activation row passes), and the
+//! activation is quantized once, vectorised ([`super::qgemv::quantize_q8k`]).
+//!
+//! On AVX-512 (F/BW/VNNI) the tile is four weight rows wide, 128 values per step, and VNNI's
+//! `vpdpwssd` does the scaling `madd` and the add in one instruction ([`chosen`] decides,
+//! `bench vlm` reports it).
+//!
+//! The maths is that of [`super::qgemv`]'s Q4K rows (integer sums per sub-block, the same
+//! Q8K activation), so results differ from candle's only in the order of float additions.
+
+use candle_core::quantized::k_quants::{BlockQ4K, BlockQ8K, GgmlType};
+
+use super::qgemv::{quantize_q8k, QK_K};
+
+/// Activation rows of one tile (its weight rows: 2 on AVX2, 4 on AVX-512).
+const TILE_ROWS: usize = 4;
+/// Weight rows one work item takes: they stay in L2 (32 × 144 B per 256 values: 198 KB at
+/// `k = 11008`) while all activation rows pass them, so each activation row is read from
+/// memory once per 32 weight rows.
+const PANEL: usize = 16;
+
+/// Which of our tiles Q4K products of many rows take ([`super::qgemv::row_kernels`]'s rule:
+/// the AVX-512 ones where AVX-512 F/BW/VNNI are, unless `POINTACT_QGEMV_AVX2=1`), or `None`
+/// for candle's repacked tiles: on CPUs without AVX2/FMA/F16C, or with
+/// `POINTACT_QGEMM_CANDLE=1` (to compare the two on one machine).
+pub fn chosen(
+    has: impl Fn(&str) -> bool,
+    env: impl Fn(&str) -> bool,
+) -> Option<super::qgemv::RowKernels> {
+    super::qgemv::row_kernels(has, &env).filter(|_| !env("POINTACT_QGEMM_CANDLE"))
+}
+
+/// [`chosen`] on this machine, decided once per process (asked for every product).
+pub fn chosen_here() -> bool {
+    static CHOSEN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
+        chosen(super::qgemv::cpu_has, env).is_some()
+    })
+}
+
+/// The activation rows in Q8K, with what the min term needs per sub-block.
+struct Activation {
+    /// `[m, k/256]` blocks.
+    blocks: Vec<BlockQ8K>,
+    /// Per block, `d · Σ` of each 32-value sub-block's quants: the min term of a block is
+    /// `dmin · Σ_j m_j · sums[j]`.
+    sums: Vec<[f32; 8]>,
+}
+
+impl Activation {
+    /// Quantizes the `m` rows of `lhs` (`k` values each) across candle's pool. `wide`: each
+    /// block's 32-value sub-blocks in the order 0 2 1 3 4 6 5 7 (the AVX-512 tile's order: one
+    /// 64-byte load of Q4K quants holds sub-blocks 4h, 4h+2 in its low nibbles and 4h+1, 4h+3
+    /// in its high ones); the block sums stay in their order.
+    fn new(lhs: &[f32], m: usize, k: usize, wide: bool) -> Self {
+        let nb = k / QK_K;
+        let mut blocks = vec![BlockQ8K::zeros(); m * nb];
+        let mut sums = vec![[0f32; 8]; m * nb];
+        let (at, sums_at) = (blocks.as_mut_ptr() as usize, sums.as_mut_ptr() as usize);
+        candle_core::utils::barrier_pool().execute_chunked(m, |rows| {
+            for i in rows {
+                // SAFETY: each row `i < m` is written by exactly one work item, and its `nb`
+                // blocks and sums lie inside the `m·nb` buffers.
+                let (dst, sums) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut((at as *mut BlockQ8K).add(i * nb), nb),
+                        std::slice::from_raw_parts_mut((sums_at as *mut [f32; 8]).add(i * nb), nb),
+                    )
+                };
+                quantize_q8k(&lhs[i * k..(i + 1) * k], dst);
+                for (b, s) in dst.iter_mut().zip(sums) {
+                    let bytes = super::qgemv::block_bytes(b);
+                    let d = f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+                    let bsum = |i: usize| {
+                        i16::from_le_bytes([bytes[260 + 2 * i], bytes[261 + 2 * i]]) as f32
+                    };
+                    *s = std::array::from_fn(|j| d * (bsum(2 * j) + bsum(2 * j + 1)));
+                    if wide {
+                        let q = &mut super::linear::block_bytes_mut(std::slice::from_mut(b))
+                            [4..4 + QK_K];
+                        for h in [0, 128] {
+                            let (one, two) = q[h + 32..h + 96].split_at_mut(32);
+                            one.swap_with_slice(two);
+                        }
+                    }
+                }
+            }
+        });
+        Self { blocks, sums }
+    }
+}
+
+/// `dst = lhs · wᵀ` for the `m` rows of `lhs` (`[m, k]`) and the `n` Q4K rows of `w`
+/// (`[n, k/256]` blocks), `dst` `[m, n]`. An error where the CPU lacks AVX2/FMA/F16C or the
+/// shapes disagree.
+pub fn q4k(
+    (m, k, n): (usize, usize, usize),
+    lhs: &[f32],
+    w: &[BlockQ4K],
+    dst: &mut [f32],
+) -> candle_core::Result<()> {
+    if !super::qgemv::available() {
+        candle_core::bail!("qgemm: this CPU lacks AVX2/FMA/F16C");
+    }
+    if k % QK_K != 0 || lhs.len() != m * k || w.len() != n * (k / QK_K) || dst.len() != m * n {
+        candle_core::bail!(
+            "qgemm: shapes (m {m}, k {k}, n {n}) against lhs {}, {} blocks, dst {}",
+            lhs.len(),
+            w.len(),
+            dst.len()
+        );
+    }
+    q4k_on(super::qgemv::wide(), (m, k, n), lhs, w, dst)
+}
+
+/// [`q4k`] through the AVX-512 tiles (`wide`) or the AVX2 ones; shapes checked by the caller.
+fn q4k_on(
+    wide: bool,
+    (m, k, n): (usize, usize, usize),
+    lhs: &[f32],
+    w: &[BlockQ4K],
+    dst: &mut [f32],
+) -> candle_core::Result<()> {
+    if wide {
+        super::qgemv::wide_cpu()?;
+        panels::<4>(
+            (m, k, n),
+            lhs,
+            w,
+            dst,
+            true,
+            x86::tile512::<4>,
+            x86::tile512::<1>,
+        );
+    } else {
+        panels::<2>(
+            (m, k, n),
+            lhs,
+            w,
+            dst,
+            false,
+            x86::tile::<4>,
+            x86::tile::<1>,
+        );
+    }
+    Ok(())
+}
+
+/// A tile kernel: `C` weight rows (their blocks and [`x86::Prep`]s), the activation, the
+/// first block of each of [`TILE_ROWS`] activation rows, the results.
+type Tile<const C: usize> = unsafe fn(
+    [&[BlockQ4K]; C],
+    [&[x86::Prep]; C],
+    &Activation,
+    [usize; TILE_ROWS],
+    &mut [[f32; C]; TILE_ROWS],
+);
+
+/// The frame around the tiles (shapes checked by the caller): the activation quantized once,
+/// the weight rows split across candle's pool in panels of [`PANEL`], each panel's blocks
+/// unpacked ([`x86::prepare`]) and then run against every activation row, [`TILE_ROWS`] at
+/// a time (`full`) and the rest one by one (`one`). A part tile at the panel's end repeats
+/// its last weight row and drops the copies' results.
+fn panels<const C: usize>(
+    (m, k, n): (usize, usize, usize),
+    lhs: &[f32],
+    w: &[BlockQ4K],
+    dst: &mut [f32],
+    wide: bool,
+    full: Tile<C>,
+    one: Tile<C>,
+) {
+    let nb = k / QK_K;
+    let act = Activation::new(lhs, m, k, wide);
+    let dst_at = dst.as_mut_ptr() as usize;
+    candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(PANEL), |panels| {
+        let mut prep = Vec::new();
+        for p in panels {
+            let cols = p * PANEL..((p + 1) * PANEL).min(n);
+            // SAFETY: the caller checked the CPU (`q4k`).
+            unsafe { x86::prepare(&w[cols.start * nb..cols.end * nb], wide, &mut prep) };
+            let mut i = 0;
+            while i < m {
+                let rows = if m - i >= TILE_ROWS { TILE_ROWS } else { 1 };
+                let mut c = 0;
+                while c < cols.len() {
+                    let width = C.min(cols.len() - c);
+                    let row: [usize; C] = std::array::from_fn(|j| c + j.min(width - 1));
+                    let a_rows: [usize; TILE_ROWS] =
+                        std::array::from_fn(|t| (i + t.min(rows - 1)) * nb);
+                    let mut out = [[0f32; C]; TILE_ROWS];
+                    let weights = row.map(|r| &w[(cols.start + r) * nb..(cols.start + r + 1) * nb]);
+                    let preps = row.map(|r| &prep[r * nb..(r + 1) * nb]);
+                    let kernel = if rows == TILE_ROWS { full } else { one };
+                    // SAFETY: the caller checked the CPU; every weight and prep slice has `nb`
+                    // blocks and every activation index leaves `nb` blocks in `act`.
+                    unsafe { kernel(weights, preps, &act, a_rows, &mut out) };
+                    for (t, o) in out.iter().enumerate().take(rows) {
+                        for (j, v) in o.iter().enumerate().take(width) {
+                            // SAFETY: each (row, column) is written by exactly one work item
+                            // (panels of columns do not overlap), inside `m·n`.
+                            let at = (i + t) * n + cols.start + c + j;
+                            unsafe { *(dst_at as *mut f32).add(at) = *v };
+                        }
+                    }
+                    c += width;
+                }
+                i += rows;
+            }
+        }
+    });
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Activation, BlockQ4K, QK_K, TILE_ROWS};
+    use std::arch::x86_64::*;
+
+    /// What the tiles need of one weight block besides its quants, unpacked once per panel
+    /// (and then read by every activation row): each sub-block's six-bit scale spread over the
+    /// 16 i16 lanes a `madd` multiplies by, the mins times `dmin`, and `d`.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(32))]
+    pub(super) struct Prep {
+        spread: [__m256i; 8],
+        mins: __m256,
+        d: f32,
+    }
+
+    /// [`Prep`] of every block of `w` (whole rows) into `out`; `wide`: the spread scales in
+    /// the sub-block order of the AVX-512 tile (0 2 1 3 4 6 5 7), so that one 64-byte load
+    /// holds the two scales one 64-byte load of quants needs.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn prepare(w: &[BlockQ4K], wide: bool, out: &mut Vec<Prep>) {
+        const WIDE: [i16; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
+        out.clear();
+        out.extend(w.iter().map(|b| {
+            let wp = (b as *const BlockQ4K).cast::<u8>();
+            let dm = _mm_cvtph_ps(_mm_cvtsi32_si128((wp as *const i32).read_unaligned()));
+            let sm = crate::vlm::qgemv::scales_mins(wp.add(4));
+            let scales = _mm256_broadcastsi128_si256(sm);
+            Prep {
+                spread: std::array::from_fn(|s| {
+                    let s = if wide { WIDE[s] } else { s as i16 };
+                    _mm256_shuffle_epi8(scales, _mm256_set1_epi16(0xff00u16 as i16 | s))
+                }),
+                mins: _mm256_mul_ps(
+                    _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(dm))),
+                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(sm))),
+                ),
+                d: _mm_cvtss_f32(dm),
+            }
+        }));
+    }
+
+    /// One activation row's 32 quants at `y` against the same 32 positions of both weight
+    /// rows (`q0`, `q1`, unpacked nibbles), each pair sum scaled by its row's spread scale.
+    #[inline(always)]
+    unsafe fn pair(
+        acc: &mut [__m256i; 2],
+        q0: __m256i,
+        q1: __m256i,
+        y: *const u8,
+        s0: &__m256i,
+        s1: &__m256i,
+    ) {
+        let y = _mm256_loadu_si256(y as *const __m256i);
+        acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(q0, y), *s0));
+        acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(q1, y), *s1));
+    }
+
+    /// `out[t][j] = Σ a_t · w_j` for `R` activation rows (blocks of row `t` from
+    /// `act.blocks[a[t]]`) against the two weight rows `w` (with their [`Prep`]s).
+    ///
+    /// Per 64 values (one 32-byte load of a weight row: low nibbles sub-block 2h, high 2h+1)
+    /// and per activation row, `maddubs` (u4 × i8 → pairs of i16, |Σ| ≤ 2·15·128) and `madd`
+    /// against the spread scale (→ i32, |Σ| over a block ≤ 64·4·15·128·63 < 2³¹), summed into
+    /// one int32 vector per (activation, weight) pair. At the block's end that vector goes to
+    /// f32 times `d_w · d_a`, and the min term `dmin · m_j` times the activation's `d · Σ_j`
+    /// is taken off lane-wise (the lanes are summed only once, at the very end).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn tile<const R: usize>(
+        w: [&[BlockQ4K]; 2],
+        prep: [&[Prep]; 2],
+        act: &Activation,
+        a: [usize; TILE_ROWS],
+        out: &mut [[f32; 2]; TILE_ROWS],
+    ) {
+        let lo_nibbles = _mm256_set1_epi8(0x0f);
+        let mut acc_f = [[_mm256_setzero_ps(); 2]; R];
+        let mut acc = [[_mm256_setzero_si256(); 2]; R];
+        // One step per 64 values, not a loop over blocks around four steps: unrolled, the
+        // four steps' integer adds were reassociated into one tree per accumulator, which
+        // kept all 16 unpacked weight vectors live and spilled them to the stack.
+        for step in 0..w[0].len() * (QK_K / 64) {
+            let (b, h) = (step / (QK_K / 64), step % (QK_K / 64));
+            let qs = w.map(|r| (&r[b] as *const BlockQ4K).cast::<u8>().add(16 + 32 * h));
+            let (p0, p1) = (&prep[0][b], &prep[1][b]);
+            let ap: [*const u8; R] =
+                std::array::from_fn(|t| act.blocks.as_ptr().add(a[t] + b).cast::<u8>());
+            let q0 = _mm256_loadu_si256(qs[0] as *const __m256i);
+            let q1 = _mm256_loadu_si256(qs[1] as *const __m256i);
+            let lo0 = _mm256_and_si256(q0, lo_nibbles);
+            let lo1 = _mm256_and_si256(q1, lo_nibbles);
+            for t in 0..R {
+                let y = ap[t].add(4 + 64 * h);
+                pair(
+                    &mut acc[t],
+                    lo0,
+                    lo1,
+                    y,
+                    &p0.spread[2 * h],
+                    &p1.spread[2 * h],
+                );
+            }
+            let hi0 = _mm256_and_si256(_mm256_srli_epi16::<4>(q0), lo_nibbles);
+            let hi1 = _mm256_and_si256(_mm256_srli_epi16::<4>(q1), lo_nibbles);
+            for t in 0..R {
+                let y = ap[t].add(4 + 64 * h + 32);
+                pair(
+                    &mut acc[t],
+                    hi0,
+                    hi1,
+                    y,
+                    &p0.spread[2 * h + 1],
+                    &p1.spread[2 * h + 1],
+                );
+            }
+            if h + 1 < QK_K / 64 {
+                continue;
+            }
+            for t in 0..R {
+                let ad = (ap[t] as *const f32).read_unaligned();
+                let sums = _mm256_loadu_ps(act.sums.as_ptr().add(a[t] + b) as *const f32);
+                for (j, p) in [p0, p1].into_iter().enumerate() {
+                    let f = _mm256_fmadd_ps(
+                        _mm256_cvtepi32_ps(acc[t][j]),
+                        _mm256_set1_ps(p.d * ad),
+                        acc_f[t][j],
+                    );
+                    acc_f[t][j] = _mm256_fnmadd_ps(p.mins, sums, f);
+                    acc[t][j] = _mm256_setzero_si256();
+                }
+            }
+        }
+        for t in 0..R {
+            for j in 0..2 {
+                let v = acc_f[t][j];
+                let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+                let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+                let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+                out[t][j] = _mm_cvtss_f32(s);
+            }
+        }
+    }
+
+    /// [`tile`] on AVX-512, four weight rows wide: 128 values per step (one 64-byte load of
+    /// each weight row: low nibbles sub-blocks 4h and 4h+2, high 4h+1 and 4h+3, against the
+    /// activation in that order, [`Activation::new`]'s `wide`), and VNNI's `vpdpwssd` doing
+    /// the scaling `madd` and the add in one instruction. The same integer sums per sub-block.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
+    pub(super) unsafe fn tile512<const R: usize>(
+        w: [&[BlockQ4K]; 4],
+        prep: [&[Prep]; 4],
+        act: &Activation,
+        a: [usize; TILE_ROWS],
+        out: &mut [[f32; 4]; TILE_ROWS],
+    ) {
+        let lo_nibbles = _mm512_set1_epi8(0x0f);
+        let mut acc_f = [[_mm512_setzero_ps(); 4]; R];
+        let mut acc = [[_mm512_setzero_si512(); 4]; R];
+        // One step per 128 values, as in `tile`.
+        for step in 0..w[0].len() * (QK_K / 128) {
+            let (b, h) = (step / (QK_K / 128), step % (QK_K / 128));
+            let p: [&Prep; 4] = std::array::from_fn(|j| &prep[j][b]);
+            let ap: [*const u8; R] =
+                std::array::from_fn(|t| act.blocks.as_ptr().add(a[t] + b).cast::<u8>());
+            let q: [__m512i; 4] = std::array::from_fn(|j| {
+                _mm512_loadu_si512(
+                    (&w[j][b] as *const BlockQ4K).cast::<u8>().add(16 + 64 * h) as *const _
+                )
+            });
+            for half in 0..2 {
+                let nib: [__m512i; 4] = std::array::from_fn(|j| {
+                    if half == 0 {
+                        _mm512_and_si512(q[j], lo_nibbles)
+                    } else {
+                        _mm512_and_si512(_mm512_srli_epi16::<4>(q[j]), lo_nibbles)
+                    }
+                });
+                for t in 0..R {
+                    let y = _mm512_loadu_si512(ap[t].add(4 + 128 * h + 64 * half) as *const _);
+                    for j in 0..4 {
+                        let spread = _mm512_loadu_si512(
+                            p[j].spread.as_ptr().add(4 * h + 2 * half) as *const _
+                        );
+                        acc[t][j] =
+                            _mm512_dpwssd_epi32(acc[t][j], _mm512_maddubs_epi16(nib[j], y), spread);
+                    }
+                }
+            }
+            if h + 1 < QK_K / 128 {
+                continue;
+            }
+            for t in 0..R {
+                let ad = (ap[t] as *const f32).read_unaligned();
+                let sums = _mm512_zextps256_ps512(_mm256_loadu_ps(
+                    act.sums.as_ptr().add(a[t] + b) as *const f32
+                ));
+                for j in 0..4 {
+                    let f = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(acc[t][j]),
+                        _mm512_set1_ps(p[j].d * ad),
+                        acc_f[t][j],
+                    );
+                    acc_f[t][j] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(p[j].mins), sums, f);
+                    acc[t][j] = _mm512_setzero_si512();
+                }
+            }
+        }
+        for t in 0..R {
+            for j in 0..4 {
+                out[t][j] = _mm512_reduce_add_ps(acc_f[t][j]);
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod x86 {
+    pub(super) struct Prep;
+    pub(super) unsafe fn prepare(_: &[super::BlockQ4K], _: bool, _: &mut Vec<Prep>) {
+        unreachable!("qgemm::q4k checks for AVX2 first")
+    }
+    pub(super) unsafe fn tile<const R: usize>(
+        _: [&[super::BlockQ4K]; 2],
+        _: [&[Prep]; 2],
+        _: &super::Activation,
+        _: [usize; super::TILE_ROWS],
+        _: &mut [[f32; 2]; super::TILE_ROWS],
+    ) {
+        unreachable!("qgemm::q4k checks for AVX2 first")
+    }
+    pub(super) unsafe fn tile512<const R: usize>(
+        _: [&[super::BlockQ4K]; 4],
+        _: [&[Prep]; 4],
+        _: &super::Activation,
+        _: [usize; super::TILE_ROWS],
+        _: &mut [[f32; 4]; super::TILE_ROWS],
+    ) {
+        unreachable!("qgemm::q4k checks for AVX2 first")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::k_quants;
+
+    /// Ours (AVX2 tiles, and AVX-512 ones where the CPU has them) against candle's ggml kernel
+    /// (`k_quants::matmul`) on the same blocks, equal up to float summation order: row counts that fill whole tiles and leave 1–3 rows over, weight
+    /// counts that leave a half tile and a part panel, one activation row all zero, weights
+    /// exercising every scale and min bit (`qgemv::tests::weights`).
+    #[test]
+    fn equals_candles_ggml_kernel_on_the_same_blocks() {
+        if !super::super::qgemv::available() {
+            eprintln!("skipped: no AVX2/FMA/F16C here");
+            return;
+        }
+        for (m, k, n) in [(4, 256, 4), (37, 512, 67), (9, 1024, 33), (1, 256, 3)] {
+            let mut blocks = vec![BlockQ4K::zeros(); n * k / QK_K];
+            BlockQ4K::from_float(&crate::vlm::qgemv::tests::weights(n, k), &mut blocks);
+            let mut x = crate::vlm::qgemv::tests::lcg(11 + m as u64, m * k);
+            if m > 2 {
+                x[k..2 * k].iter_mut().for_each(|v| *v = 0.0);
+            }
+            let mut want = vec![0f32; m * n];
+            k_quants::matmul((m, k, n), &x, &blocks, &mut want).unwrap();
+            let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+            for wide in crate::vlm::qgemv::tests::choices() {
+                let mut got = vec![f32::NAN; m * n];
+                q4k_on(wide, (m, k, n), &x, &blocks, &mut got).unwrap();
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-5 * scale,
+                        "wide {wide} (m {m}, k {k}, n {n}) [{i}]: ours {a}, candle {b}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A shape that does not fit is an error, never a write outside `dst`.
+    #[test]
+    fn a_shape_that_does_not_fit_is_an_error() {
+        if !super::super::qgemv::available() {
+            return;
+        }
+        let blocks = vec![BlockQ4K::zeros(); 4];
+        let x = vec![0f32; 2 * 512];
+        let mut dst = vec![0f32; 3];
+        assert!(q4k((2, 512, 2), &x, &blocks, &mut dst).is_err());
+        assert!(q4k((2, 500, 2), &x, &blocks, &mut [0f32; 4]).is_err());
+    }
+
+    /// The choice: ours wherever our row kernels run, at their width; candle's on request.
+    #[test]
+    fn chosen_follows_the_row_kernels() {
+        use crate::vlm::qgemv::RowKernels;
+        let cpu = |list: &'static [&'static str]| move |f: &str| list.contains(&f);
+        let none = |_: &str| false;
+        let avx2 = cpu(&["avx2", "fma", "f16c"]);
+        assert_eq!(chosen(avx2, none), Some(RowKernels::Avx2));
+        assert_eq!(chosen(avx2, |k: &str| k == "POINTACT_QGEMM_CANDLE"), None);
+        let wide = cpu(&["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni"]);
+        assert_eq!(chosen(wide, none), Some(RowKernels::Avx512));
+        assert_eq!(
+            chosen(wide, |k: &str| k == "POINTACT_QGEMV_AVX2"),
+            Some(RowKernels::Avx2)
+        );
+        assert_eq!(chosen(cpu(&["avx2", "fma"]), none), None);
+    }
+}
