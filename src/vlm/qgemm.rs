@@ -57,17 +57,14 @@ pub fn chosen_here() -> bool {
 struct Activation {
     /// `[m, k/256]` blocks.
     blocks: Vec<BlockQ8K>,
-    /// Per block, `d · Σ` of each 32-value sub-block's quants: the min term of a block is
-    /// `dmin · Σ_j m_j · sums[j]`.
+    /// Per block, the sum of each 32-value sub-block's quants: the min term of a block is
+    /// `d · dmin · Σ_j m_j · sums[j]`.
     sums: Vec<[f32; 8]>,
 }
 
 impl Activation {
-    /// Quantizes the `m` rows of `lhs` (`k` values each) across candle's pool. `wide`: each
-    /// block's 32-value sub-blocks in the order 0 2 1 3 4 6 5 7 (the AVX-512 tile's order: one
-    /// 64-byte load of Q4K quants holds sub-blocks 4h, 4h+2 in its low nibbles and 4h+1, 4h+3
-    /// in its high ones); the block sums stay in their order.
-    fn new(lhs: &[f32], m: usize, k: usize, wide: bool) -> Self {
+    /// Quantizes the `m` rows of `lhs` (`k` values each) across candle's pool.
+    fn new(lhs: &[f32], m: usize, k: usize) -> Self {
         let nb = k / QK_K;
         let mut blocks = vec![BlockQ8K::zeros(); m * nb];
         let mut sums = vec![[0f32; 8]; m * nb];
@@ -83,21 +80,12 @@ impl Activation {
                     )
                 };
                 quantize_q8k(&lhs[i * k..(i + 1) * k], dst);
-                for (b, s) in dst.iter_mut().zip(sums) {
+                for (b, s) in dst.iter().zip(sums) {
                     let bytes = super::qgemv::block_bytes(b);
-                    let d = f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
                     let bsum = |i: usize| {
                         i16::from_le_bytes([bytes[260 + 2 * i], bytes[261 + 2 * i]]) as f32
                     };
-                    *s = std::array::from_fn(|j| d * (bsum(2 * j) + bsum(2 * j + 1)));
-                    if wide {
-                        let q = &mut super::linear::block_bytes_mut(std::slice::from_mut(b))
-                            [4..4 + QK_K];
-                        for h in [0, 128] {
-                            let (one, two) = q[h + 32..h + 96].split_at_mut(32);
-                            one.swap_with_slice(two);
-                        }
-                    }
+                    *s = std::array::from_fn(|j| bsum(2 * j) + bsum(2 * j + 1));
                 }
             }
         });
@@ -136,80 +124,50 @@ fn q4k_on(
     w: &[BlockQ4K],
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
+    let act = Activation::new(lhs, m, k);
     if wide {
         super::qgemv::wide_cpu()?;
-        panels::<4>(
-            (m, k, n),
-            lhs,
-            w,
-            dst,
-            true,
-            x86::tile512::<4>,
-            x86::tile512::<1>,
-        );
+        panels16((m, k, n), &act, w, dst);
     } else {
-        panels::<2>(
-            (m, k, n),
-            lhs,
-            w,
-            dst,
-            false,
-            x86::tile::<4>,
-            x86::tile::<1>,
-        );
+        panels((m, k, n), &act, w, dst);
     }
     Ok(())
 }
 
-/// A tile kernel: `C` weight rows (their blocks and [`x86::Prep`]s), the activation, the
-/// first block of each of [`TILE_ROWS`] activation rows, the results.
-type Tile<const C: usize> = unsafe fn(
-    [&[BlockQ4K]; C],
-    [&[x86::Prep]; C],
-    &Activation,
-    [usize; TILE_ROWS],
-    &mut [[f32; C]; TILE_ROWS],
-);
-
-/// The frame around the tiles (shapes checked by the caller): the activation quantized once,
-/// the weight rows split across candle's pool in panels of [`PANEL`], each panel's blocks
-/// unpacked ([`x86::prepare`]) and then run against every activation row, [`TILE_ROWS`] at
-/// a time (`full`) and the rest one by one (`one`). A part tile at the panel's end repeats
-/// its last weight row and drops the copies' results.
-fn panels<const C: usize>(
-    (m, k, n): (usize, usize, usize),
-    lhs: &[f32],
-    w: &[BlockQ4K],
-    dst: &mut [f32],
-    wide: bool,
-    full: Tile<C>,
-    one: Tile<C>,
-) {
+/// The AVX2 frame around the tiles: the weight rows split across candle's pool in panels of
+/// [`PANEL`], each panel's blocks unpacked ([`x86::prepare`]) and then run against every
+/// activation row, [`TILE_ROWS`] at a time and the rest one by one. A half tile at the
+/// panel's end repeats its weight row and drops the copy's results.
+fn panels((m, k, n): (usize, usize, usize), act: &Activation, w: &[BlockQ4K], dst: &mut [f32]) {
     let nb = k / QK_K;
-    let act = Activation::new(lhs, m, k, wide);
     let dst_at = dst.as_mut_ptr() as usize;
     candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(PANEL), |panels| {
         let mut prep = Vec::new();
         for p in panels {
             let cols = p * PANEL..((p + 1) * PANEL).min(n);
             // SAFETY: the caller checked the CPU (`q4k`).
-            unsafe { x86::prepare(&w[cols.start * nb..cols.end * nb], wide, &mut prep) };
+            unsafe { x86::prepare(&w[cols.start * nb..cols.end * nb], &mut prep) };
             let mut i = 0;
             while i < m {
                 let rows = if m - i >= TILE_ROWS { TILE_ROWS } else { 1 };
                 let mut c = 0;
                 while c < cols.len() {
-                    let width = C.min(cols.len() - c);
-                    let row: [usize; C] = std::array::from_fn(|j| c + j.min(width - 1));
+                    let width = 2.min(cols.len() - c);
+                    let row: [usize; 2] = std::array::from_fn(|j| c + j.min(width - 1));
                     let a_rows: [usize; TILE_ROWS] =
                         std::array::from_fn(|t| (i + t.min(rows - 1)) * nb);
-                    let mut out = [[0f32; C]; TILE_ROWS];
+                    let mut out = [[0f32; 2]; TILE_ROWS];
                     let weights = row.map(|r| &w[(cols.start + r) * nb..(cols.start + r + 1) * nb]);
                     let preps = row.map(|r| &prep[r * nb..(r + 1) * nb]);
-                    let kernel = if rows == TILE_ROWS { full } else { one };
                     // SAFETY: the caller checked the CPU; every weight and prep slice has `nb`
                     // blocks and every activation index leaves `nb` blocks in `act`.
-                    unsafe { kernel(weights, preps, &act, a_rows, &mut out) };
+                    unsafe {
+                        if rows == TILE_ROWS {
+                            x86::tile::<TILE_ROWS>(weights, preps, act, a_rows, &mut out)
+                        } else {
+                            x86::tile::<1>(weights, preps, act, a_rows, &mut out)
+                        }
+                    };
                     for (t, o) in out.iter().enumerate().take(rows) {
                         for (j, v) in o.iter().enumerate().take(width) {
                             // SAFETY: each (row, column) is written by exactly one work item
@@ -219,6 +177,46 @@ fn panels<const C: usize>(
                         }
                     }
                     c += width;
+                }
+                i += rows;
+            }
+        }
+    });
+}
+
+/// The AVX-512 frame: the weight rows split across candle's pool in panels of
+/// [`x86::LANES`] (16), each panel repacked once ([`x86::pack16`]: four consecutive weights
+/// of each of the 16 rows side by side, the shape `vpdpbusd` takes) and then run against
+/// every activation row, [`x86::VNNI_ROWS`] at a time and the rest one by one. A part panel
+/// is padded with zero rows whose results are dropped.
+fn panels16((m, k, n): (usize, usize, usize), act: &Activation, w: &[BlockQ4K], dst: &mut [f32]) {
+    use x86::{LANES, VNNI_ROWS};
+    let nb = k / QK_K;
+    let dst_at = dst.as_mut_ptr() as usize;
+    candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(LANES), |panels| {
+        let mut packed = Vec::new();
+        for p in panels {
+            let cols = p * LANES..((p + 1) * LANES).min(n);
+            // SAFETY: the caller checked the CPU (`q4k_on`).
+            unsafe { x86::pack16(&w[cols.start * nb..cols.end * nb], nb, &mut packed) };
+            let mut i = 0;
+            while i < m {
+                let rows = if m - i >= VNNI_ROWS { VNNI_ROWS } else { 1 };
+                let mut out = [[0f32; LANES]; VNNI_ROWS];
+                // SAFETY: the caller checked the CPU; `packed` holds `nb` blocks and rows
+                // `i..i + rows` of `act` exist.
+                unsafe {
+                    if rows == VNNI_ROWS {
+                        x86::tile16::<VNNI_ROWS>(&packed, act, i * nb, &mut out)
+                    } else {
+                        x86::tile16::<1>(&packed, act, i * nb, &mut out)
+                    }
+                };
+                for (t, o) in out.iter().enumerate().take(rows) {
+                    // SAFETY: each (row, column) is written by exactly one work item (panels
+                    // of columns do not overlap), inside `m·n`.
+                    let at = unsafe { (dst_at as *mut f32).add((i + t) * n + cols.start) };
+                    unsafe { std::ptr::copy_nonoverlapping(o.as_ptr(), at, cols.len()) };
                 }
                 i += rows;
             }
@@ -242,12 +240,9 @@ mod x86 {
         d: f32,
     }
 
-    /// [`Prep`] of every block of `w` (whole rows) into `out`; `wide`: the spread scales in
-    /// the sub-block order of the AVX-512 tile (0 2 1 3 4 6 5 7), so that one 64-byte load
-    /// holds the two scales one 64-byte load of quants needs.
+    /// [`Prep`] of every block of `w` (whole rows) into `out`.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn prepare(w: &[BlockQ4K], wide: bool, out: &mut Vec<Prep>) {
-        const WIDE: [i16; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
+    pub(super) unsafe fn prepare(w: &[BlockQ4K], out: &mut Vec<Prep>) {
         out.clear();
         out.extend(w.iter().map(|b| {
             let wp = (b as *const BlockQ4K).cast::<u8>();
@@ -256,8 +251,7 @@ mod x86 {
             let scales = _mm256_broadcastsi128_si256(sm);
             Prep {
                 spread: std::array::from_fn(|s| {
-                    let s = if wide { WIDE[s] } else { s as i16 };
-                    _mm256_shuffle_epi8(scales, _mm256_set1_epi16(0xff00u16 as i16 | s))
+                    _mm256_shuffle_epi8(scales, _mm256_set1_epi16(0xff00u16 as i16 | s as i16))
                 }),
                 mins: _mm256_mul_ps(
                     _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(dm))),
@@ -346,7 +340,10 @@ mod x86 {
             }
             for t in 0..R {
                 let ad = (ap[t] as *const f32).read_unaligned();
-                let sums = _mm256_loadu_ps(act.sums.as_ptr().add(a[t] + b) as *const f32);
+                let sums = _mm256_mul_ps(
+                    _mm256_loadu_ps(act.sums.as_ptr().add(a[t] + b) as *const f32),
+                    _mm256_set1_ps(ad),
+                );
                 for (j, p) in [p0, p1].into_iter().enumerate() {
                     let f = _mm256_fmadd_ps(
                         _mm256_cvtepi32_ps(acc[t][j]),
@@ -369,74 +366,111 @@ mod x86 {
         }
     }
 
-    /// [`tile`] on AVX-512, four weight rows wide: 128 values per step (one 64-byte load of
-    /// each weight row: low nibbles sub-blocks 4h and 4h+2, high 4h+1 and 4h+3, against the
-    /// activation in that order, [`Activation::new`]'s `wide`), and VNNI's `vpdpwssd` doing
-    /// the scaling `madd` and the add in one instruction. The same integer sums per sub-block.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
-    pub(super) unsafe fn tile512<const R: usize>(
-        w: [&[BlockQ4K]; 4],
-        prep: [&[Prep]; 4],
-        act: &Activation,
-        a: [usize; TILE_ROWS],
-        out: &mut [[f32; 4]; TILE_ROWS],
-    ) {
-        let lo_nibbles = _mm512_set1_epi8(0x0f);
-        let mut acc_f = [[_mm512_setzero_ps(); 4]; R];
-        let mut acc = [[_mm512_setzero_si512(); 4]; R];
-        // One step per 128 values, as in `tile`.
-        for step in 0..w[0].len() * (QK_K / 128) {
-            let (b, h) = (step / (QK_K / 128), step % (QK_K / 128));
-            let p: [&Prep; 4] = std::array::from_fn(|j| &prep[j][b]);
-            let ap: [*const u8; R] =
-                std::array::from_fn(|t| act.blocks.as_ptr().add(a[t] + b).cast::<u8>());
-            let q: [__m512i; 4] = std::array::from_fn(|j| {
-                _mm512_loadu_si512(
-                    (&w[j][b] as *const BlockQ4K).cast::<u8>().add(16 + 64 * h) as *const _
-                )
-            });
-            for half in 0..2 {
-                let nib: [__m512i; 4] = std::array::from_fn(|j| {
-                    if half == 0 {
-                        _mm512_and_si512(q[j], lo_nibbles)
-                    } else {
-                        _mm512_and_si512(_mm512_srli_epi16::<4>(q[j]), lo_nibbles)
-                    }
-                });
-                for t in 0..R {
-                    let y = _mm512_loadu_si512(ap[t].add(4 + 128 * h + 64 * half) as *const _);
-                    for j in 0..4 {
-                        let spread = _mm512_loadu_si512(
-                            p[j].spread.as_ptr().add(4 * h + 2 * half) as *const _
-                        );
-                        acc[t][j] =
-                            _mm512_dpwssd_epi32(acc[t][j], _mm512_maddubs_epi16(nib[j], y), spread);
-                    }
+    /// Weight rows per AVX-512 panel: one per f32 lane of a 512-bit vector.
+    pub(super) const LANES: usize = 16;
+    /// Activation rows of one AVX-512 tile.
+    pub(super) const VNNI_ROWS: usize = 8;
+
+    /// One 256-value block of a 16-row panel, repacked for `vpdpbusd`: `q[g][r]` holds the
+    /// four weights `4g..4g+4` of row `r` as bytes (0..16), `scales[j][r]` is `d·sc_j` and
+    /// `mins[j][r]` is `dmin·m_j` of sub-block `j`. Rows past the matrix are all zero.
+    #[repr(C, align(64))]
+    pub(super) struct Packed {
+        q: [[u32; LANES]; QK_K / 4],
+        scales: [[f32; LANES]; 8],
+        mins: [[f32; LANES]; 8],
+    }
+
+    /// Repacks the `rows ≤ 16` weight rows `w` (`nb` blocks each) into `out`, one [`Packed`]
+    /// per block.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn pack16(w: &[BlockQ4K], nb: usize, out: &mut Vec<Packed>) {
+        let rows = w.len() / nb;
+        let lo_nibbles = _mm256_set1_epi8(0x0f);
+        out.clear();
+        out.reserve(nb);
+        for b in 0..nb {
+            let mut p = Packed {
+                q: [[0; LANES]; QK_K / 4],
+                scales: [[0.0; LANES]; 8],
+                mins: [[0.0; LANES]; 8],
+            };
+            for r in 0..rows {
+                let wp = (&w[r * nb + b] as *const BlockQ4K).cast::<u8>();
+                let dm = _mm_cvtph_ps(_mm_cvtsi32_si128((wp as *const i32).read_unaligned()));
+                let (d, dmin) = (_mm_cvtss_f32(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm)));
+                let mut sm = [0u8; 16];
+                _mm_storeu_si128(
+                    sm.as_mut_ptr() as *mut __m128i,
+                    crate::vlm::qgemv::scales_mins(wp.add(4)),
+                );
+                for j in 0..8 {
+                    p.scales[j][r] = d * sm[j] as f32;
+                    p.mins[j][r] = dmin * sm[8 + j] as f32;
+                }
+                // The 256 weights as bytes: chunk h of 32 quant bytes holds weights
+                // 64h..64h+32 in its low nibbles and 64h+32..64h+64 in its high ones.
+                let mut q = [0u32; QK_K / 4];
+                let qp = q.as_mut_ptr() as *mut __m256i;
+                for h in 0..QK_K / 64 {
+                    let v = _mm256_loadu_si256(wp.add(16 + 32 * h) as *const __m256i);
+                    _mm256_storeu_si256(qp.add(2 * h), _mm256_and_si256(v, lo_nibbles));
+                    _mm256_storeu_si256(
+                        qp.add(2 * h + 1),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(v), lo_nibbles),
+                    );
+                }
+                for (g, v) in q.iter().enumerate() {
+                    p.q[g][r] = *v;
                 }
             }
-            if h + 1 < QK_K / 128 {
-                continue;
+            out.push(p);
+        }
+    }
+
+    /// `out[t][r] = Σ a_t · w_r` for `R` activation rows (blocks of row `t` from
+    /// `act.blocks[a + t·nb]`) against the 16 weight rows of `packed`: per four weights one
+    /// `vpdpbusd` (16 rows × 4 u8·i8 products into 16 int32 lanes) against the activation's
+    /// four bytes broadcast; per 32-value sub-block the lanes go to f32 times the rows'
+    /// `d·sc_j`, less `dmin·m_j` times the activation's sub-block sum; per block times the
+    /// activation's `d`. |Σ| of one sub-block's lane ≤ 32·15·128 < 2³¹.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
+    pub(super) unsafe fn tile16<const R: usize>(
+        packed: &[Packed],
+        act: &Activation,
+        a: usize,
+        out: &mut [[f32; LANES]; VNNI_ROWS],
+    ) {
+        let nb = packed.len();
+        let mut acc = [_mm512_setzero_ps(); R];
+        for (b, p) in packed.iter().enumerate() {
+            let ap: [*const u8; R] =
+                std::array::from_fn(|t| act.blocks.as_ptr().add(a + t * nb + b).cast::<u8>());
+            let mut blk = [_mm512_setzero_ps(); R];
+            for j in 0..8 {
+                let mut isum = [_mm512_setzero_si512(); R];
+                for g in 0..8 {
+                    let wv = _mm512_load_si512(p.q[8 * j + g].as_ptr() as *const _);
+                    for t in 0..R {
+                        let y = (ap[t].add(4 + 32 * j + 4 * g) as *const i32).read_unaligned();
+                        isum[t] = _mm512_dpbusd_epi32(isum[t], wv, _mm512_set1_epi32(y));
+                    }
+                }
+                let sc = _mm512_load_ps(p.scales[j].as_ptr());
+                let mn = _mm512_load_ps(p.mins[j].as_ptr());
+                for t in 0..R {
+                    let sum = act.sums[a + t * nb + b][j];
+                    blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), sc, blk[t]);
+                    blk[t] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(sum), blk[t]);
+                }
             }
             for t in 0..R {
-                let ad = (ap[t] as *const f32).read_unaligned();
-                let sums = _mm512_zextps256_ps512(_mm256_loadu_ps(
-                    act.sums.as_ptr().add(a[t] + b) as *const f32
-                ));
-                for j in 0..4 {
-                    let f = _mm512_fmadd_ps(
-                        _mm512_cvtepi32_ps(acc[t][j]),
-                        _mm512_set1_ps(p[j].d * ad),
-                        acc_f[t][j],
-                    );
-                    acc_f[t][j] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(p[j].mins), sums, f);
-                    acc[t][j] = _mm512_setzero_si512();
-                }
+                let d = (ap[t] as *const f32).read_unaligned();
+                acc[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(d), acc[t]);
             }
         }
         for t in 0..R {
-            for j in 0..4 {
-                out[t][j] = _mm512_reduce_add_ps(acc_f[t][j]);
-            }
+            _mm512_storeu_ps(out[t].as_mut_ptr(), acc[t]);
         }
     }
 }
@@ -444,7 +478,7 @@ mod x86 {
 #[cfg(not(target_arch = "x86_64"))]
 mod x86 {
     pub(super) struct Prep;
-    pub(super) unsafe fn prepare(_: &[super::BlockQ4K], _: bool, _: &mut Vec<Prep>) {
+    pub(super) unsafe fn prepare(_: &[super::BlockQ4K], _: &mut Vec<Prep>) {
         unreachable!("qgemm::q4k checks for AVX2 first")
     }
     pub(super) unsafe fn tile<const R: usize>(
@@ -456,14 +490,19 @@ mod x86 {
     ) {
         unreachable!("qgemm::q4k checks for AVX2 first")
     }
-    pub(super) unsafe fn tile512<const R: usize>(
-        _: [&[super::BlockQ4K]; 4],
-        _: [&[Prep]; 4],
-        _: &super::Activation,
-        _: [usize; super::TILE_ROWS],
-        _: &mut [[f32; 4]; super::TILE_ROWS],
-    ) {
+    pub(super) const LANES: usize = 16;
+    pub(super) const VNNI_ROWS: usize = 8;
+    pub(super) struct Packed;
+    pub(super) unsafe fn pack16(_: &[super::BlockQ4K], _: usize, _: &mut Vec<Packed>) {
         unreachable!("qgemm::q4k checks for AVX2 first")
+    }
+    pub(super) unsafe fn tile16<const R: usize>(
+        _: &[Packed],
+        _: &super::Activation,
+        _: usize,
+        _: &mut [[f32; LANES]; VNNI_ROWS],
+    ) {
+        unreachable!("qgemm::q4k checks for AVX-512 first")
     }
 }
 
