@@ -1,36 +1,43 @@
-//! Prefill-time Q4K products on CPUs without VNNI: many activation rows (a prompt) times a Q4K
-//! weight, as int8 products tiled over 4 activation rows × 2 weight rows, straight from the
-//! compact ggml blocks (no repacked copy).
+//! Prefill-time Q4K products: many activation rows (a prompt) times a Q4K weight, as int8
+//! products on our own tiles, in place of candle 0.11.1's repacked tiles
+//! (`quantized/repack_x86.rs`).
 //!
-//! Why our own: on an AVX2-only CPU candle 0.11.1's repacked Q4K tile (`repack_x86.rs`,
-//! `q4k_tile_avx2`) was slower than the f32 `gemm` on the dequantized weight would be — a q4k
-//! prefill measured 0.89× transformers f32 on the 2-core AVX2 EPYC while our f32 prefill was
-//! 1.12–1.20× (README). Its tile holds 4 activation rows × 16 weight rows of f32 and int32
-//! accumulators (32 vectors where AVX2 has 16 registers), widens every `maddubs` with a
-//! `madd` against ones, and applies each 32-value sub-block's scale in f32; its activation is
-//! quantized by scalar code and its weights copied and repacked for every product.
-//! Here the sub-block scale rides in the `madd` that widens the pair sums (`maddubs` then
-//! `madd` against the spread scale: two multiplies per 32 products, no float work inside a
-//! super-block), the tile's 8 int32 accumulators stay in registers, the weights are read in
-//! place (32 rows at a time, which stay in L2 while every activation row passes), and the
-//! activation is quantized once, vectorised ([`super::qgemv::quantize_q8k`]).
+//! Why our own: candle copies the weight's blocks and repacks the copy for every product, and
+//! quantizes the activation with scalar code (`roundf` per value); in a q4k `bench vlm`
+//! prefill on the 2-core AVX-512 EPYC that was ~25 % on top of its kernel (`perf`: `pack`,
+//! `BlockQ8K::from_float`, `roundf`, the copy). On an AVX2-only CPU its Q4K tile holds 4
+//! activation rows × 16 weight rows of f32 and int32 accumulators (32 vectors where AVX2 has
+//! 16 registers) and a q4k prefill there measured 0.89× transformers f32 while our f32
+//! prefill was 1.12–1.20× (README). Here the activation is quantized once, vectorised
+//! ([`super::qgemv::quantize_q8k`]), and the weights are read or repacked one panel at a
+//! time, which then stays in cache while every activation row passes it:
 //!
-//! On AVX-512 (F/BW/VNNI) the tile is four weight rows wide, 128 values per step, and VNNI's
-//! `vpdpwssd` does the scaling `madd` and the add in one instruction ([`chosen`] decides,
-//! `bench vlm` reports it).
+//! * **AVX-512 F/BW/VNNI** ([`x86::tile16`]): a panel of 16 weight rows is repacked
+//!   ([`x86::pack16`]: four consecutive weights of each row side by side as bytes, the
+//!   sub-block scales as f32 vectors across the rows) and each `vpdpbusd` multiplies 4 weights
+//!   of all 16 rows by 4 activation bytes broadcast; 8 activation rows per tile, so each
+//!   weight vector loaded serves 8 `vpdpbusd`. The scales apply in f32 per 32-value sub-block
+//!   (the 16 lanes are 16 rows, each with its own scale). 2 threads, 545 rows: ~1 TOP/s
+//!   against 420–490 GOP/s for candle's tiles as prefill used them.
+//! * **AVX2** ([`x86::tile`]): no repack; 4 activation rows × 2 weight rows, 64 weights of a
+//!   row per 32-byte load (low nibbles one sub-block, high nibbles the next), `maddubs` then a
+//!   `madd` against the sub-block's scale spread over the lanes: the scale rides in the
+//!   widening multiply, so there is no float work inside a 256-value block, and the tile's 8
+//!   int32 accumulators stay in registers.
 //!
-//! The maths is that of [`super::qgemv`]'s Q4K rows (integer sums per sub-block, the same
-//! Q8K activation), so results differ from candle's only in the order of float additions.
+//! [`chosen`] decides, `bench vlm` reports it, `POINTACT_QGEMM_CANDLE=1` hands the products back
+//! to candle. The maths is that of [`super::qgemv`]'s Q4K rows (integer sums per sub-block, the
+//! same Q8K activation), so results differ from candle's only in the order of float additions.
 
 use candle_core::quantized::k_quants::{BlockQ4K, BlockQ8K, GgmlType};
 
 use super::qgemv::{quantize_q8k, QK_K};
 
-/// Activation rows of one tile (its weight rows: 2 on AVX2, 4 on AVX-512).
+/// Activation rows of one AVX2 tile (its weight rows: 2).
 const TILE_ROWS: usize = 4;
-/// Weight rows one work item takes: they stay in L2 (32 × 144 B per 256 values: 198 KB at
-/// `k = 11008`) while all activation rows pass them, so each activation row is read from
-/// memory once per 32 weight rows.
+/// Weight rows one AVX2 work item takes: they stay in L2 (16 × 144 B per 256 values: 99 KB
+/// at `k = 11008`) while all activation rows pass them, so each activation row is read from
+/// memory once per 16 weight rows.
 const PANEL: usize = 16;
 
 /// Which of our tiles Q4K products of many rows take ([`super::qgemv::row_kernels`]'s rule:
