@@ -1054,7 +1054,7 @@ impl QBlocks {
                 candle_or_dense(candle_tiles_q8_0() && candle_tile_shape(r.n, r.k)),
             ),
             QBlocks::Q4K(r) => {
-                let many = if super::qgemm::chosen_here() {
+                let many = if super::qgemm::chosen_here().is_some() {
                     ManyRows::Ours(super::qgemm::q4k)
                 } else {
                     candle_or_dense(candle_tile_shape(r.n, r.k))
@@ -1561,7 +1561,7 @@ mod tests {
                             Quant::Q8_0 => plain(&ws, &xs, (m, k, n), q8_0_kernel),
                             _ => plain(&ws, &xs, (m, k, n), q4k_kernel),
                         }
-                    } else if quant == Quant::Q4K && crate::vlm::qgemm::chosen_here() {
+                    } else if quant == Quant::Q4K && crate::vlm::qgemm::chosen_here().is_some() {
                         plain(&ws, &xs, (m, k, n), crate::vlm::qgemm::q4k)
                     } else if (quant == Quant::Q8_0 && !candle_tiles_q8_0())
                         || !candle_tile_shape(n, k)

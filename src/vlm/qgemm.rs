@@ -40,23 +40,50 @@ const TILE_ROWS: usize = 4;
 /// memory once per 16 weight rows.
 const PANEL: usize = 16;
 
-/// Which of our tiles Q4K products of many rows take ([`super::qgemv::row_kernels`]'s rule:
-/// the AVX-512 ones where AVX-512 F/BW/VNNI are, unless `POINTACT_QGEMV_AVX2=1`), or `None`
-/// for candle's repacked tiles: on CPUs without AVX2/FMA/F16C, or with
-/// `POINTACT_QGEMM_CANDLE=1` (to compare the two on one machine).
-pub fn chosen(
-    has: impl Fn(&str) -> bool,
-    env: impl Fn(&str) -> bool,
-) -> Option<super::qgemv::RowKernels> {
-    super::qgemv::row_kernels(has, &env).filter(|_| !env("POINTACT_QGEMM_CANDLE"))
+/// Our tiles for Q4K products of many rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tiles {
+    /// `maddubs` + `madd` ([`x86::tile`]).
+    Avx2,
+    /// `vpdpbusd` on 256-bit vectors over the repacked panels ([`x86::tile16_256`]).
+    AvxVnni,
+    /// `vpdpbusd` on 512-bit vectors over the repacked panels ([`x86::tile16`]).
+    Avx512Vnni,
+}
+
+impl Tiles {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tiles::Avx2 => "avx2",
+            Tiles::AvxVnni => "avx-vnni",
+            Tiles::Avx512Vnni => "avx512-vnni",
+        }
+    }
+}
+
+/// Which of our tiles Q4K products of many rows take, for CPU features named as
+/// /proc/cpuinfo names them (`has`) and the environment (`env`): the AVX-512 ones where
+/// [`super::qgemv::row_kernels`] takes its AVX-512 rows (AVX-512 F/BW/VNNI, unless
+/// `POINTACT_QGEMV_AVX2=1`), else the AVX-VNNI ones where the CPU has it (Intel since Alder
+/// Lake; unless `POINTACT_QGEMM_AVX2=1`), else the AVX2 ones; `None` for candle's repacked
+/// tiles: on CPUs without AVX2/FMA/F16C, or with `POINTACT_QGEMM_CANDLE=1` (the switches are
+/// there to compare the kernels on one machine).
+pub fn chosen(has: impl Fn(&str) -> bool, env: impl Fn(&str) -> bool) -> Option<Tiles> {
+    use super::qgemv::RowKernels;
+    match super::qgemv::row_kernels(&has, &env)? {
+        _ if env("POINTACT_QGEMM_CANDLE") => None,
+        RowKernels::Avx512 => Some(Tiles::Avx512Vnni),
+        RowKernels::Avx2 if has("avx_vnni") && !env("POINTACT_QGEMM_AVX2") => Some(Tiles::AvxVnni),
+        RowKernels::Avx2 => Some(Tiles::Avx2),
+    }
 }
 
 /// [`chosen`] on this machine, decided once per process (asked for every product).
-pub fn chosen_here() -> bool {
-    static CHOSEN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+pub fn chosen_here() -> Option<Tiles> {
+    static CHOSEN: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
     *CHOSEN.get_or_init(|| {
         let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
-        chosen(super::qgemv::cpu_has, env).is_some()
+        chosen(super::qgemv::cpu_has, env)
     })
 }
 
@@ -120,23 +147,48 @@ pub fn q4k(
             dst.len()
         );
     }
-    q4k_on(super::qgemv::wide(), (m, k, n), lhs, w, dst)
+    let Some(tiles) = chosen_here() else {
+        candle_core::bail!("qgemm: not chosen on this machine (POINTACT_QGEMM_CANDLE=1)");
+    };
+    q4k_on(tiles, (m, k, n), lhs, w, dst)
 }
 
-/// [`q4k`] through the AVX-512 tiles (`wide`) or the AVX2 ones; shapes checked by the caller.
+/// [`q4k`] through `tiles` (an error where this CPU lacks them); shapes checked by the caller.
 fn q4k_on(
-    wide: bool,
+    tiles: Tiles,
     (m, k, n): (usize, usize, usize),
     lhs: &[f32],
     w: &[BlockQ4K],
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
+    let here = |f: &str| super::qgemv::cpu_has(f);
+    let runs = match tiles {
+        Tiles::Avx2 => true,
+        Tiles::AvxVnni => here("avx_vnni"),
+        Tiles::Avx512Vnni => here("avx512f") && here("avx512bw") && here("avx512_vnni"),
+    };
+    if !runs {
+        candle_core::bail!("qgemm: this CPU lacks what the {} tiles need", tiles.name());
+    }
     let act = Activation::new(lhs, m, k);
-    if wide {
-        super::qgemv::wide_cpu()?;
-        panels16((m, k, n), &act, w, dst);
-    } else {
-        panels((m, k, n), &act, w, dst);
+    match tiles {
+        Tiles::Avx2 => panels((m, k, n), &act, w, dst),
+        Tiles::AvxVnni => panels16(
+            (m, k, n),
+            &act,
+            w,
+            dst,
+            x86::tile16_256::<2>,
+            x86::tile16_256::<1>,
+        ),
+        Tiles::Avx512Vnni => panels16(
+            (m, k, n),
+            &act,
+            w,
+            dst,
+            x86::tile16::<{ x86::VNNI_ROWS }>,
+            x86::tile16::<1>,
+        ),
     }
     Ok(())
 }
@@ -191,13 +243,25 @@ fn panels((m, k, n): (usize, usize, usize), act: &Activation, w: &[BlockQ4K], ds
     });
 }
 
-/// The AVX-512 frame: the weight rows split across candle's pool in panels of
+/// A kernel over one repacked panel: the panel, the activation, the first block of the first
+/// of `R` activation rows, the results (16 weight rows each).
+type Tile16<const R: usize> =
+    unsafe fn(&[x86::Packed], &Activation, usize, &mut [[f32; x86::LANES]; R]);
+
+/// The VNNI frame: the weight rows split across candle's pool in panels of
 /// [`x86::LANES`] (16), each panel repacked once ([`x86::pack16`]: four consecutive weights
 /// of each of the 16 rows side by side, the shape `vpdpbusd` takes) and then run against
-/// every activation row, [`x86::VNNI_ROWS`] at a time and the rest one by one. A part panel
+/// every activation row, `R` at a time through `tile` and the rest one by one (`one`). A part panel
 /// is padded with zero rows whose results are dropped.
-fn panels16((m, k, n): (usize, usize, usize), act: &Activation, w: &[BlockQ4K], dst: &mut [f32]) {
-    use x86::{LANES, VNNI_ROWS};
+fn panels16<const R: usize>(
+    (m, k, n): (usize, usize, usize),
+    act: &Activation,
+    w: &[BlockQ4K],
+    dst: &mut [f32],
+    tile: Tile16<R>,
+    one: Tile16<1>,
+) {
+    use x86::LANES;
     let nb = k / QK_K;
     let dst_at = dst.as_mut_ptr() as usize;
     candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(LANES), |panels| {
@@ -208,15 +272,16 @@ fn panels16((m, k, n): (usize, usize, usize), act: &Activation, w: &[BlockQ4K], 
             unsafe { x86::pack16(&w[cols.start * nb..cols.end * nb], nb, &mut packed) };
             let mut i = 0;
             while i < m {
-                let rows = if m - i >= VNNI_ROWS { VNNI_ROWS } else { 1 };
-                let mut out = [[0f32; LANES]; VNNI_ROWS];
+                let rows = if m - i >= R { R } else { 1 };
+                let mut out = [[0f32; LANES]; R];
                 // SAFETY: the caller checked the CPU; `packed` holds `nb` blocks and rows
-                // `i..i + rows` of `act` exist.
+                // `i..i + rows` of `act` exist (`rows` fills `out` from the top).
                 unsafe {
-                    if rows == VNNI_ROWS {
-                        x86::tile16::<VNNI_ROWS>(&packed, act, i * nb, &mut out)
+                    if rows == R {
+                        tile(&packed, act, i * nb, &mut out)
                     } else {
-                        x86::tile16::<1>(&packed, act, i * nb, &mut out)
+                        let first = (&mut out[..1]).try_into().expect("one row");
+                        one(&packed, act, i * nb, first)
                     }
                 };
                 for (t, o) in out.iter().enumerate().take(rows) {
@@ -446,7 +511,7 @@ mod x86 {
         packed: &[Packed],
         act: &Activation,
         a: usize,
-        out: &mut [[f32; LANES]; VNNI_ROWS],
+        out: &mut [[f32; LANES]; R],
     ) {
         let nb = packed.len();
         let mut acc = [_mm512_setzero_ps(); R];
@@ -480,6 +545,59 @@ mod x86 {
             _mm512_storeu_ps(out[t].as_mut_ptr(), acc[t]);
         }
     }
+
+    /// [`tile16`] on 256-bit vectors (AVX-VNNI, no AVX-512): each panel row group is two
+    /// vectors of 8 rows, and 2 activation rows per tile keep the 12 accumulators in the 16
+    /// registers.
+    #[target_feature(enable = "avxvnni,avx2,fma,f16c")]
+    pub(super) unsafe fn tile16_256<const R: usize>(
+        packed: &[Packed],
+        act: &Activation,
+        a: usize,
+        out: &mut [[f32; LANES]; R],
+    ) {
+        let nb = packed.len();
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        for (b, p) in packed.iter().enumerate() {
+            let ap: [*const u8; R] =
+                std::array::from_fn(|t| act.blocks.as_ptr().add(a + t * nb + b).cast::<u8>());
+            let mut blk = [[_mm256_setzero_ps(); 2]; R];
+            for j in 0..8 {
+                let mut isum = [[_mm256_setzero_si256(); 2]; R];
+                for g in 0..8 {
+                    let row = p.q[8 * j + g].as_ptr();
+                    let wv = [0, 8].map(|h| _mm256_load_si256(row.add(h) as *const __m256i));
+                    for t in 0..R {
+                        let y = (ap[t].add(4 + 32 * j + 4 * g) as *const i32).read_unaligned();
+                        let y = _mm256_set1_epi32(y);
+                        for h in 0..2 {
+                            isum[t][h] = _mm256_dpbusd_avx_epi32(isum[t][h], wv[h], y);
+                        }
+                    }
+                }
+                for h in 0..2 {
+                    let sc = _mm256_load_ps(p.scales[j].as_ptr().add(8 * h));
+                    let mn = _mm256_load_ps(p.mins[j].as_ptr().add(8 * h));
+                    for t in 0..R {
+                        let sum = _mm256_set1_ps(act.sums[a + t * nb + b][j]);
+                        let f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][h]), sc, blk[t][h]);
+                        blk[t][h] = _mm256_fnmadd_ps(mn, sum, f);
+                    }
+                }
+            }
+            for t in 0..R {
+                let d = _mm256_set1_ps((ap[t] as *const f32).read_unaligned());
+                for h in 0..2 {
+                    acc[t][h] = _mm256_fmadd_ps(blk[t][h], d, acc[t][h]);
+                }
+            }
+        }
+        for t in 0..R {
+            for h in 0..2 {
+                _mm256_storeu_ps(out[t].as_mut_ptr().add(8 * h), acc[t][h]);
+            }
+        }
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -507,9 +625,17 @@ mod x86 {
         _: &[Packed],
         _: &super::Activation,
         _: usize,
-        _: &mut [[f32; LANES]; VNNI_ROWS],
+        _: &mut [[f32; LANES]; R],
     ) {
         unreachable!("qgemm::q4k checks for AVX-512 first")
+    }
+    pub(super) unsafe fn tile16_256<const R: usize>(
+        _: &[Packed],
+        _: &super::Activation,
+        _: usize,
+        _: &mut [[f32; LANES]; R],
+    ) {
+        unreachable!("qgemm::q4k checks for AVX-VNNI first")
     }
 }
 
@@ -538,17 +664,34 @@ mod tests {
             let mut want = vec![0f32; m * n];
             k_quants::matmul((m, k, n), &x, &blocks, &mut want).unwrap();
             let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
-            for wide in crate::vlm::qgemv::tests::choices() {
+            for tiles in here() {
                 let mut got = vec![f32::NAN; m * n];
-                q4k_on(wide, (m, k, n), &x, &blocks, &mut got).unwrap();
+                q4k_on(tiles, (m, k, n), &x, &blocks, &mut got).unwrap();
                 for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                     assert!(
                         (a - b).abs() <= 1e-5 * scale,
-                        "wide {wide} (m {m}, k {k}, n {n}) [{i}]: ours {a}, candle {b}"
+                        "{tiles:?} (m {m}, k {k}, n {n}) [{i}]: ours {a}, candle {b}"
                     );
                 }
             }
         }
+    }
+
+    /// The tiles this CPU runs: AVX2, and the VNNI ones where it has them.
+    fn here() -> Vec<Tiles> {
+        let has = crate::vlm::qgemv::cpu_has;
+        let mut tiles = vec![Tiles::Avx2];
+        if has("avx_vnni") {
+            tiles.push(Tiles::AvxVnni);
+        } else {
+            eprintln!("AVX-VNNI tiles not run: this CPU lacks AVX-VNNI");
+        }
+        if has("avx512f") && has("avx512bw") && has("avx512_vnni") {
+            tiles.push(Tiles::Avx512Vnni);
+        } else {
+            eprintln!("AVX-512 tiles not run: this CPU lacks AVX-512 F/BW/VNNI");
+        }
+        tiles
     }
 
     /// A shape that does not fit is an error, never a write outside `dst`.
@@ -564,21 +707,41 @@ mod tests {
         assert!(q4k((2, 500, 2), &x, &blocks, &mut [0f32; 4]).is_err());
     }
 
-    /// The choice: ours wherever our row kernels run, at their width; candle's on request.
+    /// The choice: ours wherever our row kernels run, the widest VNNI the CPU has; candle's
+    /// on request.
     #[test]
-    fn chosen_follows_the_row_kernels() {
-        use crate::vlm::qgemv::RowKernels;
+    fn chosen_follows_the_cpu() {
         let cpu = |list: &'static [&'static str]| move |f: &str| list.contains(&f);
         let none = |_: &str| false;
         let avx2 = cpu(&["avx2", "fma", "f16c"]);
-        assert_eq!(chosen(avx2, none), Some(RowKernels::Avx2));
+        assert_eq!(chosen(avx2, none), Some(Tiles::Avx2));
         assert_eq!(chosen(avx2, |k: &str| k == "POINTACT_QGEMM_CANDLE"), None);
+        let client = cpu(&["avx2", "fma", "f16c", "avx_vnni"]);
+        assert_eq!(chosen(client, none), Some(Tiles::AvxVnni));
+        assert_eq!(
+            chosen(client, |k: &str| k == "POINTACT_QGEMM_AVX2"),
+            Some(Tiles::Avx2)
+        );
         let wide = cpu(&["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni"]);
-        assert_eq!(chosen(wide, none), Some(RowKernels::Avx512));
+        assert_eq!(chosen(wide, none), Some(Tiles::Avx512Vnni));
         assert_eq!(
             chosen(wide, |k: &str| k == "POINTACT_QGEMV_AVX2"),
-            Some(RowKernels::Avx2)
+            Some(Tiles::Avx2)
+        );
+        let zen5 = cpu(&[
+            "avx2",
+            "fma",
+            "f16c",
+            "avx512f",
+            "avx512bw",
+            "avx512_vnni",
+            "avx_vnni",
+        ]);
+        assert_eq!(
+            chosen(zen5, |k: &str| k == "POINTACT_QGEMV_AVX2"),
+            Some(Tiles::AvxVnni)
         );
         assert_eq!(chosen(cpu(&["avx2", "fma"]), none), None);
+        assert_eq!(chosen(cpu(&["avx2", "fma", "avx_vnni"]), none), None);
     }
 }

@@ -86,11 +86,10 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
     } else {
         "gemm scalar".to_owned()
     };
-    let q4k = match x86.then(|| crate::vlm::qgemm::chosen(has, &env)).flatten() {
-        Some(RowKernels::Avx512) => Some("pointact avx512-vnni q4k tiles"),
-        Some(RowKernels::Avx2) => Some("pointact avx2 q4k tiles"),
-        None => None,
-    };
+    let q4k = x86
+        .then(|| crate::vlm::qgemm::chosen(has, &env))
+        .flatten()
+        .map(|t| format!("pointact {} q4k tiles", t.name()));
     let many_rows = match (
         q4k,
         x86.then(|| crate::vlm::linear::candle_quant_tier(has, &env).map(|t| t.name()))
@@ -241,7 +240,7 @@ mod tests {
         );
         let (_, q) = describe(&flags("avx2 fma f16c avx_vnni"), true, never);
         assert!(
-            q.starts_with("prefill pointact avx2 q4k tiles; ggml avx-vnni tiles for q8_0;"),
+            q.starts_with("prefill pointact avx-vnni q4k tiles; ggml avx-vnni tiles for q8_0;"),
             "{q}"
         );
         let (g, q) = describe(&[], true, never);
