@@ -592,9 +592,9 @@ mod x86 {
                 }
             }
         }
-        for t in 0..R {
-            for h in 0..2 {
-                _mm256_storeu_ps(out[t].as_mut_ptr().add(8 * h), acc[t][h]);
+        for (o, acc) in out.iter_mut().zip(acc) {
+            for (h, v) in acc.into_iter().enumerate() {
+                _mm256_storeu_ps(o.as_mut_ptr().add(8 * h), v);
             }
         }
     }
