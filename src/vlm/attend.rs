@@ -132,11 +132,9 @@ mod kernel {
         out: &mut [f32],
     ) {
         #[cfg(target_arch = "x86_64")]
-        if blocked_fits(rep, d)
-            && std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the features were detected just above; `blocked_fits` holds.
+        if blocked_fits(rep, d) && crate::vlm::qgemv::available() {
+            // SAFETY: AVX2/FMA are here (`available`, the one rule for our CPU kernels);
+            // `blocked_fits` holds.
             return unsafe { x86::blocked(q, key, value, (rep, t, d), scale, scores, out) };
         }
         attend_any(q, key, value, (rep, t, d), scale, scores, out)
@@ -474,8 +472,8 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn blocked_kernel_equals_the_plain_loops() {
-        if !(std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")) {
-            eprintln!("skipped: no AVX2/FMA here");
+        if !crate::vlm::qgemv::available() {
+            eprintln!("skipped: no AVX2/FMA/F16C here");
             return;
         }
         let run = |blocked: bool, q: &[f32], kv: &[f32], (rep, t, d), scale| {

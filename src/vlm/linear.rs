@@ -818,7 +818,9 @@ enum ManyRows<T> {
     Dense,
 }
 
-/// Rows at or above which a product goes through candle's repacked kernels (see [`QBlocks`]).
+/// Rows at or above which a quantized product takes the many-row kernels (see [`QBlocks`]).
+/// Set for candle's tiles; ours ([`super::qgemm`]) already beat the row kernels from about 16
+/// rows (`k=2048, n=11008`, AVX-512 EPYC), not yet measured elsewhere, so it stays.
 pub const PACKED_MIN_ROWS: usize = 32;
 
 /// Quantizes `w` `[n, k]` row by row, in parallel (each row is whole blocks: `k` fits).
@@ -862,7 +864,7 @@ fn block_bytes<T: GgmlType>(blocks: &[T]) -> &[u8] {
 }
 
 /// The raw bytes of ggml blocks, writable.
-pub(super) fn block_bytes_mut<T: GgmlType>(blocks: &mut [T]) -> &mut [u8] {
+fn block_bytes_mut<T: GgmlType>(blocks: &mut [T]) -> &mut [u8] {
     // SAFETY: as in `block_bytes`; and the fields are integers and f16s (a `u16` inside), for
     // which every byte pattern is a valid value, so any bytes written make valid blocks.
     unsafe {
