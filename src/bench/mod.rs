@@ -6,6 +6,7 @@ pub mod cloud;
 pub mod grpo;
 pub mod ik;
 pub mod plan;
+pub mod qgemm;
 pub mod render;
 pub mod rewards;
 pub mod servo;

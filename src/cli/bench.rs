@@ -17,6 +17,10 @@ pub enum BenchCommand {
     /// Qwen2.5-VL-3B on candle vs PyTorch transformers, full size, same random weights; the text
     /// decoder also vs llama.cpp on GGUFs of those weights, and against the memory-bandwidth limit.
     Vlm(VlmBenchCli),
+    /// One Q4K prefill product at a time (the 3B's four shapes): our tiles vs candle's repacked
+    /// tiles as prefill used them vs the f32 gemm on the dequantized weight; the results are
+    /// checked against each other. Seconds, where `bench vlm` takes minutes.
+    Qgemm(QgemmBenchCli),
     /// A checked trajectory streamed through XarmRobot to the xArm emulator (servo mode): achieved
     /// rate and period jitter, vs the same servo loop with a sink that does nothing.
     Servo(ServoBenchCli),
@@ -64,6 +68,16 @@ pub struct CloudBenchCli {
     /// Python interpreter with numpy for the peer measurement.
     #[arg(long, default_value = "python3")]
     python: String,
+}
+
+#[derive(Args)]
+pub struct QgemmBenchCli {
+    /// Activation rows (prompt tokens; `bench vlm`'s prompt has 545).
+    #[arg(long, default_value_t = 545, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    rows: u64,
+    /// Timed repetitions of each side; the best counts.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    reps: u64,
 }
 
 #[derive(Args)]
@@ -315,6 +329,16 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Vlm(a) => bench_vlm(a),
+        BenchCommand::Qgemm(a) => {
+            use pointact::bench::qgemm;
+            let report = qgemm::run(&qgemm::QgemmBenchArgs {
+                rows: a.rows as usize,
+                shapes: qgemm::SHAPES_3B.to_vec(),
+                reps: a.reps as usize,
+            })?;
+            println!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::Servo(a) => {
             use pointact::bench::servo;
             let args = servo::ServoBenchArgs {
