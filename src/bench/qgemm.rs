@@ -15,6 +15,8 @@ use std::time::Instant;
 use candle_core::quantized::k_quants::{BlockQ4K, GgmlType};
 use candle_core::quantized::{QMatMul, QStorage, QTensor};
 use candle_core::{Device, Module, Tensor};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 #[derive(Debug, thiserror::Error)]
 pub enum QgemmBenchError {
@@ -65,15 +67,8 @@ pub struct QgemmBenchReport {
 
 /// Deterministic values in [-0.5, 0.5).
 fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect()
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| rng.gen::<f32>() - 0.5).collect()
 }
 
 /// The best of `reps` runs of `f` (ms) and its last result.
