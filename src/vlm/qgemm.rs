@@ -120,11 +120,7 @@ impl Activation {
                 };
                 quantize_q8k(&lhs[i * k..(i + 1) * k], dst);
                 for (b, s) in dst.iter().zip(sums) {
-                    let bytes = super::qgemv::block_bytes(b);
-                    let bsum = |i: usize| {
-                        i16::from_le_bytes([bytes[260 + 2 * i], bytes[261 + 2 * i]]) as f32
-                    };
-                    *s = std::array::from_fn(|j| bsum(2 * j) + bsum(2 * j + 1));
+                    *s = super::qgemv::sub_block_sums(b).map(f32::from);
                 }
             }
         });
@@ -144,14 +140,7 @@ pub fn q4k(
     if !super::qgemv::available() {
         candle_core::bail!("qgemm: this CPU lacks AVX2/FMA/F16C");
     }
-    if k % QK_K != 0 || lhs.len() != m * k || w.len() != n * (k / QK_K) || dst.len() != m * n {
-        candle_core::bail!(
-            "qgemm: shapes (m {m}, k {k}, n {n}) against lhs {}, {} blocks, dst {}",
-            lhs.len(),
-            w.len(),
-            dst.len()
-        );
-    }
+    super::qgemv::check_shapes("qgemm", (m, k, n), QK_K, (lhs.len(), w.len(), dst.len()))?;
     let Some(tiles) = chosen_here() else {
         candle_core::bail!("qgemm: not chosen on this machine (POINTACT_QGEMM_CANDLE=1)");
     };
@@ -166,14 +155,11 @@ fn q4k_on(
     w: &[BlockQ4K],
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
-    let here = |f: &str| super::qgemv::cpu_has(f);
-    let runs = match tiles {
-        Tiles::Avx2 => true,
-        Tiles::AvxVnni => here("avx_vnni"),
-        Tiles::Avx512Vnni => here("avx512f") && here("avx512bw") && here("avx512_vnni"),
-    };
-    if !runs {
-        candle_core::bail!("qgemm: this CPU lacks what the {} tiles need", tiles.name());
+    match tiles {
+        Tiles::Avx2 => {}
+        Tiles::AvxVnni if super::qgemv::cpu_has("avx_vnni") => {}
+        Tiles::AvxVnni => candle_core::bail!("qgemm: this CPU lacks AVX-VNNI"),
+        Tiles::Avx512Vnni => super::qgemv::wide_cpu()?,
     }
     let act = Activation::new(lhs, m, k);
     match tiles {
@@ -682,20 +668,17 @@ mod tests {
         }
     }
 
-    /// The tiles this CPU runs: AVX2, and the VNNI ones where it has them.
+    /// The tiles this CPU runs, by [`chosen`]'s rule with each switch: AVX2 always, and the
+    /// AVX-VNNI and AVX-512 ones where it has them.
     fn here() -> Vec<Tiles> {
         let has = crate::vlm::qgemv::cpu_has;
         let mut tiles = vec![Tiles::Avx2];
-        if has("avx_vnni") {
-            tiles.push(Tiles::AvxVnni);
-        } else {
-            eprintln!("AVX-VNNI tiles not run: this CPU lacks AVX-VNNI");
+        for switch in ["POINTACT_QGEMV_AVX2", ""] {
+            if let Some(t) = chosen(has, |k: &str| k == switch).filter(|t| !tiles.contains(t)) {
+                tiles.push(t);
+            }
         }
-        if has("avx512f") && has("avx512bw") && has("avx512_vnni") {
-            tiles.push(Tiles::Avx512Vnni);
-        } else {
-            eprintln!("AVX-512 tiles not run: this CPU lacks AVX-512 F/BW/VNNI");
-        }
+        eprintln!("tiles run here: {tiles:?}");
         tiles
     }
 

@@ -148,15 +148,7 @@ impl Q8KRow {
         let nb = x.len() / QK_K;
         let mut blocks = vec![BlockQ8K::zeros(); nb];
         quantize_q8k(x, &mut blocks);
-        let sums = blocks
-            .iter()
-            .map(|b| {
-                let bytes = block_bytes(b);
-                let bsum = |i: usize| i16::from_le_bytes([bytes[260 + 2 * i], bytes[261 + 2 * i]]);
-                // Sums of 32 int8 values: |Σ| ≤ 32·128, which fits i16.
-                std::array::from_fn(|j| bsum(2 * j) + bsum(2 * j + 1))
-            })
-            .collect();
+        let sums = blocks.iter().map(sub_block_sums).collect();
         let wide = if wide {
             const ORDER: [usize; 8] = [0, 2, 1, 3, 4, 6, 5, 7];
             blocks
@@ -188,7 +180,16 @@ pub(super) fn quantize_q8k(x: &[f32], blocks: &mut [BlockQ8K]) {
     }
 }
 
-pub(super) fn block_bytes<T>(b: &T) -> &[u8] {
+/// The sums of a Q8K block's quants over each of its eight 32-value sub-blocks, from its 16
+/// sums of 16 (what the Q4K min term needs, in [`Q8KRow`] and in `qgemm`'s activation).
+pub(super) fn sub_block_sums(b: &BlockQ8K) -> [i16; 8] {
+    let bytes = block_bytes(b);
+    let bsum = |i: usize| i16::from_le_bytes([bytes[260 + 2 * i], bytes[261 + 2 * i]]);
+    // Sums of 32 int8 values: |Σ| ≤ 32·128, which fits i16.
+    std::array::from_fn(|j| bsum(2 * j) + bsum(2 * j + 1))
+}
+
+fn block_bytes<T>(b: &T) -> &[u8] {
     // SAFETY: ggml blocks are `repr(C)` plain data without padding (candle asserts each
     // block's size is the sum of its fields), so every byte is initialised.
     unsafe { std::slice::from_raw_parts((b as *const T).cast(), std::mem::size_of::<T>()) }
@@ -292,6 +293,23 @@ fn f32_on(
     })
 }
 
+/// An error unless a product of `(m, k, n)` in blocks of `block` values fits `lhs`, the
+/// weight's block count and `dst` (their lengths): a wrong shape is an error, never a read
+/// or write outside them. `who` names the kernel in the message.
+pub(super) fn check_shapes(
+    who: &str,
+    (m, k, n): (usize, usize, usize),
+    block: usize,
+    (lhs, blocks, dst): (usize, usize, usize),
+) -> candle_core::Result<()> {
+    if k % block != 0 || lhs != m * k || blocks != n * (k / block) || dst != m * n {
+        candle_core::bail!(
+            "{who}: shapes (m {m}, k {k}, n {n}) against lhs {lhs}, {blocks} blocks, dst {dst}"
+        );
+    }
+    Ok(())
+}
+
 /// The shared frame of the kernels: the CPU and shape checks (`wide`: the caller's `dot` runs
 /// AVX-512 code), the activation rows quantized once, and the weight rows (columns of the
 /// product) split across candle's thread pool — the one its own kernels use, so the two never
@@ -314,14 +332,7 @@ fn products<W: Sync, Y: Sync>(
     if wide {
         wide_cpu()?;
     }
-    if k % block != 0 || lhs.len() != m * k || w.len() != n * (k / block) || dst.len() != m * n {
-        candle_core::bail!(
-            "qgemv: shapes (m {m}, k {k}, n {n}) against lhs {}, {} blocks, dst {}",
-            lhs.len(),
-            w.len(),
-            dst.len()
-        );
-    }
+    check_shapes("qgemv", (m, k, n), block, (lhs.len(), w.len(), dst.len()))?;
     let nb = k / block;
     let rows: Vec<Y> = lhs.chunks(k).map(quantize).collect();
     let dst_at = dst.as_mut_ptr() as usize;
@@ -844,7 +855,7 @@ pub(super) mod tests {
     }
 
     /// The kernel choices this CPU can run: AVX2, and AVX-512 where it has it.
-    pub(in crate::vlm) fn choices() -> Vec<bool> {
+    fn choices() -> Vec<bool> {
         let wide = row_kernels(cpu_has, |_| false) == Some(RowKernels::Avx512);
         if !wide {
             eprintln!("AVX-512 kernels not run: this CPU lacks AVX-512 F/BW/VNNI");
