@@ -171,6 +171,16 @@ def main():
 
         q = req["query"]
         ids, pixel_values, grid = prepare(q)
+        # The sgemm rate of the prefill's MLP product, printed with the columns: MKL picks its
+        # kernels by CPU vendor (AVX2 code on AMD whatever the CPU has; `--peer-mkl-intel`).
+        rows = int(ids.shape[1])
+        a, b = torch.randn(rows, 2048), torch.randn(2048, 11008)
+        a @ b
+        t = time.perf_counter()
+        for _ in range(3):
+            a @ b
+        sgemm_gflops = 3 * 2 * rows * 2048 * 11008 / (time.perf_counter() - t) / 1e9
+        del a, b
         log(f"timed run: {ids.shape[1]} prompt tokens, {q['max_new_tokens']} new tokens")
         t = time.perf_counter()
         model.visual(pixel_values, grid_thw=grid)
@@ -207,7 +217,9 @@ def main():
                 "prompt_tokens": int(ids.shape[1]),
                 "tokens": stamps.tokens,
                 "version": f"transformers {transformers.__version__}, torch {torch.__version__}, "
-                f"{torch.get_num_threads()} threads, attention {model.config._attn_implementation}",
+                f"{torch.get_num_threads()} threads, attention {model.config._attn_implementation}, "
+                f"sgemm {rows}x2048x11008 {sgemm_gflops:.0f} GFLOP/s"
+                + (f", MKL {os.environ['POINTACT_PEER_MKL']}" if "POINTACT_PEER_MKL" in os.environ else ""),
             }
         ),
         flush=True,

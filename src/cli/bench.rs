@@ -261,6 +261,12 @@ pub struct VlmBenchCli {
     /// Measure our side only (no transformers).
     #[arg(long)]
     skip_peer: bool,
+    /// On a non-Intel CPU, run transformers' MKL on its Intel code path (a one-function shim,
+    /// compiled with `cc` and preloaded, answers MKL's vendor check): MKL picks its sgemm by CPU
+    /// vendor, so on AMD it runs AVX2 code even where the CPU has AVX-512; this is the peer an
+    /// Intel CPU with the same vector units would give.
+    #[arg(long)]
+    peer_mkl_intel: bool,
     /// Also time the questions of one affordance-branch task about the frame (REG, RRG, REG for
     /// the default task), each asked cold and then reusing the frame's vision rows and prompt
     /// keys/values, and the time from the frame to the first reply.
@@ -474,6 +480,7 @@ fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
         layers: a.layers,
         image: a.image,
         skip_peer: a.skip_peer,
+        peer_mkl_intel: a.peer_mkl_intel,
         task: a.task,
         seed: a.seed,
         no_quant_cache: a.no_quant_cache,

@@ -33,6 +33,9 @@ use crate::vlm::qgemv::RowKernels;
 pub struct CpuKernels {
     /// `model name` of /proc/cpuinfo.
     pub cpu: String,
+    /// `vendor_id` of /proc/cpuinfo (`GenuineIntel`, `AuthenticAMD`): the transformers peer's
+    /// MKL chooses its kernels by it (`peer::MKL_INTEL_SHIM`).
+    pub vendor: String,
     /// The vector features that decide the kernels, as the kernel names them.
     pub features: Vec<String>,
     /// Dense f32 matrix products (vision tower, f32 decoder, attention).
@@ -56,14 +59,19 @@ const FEATURES: [&str; 11] = [
     "amx_bf16",
 ];
 
-fn cpuinfo_flags() -> Vec<String> {
+/// The first value of `key` in /proc/cpuinfo (empty where there is none).
+fn cpuinfo(key: &str) -> String {
     let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let flags: Vec<&str> = text
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.split_whitespace().collect())
-        .unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn cpuinfo_flags() -> Vec<String> {
+    let text = cpuinfo("flags");
+    let flags: Vec<&str> = text.split_whitespace().collect();
     FEATURES
         .iter()
         .filter(|f| flags.contains(f))
@@ -138,6 +146,7 @@ pub fn detect() -> CpuKernels {
     let (f32_gemm, quantized) = describe(&features, cfg!(target_arch = "x86_64"), env);
     CpuKernels {
         cpu: crate::bench::servo::cpu_model(),
+        vendor: cpuinfo("vendor_id"),
         features,
         f32_gemm,
         quantized,

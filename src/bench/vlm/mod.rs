@@ -58,6 +58,8 @@ pub struct VlmBenchArgs {
     /// Input image size.
     pub image: (u32, u32),
     pub skip_peer: bool,
+    /// Run the peer's MKL on its Intel code path on a non-Intel CPU ([`peer`]'s shim).
+    pub peer_mkl_intel: bool,
     /// Formats llama.cpp runs in (GGUF with the same types as ours per tensor).
     pub llama: Vec<Quant>,
     pub skip_llama: bool,
@@ -325,7 +327,13 @@ fn measure(
             args.threads, args.python
         );
         warm_page_cache(&ckpt.files);
-        match peer::run(&args.python, work, &request_path, args.threads)? {
+        match peer::run(
+            &args.python,
+            work,
+            &request_path,
+            args.threads,
+            args.peer_mkl_intel,
+        )? {
             Ok(m) => Outcome::Measured(m),
             Err(reason) => Outcome::Failed { reason },
         }
@@ -381,6 +389,7 @@ fn measure(
         transformers,
         ours,
         cpu: kernels::detect(),
+        peer_mkl_intel: args.peer_mkl_intel,
         task: questions
             .iter()
             .map(|(a, q)| format!("{} {q}", a.as_str().to_uppercase()))

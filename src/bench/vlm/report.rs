@@ -16,6 +16,11 @@ pub const COMPARE_TOKENS: usize = 8;
 /// Goals printed next to the numbers (not asserted: timings vary from machine to machine).
 pub const GOAL_F32_VS_TRANSFORMERS: f64 = 1.0;
 pub const GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32: f64 = 3.0;
+/// A quantized prefill over transformers' f32 prefill (issue #18: int8 products where the CPU
+/// has them).
+pub const GOAL_QUANT_PREFILL_VS_TRANSFORMERS_F32: f64 = 2.0;
+/// Seconds to load a quantized model from the quantized-weights cache next to the checkpoint.
+pub const GOAL_QUANT_LOAD_FROM_CACHE_S: f64 = 10.0;
 pub const GOAL_PEAK_RSS_OVER_WEIGHTS: f64 = 1.2;
 /// `--task`: a task's questions reusing the frame, over the same questions asked cold.
 pub const GOAL_TASK_WARM_OVER_COLD: f64 = 0.6;
@@ -163,6 +168,8 @@ pub struct VlmBenchReport {
     pub ours: Vec<OursColumn>,
     /// The CPU and the kernels that ran on it.
     pub cpu: super::kernels::CpuKernels,
+    /// `--peer-mkl-intel`: the peer's MKL ran its Intel code path on a non-Intel CPU.
+    pub peer_mkl_intel: bool,
     /// `--task`: the questions asked (`REG the pepper`, ...), empty without `--task`.
     pub task: Vec<String>,
     /// Memory bandwidth measured in this run at `threads` threads.
@@ -192,6 +199,16 @@ fn met(ok: bool) -> &'static str {
 impl VlmBenchReport {
     fn peer(&self) -> Option<&Measured> {
         self.transformers.measured()
+    }
+
+    /// Whether the peer's MKL ran below this CPU's vector width: an x86 CPU with AVX-512 from
+    /// another vendor than Intel, without `--peer-mkl-intel` (`peer::MKL_INTEL_SHIM` says why).
+    fn mkl_on_its_avx2_path(&self) -> bool {
+        let avx512 = self.cpu.features.iter().any(|f| f == "avx512f");
+        avx512
+            && !self.cpu.vendor.is_empty()
+            && self.cpu.vendor != "GenuineIntel"
+            && !self.peer_mkl_intel
     }
 
     /// One table row: the label, transformers' value, then ours with the ratio in brackets.
@@ -430,6 +447,7 @@ impl VlmBenchReport {
                         ("vision", r.vision),
                         ("prefill", r.prefill),
                         ("decode", r.decode),
+                        ("load", r.load),
                     ] {
                         writeln!(
                             f,
@@ -437,15 +455,34 @@ impl VlmBenchReport {
                             met(x >= GOAL_F32_VS_TRANSFORMERS)
                         )?;
                     }
-                } else if let Some(p) = peer {
-                    let x = m.decode_tok_s / p.decode_tok_s;
+                } else {
                     writeln!(
                         f,
-                        "    ours {:<4} decode  >= {GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32:.1}x transformers f32 decode: {x:.2}x  {}",
+                        "    ours {:<4} prefill >= {GOAL_QUANT_PREFILL_VS_TRANSFORMERS_F32:.1}x transformers f32 prefill: {:.2}x  {}",
                         c.quant,
-                        met(x >= GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32)
+                        r.prefill,
+                        met(r.prefill >= GOAL_QUANT_PREFILL_VS_TRANSFORMERS_F32)
+                    )?;
+                    writeln!(
+                        f,
+                        "    ours {:<4} decode  >= {GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32:.1}x transformers f32 decode: {:.2}x  {}",
+                        c.quant,
+                        r.decode,
+                        met(r.decode >= GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32)
                     )?;
                 }
+            }
+            if c.quant != "f32" {
+                let judged = if m.quant_cache_read {
+                    met(m.load_s <= GOAL_QUANT_LOAD_FROM_CACHE_S)
+                } else {
+                    "(goal is for a load from the quantized cache; this load quantized)"
+                };
+                writeln!(
+                    f,
+                    "    ours {:<4} load from the quantized cache <= {GOAL_QUANT_LOAD_FROM_CACHE_S:.0} s: {:.1} s  {judged}",
+                    c.quant, m.load_s
+                )?;
             }
             if let Some(x) = c.decode_vs_llama {
                 writeln!(
@@ -603,6 +640,16 @@ impl fmt::Display for VlmBenchReport {
         )?;
         if let Some(p) = self.peer() {
             writeln!(f, "  transformers: {}", p.version)?;
+            if self.mkl_on_its_avx2_path() {
+                writeln!(
+                    f,
+                    "  transformers: MKL picks its sgemm by CPU vendor, so on this {} CPU it ran \
+                     its AVX2 code although the CPU has AVX-512; an Intel CPU with these units \
+                     runs MKL's AVX-512 code (2.2x the sgemm rate on a Zen 5 EPYC): --peer-mkl-intel \
+                     measures that peer",
+                    self.cpu.vendor
+                )?;
+            }
         }
         let first = |m: &Measured| format!("{:?}", &m.tokens[..m.tokens.len().min(COMPARE_TOKENS)]);
         let peer_tokens = self.peer().map(|p| ("transformers f32".to_owned(), p));
@@ -636,5 +683,140 @@ impl fmt::Display for VlmBenchReport {
         writeln!(f)?;
         self.task_section(f)?;
         self.goals(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(load_s: f64, prefill_ms: f64, decode_tok_s: f64, from_cache: bool) -> Measured {
+        Measured {
+            load_s,
+            vision_ms: 1000.0,
+            prefill_ms,
+            decode_tok_s,
+            decode_steps: 15,
+            peak_rss_bytes: 10,
+            weight_bytes: 10,
+            prompt_tokens: 545,
+            tokens: vec![1; 16],
+            version: String::new(),
+            quant_cache: String::new(),
+            quant_cache_read: from_cache,
+            task: None,
+        }
+    }
+
+    fn column(quant: &str, m: Measured, peer: &Measured) -> OursColumn {
+        OursColumn {
+            quant: quant.to_owned(),
+            ratios: Some(Ratios::of(&m, peer)),
+            outcome: Outcome::Measured(m),
+            tokens_vs_transformers: None,
+            bytes_per_token: 0,
+            decode_of_limit: None,
+            decode_vs_llama: None,
+        }
+    }
+
+    fn report(ours: Vec<OursColumn>, peer: Measured) -> VlmBenchReport {
+        VlmBenchReport {
+            checkpoint: CheckpointInfo {
+                dir: PathBuf::from("/ckpt"),
+                seed: 1,
+                text_layers: 36,
+                vision_depth: 32,
+                params: 3_755_000_000,
+                bytes: 1,
+                shards: 4,
+                reused: true,
+                generate_s: 0.0,
+            },
+            image: [640, 480],
+            model_image: [644, 476],
+            image_tokens: 391,
+            prompt_tokens: 545,
+            decode_tokens: 16,
+            threads: 2,
+            device: "cpu".to_owned(),
+            vision_quant: "f32".to_owned(),
+            transformers: Outcome::Measured(peer),
+            ours,
+            cpu: super::super::kernels::CpuKernels {
+                cpu: "test".to_owned(),
+                vendor: "AuthenticAMD".to_owned(),
+                features: vec!["avx2".to_owned(), "avx512f".to_owned()],
+                f32_gemm: String::new(),
+                quantized: String::new(),
+            },
+            peer_mkl_intel: false,
+            task: vec![],
+            bandwidth: Bandwidth {
+                threads: 2,
+                read_gb_s: 30.0,
+                triad_gb_s: 30.0,
+            },
+            llama: vec![],
+        }
+    }
+
+    fn goal_line<'a>(text: &'a str, starts: &str) -> &'a str {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(starts))
+            .unwrap_or_else(|| panic!("no goal line `{starts}` in:\n{text}"))
+    }
+
+    /// Every goal of issue #18 that one run can judge gets its line, judged on the ratio it
+    /// names: a quantized prefill at 1.9x transformers f32 misses the 2x goal, at 2.1x meets it;
+    /// a quantized load is judged only when it came from the cache; the f32 load against
+    /// transformers'.
+    #[test]
+    fn goals_judge_prefill_and_load() {
+        let peer = measured(20.0, 21_000.0, 1.5, false);
+        let text = report(
+            vec![
+                column("f32", measured(25.0, 11_000.0, 2.5, false), &peer),
+                column("q4k", measured(5.0, 10_000.0, 20.0, true), &peer),
+                column("q8_0", measured(60.0, 11_000.0, 12.0, false), &peer),
+            ],
+            peer,
+        )
+        .to_string();
+        assert!(goal_line(&text, "ours q4k  prefill >= 2.0x").ends_with("2.10x  met"));
+        assert!(goal_line(&text, "ours q8_0 prefill >= 2.0x").ends_with("1.91x  NOT met"));
+        assert!(goal_line(&text, "ours f32 load").ends_with("0.80x  NOT met"));
+        assert!(goal_line(&text, "ours f32 prefill").ends_with("1.91x  met"));
+        assert!(goal_line(&text, "ours q4k  load from the quantized cache").ends_with("5.0 s  met"));
+        let q8 = goal_line(&text, "ours q8_0 load from the quantized cache");
+        assert!(
+            q8.contains("60.0 s") && q8.ends_with("this load quantized)"),
+            "{q8}"
+        );
+        assert!(goal_line(&text, "ours q4k  decode  >= 3.0x").ends_with("13.33x  met"));
+    }
+
+    /// The note that the peer's MKL ran its AVX2 code appears exactly where MKL's vendor rule
+    /// puts it there: AVX-512 on a CPU not from Intel, without `--peer-mkl-intel`.
+    #[test]
+    fn the_mkl_note_follows_the_vendor_rule() {
+        let note = "MKL picks its sgemm by CPU vendor";
+        let peer = measured(20.0, 21_000.0, 1.5, false);
+        let base = report(vec![], peer);
+        assert!(base.to_string().contains(note));
+        let mut forced = base.clone();
+        forced.peer_mkl_intel = true;
+        assert!(!forced.to_string().contains(note));
+        let mut intel = base.clone();
+        intel.cpu.vendor = "GenuineIntel".to_owned();
+        assert!(!intel.to_string().contains(note));
+        let mut avx2 = base.clone();
+        avx2.cpu.features.retain(|f| f != "avx512f");
+        assert!(!avx2.to_string().contains(note));
+        let mut no_peer = base;
+        no_peer.transformers = Outcome::Skipped {
+            reason: "--skip-peer".to_owned(),
+        };
+        assert!(!no_peer.to_string().contains(note));
     }
 }

@@ -51,6 +51,9 @@ pub struct Measured {
     /// What the load did with the quantized-weights cache (empty: nothing to cache).
     #[serde(default)]
     pub quant_cache: String,
+    /// Whether the quantized weights were read from that cache (the load goal is for that case).
+    #[serde(default)]
+    pub quant_cache_read: bool,
     /// `--task`: one affordance-branch task's questions, cold and reusing the frame.
     #[serde(default)]
     pub task: Option<TaskTiming>,
@@ -209,6 +212,7 @@ pub fn run(
             format!("candle 0.11, {device}")
         },
         task,
+        quant_cache_read: matches!(cache.outcome, CacheOutcome::Read(_)),
         quant_cache: match cache.outcome {
             CacheOutcome::Unused => String::new(),
             _ => cache.to_string(),
