@@ -1079,34 +1079,52 @@ pub const DENSE_FEW_ROWS: usize = 12;
 /// 22 µs ours).
 const DENSE_FEW_MIN_WEIGHTS: usize = 1 << 16;
 
-/// `candle_nn::Linear::forward`, except for products of fewer than [`DENSE_FEW_ROWS`] rows of f32
-/// against a weight of at least [`DENSE_FEW_MIN_WEIGHTS`] values on a CPU with AVX2: those go
-/// through our row kernel ([`super::qgemv`]; f32 decode of a 4-layer 3B in `bench vlm` 8.8 →
-/// 12.4–13.2 tok/s, 62 → 67–72 % of the triad bandwidth). Only outside autograd: a weight,
-/// bias or input that a backward pass tracks (training) keeps candle's differentiable matmul.
+/// `candle_nn::Linear::forward`, except for untracked f32 products on the CPU against a weight
+/// of at least [`DENSE_FEW_MIN_WEIGHTS`] values:
+/// - fewer than [`DENSE_FEW_ROWS`] rows (decode, a GRPO group) go through our row kernel
+///   where AVX2 is ([`super::qgemv`]; f32 decode of a 4-layer 3B in `bench vlm` 8.8 →
+///   12.4–13.2 tok/s, 62 → 67–72 % of the triad bandwidth);
+/// - more rows (a prompt, an image's patches) through our tiles where AVX-512 is
+///   ([`super::sgemm`]: 1.1–1.6× `gemm`'s `x86-v4` kernels on the 3B's prefill and vision
+///   shapes, 3–5× at 16–64 rows), the bias added in the same pass.
+///
+/// Only outside autograd: a weight, bias or input that a backward pass tracks (training) keeps
+/// candle's differentiable matmul.
 fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tensor> {
     let w = l.weight();
     let (n, k) = w.dims2()?;
     let dims = xs.dims();
     let m = xs.elem_count().checked_div(k).unwrap_or(0);
-    let few = super::qgemv::available()
-        && xs.device().is_cpu()
+    let plain = xs.device().is_cpu()
         && w.dtype() == DType::F32
         && xs.dtype() == DType::F32
         && dims.last() == Some(&k)
-        && (1..DENSE_FEW_ROWS).contains(&m)
+        && m > 0
         && n * k >= DENSE_FEW_MIN_WEIGHTS
         && w.is_contiguous()
+        && l.bias()
+            .is_none_or(|b| b.dtype() == DType::F32 && b.dims() == [n])
         && !xs.track_op()
         && !w.track_op()
         && !l.bias().is_some_and(Tensor::track_op);
-    if !few {
+    let ours = if !plain {
+        None
+    } else if m < DENSE_FEW_ROWS {
+        super::qgemv::available().then_some(DenseKernel::Rows)
+    } else {
+        super::sgemm::available().then_some(DenseKernel::Tiles)
+    };
+    let Some(kernel) = ours else {
         if xs.track_op() && !w.track_op() && dims.last() == Some(&k) && m > 0 {
             return frozen_forward(l, xs, m, n);
         }
         return l.forward(xs);
-    }
+    };
     let lhs = xs.flatten_all()?.to_vec1::<f32>()?;
+    let bias = match (kernel, l.bias()) {
+        (DenseKernel::Tiles, Some(b)) => Some(b.to_vec1::<f32>()?),
+        _ => None,
+    };
     let mut dst = vec![0f32; m * n];
     {
         let (storage, layout) = w.storage_and_layout();
@@ -1114,16 +1132,30 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
             candle_core::bail!("dense linear: a CPU weight expected");
         };
         let start = layout.start_offset();
-        let all = cpu.as_slice::<f32>()?;
-        super::qgemv::f32((m, k, n), &lhs, &all[start..start + n * k], &mut dst)?;
+        let w = &cpu.as_slice::<f32>()?[start..start + n * k];
+        match kernel {
+            DenseKernel::Rows => super::qgemv::f32((m, k, n), &lhs, w, &mut dst)?,
+            DenseKernel::Tiles => {
+                super::sgemm::matmul_nt((m, k, n), &lhs, w, bias.as_deref(), &mut dst)?
+            }
+        }
     }
     let mut out = dims[..dims.len() - 1].to_vec();
     out.push(n);
     let y = Tensor::from_vec(dst, out, xs.device())?;
-    match l.bias() {
-        Some(b) => y.broadcast_add(b),
-        None => Ok(y),
+    match (kernel, l.bias()) {
+        (DenseKernel::Rows, Some(b)) => y.broadcast_add(b),
+        _ => Ok(y),
     }
+}
+
+/// Which of our kernels a dense f32 product takes ([`dense_forward`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DenseKernel {
+    /// [`super::qgemv::f32`]: few rows, memory-bound.
+    Rows,
+    /// [`super::sgemm::matmul_nt`]: many rows, compute-bound.
+    Tiles,
 }
 
 /// `xs · wᵀ` for a weight that is not trained (LoRA's base, the modules full fine-tuning
@@ -1601,8 +1633,9 @@ mod tests {
     }
 
     /// Dense f32 products: few rows against a large weight are `qgemv::f32`'s bits plus the
-    /// bias, every other product candle's `Linear`'s bits; a tracked weight (training) keeps
-    /// candle's matmul and its gradient.
+    /// bias, many rows `sgemm::matmul_nt`'s bits (bias in the kernel) where AVX-512 is, every
+    /// other product candle's `Linear`'s bits; all within 1e-5 of candle's; a tracked weight
+    /// (training) keeps candle's matmul and its gradient.
     #[test]
     fn dense_rows_equal_the_kernels_they_call() {
         let bits = |t: &Tensor| {
@@ -1624,14 +1657,19 @@ mod tests {
             let x = activations(m, k).reshape((1, m, k)).unwrap();
             let ours = Proj::Dense(l.clone()).forward(&x).unwrap();
             assert_eq!(ours.dims(), &[1, m, n]);
+            let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
             let want = if m < DENSE_FEW_ROWS && crate::vlm::qgemv::available() {
-                let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
                 let mut dst = vec![0f32; m * n];
                 crate::vlm::qgemv::f32((m, k, n), &xs, &ws, &mut dst).unwrap();
                 Tensor::from_vec(dst, (1, m, n), &Device::Cpu)
                     .unwrap()
                     .broadcast_add(&b)
                     .unwrap()
+            } else if m >= DENSE_FEW_ROWS && crate::vlm::sgemm::available() {
+                let bs: Vec<f32> = b.to_vec1().unwrap();
+                let mut dst = vec![0f32; m * n];
+                crate::vlm::sgemm::matmul_nt((m, k, n), &xs, &ws, Some(&bs), &mut dst).unwrap();
+                Tensor::from_vec(dst, (1, m, n), &Device::Cpu).unwrap()
             } else {
                 l.forward(&x).unwrap()
             };

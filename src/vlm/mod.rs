@@ -71,6 +71,7 @@ pub mod qcache;
 pub mod qgemm;
 pub mod qgemv;
 pub mod rope;
+pub mod sgemm;
 pub mod text;
 pub mod tokenizer;
 pub mod vision;

@@ -20,7 +20,9 @@
 //!   for q4k where AVX-512 F/BW/VNNI are too (`vlm::qgemv::row_kernels`, which this report
 //!   calls; `POINTACT_QGEMV_AVX2=1` keeps AVX2), else candle's per-block ggml dot products;
 //! - dense f32 products of few rows (f32 decode) go through our own rows there too
-//!   (`vlm::linear::DENSE_FEW_ROWS`), through `gemm` elsewhere.
+//!   (`vlm::linear::DENSE_FEW_ROWS`), through `gemm` elsewhere; of more rows (f32 prefill, the
+//!   vision tower) through our AVX-512 tiles where our AVX-512 rows run (`vlm::sgemm::chosen`;
+//!   `POINTACT_SGEMM_GEMM=1` hands them to `gemm`), through `gemm` elsewhere.
 //!
 //! If a dependency upgrade changes those rules, this report must follow (Cargo.lock pins both).
 
@@ -129,6 +131,9 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
         None => "ggml per-block dot products",
     };
     let f32_products = match rows {
+        Some(RowKernels::Avx512) if crate::vlm::sgemm::chosen(has, &env) => format!(
+            "prefill pointact avx512 f32 tiles, decode pointact avx512 f32 rows, attention {f32_gemm}"
+        ),
         Some(RowKernels::Avx512) => format!("{f32_gemm}, decode pointact avx512 f32 rows"),
         Some(RowKernels::Avx2) => format!("{f32_gemm}, decode pointact avx2 f32 rows"),
         None => f32_gemm,
@@ -202,10 +207,18 @@ mod tests {
         assert_eq!(g, "gemm fma/AVX2");
         let xeon = flags("avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni avx512_bf16");
         let (g, q) = describe(&xeon, true, never);
+        assert!(
+            g.starts_with("prefill pointact avx512 f32 tiles, decode pointact avx512 f32 rows, attention gemm"),
+            "{g}"
+        );
         if cfg!(feature = "avx512") {
-            assert_eq!(g, "gemm avx512f (x86-v4), decode pointact avx512 f32 rows");
+            assert!(g.ends_with("attention gemm avx512f (x86-v4)"), "{g}");
         } else {
             assert!(g.contains("without the avx512 feature"), "{g}");
+        }
+        let (g, _) = describe(&xeon, true, |k| k == "POINTACT_SGEMM_GEMM");
+        if cfg!(feature = "avx512") {
+            assert_eq!(g, "gemm avx512f (x86-v4), decode pointact avx512 f32 rows");
         }
         assert!(
             q.starts_with(
@@ -227,7 +240,7 @@ mod tests {
             q.ends_with("decode pointact avx512-vnni q4k rows, avx2 q8_0 rows"),
             "{q}"
         );
-        assert!(g.ends_with("decode pointact avx512 f32 rows"), "{g}");
+        assert!(g.contains("decode pointact avx512 f32 rows"), "{g}");
         let (g, q) = describe(&xeon, true, |k| k == "POINTACT_QGEMV_AVX2");
         assert!(q.ends_with("decode pointact avx2 q4k and q8_0 rows"), "{q}");
         assert!(
