@@ -1,7 +1,8 @@
 //! `pointact bench qgemm`: one Q4K prefill product at a time, ours (`vlm::qgemm`, the tiles this
 //! CPU takes) against candle 0.11.1's repacked tiles as prefill used them (a fresh copy of the
 //! blocks, repacked for the one product) and against the f32 `gemm` on the dequantized weight,
-//! at the 3B text decoder's four prefill shapes.
+//! at the 3B text decoder's four prefill shapes; and the same f32 product on our f32 tiles
+//! (`vlm::sgemm`, what an f32 prefill takes) against that `gemm`.
 //!
 //! Why beside `bench vlm`: the whole-model run takes minutes and mixes every kernel; this one
 //! takes seconds and says on a new machine (an AVX2-only EPYC, an Intel Xeon, an AVX-VNNI
@@ -57,11 +58,15 @@ pub struct Row {
     pub ours_ms: f64,
     pub candle_ms: f64,
     pub f32_ms: f64,
+    /// The f32 product on our f32 tiles, where they run here.
+    pub f32_ours_ms: Option<f64>,
 }
 
 pub struct QgemmBenchReport {
     pub cpu: crate::bench::vlm::kernels::CpuKernels,
     pub tiles: &'static str,
+    /// Our f32 tiles here (`vlm::sgemm::chosen`), if any.
+    pub f32_tiles: Option<&'static str>,
     pub rows: Vec<Row>,
 }
 
@@ -122,6 +127,7 @@ fn agree(
 
 pub fn run(args: &QgemmBenchArgs) -> Result<QgemmBenchReport, QgemmBenchError> {
     let tiles = crate::vlm::qgemm::chosen_here().ok_or(QgemmBenchError::NotChosen)?;
+    let f32_tiles = crate::vlm::sgemm::chosen_here();
     let m = args.rows;
     let mut rows = Vec::new();
     for (i, &(k, n)) in args.shapes.iter().enumerate() {
@@ -141,12 +147,32 @@ pub fn run(args: &QgemmBenchArgs) -> Result<QgemmBenchReport, QgemmBenchError> {
         })?;
         let mut dense = vec![0f32; n * k];
         BlockQ4K::to_float(&blocks, &mut dense);
+        let (f32_ours_ms, f32_ours) = match f32_tiles {
+            Some(t) => {
+                let (ms, out) = best(args.reps, || {
+                    let mut dst = vec![0f32; m * n];
+                    crate::vlm::sgemm::matmul_nt(t, (m, k, n), &x, &dense, None, &mut dst)?;
+                    Ok(dst)
+                })?;
+                (Some(ms), Some(out))
+            }
+            None => (None, None),
+        };
         let wt = Tensor::from_vec(dense, (n, k), &Device::Cpu)?;
         let (f32_ms, f32_out) = best(args.reps, || {
             Ok(xt.matmul(&wt.t()?)?.flatten_all()?.to_vec1::<f32>()?)
         })?;
         agree((m, k, n), "candle's tiles", &ours, &candle, 1e-5)?;
         agree((m, k, n), "the f32 gemm", &ours, &f32_out, 2e-2)?;
+        if let Some(f) = &f32_ours {
+            agree(
+                (m, k, n),
+                "our f32 tiles vs the f32 gemm",
+                f,
+                &f32_out,
+                1e-5,
+            )?;
+        }
         rows.push(Row {
             m,
             k,
@@ -154,11 +180,13 @@ pub fn run(args: &QgemmBenchArgs) -> Result<QgemmBenchReport, QgemmBenchError> {
             ours_ms,
             candle_ms,
             f32_ms,
+            f32_ours_ms,
         });
     }
     Ok(QgemmBenchReport {
         cpu: crate::bench::vlm::kernels::detect(),
         tiles: tiles.name(),
+        f32_tiles: f32_tiles.map(|t| t.name()),
         rows,
     })
 }
@@ -170,16 +198,28 @@ impl fmt::Display for QgemmBenchReport {
             "bench qgemm: Q4K products of a prefill, best of each side, threads as candle's pool"
         )?;
         writeln!(f, "  cpu   {}", self.cpu)?;
-        writeln!(f, "  ours  pointact {} q4k tiles", self.tiles)?;
         writeln!(
             f,
-            "  {:>5} {:>6} {:>6} {:>10} {:>22} {:>22}",
-            "m", "k", "n", "ours ms", "candle tiles ms", "f32 gemm ms"
+            "  ours  pointact {} q4k tiles; f32: {}",
+            self.tiles,
+            self.f32_tiles.map_or_else(
+                || "gemm (our f32 tiles do not run here)".to_owned(),
+                |t| format!("pointact {t} f32 tiles")
+            )
+        )?;
+        writeln!(
+            f,
+            "  {:>5} {:>6} {:>6} {:>10} {:>22} {:>22} {:>24}",
+            "m", "k", "n", "ours ms", "candle tiles ms", "f32 gemm ms", "ours f32 ms"
         )?;
         for r in &self.rows {
+            let f32_ours = r.f32_ours_ms.map_or_else(
+                || "-".to_owned(),
+                |o| format!("{o:.1} ({:>5.2}x gemm)", r.f32_ms / o),
+            );
             writeln!(
                 f,
-                "  {:>5} {:>6} {:>6} {:>10.1} {:>13.1} ({:>5.2}x) {:>13.1} ({:>5.2}x)",
+                "  {:>5} {:>6} {:>6} {:>10.1} {:>13.1} ({:>5.2}x) {:>13.1} ({:>5.2}x) {f32_ours:>24}",
                 r.m,
                 r.k,
                 r.n,
@@ -193,7 +233,7 @@ impl fmt::Display for QgemmBenchReport {
         write!(
             f,
             "  (x) = their time / ours: > 1 means ours is faster; candle's tiles as prefill used them \
-             (a fresh copy of the blocks, repacked for the one product); all three agree (checked)"
+             (a fresh copy of the blocks, repacked for the one product); all results agree (checked)"
         )
     }
 }
@@ -228,6 +268,10 @@ mod tests {
             .rows
             .iter()
             .all(|r| r.ours_ms > 0.0 && r.candle_ms > 0.0));
+        assert!(report
+            .rows
+            .iter()
+            .all(|r| r.f32_ours_ms.is_some() == crate::vlm::sgemm::chosen_here().is_some()));
         assert!(report.to_string().contains("q4k tiles"));
     }
 

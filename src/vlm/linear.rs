@@ -1084,9 +1084,9 @@ const DENSE_FEW_MIN_WEIGHTS: usize = 1 << 16;
 /// - fewer than [`DENSE_FEW_ROWS`] rows (decode, a GRPO group) go through our row kernel
 ///   where AVX2 is ([`super::qgemv`]; f32 decode of a 4-layer 3B in `bench vlm` 8.8 →
 ///   12.4–13.2 tok/s, 62 → 67–72 % of the triad bandwidth);
-/// - more rows (a prompt, an image's patches) through our tiles where AVX-512 is
-///   ([`super::sgemm`]: 1.1–1.6× `gemm`'s `x86-v4` kernels on the 3B's prefill and vision
-///   shapes, 3–5× at 16–64 rows), the bias added in the same pass.
+/// - more rows (a prompt, an image's patches) through our tiles where AVX2 is
+///   ([`super::sgemm`]; on AVX-512 1.1–1.6× `gemm`'s `x86-v4` kernels on the 3B's prefill and
+///   vision shapes, 3–5× at 16–64 rows), the bias added in the same pass.
 ///
 /// Only outside autograd: a weight, bias or input that a backward pass tracks (training) keeps
 /// candle's differentiable matmul.
@@ -1112,7 +1112,7 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
     } else if m < DENSE_FEW_ROWS {
         super::qgemv::available().then_some(DenseKernel::Rows)
     } else {
-        super::sgemm::available().then_some(DenseKernel::Tiles)
+        super::sgemm::chosen_here().map(DenseKernel::Tiles)
     };
     let Some(kernel) = ours else {
         if xs.track_op() && !w.track_op() && dims.last() == Some(&k) && m > 0 {
@@ -1122,7 +1122,7 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
     };
     let lhs = xs.flatten_all()?.to_vec1::<f32>()?;
     let bias = match (kernel, l.bias()) {
-        (DenseKernel::Tiles, Some(b)) => Some(b.to_vec1::<f32>()?),
+        (DenseKernel::Tiles(_), Some(b)) => Some(b.to_vec1::<f32>()?),
         _ => None,
     };
     let mut dst = vec![0f32; m * n];
@@ -1135,8 +1135,8 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
         let w = &cpu.as_slice::<f32>()?[start..start + n * k];
         match kernel {
             DenseKernel::Rows => super::qgemv::f32((m, k, n), &lhs, w, &mut dst)?,
-            DenseKernel::Tiles => {
-                super::sgemm::matmul_nt((m, k, n), &lhs, w, bias.as_deref(), &mut dst)?
+            DenseKernel::Tiles(tiles) => {
+                super::sgemm::matmul_nt(tiles, (m, k, n), &lhs, w, bias.as_deref(), &mut dst)?
             }
         }
     }
@@ -1155,7 +1155,7 @@ enum DenseKernel {
     /// [`super::qgemv::f32`]: few rows, memory-bound.
     Rows,
     /// [`super::sgemm::matmul_nt`]: many rows, compute-bound.
-    Tiles,
+    Tiles(super::sgemm::Tiles),
 }
 
 /// `xs · wᵀ` for a weight that is not trained (LoRA's base, the modules full fine-tuning
@@ -1633,7 +1633,7 @@ mod tests {
     }
 
     /// Dense f32 products: few rows against a large weight are `qgemv::f32`'s bits plus the
-    /// bias, many rows `sgemm::matmul_nt`'s bits (bias in the kernel) where AVX-512 is, every
+    /// bias, many rows `sgemm::matmul_nt`'s bits (bias in the kernel) where AVX2 is, every
     /// other product candle's `Linear`'s bits; all within 1e-5 of candle's; a tracked weight
     /// (training) keeps candle's matmul and its gradient.
     #[test]
@@ -1665,10 +1665,13 @@ mod tests {
                     .unwrap()
                     .broadcast_add(&b)
                     .unwrap()
-            } else if m >= DENSE_FEW_ROWS && crate::vlm::sgemm::available() {
+            } else if let Some(tiles) =
+                crate::vlm::sgemm::chosen_here().filter(|_| m >= DENSE_FEW_ROWS)
+            {
                 let bs: Vec<f32> = b.to_vec1().unwrap();
                 let mut dst = vec![0f32; m * n];
-                crate::vlm::sgemm::matmul_nt((m, k, n), &xs, &ws, Some(&bs), &mut dst).unwrap();
+                crate::vlm::sgemm::matmul_nt(tiles, (m, k, n), &xs, &ws, Some(&bs), &mut dst)
+                    .unwrap();
                 Tensor::from_vec(dst, (1, m, n), &Device::Cpu).unwrap()
             } else {
                 l.forward(&x).unwrap()

@@ -21,7 +21,7 @@
 //!   calls; `POINTACT_QGEMV_AVX2=1` keeps AVX2), else candle's per-block ggml dot products;
 //! - dense f32 products of few rows (f32 decode) go through our own rows there too
 //!   (`vlm::linear::DENSE_FEW_ROWS`), through `gemm` elsewhere; of more rows (f32 prefill, the
-//!   vision tower) through our AVX-512 tiles where our AVX-512 rows run (`vlm::sgemm::chosen`;
+//!   vision tower) through our tiles where our rows run (`vlm::sgemm::chosen`;
 //!   `POINTACT_SGEMM_GEMM=1` hands them to `gemm`), through `gemm` elsewhere.
 //!
 //! If a dependency upgrade changes those rules, this report must follow (Cargo.lock pins both).
@@ -130,18 +130,31 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
         Some(RowKernels::Avx2) => "pointact avx2 q4k and q8_0 rows",
         None => "ggml per-block dot products",
     };
-    let f32_products = match rows {
-        Some(RowKernels::Avx512) if crate::vlm::sgemm::chosen(has, &env) => format!(
-            "prefill pointact avx512 f32 tiles, decode pointact avx512 f32 rows, attention {f32_gemm}"
+    let tiles = if x86 {
+        crate::vlm::sgemm::chosen(has, &env)
+    } else {
+        None
+    };
+    let f32_products = match (rows, tiles) {
+        (Some(rows), Some(tiles)) => format!(
+            "prefill pointact {} f32 tiles, decode pointact {} f32 rows, attention {f32_gemm}",
+            tiles.name(),
+            rows_name(rows)
         ),
-        Some(RowKernels::Avx512) => format!("{f32_gemm}, decode pointact avx512 f32 rows"),
-        Some(RowKernels::Avx2) => format!("{f32_gemm}, decode pointact avx2 f32 rows"),
-        None => f32_gemm,
+        (Some(rows), None) => format!("{f32_gemm}, decode pointact {} f32 rows", rows_name(rows)),
+        (None, _) => f32_gemm,
     };
     (
         f32_products,
         format!("prefill {many_rows}; decode {few_rows}"),
     )
+}
+
+fn rows_name(rows: RowKernels) -> &'static str {
+    match rows {
+        RowKernels::Avx512 => "avx512",
+        RowKernels::Avx2 => "avx2",
+    }
 }
 
 /// This machine's CPU and kernels.
@@ -187,6 +200,13 @@ mod tests {
     fn kernels_follow_the_cpu_features() {
         let never = |_: &str| false;
         let (g, q) = describe(&flags("avx2 fma f16c"), true, never);
+        assert_eq!(
+            g,
+            "prefill pointact avx2 f32 tiles, decode pointact avx2 f32 rows, attention gemm fma/AVX2"
+        );
+        let (g, _) = describe(&flags("avx2 fma f16c"), true, |k| {
+            k == "POINTACT_SGEMM_GEMM"
+        });
         assert_eq!(g, "gemm fma/AVX2, decode pointact avx2 f32 rows");
         assert!(
             q.starts_with(
@@ -247,7 +267,7 @@ mod tests {
             q.starts_with("prefill pointact avx2 q4k tiles; ggml avx512-vnni"),
             "{q}"
         );
-        assert!(g.ends_with("decode pointact avx2 f32 rows"), "{g}");
+        assert!(g.contains("decode pointact avx2 f32 rows"), "{g}");
         // AVX-512 without VNNI (Skylake-SP): our AVX2 rows.
         let (_, q) = describe(
             &flags("avx2 fma f16c avx512f avx512bw avx512vl"),
