@@ -36,7 +36,9 @@
 //! * [`budget`]: the activation memory one image costs and the largest image that fits a budget
 //!   (attention grows with the square of the patch count: a 12 MP photo would need tens of GB).
 //! * [`linear`]: in-process Q8_0 / Q4K linears ([`qgemv`]: our AVX2 and AVX-512 row kernels for
-//!   decode's few-row products); [`qcache`]: their blocks cached beside the
+//!   decode's few-row products; [`qgemm`]: our Q4K tiles for prefill's many rows; [`sgemm`]:
+//!   our f32 tiles for dense products of many rows, the f32 prefill and the vision tower);
+//!   [`qcache`]: their blocks cached beside the
 //!   checkpoint after the first quantized load; [`weights`]: tensor-by-tensor safetensors reading;
 //!   [`image_map`]: `smart_resize` and the map between the model's pixels and the image's;
 //!   [`heap`]: freed activation buffers kept in the heap once a model runs (no page faults per op).

@@ -16,10 +16,12 @@
 //! most [`KC`]) the panel is repacked (`[kc][NR]`, in L2) and every activation row passes it,
 //! read in place. Kernels:
 //!
-//! * **AVX-512 F** ([`wide`]): 8 × 48, 24 `zmm` accumulators; the panel packed through
-//!   in-register 16 × 16 transposes.
-//! * **AVX2/FMA** ([`narrow`]): 6 × 16, 12 `ymm` accumulators (the BLIS Haswell shape);
-//!   8 × 8 transposes.
+//! * **AVX-512 F**: 8 × 48, 24 `zmm` accumulators; the panel packed through in-register
+//!   16 × 16 transposes.
+//! * **AVX2/FMA**: 6 × 16, 12 `ymm` accumulators (the BLIS Haswell shape); 8 × 8 transposes.
+//!
+//! Both are one generic tile and one generic pack over a small vector trait (`x86::Simd`),
+//! compiled once per ISA inside a `#[target_feature]` function.
 //!
 //! The sums run in `k` order per output, as in a plain loop, so results differ from `gemm`'s
 //! only by the order of float additions (tests: against an f64 loop).
@@ -35,9 +37,9 @@ pub const KC: usize = 2048;
 /// Our tiles for dense f32 products of many rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tiles {
-    /// 6 × 16 on `ymm` ([`narrow`]).
+    /// 6 × 16 on `ymm`.
     Avx2,
-    /// 8 × 48 on `zmm` ([`wide`]).
+    /// 8 × 48 on `zmm`.
     Avx512,
 }
 
@@ -115,9 +117,11 @@ pub fn matmul_nt(
         }
         return Ok(());
     }
+    // Other architectures erred above (no AVX2 or AVX-512 there).
+    #[cfg(target_arch = "x86_64")]
     match tiles {
-        Tiles::Avx512 => panels::<wide::Kernel>((m, k, n), a, w, bias, dst),
-        Tiles::Avx2 => panels::<narrow::Kernel>((m, k, n), a, w, bias, dst),
+        Tiles::Avx512 => panels::<x86::Wide>((m, k, n), a, w, bias, dst),
+        Tiles::Avx2 => panels::<x86::Narrow>((m, k, n), a, w, bias, dst),
     }
     Ok(())
 }
@@ -125,6 +129,7 @@ pub fn matmul_nt(
 /// Where a tile's sums start: zero, the panel's bias, or the outputs already in `dst` (the
 /// slices of `k` after the first).
 #[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 enum Start {
     Zero,
     Bias(*const f32),
@@ -132,6 +137,7 @@ enum Start {
 }
 
 /// One ISA's tiles. The functions are `unsafe`: the caller has checked the CPU.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 trait Kernel {
     /// Weight rows per panel.
     const NR: usize;
@@ -164,6 +170,7 @@ trait Kernel {
 }
 
 /// The product through `K`, a panel of `K::NR` weight rows per work item.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn panels<K: Kernel>(
     (m, k, n): (usize, usize, usize),
     a: &[f32],
@@ -204,292 +211,201 @@ fn panels<K: Kernel>(
     });
 }
 
-/// The AVX-512 F tiles.
 #[cfg(target_arch = "x86_64")]
-mod wide {
+mod x86 {
     use super::Start;
     use std::arch::x86_64::*;
     use std::ops::Range;
 
-    /// Weight rows per panel: three 16-lane vectors.
-    const NR: usize = 48;
-
-    pub(super) struct Kernel;
-
-    impl super::Kernel for Kernel {
-        const NR: usize = NR;
-        const MR: usize = 8;
-        unsafe fn pack(
-            w: &[f32],
-            k: usize,
-            rows: Range<usize>,
-            k0: usize,
-            kc: usize,
-            packed: &mut Vec<f32>,
-        ) {
-            pack(w, k, rows, k0, kc, packed)
-        }
-        unsafe fn tile(
-            r: usize,
-            a: *const f32,
-            lda: usize,
-            b: *const f32,
-            kc: usize,
-            c: *mut f32,
-            ldc: usize,
-            width: usize,
-            start: Start,
-        ) {
-            tiles(r, a, lda, b, kc, c, ldc, width, start)
-        }
+    /// One vector ISA as the tiles use it: `N` f32 lanes. Every method is `#[inline(always)]`
+    /// and meant to be inlined into a `#[target_feature]` function of its ISA ([`kernel!`]).
+    pub(super) trait Simd {
+        type V: Copy;
+        const N: usize;
+        unsafe fn zero() -> Self::V;
+        unsafe fn load(p: *const f32) -> Self::V;
+        /// Lanes `0..live` from `p`, zero beyond (nothing read there).
+        unsafe fn load_first(p: *const f32, live: usize) -> Self::V;
+        unsafe fn store(p: *mut f32, v: Self::V);
+        /// Lanes `0..live` to `p` (nothing written beyond).
+        unsafe fn store_first(p: *mut f32, live: usize, v: Self::V);
+        unsafe fn splat(p: *const f32) -> Self::V;
+        /// `a·b + c`.
+        unsafe fn fmadd(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+        /// `r` (`N` vectors) transposed in place: `r'[j][i] = r[i][j]`.
+        unsafe fn transpose(r: &mut [Self::V]);
     }
 
-    /// [`tile`] for `r` rows.
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn tiles(
-        r: usize,
-        a: *const f32,
-        lda: usize,
-        b: *const f32,
-        kc: usize,
-        c: *mut f32,
-        ldc: usize,
-        width: usize,
-        start: Start,
-    ) {
-        match r {
-            8 => tile::<8>(a, lda, b, kc, c, ldc, width, start),
-            7 => tile::<7>(a, lda, b, kc, c, ldc, width, start),
-            6 => tile::<6>(a, lda, b, kc, c, ldc, width, start),
-            5 => tile::<5>(a, lda, b, kc, c, ldc, width, start),
-            4 => tile::<4>(a, lda, b, kc, c, ldc, width, start),
-            3 => tile::<3>(a, lda, b, kc, c, ldc, width, start),
-            2 => tile::<2>(a, lda, b, kc, c, ldc, width, start),
-            _ => tile::<1>(a, lda, b, kc, c, ldc, width, start),
-        }
-    }
+    /// AVX-512 F.
+    pub(super) struct Wide;
+    /// AVX2 and FMA.
+    pub(super) struct Narrow;
 
-    /// The weight rows `rows` (at most `NR`), values `k0..k0 + kc`, packed: value `kk` of
-    /// row `j` at `kk·NR + j`, rows past `rows` zero. Every element is written, so `packed`
-    /// is only grown, never cleared. 16 rows × 16 values at a time, transposed in registers
-    /// ([`transpose16`]): a scalar copy was 14 % of a 545 × 2048 × 22016 product.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn pack(
-        w: &[f32],
-        k: usize,
-        rows: Range<usize>,
-        k0: usize,
-        kc: usize,
-        packed: &mut Vec<f32>,
-    ) {
-        if packed.len() < kc * NR {
-            packed.resize(kc * NR, 0.0);
+    impl Simd for Wide {
+        type V = __m512;
+        const N: usize = 16;
+        #[inline(always)]
+        unsafe fn zero() -> __m512 {
+            _mm512_setzero_ps()
         }
-        let out = packed.as_mut_ptr();
-        for g in 0..NR / 16 {
-            let live = rows.len().saturating_sub(16 * g).min(16);
-            let mut kk = 0;
-            while kk < kc {
-                let rem = 16.min(kc - kk);
-                let mask = ((1u32 << rem) - 1) as __mmask16;
-                let r: [__m512; 16] = std::array::from_fn(|t| {
-                    if t < live {
-                        let src = w.as_ptr().add((rows.start + 16 * g + t) * k + k0 + kk);
-                        _mm512_maskz_loadu_ps(mask, src)
-                    } else {
-                        _mm512_setzero_ps()
-                    }
-                });
-                for (u, v) in transpose16(r).iter().enumerate().take(rem) {
-                    _mm512_storeu_ps(out.add((kk + u) * NR + 16 * g), *v);
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> __m512 {
+            _mm512_loadu_ps(p)
+        }
+        #[inline(always)]
+        unsafe fn load_first(p: *const f32, live: usize) -> __m512 {
+            _mm512_maskz_loadu_ps(first16(live), p)
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: __m512) {
+            _mm512_storeu_ps(p, v)
+        }
+        #[inline(always)]
+        unsafe fn store_first(p: *mut f32, live: usize, v: __m512) {
+            _mm512_mask_storeu_ps(p, first16(live), v)
+        }
+        #[inline(always)]
+        unsafe fn splat(p: *const f32) -> __m512 {
+            _mm512_set1_ps(*p)
+        }
+        #[inline(always)]
+        unsafe fn fmadd(a: __m512, b: __m512, c: __m512) -> __m512 {
+            _mm512_fmadd_ps(a, b, c)
+        }
+        /// 32-bit then 64-bit unpacks within 128-bit lanes, then two rounds of 128-bit lane
+        /// shuffles (64 shuffles for 256 values).
+        #[inline(always)]
+        unsafe fn transpose(r: &mut [__m512]) {
+            // t[2q] / t[2q+1]: rows 2q, 2q+1 interleaved, columns 4L, 4L+1 / 4L+2, 4L+3 of
+            // lane L.
+            let t: [__m512; 16] = std::array::from_fn(|i| {
+                let (a, b) = (r[i & !1], r[i | 1]);
+                if i % 2 == 0 {
+                    _mm512_unpacklo_ps(a, b)
+                } else {
+                    _mm512_unpackhi_ps(a, b)
                 }
-                kk += 16;
+            });
+            // u[4q + c]: rows 4q..4q+4, column 4L + c in lane L.
+            let u: [__m512; 16] = std::array::from_fn(|i| {
+                let (q, c) = (i / 4, i % 4);
+                let (a, b) = (
+                    _mm512_castps_pd(t[4 * q + (c / 2)]),
+                    _mm512_castps_pd(t[4 * q + 2 + (c / 2)]),
+                );
+                _mm512_castpd_ps(if c % 2 == 0 {
+                    _mm512_unpacklo_pd(a, b)
+                } else {
+                    _mm512_unpackhi_pd(a, b)
+                })
+            });
+            // r'[4L + c] = lane L of u[c], u[4 + c], u[8 + c], u[12 + c].
+            for (j, out) in r.iter_mut().enumerate() {
+                let (l, c) = (j / 4, j % 4);
+                let (lo, hi) = if l < 2 {
+                    (
+                        _mm512_shuffle_f32x4::<0x44>(u[c], u[4 + c]),
+                        _mm512_shuffle_f32x4::<0x44>(u[8 + c], u[12 + c]),
+                    )
+                } else {
+                    (
+                        _mm512_shuffle_f32x4::<0xEE>(u[c], u[4 + c]),
+                        _mm512_shuffle_f32x4::<0xEE>(u[8 + c], u[12 + c]),
+                    )
+                };
+                *out = if l % 2 == 0 {
+                    _mm512_shuffle_f32x4::<0x88>(lo, hi)
+                } else {
+                    _mm512_shuffle_f32x4::<0xDD>(lo, hi)
+                };
             }
         }
     }
 
-    /// The 16 × 16 transpose of `r` (`out[j][i] = r[i][j]`): 32-bit then 64-bit unpacks
-    /// within 128-bit lanes, then two rounds of 128-bit lane shuffles.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
-        // t[2q] / t[2q+1]: rows 2q, 2q+1 interleaved, columns 4L, 4L+1 / 4L+2, 4L+3 of lane L.
-        let t: [__m512; 16] = std::array::from_fn(|i| {
-            let (a, b) = (r[i & !1], r[i | 1]);
-            if i % 2 == 0 {
-                _mm512_unpacklo_ps(a, b)
-            } else {
-                _mm512_unpackhi_ps(a, b)
-            }
-        });
-        // u[4q + c]: rows 4q..4q+4, column 4L + c in lane L.
-        let u: [__m512; 16] = std::array::from_fn(|i| {
-            let (q, c) = (i / 4, i % 4);
-            let (a, b) = (
-                _mm512_castps_pd(t[4 * q + (c / 2)]),
-                _mm512_castps_pd(t[4 * q + 2 + (c / 2)]),
-            );
-            _mm512_castpd_ps(if c % 2 == 0 {
-                _mm512_unpacklo_pd(a, b)
-            } else {
-                _mm512_unpackhi_pd(a, b)
-            })
-        });
-        // out[4L + c] = lane L of u[c], u[4 + c], u[8 + c], u[12 + c].
-        std::array::from_fn(|j| {
-            let (l, c) = (j / 4, j % 4);
-            let (lo, hi) = if l < 2 {
-                (
-                    _mm512_shuffle_f32x4::<0x44>(u[c], u[4 + c]),
-                    _mm512_shuffle_f32x4::<0x44>(u[8 + c], u[12 + c]),
-                )
-            } else {
-                (
-                    _mm512_shuffle_f32x4::<0xEE>(u[c], u[4 + c]),
-                    _mm512_shuffle_f32x4::<0xEE>(u[8 + c], u[12 + c]),
-                )
-            };
-            if l % 2 == 0 {
-                _mm512_shuffle_f32x4::<0x88>(lo, hi)
-            } else {
-                _mm512_shuffle_f32x4::<0xDD>(lo, hi)
-            }
-        })
-    }
-
-    /// `R` activation rows (`a`, row stride `lda`) × one packed panel `b` (`kc` values) into
-    /// the `R × width` outputs at `c` (row stride `ldc`), the sums starting from `start`.
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn tile<const R: usize>(
-        a: *const f32,
-        lda: usize,
-        b: *const f32,
-        kc: usize,
-        c: *mut f32,
-        ldc: usize,
-        width: usize,
-        start: Start,
-    ) {
-        let masks: [__mmask16; 3] = std::array::from_fn(|v| {
-            let live = width.saturating_sub(16 * v).min(16);
-            ((1u32 << live) - 1) as __mmask16
-        });
-        let mut acc = [[_mm512_setzero_ps(); 3]; R];
-        match start {
-            Start::Zero => {}
-            Start::Bias(bias) => {
-                let row: [__m512; 3] =
-                    std::array::from_fn(|v| _mm512_maskz_loadu_ps(masks[v], bias.add(16 * v)));
-                acc = [row; R];
-            }
-            Start::Dst => {
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    for (v, x) in acc.iter_mut().enumerate() {
-                        *x = _mm512_maskz_loadu_ps(masks[v], c.add(r * ldc + 16 * v));
-                    }
-                }
-            }
-        }
-        for kk in 0..kc {
-            let bk = b.add(kk * NR);
-            let b0 = _mm512_loadu_ps(bk);
-            let b1 = _mm512_loadu_ps(bk.add(16));
-            let b2 = _mm512_loadu_ps(bk.add(32));
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let x = _mm512_set1_ps(*a.add(r * lda + kk));
-                acc[0] = _mm512_fmadd_ps(x, b0, acc[0]);
-                acc[1] = _mm512_fmadd_ps(x, b1, acc[1]);
-                acc[2] = _mm512_fmadd_ps(x, b2, acc[2]);
-            }
-        }
-        for (r, acc) in acc.iter().enumerate() {
-            for (v, x) in acc.iter().enumerate() {
-                _mm512_mask_storeu_ps(c.add(r * ldc + 16 * v), masks[v], *x);
-            }
-        }
-    }
-}
-
-/// The AVX2/FMA tiles.
-#[cfg(target_arch = "x86_64")]
-mod narrow {
-    use super::Start;
-    use std::arch::x86_64::*;
-    use std::ops::Range;
-
-    /// Weight rows per panel: two 8-lane vectors.
-    const NR: usize = 16;
-
-    pub(super) struct Kernel;
-
-    impl super::Kernel for Kernel {
-        const NR: usize = NR;
-        const MR: usize = 6;
-        unsafe fn pack(
-            w: &[f32],
-            k: usize,
-            rows: Range<usize>,
-            k0: usize,
-            kc: usize,
-            packed: &mut Vec<f32>,
-        ) {
-            pack(w, k, rows, k0, kc, packed)
-        }
-        unsafe fn tile(
-            r: usize,
-            a: *const f32,
-            lda: usize,
-            b: *const f32,
-            kc: usize,
-            c: *mut f32,
-            ldc: usize,
-            width: usize,
-            start: Start,
-        ) {
-            tiles(r, a, lda, b, kc, c, ldc, width, start)
-        }
-    }
-
-    /// [`tile`] for `r` rows.
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn tiles(
-        r: usize,
-        a: *const f32,
-        lda: usize,
-        b: *const f32,
-        kc: usize,
-        c: *mut f32,
-        ldc: usize,
-        width: usize,
-        start: Start,
-    ) {
-        match r {
-            6 => tile::<6>(a, lda, b, kc, c, ldc, width, start),
-            5 => tile::<5>(a, lda, b, kc, c, ldc, width, start),
-            4 => tile::<4>(a, lda, b, kc, c, ldc, width, start),
-            3 => tile::<3>(a, lda, b, kc, c, ldc, width, start),
-            2 => tile::<2>(a, lda, b, kc, c, ldc, width, start),
-            _ => tile::<1>(a, lda, b, kc, c, ldc, width, start),
-        }
+    /// Lanes `0..live` of a 16-lane vector as a mask.
+    #[inline(always)]
+    fn first16(live: usize) -> __mmask16 {
+        ((1u32 << live.min(16)) - 1) as __mmask16
     }
 
     /// Lanes `0..live` of an 8-lane vector, as `maskload`/`maskstore` take them.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn lanes(live: usize) -> __m256i {
+    #[inline(always)]
+    unsafe fn first8(live: usize) -> __m256i {
         _mm256_cmpgt_epi32(
-            _mm256_set1_epi32(live as i32),
+            _mm256_set1_epi32(live.min(8) as i32),
             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
         )
     }
 
-    /// As the AVX-512 pack: 8 rows × 8 values at a time, transposed in registers.
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn pack(
+    impl Simd for Narrow {
+        type V = __m256;
+        const N: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> __m256 {
+            _mm256_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> __m256 {
+            _mm256_loadu_ps(p)
+        }
+        #[inline(always)]
+        unsafe fn load_first(p: *const f32, live: usize) -> __m256 {
+            _mm256_maskload_ps(p, first8(live))
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: __m256) {
+            _mm256_storeu_ps(p, v)
+        }
+        #[inline(always)]
+        unsafe fn store_first(p: *mut f32, live: usize, v: __m256) {
+            _mm256_maskstore_ps(p, first8(live), v)
+        }
+        #[inline(always)]
+        unsafe fn splat(p: *const f32) -> __m256 {
+            _mm256_broadcast_ss(&*p)
+        }
+        #[inline(always)]
+        unsafe fn fmadd(a: __m256, b: __m256, c: __m256) -> __m256 {
+            _mm256_fmadd_ps(a, b, c)
+        }
+        /// 32-bit unpacks, 64-bit shuffles within 128-bit lanes, then a 128-bit lane exchange.
+        #[inline(always)]
+        unsafe fn transpose(r: &mut [__m256]) {
+            let t: [__m256; 8] = std::array::from_fn(|i| {
+                let (a, b) = (r[i & !1], r[i | 1]);
+                if i % 2 == 0 {
+                    _mm256_unpacklo_ps(a, b)
+                } else {
+                    _mm256_unpackhi_ps(a, b)
+                }
+            });
+            // u[4q + c]: rows 4q..4q+4, column c (low lane) and c + 4 (high lane).
+            let u: [__m256; 8] = std::array::from_fn(|i| {
+                let (q, c) = (i / 4, i % 4);
+                let (a, b) = (t[4 * q + c / 2], t[4 * q + 2 + c / 2]);
+                if c % 2 == 0 {
+                    _mm256_shuffle_ps::<0x44>(a, b)
+                } else {
+                    _mm256_shuffle_ps::<0xEE>(a, b)
+                }
+            });
+            for (j, out) in r.iter_mut().enumerate() {
+                let c = j % 4;
+                *out = if j < 4 {
+                    _mm256_permute2f128_ps::<0x20>(u[c], u[4 + c])
+                } else {
+                    _mm256_permute2f128_ps::<0x31>(u[c], u[4 + c])
+                };
+            }
+        }
+    }
+
+    /// The weight rows `rows` (at most `NV·N`), values `k0..k0 + kc`, packed: value `kk` of row
+    /// `j` at `kk·NV·N + j`, rows past `rows` zero. Every element is written, so `packed` is
+    /// only grown, never cleared. `N` rows × `N` values at a time, transposed in registers: a
+    /// scalar copy was 14 % of a 545 × 2048 × 22016 product.
+    #[inline(always)]
+    unsafe fn pack<S: Simd, const NV: usize>(
         w: &[f32],
         k: usize,
         rows: Range<usize>,
@@ -497,69 +413,41 @@ mod narrow {
         kc: usize,
         packed: &mut Vec<f32>,
     ) {
-        if packed.len() < kc * NR {
-            packed.resize(kc * NR, 0.0);
+        let nr = NV * S::N;
+        if packed.len() < kc * nr {
+            packed.resize(kc * nr, 0.0);
         }
         let out = packed.as_mut_ptr();
-        for g in 0..NR / 8 {
-            let live = rows.len().saturating_sub(8 * g).min(8);
+        let mut r = [S::zero(); 16];
+        let r = &mut r[..S::N];
+        for g in 0..NV {
+            let live = rows.len().saturating_sub(S::N * g).min(S::N);
             let mut kk = 0;
             while kk < kc {
-                let rem = 8.min(kc - kk);
-                let mask = lanes(rem);
-                let r: [__m256; 8] = std::array::from_fn(|t| {
-                    if t < live {
-                        let src = w.as_ptr().add((rows.start + 8 * g + t) * k + k0 + kk);
-                        _mm256_maskload_ps(src, mask)
+                let rem = S::N.min(kc - kk);
+                for (t, v) in r.iter_mut().enumerate() {
+                    *v = if t < live {
+                        let src = w.as_ptr().add((rows.start + S::N * g + t) * k + k0 + kk);
+                        S::load_first(src, rem)
                     } else {
-                        _mm256_setzero_ps()
-                    }
-                });
-                for (u, v) in transpose8(r).iter().enumerate().take(rem) {
-                    _mm256_storeu_ps(out.add((kk + u) * NR + 8 * g), *v);
+                        S::zero()
+                    };
                 }
-                kk += 8;
+                S::transpose(r);
+                for (u, v) in r.iter().enumerate().take(rem) {
+                    S::store(out.add((kk + u) * nr + S::N * g), *v);
+                }
+                kk += S::N;
             }
         }
     }
 
-    /// The 8 × 8 transpose of `r` (`out[j][i] = r[i][j]`): 32-bit unpacks, 64-bit shuffles
-    /// within 128-bit lanes, then a 128-bit lane exchange.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
-        let t: [__m256; 8] = std::array::from_fn(|i| {
-            let (a, b) = (r[i & !1], r[i | 1]);
-            if i % 2 == 0 {
-                _mm256_unpacklo_ps(a, b)
-            } else {
-                _mm256_unpackhi_ps(a, b)
-            }
-        });
-        // u[4q + c]: rows 4q..4q+4, column c (low lane) and c + 4 (high lane).
-        let u: [__m256; 8] = std::array::from_fn(|i| {
-            let (q, c) = (i / 4, i % 4);
-            let (a, b) = (t[4 * q + c / 2], t[4 * q + 2 + c / 2]);
-            if c % 2 == 0 {
-                _mm256_shuffle_ps::<0x44>(a, b)
-            } else {
-                _mm256_shuffle_ps::<0xEE>(a, b)
-            }
-        });
-        std::array::from_fn(|j| {
-            let c = j % 4;
-            if j < 4 {
-                _mm256_permute2f128_ps::<0x20>(u[c], u[4 + c])
-            } else {
-                _mm256_permute2f128_ps::<0x31>(u[c], u[4 + c])
-            }
-        })
-    }
-
+    /// `R` activation rows (`a`, row stride `lda`) × one packed panel `b` (`kc` values of
+    /// `NV·N` rows) into the `R × width` outputs at `c` (row stride `ldc`), the sums starting
+    /// from `start`: `R·NV` accumulators, `NV` loads and `R` broadcasts per `k`.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn tile<const R: usize>(
+    #[inline(always)]
+    unsafe fn tile<S: Simd, const R: usize, const NV: usize>(
         a: *const f32,
         lda: usize,
         b: *const f32,
@@ -569,78 +457,128 @@ mod narrow {
         width: usize,
         start: Start,
     ) {
-        let masks: [__m256i; 2] =
-            std::array::from_fn(|v| lanes(width.saturating_sub(8 * v).min(8)));
-        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        let live = |v: usize| width.saturating_sub(S::N * v);
+        let mut acc = [[S::zero(); NV]; R];
         match start {
             Start::Zero => {}
             Start::Bias(bias) => {
-                let row: [__m256; 2] =
-                    std::array::from_fn(|v| _mm256_maskload_ps(bias.add(8 * v), masks[v]));
+                let row: [S::V; NV] =
+                    std::array::from_fn(|v| S::load_first(bias.add(S::N * v), live(v)));
                 acc = [row; R];
             }
             Start::Dst => {
                 for (r, acc) in acc.iter_mut().enumerate() {
                     for (v, x) in acc.iter_mut().enumerate() {
-                        *x = _mm256_maskload_ps(c.add(r * ldc + 8 * v), masks[v]);
+                        *x = S::load_first(c.add(r * ldc + S::N * v), live(v));
                     }
                 }
             }
         }
         for kk in 0..kc {
-            let bk = b.add(kk * NR);
-            let b0 = _mm256_loadu_ps(bk);
-            let b1 = _mm256_loadu_ps(bk.add(8));
+            let bk = b.add(kk * NV * S::N);
+            let bv: [S::V; NV] = std::array::from_fn(|v| S::load(bk.add(S::N * v)));
             for (r, acc) in acc.iter_mut().enumerate() {
-                let x = _mm256_broadcast_ss(&*a.add(r * lda + kk));
-                acc[0] = _mm256_fmadd_ps(x, b0, acc[0]);
-                acc[1] = _mm256_fmadd_ps(x, b1, acc[1]);
+                let x = S::splat(a.add(r * lda + kk));
+                for (x_acc, &bv) in acc.iter_mut().zip(&bv) {
+                    *x_acc = S::fmadd(x, bv, *x_acc);
+                }
             }
         }
         for (r, acc) in acc.iter().enumerate() {
             for (v, x) in acc.iter().enumerate() {
-                _mm256_maskstore_ps(c.add(r * ldc + 8 * v), masks[v], *x);
+                S::store_first(c.add(r * ldc + S::N * v), live(v), *x);
             }
         }
     }
-}
 
-/// Never called: `matmul_nt` errs before (`wide_cpu`, `available`) on other architectures.
-#[cfg(not(target_arch = "x86_64"))]
-mod wide {
-    pub(super) struct Kernel;
-    impl super::Kernel for Kernel {
-        const NR: usize = 48;
-        const MR: usize = 8;
-        unsafe fn pack(
-            _: &[f32],
-            _: usize,
-            _: std::ops::Range<usize>,
-            _: usize,
-            _: usize,
-            _: &mut Vec<f32>,
-        ) {
-            unreachable!("sgemm: x86 only")
-        }
-        unsafe fn tile(
-            _: usize,
-            _: *const f32,
-            _: usize,
-            _: *const f32,
-            _: usize,
-            _: *mut f32,
-            _: usize,
-            _: usize,
-            _: super::Start,
-        ) {
-            unreachable!("sgemm: x86 only")
+    /// [`tile`] for `r` (1..=8) rows.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn tiles<S: Simd, const NV: usize>(
+        r: usize,
+        a: *const f32,
+        lda: usize,
+        b: *const f32,
+        kc: usize,
+        c: *mut f32,
+        ldc: usize,
+        width: usize,
+        start: Start,
+    ) {
+        match r {
+            8 => tile::<S, 8, NV>(a, lda, b, kc, c, ldc, width, start),
+            7 => tile::<S, 7, NV>(a, lda, b, kc, c, ldc, width, start),
+            6 => tile::<S, 6, NV>(a, lda, b, kc, c, ldc, width, start),
+            5 => tile::<S, 5, NV>(a, lda, b, kc, c, ldc, width, start),
+            4 => tile::<S, 4, NV>(a, lda, b, kc, c, ldc, width, start),
+            3 => tile::<S, 3, NV>(a, lda, b, kc, c, ldc, width, start),
+            2 => tile::<S, 2, NV>(a, lda, b, kc, c, ldc, width, start),
+            _ => tile::<S, 1, NV>(a, lda, b, kc, c, ldc, width, start),
         }
     }
-}
 
-#[cfg(not(target_arch = "x86_64"))]
-mod narrow {
-    pub(super) use super::wide::Kernel;
+    /// `Kernel` for one ISA: `NV` vectors of weight rows × `MR` activation rows, the generic
+    /// pack and tiles compiled inside a function with the ISA's `target_feature`.
+    macro_rules! kernel {
+        ($isa:ty, $feature:literal, $nv:literal, $mr:literal) => {
+            impl super::Kernel for $isa {
+                const NR: usize = $nv * <$isa as Simd>::N;
+                const MR: usize = $mr;
+                unsafe fn pack(
+                    w: &[f32],
+                    k: usize,
+                    rows: Range<usize>,
+                    k0: usize,
+                    kc: usize,
+                    packed: &mut Vec<f32>,
+                ) {
+                    #[target_feature(enable = $feature)]
+                    unsafe fn go(
+                        w: &[f32],
+                        k: usize,
+                        rows: Range<usize>,
+                        k0: usize,
+                        kc: usize,
+                        packed: &mut Vec<f32>,
+                    ) {
+                        pack::<$isa, $nv>(w, k, rows, k0, kc, packed)
+                    }
+                    go(w, k, rows, k0, kc, packed)
+                }
+                unsafe fn tile(
+                    r: usize,
+                    a: *const f32,
+                    lda: usize,
+                    b: *const f32,
+                    kc: usize,
+                    c: *mut f32,
+                    ldc: usize,
+                    width: usize,
+                    start: Start,
+                ) {
+                    #[allow(clippy::too_many_arguments)]
+                    #[target_feature(enable = $feature)]
+                    unsafe fn go(
+                        r: usize,
+                        a: *const f32,
+                        lda: usize,
+                        b: *const f32,
+                        kc: usize,
+                        c: *mut f32,
+                        ldc: usize,
+                        width: usize,
+                        start: Start,
+                    ) {
+                        tiles::<$isa, $nv>(r, a, lda, b, kc, c, ldc, width, start)
+                    }
+                    go(r, a, lda, b, kc, c, ldc, width, start)
+                }
+            }
+        };
+    }
+
+    kernel!(Wide, "avx512f", 3, 8);
+    kernel!(Narrow, "avx2,fma", 2, 6);
 }
 
 #[cfg(test)]
