@@ -4,9 +4,11 @@
 //!
 //! Why our own: in `bench vlm` the f32 prefill is ~88 % `gemm`, which ran the prefill's
 //! products at 256–351 GFLOP/s on the 2-core AVX-512 EPYC (`bench qgemm`'s f32 column: 545 ×
-//! 2048 × 22016 at 256, its `x86-v4` kernels) where MKL's AVX-512 sgemm reaches 395–411 (torch,
-//! the Intel code path), so against transformers on an Intel CPU our f32 prefill measured 0.95×.
-//! Ours: 413–473 GFLOP/s on the 3B's prefill and vision shapes there, 3–5× `gemm` at 16–64 rows.
+//! 2048 × 22016 at 256, its `x86-v4` kernels) where MKL's AVX-512 sgemm reaches 395–411 (torch
+//! on MKL's Intel code path, which an Intel CPU takes), so against that transformers
+//! (`bench vlm --peer-mkl-intel`) our f32 prefill measured 0.95×. Ours: 413–476 GFLOP/s on the
+//! 3B's prefill and vision shapes there (the f32 prefill then 1.17×), 3–5× `gemm` at 16–64
+//! rows.
 //!
 //! The layout is BLIS's, with the roles set by the weight being stored `[n, k]`: the output's
 //! lanes run along `n` (weight rows), so a tile of `MR` activation rows × `NR` weight rows
