@@ -1120,26 +1120,22 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
         }
         return l.forward(xs);
     };
-    let lhs = xs.flatten_all()?.to_vec1::<f32>()?;
     let bias = match (kernel, l.bias()) {
         (DenseKernel::Tiles(_), Some(b)) => Some(b.to_vec1::<f32>()?),
         _ => None,
     };
     let mut dst = vec![0f32; m * n];
-    {
-        let (storage, layout) = w.storage_and_layout();
-        let Storage::Cpu(cpu) = &*storage else {
-            candle_core::bail!("dense linear: a CPU weight expected");
-        };
-        let start = layout.start_offset();
-        let w = &cpu.as_slice::<f32>()?[start..start + n * k];
-        match kernel {
-            DenseKernel::Rows => super::qgemv::f32((m, k, n), &lhs, w, &mut dst)?,
+    // The activation is read where it lies (a copy of a prompt's 545 × 11008 input is ~24 MB
+    // per `down_proj`), as is the weight (`plain` checked it contiguous).
+    let xs = xs.contiguous()?;
+    with_cpu_f32(&xs, m * k, |lhs| {
+        with_cpu_f32(w, n * k, |w| match kernel {
+            DenseKernel::Rows => super::qgemv::f32((m, k, n), lhs, w, &mut dst),
             DenseKernel::Tiles(tiles) => {
-                super::sgemm::matmul_nt(tiles, (m, k, n), &lhs, w, bias.as_deref(), &mut dst)?
+                super::sgemm::matmul_nt(tiles, (m, k, n), lhs, w, bias.as_deref(), &mut dst)
             }
-        }
-    }
+        })
+    })?;
     let mut out = dims[..dims.len() - 1].to_vec();
     out.push(n);
     let y = Tensor::from_vec(dst, out, xs.device())?;
@@ -1149,13 +1145,27 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
     }
 }
 
+/// `f` over the first `len` values of a contiguous f32 CPU tensor, where the tensor holds them.
+fn with_cpu_f32<R>(
+    t: &Tensor,
+    len: usize,
+    f: impl FnOnce(&[f32]) -> candle_core::Result<R>,
+) -> candle_core::Result<R> {
+    let (storage, layout) = t.storage_and_layout();
+    let Storage::Cpu(cpu) = &*storage else {
+        candle_core::bail!("dense linear: a CPU tensor expected");
+    };
+    let start = layout.start_offset();
+    f(&cpu.as_slice::<f32>()?[start..start + len])
+}
+
 /// Which of our kernels a dense f32 product takes ([`dense_forward`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DenseKernel {
     /// [`super::qgemv::f32`]: few rows, memory-bound.
     Rows,
     /// [`super::sgemm::matmul_nt`]: many rows, compute-bound.
-    Tiles(super::sgemm::Tiles),
+    Tiles(super::qgemv::RowKernels),
 }
 
 /// `xs · wᵀ` for a weight that is not trained (LoRA's base, the modules full fine-tuning

@@ -73,6 +73,16 @@ pub enum RowKernels {
     Avx512,
 }
 
+impl RowKernels {
+    /// As `bench vlm`'s kernels line names the width (`avx2`, `avx512`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RowKernels::Avx2 => "avx2",
+            RowKernels::Avx512 => "avx512",
+        }
+    }
+}
+
 /// The rule for [`RowKernels`], for CPU features named as /proc/cpuinfo names them (`has`) and
 /// the environment (`env`): AVX-512 F, BW and VNNI (Intel since Cascade Lake, AMD since Zen 4)
 /// take the AVX-512 kernels unless `POINTACT_QGEMV_AVX2=1` (to compare the two on one

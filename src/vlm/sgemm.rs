@@ -30,49 +30,26 @@
 
 use std::ops::Range;
 
+use super::qgemv::RowKernels;
+
 /// Values of `k` per packed panel at most. Measured with 545 × 2048 × 22016, 545 × 11008 ×
 /// 2048, 1564 × 1280 × 6840 and 1564 × 3420 × 1280 (2 threads, AVX-512 EPYC): one panel per
 /// work item with `KC` ≈ 2048 (384 KiB of packed panel) ran 413–458 GFLOP/s, ahead of
 /// 256 × 8 panels per item (361–416), 1024 × 2 (383–431) and 768 × 2 (384–438).
 pub const KC: usize = 2048;
 
-/// Our tiles for dense f32 products of many rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tiles {
-    /// 6 × 16 on `ymm`.
-    Avx2,
-    /// 8 × 48 on `zmm`.
-    Avx512,
-}
-
-impl Tiles {
-    pub fn name(self) -> &'static str {
-        match self {
-            Tiles::Avx2 => "avx2",
-            Tiles::Avx512 => "avx512",
-        }
-    }
-}
-
-/// The rule: the AVX-512 tiles where our AVX-512 row kernels run, the AVX2 tiles where our
-/// AVX2 ones do ([`super::qgemv::row_kernels`]: one rule for the CPU, `POINTACT_QGEMV_AVX2=1`
-/// included), `None` (candle's `gemm`) below that or with `POINTACT_SGEMM_GEMM=1` (to compare
-/// the two on one machine). CPU features named as /proc/cpuinfo names them (`has`), the
-/// environment (`env`): `bench vlm` reports the same.
-pub fn chosen(has: impl Fn(&str) -> bool, env: impl Fn(&str) -> bool) -> Option<Tiles> {
-    use super::qgemv::RowKernels;
-    if env("POINTACT_SGEMM_GEMM") {
-        return None;
-    }
-    match super::qgemv::row_kernels(has, &env)? {
-        RowKernels::Avx512 => Some(Tiles::Avx512),
-        RowKernels::Avx2 => Some(Tiles::Avx2),
-    }
+/// The rule: our tiles at the width our row kernels take ([`super::qgemv::row_kernels`]: one
+/// rule for the CPU, `POINTACT_QGEMV_AVX2=1` included; [`RowKernels::Avx512`] → 8 × 48 on
+/// `zmm`, [`RowKernels::Avx2`] → 6 × 16 on `ymm`), `None` (candle's `gemm`) below that or with
+/// `POINTACT_SGEMM_GEMM=1` (to compare the two on one machine). CPU features named as
+/// /proc/cpuinfo names them (`has`), the environment (`env`): `bench vlm` reports the same.
+pub fn chosen(has: impl Fn(&str) -> bool, env: impl Fn(&str) -> bool) -> Option<RowKernels> {
+    super::qgemv::row_kernels(has, &env).filter(|_| !env("POINTACT_SGEMM_GEMM"))
 }
 
 /// [`chosen`] on this machine, decided once per process (asked for every product).
-pub fn chosen_here() -> Option<Tiles> {
-    static ON: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
+pub fn chosen_here() -> Option<RowKernels> {
+    static ON: std::sync::OnceLock<Option<RowKernels>> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
         let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
         chosen(super::qgemv::cpu_has, env)
@@ -84,7 +61,7 @@ pub fn chosen_here() -> Option<Tiles> {
 /// candle's pool by panels of weight rows. An error where this CPU lacks the tiles or the
 /// slices do not hold the shapes.
 pub fn matmul_nt(
-    tiles: Tiles,
+    tiles: RowKernels,
     (m, k, n): (usize, usize, usize),
     a: &[f32],
     w: &[f32],
@@ -92,9 +69,9 @@ pub fn matmul_nt(
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
     match tiles {
-        Tiles::Avx512 => super::qgemv::wide_cpu()?,
-        Tiles::Avx2 if super::qgemv::available() => {}
-        Tiles::Avx2 => candle_core::bail!("sgemm: this CPU lacks AVX2/FMA"),
+        RowKernels::Avx512 => super::qgemv::wide_cpu()?,
+        RowKernels::Avx2 if super::qgemv::available() => {}
+        RowKernels::Avx2 => candle_core::bail!("sgemm: this CPU lacks AVX2/FMA"),
     }
     if a.len() < m * k || w.len() < n * k || dst.len() < m * n || bias.is_some_and(|b| b.len() < n)
     {
@@ -122,8 +99,8 @@ pub fn matmul_nt(
     // Other architectures erred above (no AVX2 or AVX-512 there).
     #[cfg(target_arch = "x86_64")]
     match tiles {
-        Tiles::Avx512 => panels::<x86::Wide>((m, k, n), a, w, bias, dst),
-        Tiles::Avx2 => panels::<x86::Narrow>((m, k, n), a, w, bias, dst),
+        RowKernels::Avx512 => panels::<x86::Wide>((m, k, n), a, w, bias, dst),
+        RowKernels::Avx2 => panels::<x86::Narrow>((m, k, n), a, w, bias, dst),
     }
     Ok(())
 }
@@ -595,11 +572,11 @@ mod tests {
     }
 
     /// The tiles this CPU has (every one is tested where it can run).
-    fn here() -> Vec<Tiles> {
+    fn here() -> Vec<RowKernels> {
         let never = |_: &str| false;
         match chosen(crate::vlm::qgemv::cpu_has, never) {
-            Some(Tiles::Avx512) => vec![Tiles::Avx2, Tiles::Avx512],
-            Some(Tiles::Avx2) => vec![Tiles::Avx2],
+            Some(RowKernels::Avx512) => vec![RowKernels::Avx2, RowKernels::Avx512],
+            Some(RowKernels::Avx2) => vec![RowKernels::Avx2],
             None => vec![],
         }
     }
@@ -621,7 +598,7 @@ mod tests {
             (17, 100, 96),
             (13, 9, 23),
         ];
-        for tiles in [Tiles::Avx2, Tiles::Avx512] {
+        for tiles in [RowKernels::Avx2, RowKernels::Avx512] {
             for (s, &(m, k, n)) in shapes.iter().enumerate() {
                 let a = values(3 * s as u64, m * k);
                 let w = values(3 * s as u64 + 1, n * k);
@@ -661,12 +638,12 @@ mod tests {
         let has = |list: &'static str| move |f: &str| list.split(' ').any(|x| x == f);
         let never = |_: &str| false;
         let xeon = "avx2 fma f16c avx512f avx512bw avx512_vnni";
-        assert_eq!(chosen(has(xeon), never), Some(Tiles::Avx512));
-        assert_eq!(chosen(has("avx2 fma f16c"), never), Some(Tiles::Avx2));
+        assert_eq!(chosen(has(xeon), never), Some(RowKernels::Avx512));
+        assert_eq!(chosen(has("avx2 fma f16c"), never), Some(RowKernels::Avx2));
         assert_eq!(chosen(has("avx2 fma"), never), None);
         assert_eq!(
             chosen(has(xeon), |k| k == "POINTACT_QGEMV_AVX2"),
-            Some(Tiles::Avx2)
+            Some(RowKernels::Avx2)
         );
         assert_eq!(chosen(has(xeon), |k| k == "POINTACT_SGEMM_GEMM"), None);
     }

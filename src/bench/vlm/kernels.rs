@@ -139,22 +139,15 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
         (Some(rows), Some(tiles)) => format!(
             "prefill pointact {} f32 tiles, decode pointact {} f32 rows, attention {f32_gemm}",
             tiles.name(),
-            rows_name(rows)
+            rows.name()
         ),
-        (Some(rows), None) => format!("{f32_gemm}, decode pointact {} f32 rows", rows_name(rows)),
+        (Some(rows), None) => format!("{f32_gemm}, decode pointact {} f32 rows", rows.name()),
         (None, _) => f32_gemm,
     };
     (
         f32_products,
         format!("prefill {many_rows}; decode {few_rows}"),
     )
-}
-
-fn rows_name(rows: RowKernels) -> &'static str {
-    match rows {
-        RowKernels::Avx512 => "avx512",
-        RowKernels::Avx2 => "avx2",
-    }
 }
 
 /// This machine's CPU and kernels.
