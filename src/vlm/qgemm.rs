@@ -9,7 +9,7 @@
 //! activation rows × 16 weight rows of f32 and int32 accumulators (32 vectors where AVX2 has
 //! 16 registers) and a q4k prefill there measured 0.89× transformers f32 while our f32
 //! prefill was 1.12–1.20× (README). Here the activation is quantized once, vectorised
-//! ([`super::qgemv::quantize_q8k`]), and the weights are read or repacked one panel at a
+//! ([`super::qgemv::quantize_q8k`]), and the weights are repacked one panel of 16 rows at a
 //! time, which then stays in cache while every activation row passes it:
 //!
 //! * **AVX-512 F/BW/VNNI** ([`x86::tile16`]): a panel of 16 weight rows is repacked
@@ -24,11 +24,14 @@
 //!   (12 accumulators in 16 registers). Measured only on the AVX-512 EPYC with its AVX-512
 //!   tiles switched off (`POINTACT_QGEMV_AVX2=1`): 91 ms against 170 ms for candle's AVX-VNNI
 //!   tiles as prefill used them (545 × 2048 × 22016, 2 threads).
-//! * **AVX2** ([`x86::tile`]): no repack; 4 activation rows × 2 weight rows, 64 weights of a
-//!   row per 32-byte load (low nibbles one sub-block, high nibbles the next), `maddubs` then a
-//!   `madd` against the sub-block's scale spread over the lanes: the scale rides in the
-//!   widening multiply, so there is no float work inside a 256-value block, and the tile's 8
-//!   int32 accumulators stay in registers.
+//! * **AVX2** ([`x86::tile16_avx2`]): the same panels; per four weights a `maddubs` (u8 × i8
+//!   pairs into i16) against the activation's four bytes broadcast, summed in i16 over a
+//!   32-value sub-block, then one `madd` against the rows' six-bit scales into i32. The usual
+//!   AVX2 Q4K dot product (llama.cpp's, candle's, and ours before) takes a `madd` per
+//!   `maddubs`, and AVX2 cores have two vector multiply ports for both. Measured
+//!   only as AVX2 code on the AVX-512 EPYC (`POINTACT_QGEMV_AVX2=1 POINTACT_QGEMM_AVX2=1
+//!   MISTRALRS_FORCE_AVX2=1 pointact bench qgemm`): 8.0–97 ms against 13.3–155 ms for our
+//!   previous in-place 4 × 2 tile and 16–203 ms for candle's AVX2 tiles.
 //!
 //! [`chosen`] decides, `bench vlm` reports it, `POINTACT_QGEMM_CANDLE=1` hands the products back
 //! to candle. The maths is that of [`super::qgemv`]'s Q4K rows (integer sums per sub-block, the
@@ -38,17 +41,15 @@ use candle_core::quantized::k_quants::{BlockQ4K, BlockQ8K, GgmlType};
 
 use super::qgemv::{quantize_q8k, QK_K};
 
-/// Activation rows of one AVX2 tile (its weight rows: 2).
-const TILE_ROWS: usize = 4;
-/// Weight rows one AVX2 work item takes: they stay in L2 (16 × 144 B per 256 values: 99 KB
-/// at `k = 11008`) while all activation rows pass them, so each activation row is read from
-/// memory once per 16 weight rows.
-const PANEL: usize = 16;
-
+/// Activation rows of one AVX2 tile ([`x86::tile16_avx2`]): 2 × 2 vectors of i16 sums and
+/// as many of i32 ones, the panel's two weight vectors and the broadcast fill 13 of the 16
+/// registers; 3 rows measured slower (`bench qgemm`, AVX2 code on the Zen 5: 1.5–1.9× candle's
+/// AVX2 tiles against 1.9–2.1×).
+const AVX2_ROWS: usize = 2;
 /// Our tiles for Q4K products of many rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tiles {
-    /// `maddubs` + `madd` ([`x86::tile`]).
+    /// `maddubs` summed in i16, one `madd` per sub-block ([`x86::tile16_avx2`]).
     Avx2,
     /// `vpdpbusd` on 256-bit vectors over the repacked panels ([`x86::tile16_256`]).
     AvxVnni,
@@ -163,7 +164,14 @@ fn q4k_on(
     }
     let act = Activation::new(lhs, m, k);
     match tiles {
-        Tiles::Avx2 => panels((m, k, n), &act, w, dst),
+        Tiles::Avx2 => panels16(
+            (m, k, n),
+            &act,
+            w,
+            dst,
+            x86::tile16_avx2::<AVX2_ROWS>,
+            x86::tile16_avx2::<1>,
+        ),
         Tiles::AvxVnni => panels16(
             (m, k, n),
             &act,
@@ -182,56 +190,6 @@ fn q4k_on(
         ),
     }
     Ok(())
-}
-
-/// The AVX2 frame around the tiles: the weight rows split across candle's pool in panels of
-/// [`PANEL`], each panel's blocks unpacked ([`x86::prepare`]) and then run against every
-/// activation row, [`TILE_ROWS`] at a time and the rest one by one. A half tile at the
-/// panel's end repeats its weight row and drops the copy's results.
-fn panels((m, k, n): (usize, usize, usize), act: &Activation, w: &[BlockQ4K], dst: &mut [f32]) {
-    let nb = k / QK_K;
-    let dst_at = dst.as_mut_ptr() as usize;
-    candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(PANEL), |panels| {
-        let mut prep = Vec::new();
-        for p in panels {
-            let cols = p * PANEL..((p + 1) * PANEL).min(n);
-            // SAFETY: the caller checked the CPU (`q4k`).
-            unsafe { x86::prepare(&w[cols.start * nb..cols.end * nb], &mut prep) };
-            let mut i = 0;
-            while i < m {
-                let rows = if m - i >= TILE_ROWS { TILE_ROWS } else { 1 };
-                let mut c = 0;
-                while c < cols.len() {
-                    let width = 2.min(cols.len() - c);
-                    let row: [usize; 2] = std::array::from_fn(|j| c + j.min(width - 1));
-                    let a_rows: [usize; TILE_ROWS] =
-                        std::array::from_fn(|t| (i + t.min(rows - 1)) * nb);
-                    let mut out = [[0f32; 2]; TILE_ROWS];
-                    let weights = row.map(|r| &w[(cols.start + r) * nb..(cols.start + r + 1) * nb]);
-                    let preps = row.map(|r| &prep[r * nb..(r + 1) * nb]);
-                    // SAFETY: the caller checked the CPU; every weight and prep slice has `nb`
-                    // blocks and every activation index leaves `nb` blocks in `act`.
-                    unsafe {
-                        if rows == TILE_ROWS {
-                            x86::tile::<TILE_ROWS>(weights, preps, act, a_rows, &mut out)
-                        } else {
-                            x86::tile::<1>(weights, preps, act, a_rows, &mut out)
-                        }
-                    };
-                    for (t, o) in out.iter().enumerate().take(rows) {
-                        for (j, v) in o.iter().enumerate().take(width) {
-                            // SAFETY: each (row, column) is written by exactly one work item
-                            // (panels of columns do not overlap), inside `m·n`.
-                            let at = (i + t) * n + cols.start + c + j;
-                            unsafe { *(dst_at as *mut f32).add(at) = *v };
-                        }
-                    }
-                    c += width;
-                }
-                i += rows;
-            }
-        }
-    });
 }
 
 /// A kernel over one repacked panel: the panel, the activation, the first block of the first
@@ -289,145 +247,8 @@ fn panels16<const R: usize>(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Activation, BlockQ4K, QK_K, TILE_ROWS};
+    use super::{Activation, BlockQ4K, QK_K};
     use std::arch::x86_64::*;
-
-    /// What the tiles need of one weight block besides its quants, unpacked once per panel
-    /// (and then read by every activation row): each sub-block's six-bit scale spread over the
-    /// 16 i16 lanes a `madd` multiplies by, the mins times `dmin`, and `d`.
-    #[derive(Clone, Copy)]
-    #[repr(C, align(32))]
-    pub(super) struct Prep {
-        spread: [__m256i; 8],
-        mins: __m256,
-        d: f32,
-    }
-
-    /// [`Prep`] of every block of `w` (whole rows) into `out`.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn prepare(w: &[BlockQ4K], out: &mut Vec<Prep>) {
-        out.clear();
-        out.extend(w.iter().map(|b| {
-            let wp = (b as *const BlockQ4K).cast::<u8>();
-            let dm = _mm_cvtph_ps(_mm_cvtsi32_si128((wp as *const i32).read_unaligned()));
-            let sm = crate::vlm::qgemv::scales_mins(wp.add(4));
-            let scales = _mm256_broadcastsi128_si256(sm);
-            Prep {
-                spread: std::array::from_fn(|s| {
-                    _mm256_shuffle_epi8(scales, _mm256_set1_epi16(0xff00u16 as i16 | s as i16))
-                }),
-                mins: _mm256_mul_ps(
-                    _mm256_set1_ps(_mm_cvtss_f32(_mm_movehdup_ps(dm))),
-                    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128::<8>(sm))),
-                ),
-                d: _mm_cvtss_f32(dm),
-            }
-        }));
-    }
-
-    /// One activation row's 32 quants at `y` against the same 32 positions of both weight
-    /// rows (`q0`, `q1`, unpacked nibbles), each pair sum scaled by its row's spread scale.
-    #[inline(always)]
-    unsafe fn pair(
-        acc: &mut [__m256i; 2],
-        q0: __m256i,
-        q1: __m256i,
-        y: *const u8,
-        s0: &__m256i,
-        s1: &__m256i,
-    ) {
-        let y = _mm256_loadu_si256(y as *const __m256i);
-        acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(_mm256_maddubs_epi16(q0, y), *s0));
-        acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(_mm256_maddubs_epi16(q1, y), *s1));
-    }
-
-    /// `out[t][j] = Σ a_t · w_j` for `R` activation rows (blocks of row `t` from
-    /// `act.blocks[a[t]]`) against the two weight rows `w` (with their [`Prep`]s).
-    ///
-    /// Per 64 values (one 32-byte load of a weight row: low nibbles sub-block 2h, high 2h+1)
-    /// and per activation row, `maddubs` (u4 × i8 → pairs of i16, |Σ| ≤ 2·15·128) and `madd`
-    /// against the spread scale (→ i32, |Σ| over a block ≤ 64·4·15·128·63 < 2³¹), summed into
-    /// one int32 vector per (activation, weight) pair. At the block's end that vector goes to
-    /// f32 times `d_w · d_a`, and the min term `dmin · m_j` times the activation's `d · Σ_j`
-    /// is taken off lane-wise (the lanes are summed only once, at the very end).
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn tile<const R: usize>(
-        w: [&[BlockQ4K]; 2],
-        prep: [&[Prep]; 2],
-        act: &Activation,
-        a: [usize; TILE_ROWS],
-        out: &mut [[f32; 2]; TILE_ROWS],
-    ) {
-        let lo_nibbles = _mm256_set1_epi8(0x0f);
-        let mut acc_f = [[_mm256_setzero_ps(); 2]; R];
-        let mut acc = [[_mm256_setzero_si256(); 2]; R];
-        // One step per 64 values, not a loop over blocks around four steps: unrolled, the
-        // four steps' integer adds were reassociated into one tree per accumulator, which
-        // kept all 16 unpacked weight vectors live and spilled them to the stack.
-        for step in 0..w[0].len() * (QK_K / 64) {
-            let (b, h) = (step / (QK_K / 64), step % (QK_K / 64));
-            let qs = w.map(|r| (&r[b] as *const BlockQ4K).cast::<u8>().add(16 + 32 * h));
-            let (p0, p1) = (&prep[0][b], &prep[1][b]);
-            let ap: [*const u8; R] =
-                std::array::from_fn(|t| act.blocks.as_ptr().add(a[t] + b).cast::<u8>());
-            let q0 = _mm256_loadu_si256(qs[0] as *const __m256i);
-            let q1 = _mm256_loadu_si256(qs[1] as *const __m256i);
-            let lo0 = _mm256_and_si256(q0, lo_nibbles);
-            let lo1 = _mm256_and_si256(q1, lo_nibbles);
-            for t in 0..R {
-                let y = ap[t].add(4 + 64 * h);
-                pair(
-                    &mut acc[t],
-                    lo0,
-                    lo1,
-                    y,
-                    &p0.spread[2 * h],
-                    &p1.spread[2 * h],
-                );
-            }
-            let hi0 = _mm256_and_si256(_mm256_srli_epi16::<4>(q0), lo_nibbles);
-            let hi1 = _mm256_and_si256(_mm256_srli_epi16::<4>(q1), lo_nibbles);
-            for t in 0..R {
-                let y = ap[t].add(4 + 64 * h + 32);
-                pair(
-                    &mut acc[t],
-                    hi0,
-                    hi1,
-                    y,
-                    &p0.spread[2 * h + 1],
-                    &p1.spread[2 * h + 1],
-                );
-            }
-            if h + 1 < QK_K / 64 {
-                continue;
-            }
-            for t in 0..R {
-                let ad = (ap[t] as *const f32).read_unaligned();
-                let sums = _mm256_mul_ps(
-                    _mm256_loadu_ps(act.sums.as_ptr().add(a[t] + b) as *const f32),
-                    _mm256_set1_ps(ad),
-                );
-                for (j, p) in [p0, p1].into_iter().enumerate() {
-                    let f = _mm256_fmadd_ps(
-                        _mm256_cvtepi32_ps(acc[t][j]),
-                        _mm256_set1_ps(p.d * ad),
-                        acc_f[t][j],
-                    );
-                    acc_f[t][j] = _mm256_fnmadd_ps(p.mins, sums, f);
-                    acc[t][j] = _mm256_setzero_si256();
-                }
-            }
-        }
-        for t in 0..R {
-            for j in 0..2 {
-                let v = acc_f[t][j];
-                let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
-                let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-                let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-                out[t][j] = _mm_cvtss_f32(s);
-            }
-        }
-    }
 
     /// Weight rows per AVX-512 panel: one per f32 lane of a 512-bit vector.
     pub(super) const LANES: usize = 16;
@@ -442,6 +263,12 @@ mod x86 {
         q: [[u32; LANES]; QK_K / 4],
         scales: [[f32; LANES]; 8],
         mins: [[f32; LANES]; 8],
+        /// `sc16[j][2r]` = `sc16[j][2r + 1]` = row `r`'s six-bit scale of sub-block `j`: the
+        /// two i16 lanes a `maddubs` leaves per row, which one `madd` then scales and joins
+        /// ([`tile16_avx2`]).
+        sc16: [[i16; 2 * LANES]; 8],
+        /// Each row's `d`.
+        d: [f32; LANES],
     }
 
     /// Repacks the `rows ≤ 16` weight rows `w` (`nb` blocks each) into `out`, one [`Packed`]
@@ -457,6 +284,8 @@ mod x86 {
                 q: [[0; LANES]; QK_K / 4],
                 scales: [[0.0; LANES]; 8],
                 mins: [[0.0; LANES]; 8],
+                sc16: [[0; 2 * LANES]; 8],
+                d: [0.0; LANES],
             };
             for r in 0..rows {
                 let wp = (&w[r * nb + b] as *const BlockQ4K).cast::<u8>();
@@ -467,9 +296,12 @@ mod x86 {
                     sm.as_mut_ptr() as *mut __m128i,
                     crate::vlm::qgemv::scales_mins(wp.add(4)),
                 );
+                p.d[r] = d;
                 for j in 0..8 {
                     p.scales[j][r] = d * sm[j] as f32;
                     p.mins[j][r] = dmin * sm[8 + j] as f32;
+                    p.sc16[j][2 * r] = sm[j] as i16;
+                    p.sc16[j][2 * r + 1] = sm[j] as i16;
                 }
                 // The 256 weights as bytes: chunk h of 32 quant bytes holds weights
                 // 64h..64h+32 in its low nibbles and 64h+32..64h+64 in its high ones.
@@ -589,23 +421,76 @@ mod x86 {
             }
         }
     }
+
+    /// [`tile16`] for AVX2 without VNNI: per four weights one `maddubs` (16 rows as two
+    /// vectors × 4 u8·i8 products → two i16 pair sums per row) against the activation's four
+    /// bytes broadcast, summed in i16 over the sub-block's 8 groups (|Σ| ≤ 16·15·128 = 30 720
+    /// < 2¹⁵, so no saturation), then one `madd` against the rows' six-bit scales (`sc16`)
+    /// joins each row's two lanes into i32 (|Σ| over a block ≤ 8·63·2·30 720 < 2³¹). Against
+    /// a `madd` per `maddubs`, as llama.cpp's and candle's AVX2 Q4K dot products (and our
+    /// in-place tile before this one) do, that is one multiply in nine instead of one in two:
+    /// AVX2 cores have two vector multiply ports, and the int8 products were bound on them.
+    /// Per block, the rows' `d` and the min term `dmin·m_j` times the activation's sub-block
+    /// sums go in f32, times the activation's `d`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn tile16_avx2<const R: usize>(
+        packed: &[Packed],
+        act: &Activation,
+        a: usize,
+        out: &mut [[f32; LANES]; R],
+    ) {
+        let nb = packed.len();
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        for (b, p) in packed.iter().enumerate() {
+            let ap: [*const u8; R] =
+                std::array::from_fn(|t| act.blocks.as_ptr().add(a + t * nb + b).cast::<u8>());
+            let mut isum = [[_mm256_setzero_si256(); 2]; R];
+            for j in 0..8 {
+                let mut s16 = [[_mm256_setzero_si256(); 2]; R];
+                for g in 0..8 {
+                    let row = p.q[8 * j + g].as_ptr();
+                    let wv = [0, 8].map(|h| _mm256_load_si256(row.add(h) as *const __m256i));
+                    for t in 0..R {
+                        let y = (ap[t].add(4 + 32 * j + 4 * g) as *const i32).read_unaligned();
+                        let y = _mm256_set1_epi32(y);
+                        for h in 0..2 {
+                            let prod = _mm256_maddubs_epi16(wv[h], y);
+                            s16[t][h] = _mm256_add_epi16(s16[t][h], prod);
+                        }
+                    }
+                }
+                for h in 0..2 {
+                    let sc = _mm256_load_si256(p.sc16[j].as_ptr().add(16 * h) as *const __m256i);
+                    for t in 0..R {
+                        let scaled = _mm256_madd_epi16(s16[t][h], sc);
+                        isum[t][h] = _mm256_add_epi32(isum[t][h], scaled);
+                    }
+                }
+            }
+            for h in 0..2 {
+                let d = _mm256_load_ps(p.d.as_ptr().add(8 * h));
+                for t in 0..R {
+                    let sums = &act.sums[a + t * nb + b];
+                    let mut blk = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t][h]), d);
+                    for (j, sum) in sums.iter().enumerate() {
+                        let mn = _mm256_load_ps(p.mins[j].as_ptr().add(8 * h));
+                        blk = _mm256_fnmadd_ps(mn, _mm256_set1_ps(*sum), blk);
+                    }
+                    let ad = _mm256_set1_ps((ap[t] as *const f32).read_unaligned());
+                    acc[t][h] = _mm256_fmadd_ps(blk, ad, acc[t][h]);
+                }
+            }
+        }
+        for (o, acc) in out.iter_mut().zip(acc) {
+            for (h, v) in acc.into_iter().enumerate() {
+                _mm256_storeu_ps(o.as_mut_ptr().add(8 * h), v);
+            }
+        }
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 mod x86 {
-    pub(super) struct Prep;
-    pub(super) unsafe fn prepare(_: &[super::BlockQ4K], _: &mut Vec<Prep>) {
-        unreachable!("qgemm::q4k checks for AVX2 first")
-    }
-    pub(super) unsafe fn tile<const R: usize>(
-        _: [&[super::BlockQ4K]; 2],
-        _: [&[Prep]; 2],
-        _: &super::Activation,
-        _: [usize; super::TILE_ROWS],
-        _: &mut [[f32; 2]; super::TILE_ROWS],
-    ) {
-        unreachable!("qgemm::q4k checks for AVX2 first")
-    }
     pub(super) const LANES: usize = 16;
     pub(super) const VNNI_ROWS: usize = 8;
     pub(super) struct Packed;
@@ -627,6 +512,14 @@ mod x86 {
         _: &mut [[f32; LANES]; R],
     ) {
         unreachable!("qgemm::q4k checks for AVX-VNNI first")
+    }
+    pub(super) unsafe fn tile16_avx2<const R: usize>(
+        _: &[Packed],
+        _: &super::Activation,
+        _: usize,
+        _: &mut [[f32; LANES]; R],
+    ) {
+        unreachable!("qgemm::q4k checks for AVX2 first")
     }
 }
 
@@ -664,6 +557,43 @@ mod tests {
                         "{tiles:?} (m {m}, k {k}, n {n}) [{i}]: ours {a}, candle {b}"
                     );
                 }
+            }
+        }
+    }
+
+    /// The largest sums the integer paths can meet, against candle's ggml kernel: every nibble
+    /// 15, every six-bit scale and min 63, and an activation whose quants are all −128 (a
+    /// row of −1.0) or all 127 (+1.0). The AVX2 tile sums 16 such products per i16 lane
+    /// (−30 720: one more group would wrap).
+    #[test]
+    fn the_largest_sums_do_not_wrap() {
+        if !super::super::qgemv::available() {
+            return;
+        }
+        let (m, k, n) = (3, 512, 17);
+        let mut blocks = vec![BlockQ4K::zeros(); n * k / QK_K];
+        for b in &mut blocks {
+            // SAFETY: BlockQ4K is ggml's 144-byte block: `d`, `dmin` (f16), 12 bytes of
+            // packed scales and mins, 128 bytes of nibbles; all 0xff = every field's maximum.
+            let bytes =
+                unsafe { std::slice::from_raw_parts_mut((b as *mut BlockQ4K).cast::<u8>(), 144) };
+            bytes.fill(0xff);
+            bytes[..4].copy_from_slice(&[0x00, 0x3c, 0x00, 0x38]); // d = 1.0, dmin = 0.5
+        }
+        let mut x = vec![-1f32; m * k];
+        x[k..2 * k].iter_mut().for_each(|v| *v = 1.0);
+        let mut want = vec![0f32; m * n];
+        k_quants::matmul((m, k, n), &x, &blocks, &mut want).unwrap();
+        let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+        assert!(scale > 1e5, "the case is the extreme one: {scale}");
+        for tiles in here() {
+            let mut got = vec![f32::NAN; m * n];
+            q4k_on(tiles, (m, k, n), &x, &blocks, &mut got).unwrap();
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-5 * scale,
+                    "{tiles:?} [{i}]: ours {a}, candle {b}"
+                );
             }
         }
     }
