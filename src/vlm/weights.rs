@@ -546,11 +546,18 @@ impl SafetensorsReader {
                 path.display()
             ))
         };
-        let t = if dtype == DType::F32 && matches!(e.dtype, DType::BF16 | DType::F32) {
+        let widens = dtype == DType::F32 && matches!(e.dtype, DType::BF16 | DType::F32);
+        let t = if widens && e.len >= MAPPED_BYTES {
             // Zeroed pages come from the kernel untouched: each is faulted in by the thread that
             // fills it.
             let mut out = vec![0f32; e.len / e.dtype.size_in_bytes()];
             read_f32_into(file, e, &mut out).map_err(failed)?;
+            Tensor::from_vec(out, e.shape.as_slice(), dev)?
+        } else if widens {
+            let mut buf = vec![0u8; e.len];
+            file.read_exact_at(&mut buf, e.offset).map_err(failed)?;
+            let mut out = vec![0f32; e.len / e.dtype.size_in_bytes()];
+            widen(e.dtype, &buf, &mut out);
             Tensor::from_vec(out, e.shape.as_slice(), dev)?
         } else {
             let mut buf = vec![0u8; e.len];
@@ -605,6 +612,13 @@ impl SafetensorsReader {
 /// layer over the threads).
 const PIECE: usize = 1 << 20;
 
+/// Tensors from this size up are widened from a map of the file ([`read_f32_into`]); smaller
+/// ones (norms, biases) are read with `pread`. Why: a page fault in a map reads the file
+/// around it ("read-around", `read_ahead_kb`: 8 MiB on this project's VMs), so each 4 KiB norm
+/// read through a map pulled megabytes from disk: a q4k load from a cold page cache read
+/// ~0.3 GB from each text shard whose linears it never touched (`fincore`).
+const MAPPED_BYTES: usize = 4 << 20;
+
 /// The bf16 or f32 tensor `e` as f32 into `out` (its size), widened piece by piece on rayon's
 /// threads straight from a read-only map of the file's bytes. bf16 widens exactly (its bits are
 /// the top half of an f32), as `to_dtype`.
@@ -622,8 +636,6 @@ fn read_f32_into(file: &File, e: &Entry, out: &mut [f32]) -> std::io::Result<()>
     // another process truncating the checkpoint during the load (SIGBUS), a risk every
     // memory-mapped safetensors reader, candle's included, takes.
     let map = unsafe { memmap2::Mmap::map(file)? };
-    // A hint only (the kernel reads ahead further): failure changes nothing but speed.
-    let _ = map.advise(memmap2::Advice::Sequential);
     // Checked when the header was read; checked again, the file may have changed since.
     let bytes = usize::try_from(e.offset)
         .ok()
@@ -634,19 +646,29 @@ fn read_f32_into(file: &File, e: &Entry, out: &mut [f32]) -> std::io::Result<()>
                 "the file is shorter than its header says",
             )
         })?;
+    // Hints only, for this tensor's bytes alone: ask for all of them now (from a cold page
+    // cache the disk then works on the whole tensor while the threads widen its first
+    // pieces), and read ahead past a fault. Failure changes nothing but speed.
+    let at = e.offset as usize;
+    let _ = map.advise_range(memmap2::Advice::WillNeed, at, bytes.len());
+    let _ = map.advise_range(memmap2::Advice::Sequential, at, bytes.len());
     out.par_chunks_mut(PIECE).enumerate().for_each(|(i, dst)| {
-        let src = &bytes[i * PIECE * size..][..dst.len() * size];
-        if e.dtype == DType::BF16 {
-            for (d, s) in dst.iter_mut().zip(src.chunks_exact(2)) {
-                *d = f32::from_bits(u32::from(u16::from_le_bytes([s[0], s[1]])) << 16);
-            }
-        } else {
-            for (d, s) in dst.iter_mut().zip(src.chunks_exact(4)) {
-                *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-            }
-        }
+        widen(e.dtype, &bytes[i * PIECE * size..][..dst.len() * size], dst);
     });
     Ok(())
+}
+
+/// Stored little-endian bf16 or f32 values `src` as f32 into `dst`.
+fn widen(dtype: DType, src: &[u8], dst: &mut [f32]) {
+    if dtype == DType::BF16 {
+        for (d, s) in dst.iter_mut().zip(src.chunks_exact(2)) {
+            *d = f32::from_bits(u32::from(u16::from_le_bytes([s[0], s[1]])) << 16);
+        }
+    } else {
+        for (d, s) in dst.iter_mut().zip(src.chunks_exact(4)) {
+            *d = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        }
+    }
 }
 
 /// The parts of a stacked name `P.a:ra+b:rb.LEAF`: `[("P.a.LEAF", ra), ("P.b.LEAF", rb)]`.
@@ -739,7 +761,7 @@ mod tests {
     use super::*;
 
     /// Tensors of several pieces (and a partial last one), bf16 and f32, read as f32 equal
-    /// candle's own load and `to_dtype` bit for bit.
+    /// candle's own load and `to_dtype` bit for bit; so do small ones, read without the map.
     #[test]
     fn piecewise_f32_reads_equal_candle() {
         let cols = 2 * PIECE / 3 + 5; // three rows: two whole pieces and a partial one
@@ -748,11 +770,15 @@ mod tests {
             .map(|i| ((i as f32) * 0.618).sin() * (1.0 + (i % 97) as f32))
             .collect();
         let t = Tensor::from_vec(values, (3, cols), &Device::Cpu).unwrap();
+        let small = t.narrow(1, 0, 7).unwrap().contiguous().unwrap();
         let tensors: HashMap<String, Tensor> = [
             ("model.a".to_owned(), t.to_dtype(DType::BF16).unwrap()),
             ("model.b".to_owned(), t.clone()),
+            ("model.c".to_owned(), small.to_dtype(DType::BF16).unwrap()),
+            ("model.d".to_owned(), small),
         ]
         .into();
+        assert!(2 * n >= MAPPED_BYTES, "model.a is read through the map");
         let path = std::env::temp_dir().join(format!("pointact-pieces-{}.st", std::process::id()));
         candle_core::safetensors::save(&tensors, &path).unwrap();
         let reader = SafetensorsReader::open(std::slice::from_ref(&path)).unwrap();
@@ -760,7 +786,7 @@ mod tests {
             let v: Vec<f32> = t.flatten_all().unwrap().to_vec1().unwrap();
             v.iter().map(|x| x.to_bits()).collect()
         };
-        for name in ["model.a", "model.b"] {
+        for name in ["model.a", "model.b", "model.c", "model.d"] {
             let ours = reader.read(name, DType::F32, &Device::Cpu).unwrap();
             let want = tensors[name].to_dtype(DType::F32).unwrap();
             assert_eq!(ours.dims(), want.dims());
