@@ -371,7 +371,7 @@ mod x86 {
 
     /// [`tile16`] on 256-bit vectors (AVX-VNNI, no AVX-512): each panel row group is two
     /// vectors of 8 rows, and 2 activation rows per tile keep the 12 accumulators in the 16
-    /// registers.
+    /// registers. The sub-block's i32 lanes go to f32 as in [`tile16`] ([`Vnni`]).
     #[target_feature(enable = "avxvnni,avx2,fma,f16c")]
     pub(super) unsafe fn tile16_256<const R: usize>(
         packed: &[Packed],
@@ -379,61 +379,123 @@ mod x86 {
         a: usize,
         out: &mut [[f32; LANES]; R],
     ) {
-        let nb = packed.len();
-        let mut acc = [[_mm256_setzero_ps(); 2]; R];
-        for (b, p) in packed.iter().enumerate() {
-            let ap: [*const u8; R] =
-                std::array::from_fn(|t| act.blocks.as_ptr().add(a + t * nb + b).cast::<u8>());
-            let mut blk = [[_mm256_setzero_ps(); 2]; R];
-            for j in 0..8 {
-                let mut isum = [[_mm256_setzero_si256(); 2]; R];
-                for g in 0..8 {
-                    let row = p.q[8 * j + g].as_ptr();
-                    let wv = [0, 8].map(|h| _mm256_load_si256(row.add(h) as *const __m256i));
-                    for t in 0..R {
-                        let y = (ap[t].add(4 + 32 * j + 4 * g) as *const i32).read_unaligned();
-                        let y = _mm256_set1_epi32(y);
-                        for h in 0..2 {
-                            isum[t][h] = _mm256_dpbusd_avx_epi32(isum[t][h], wv[h], y);
-                        }
-                    }
-                }
-                for h in 0..2 {
-                    let sc = _mm256_load_ps(p.scales[j].as_ptr().add(8 * h));
-                    let mn = _mm256_load_ps(p.mins[j].as_ptr().add(8 * h));
-                    for t in 0..R {
-                        let sum = _mm256_set1_ps(act.sums[a + t * nb + b][j]);
-                        let f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t][h]), sc, blk[t][h]);
-                        blk[t][h] = _mm256_fnmadd_ps(mn, sum, f);
-                    }
-                }
-            }
-            for t in 0..R {
-                let d = _mm256_set1_ps((ap[t] as *const f32).read_unaligned());
-                for h in 0..2 {
-                    acc[t][h] = _mm256_fmadd_ps(blk[t][h], d, acc[t][h]);
-                }
-            }
+        tile256::<Vnni, R>(packed, act, a, out)
+    }
+
+    /// [`tile16`] for AVX2 without VNNI ([`Maddubs`]): per four weights one `maddubs` (16
+    /// rows as two vectors × 4 u8·i8 products → two i16 pair sums per row) against the
+    /// activation's four bytes broadcast, summed in i16 over the sub-block's 8 groups (|Σ| ≤
+    /// 16·15·128 = 30 720 < 2¹⁵, so no saturation), then one `madd` against the rows' six-bit
+    /// scales (`sc16`) joins each row's two lanes into i32 (|Σ| over a block ≤ 8·63·2·30 720
+    /// < 2³¹). Against a `madd` per `maddubs`, as llama.cpp's and candle's AVX2 Q4K dot
+    /// products (and our in-place tile before this one) do, that is one multiply in nine
+    /// instead of one in two: AVX2 cores have two vector multiply ports, and the int8 products
+    /// were bound on them. Per block, the rows' `d` and the min term `dmin·m_j` times the
+    /// activation's sub-block sums go in f32, times the activation's `d`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn tile16_avx2<const R: usize>(
+        packed: &[Packed],
+        act: &Activation,
+        a: usize,
+        out: &mut [[f32; LANES]; R],
+    ) {
+        tile256::<Maddubs, R>(packed, act, a, out)
+    }
+
+    /// What differs between the 256-bit tiles: how a group of four weights of 8 rows joins a
+    /// sub-block's integer sums, how a finished sub-block joins its block, and what the block
+    /// comes to in f32 (before the activation's `d`). Inlined into each tile's
+    /// `target_feature` function, so the intrinsics compile for that feature set.
+    trait Sum256 {
+        /// A block's running value for one activation row and 8 weight rows.
+        type Block: Copy;
+        unsafe fn zero() -> Self::Block;
+        /// `s` plus the products of the four weights `w` (each lane one row) and the four
+        /// activation bytes broadcast in `y`.
+        unsafe fn group(s: __m256i, w: __m256i, y: __m256i) -> __m256i;
+        /// `blk` with sub-block `j` (sums `s`, rows `8h..8h + 8`; `at` = `(j, h)`) joined; `sum`: the
+        /// activation's sum over the sub-block.
+        unsafe fn sub_block(
+            blk: Self::Block,
+            s: __m256i,
+            p: &Packed,
+            at: (usize, usize),
+            sum: f32,
+        ) -> Self::Block;
+        /// The block in f32; `sums`: the activation's sub-block sums.
+        unsafe fn block(blk: Self::Block, p: &Packed, h: usize, sums: &[f32; 8]) -> __m256;
+    }
+
+    /// `vpdpbusd` into i32; each sub-block to f32 at once (times `d·sc_j`, less the min term).
+    struct Vnni;
+    /// `maddubs` summed in i16; each sub-block scaled by `madd` into i32; f32 once per block.
+    struct Maddubs;
+
+    impl Sum256 for Vnni {
+        type Block = __m256;
+        #[inline(always)]
+        unsafe fn zero() -> __m256 {
+            _mm256_setzero_ps()
         }
-        for (o, acc) in out.iter_mut().zip(acc) {
-            for (h, v) in acc.into_iter().enumerate() {
-                _mm256_storeu_ps(o.as_mut_ptr().add(8 * h), v);
-            }
+        #[inline(always)]
+        unsafe fn group(s: __m256i, w: __m256i, y: __m256i) -> __m256i {
+            _mm256_dpbusd_avx_epi32(s, w, y)
+        }
+        #[inline(always)]
+        unsafe fn sub_block(
+            blk: __m256,
+            s: __m256i,
+            p: &Packed,
+            (j, h): (usize, usize),
+            sum: f32,
+        ) -> __m256 {
+            let sc = _mm256_load_ps(p.scales[j].as_ptr().add(8 * h));
+            let mn = _mm256_load_ps(p.mins[j].as_ptr().add(8 * h));
+            let f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, blk);
+            _mm256_fnmadd_ps(mn, _mm256_set1_ps(sum), f)
+        }
+        #[inline(always)]
+        unsafe fn block(blk: __m256, _: &Packed, _: usize, _: &[f32; 8]) -> __m256 {
+            blk
         }
     }
 
-    /// [`tile16`] for AVX2 without VNNI: per four weights one `maddubs` (16 rows as two
-    /// vectors × 4 u8·i8 products → two i16 pair sums per row) against the activation's four
-    /// bytes broadcast, summed in i16 over the sub-block's 8 groups (|Σ| ≤ 16·15·128 = 30 720
-    /// < 2¹⁵, so no saturation), then one `madd` against the rows' six-bit scales (`sc16`)
-    /// joins each row's two lanes into i32 (|Σ| over a block ≤ 8·63·2·30 720 < 2³¹). Against
-    /// a `madd` per `maddubs`, as llama.cpp's and candle's AVX2 Q4K dot products (and our
-    /// in-place tile before this one) do, that is one multiply in nine instead of one in two:
-    /// AVX2 cores have two vector multiply ports, and the int8 products were bound on them.
-    /// Per block, the rows' `d` and the min term `dmin·m_j` times the activation's sub-block
-    /// sums go in f32, times the activation's `d`.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn tile16_avx2<const R: usize>(
+    impl Sum256 for Maddubs {
+        type Block = __m256i;
+        #[inline(always)]
+        unsafe fn zero() -> __m256i {
+            _mm256_setzero_si256()
+        }
+        #[inline(always)]
+        unsafe fn group(s: __m256i, w: __m256i, y: __m256i) -> __m256i {
+            _mm256_add_epi16(s, _mm256_maddubs_epi16(w, y))
+        }
+        #[inline(always)]
+        unsafe fn sub_block(
+            blk: __m256i,
+            s: __m256i,
+            p: &Packed,
+            (j, h): (usize, usize),
+            _: f32,
+        ) -> __m256i {
+            let sc = _mm256_load_si256(p.sc16[j].as_ptr().add(16 * h) as *const __m256i);
+            _mm256_add_epi32(blk, _mm256_madd_epi16(s, sc))
+        }
+        #[inline(always)]
+        unsafe fn block(blk: __m256i, p: &Packed, h: usize, sums: &[f32; 8]) -> __m256 {
+            let d = _mm256_load_ps(p.d.as_ptr().add(8 * h));
+            let mut f = _mm256_mul_ps(_mm256_cvtepi32_ps(blk), d);
+            for (j, sum) in sums.iter().enumerate() {
+                let mn = _mm256_load_ps(p.mins[j].as_ptr().add(8 * h));
+                f = _mm256_fnmadd_ps(mn, _mm256_set1_ps(*sum), f);
+            }
+            f
+        }
+    }
+
+    /// The 256-bit tiles' one loop: [`tile16`]'s contract, the 16 rows as two halves of 8.
+    #[inline(always)]
+    unsafe fn tile256<W: Sum256, const R: usize>(
         packed: &[Packed],
         act: &Activation,
         a: usize,
@@ -444,9 +506,10 @@ mod x86 {
         for (b, p) in packed.iter().enumerate() {
             let ap: [*const u8; R] =
                 std::array::from_fn(|t| act.blocks.as_ptr().add(a + t * nb + b).cast::<u8>());
-            let mut isum = [[_mm256_setzero_si256(); 2]; R];
+            let sums: [&[f32; 8]; R] = std::array::from_fn(|t| &act.sums[a + t * nb + b]);
+            let mut blk = [[W::zero(); 2]; R];
             for j in 0..8 {
-                let mut s16 = [[_mm256_setzero_si256(); 2]; R];
+                let mut s = [[_mm256_setzero_si256(); 2]; R];
                 for g in 0..8 {
                     let row = p.q[8 * j + g].as_ptr();
                     let wv = [0, 8].map(|h| _mm256_load_si256(row.add(h) as *const __m256i));
@@ -454,30 +517,20 @@ mod x86 {
                         let y = (ap[t].add(4 + 32 * j + 4 * g) as *const i32).read_unaligned();
                         let y = _mm256_set1_epi32(y);
                         for h in 0..2 {
-                            let prod = _mm256_maddubs_epi16(wv[h], y);
-                            s16[t][h] = _mm256_add_epi16(s16[t][h], prod);
+                            s[t][h] = W::group(s[t][h], wv[h], y);
                         }
                     }
                 }
                 for h in 0..2 {
-                    let sc = _mm256_load_si256(p.sc16[j].as_ptr().add(16 * h) as *const __m256i);
                     for t in 0..R {
-                        let scaled = _mm256_madd_epi16(s16[t][h], sc);
-                        isum[t][h] = _mm256_add_epi32(isum[t][h], scaled);
+                        blk[t][h] = W::sub_block(blk[t][h], s[t][h], p, (j, h), sums[t][j]);
                     }
                 }
             }
-            for h in 0..2 {
-                let d = _mm256_load_ps(p.d.as_ptr().add(8 * h));
-                for t in 0..R {
-                    let sums = &act.sums[a + t * nb + b];
-                    let mut blk = _mm256_mul_ps(_mm256_cvtepi32_ps(isum[t][h]), d);
-                    for (j, sum) in sums.iter().enumerate() {
-                        let mn = _mm256_load_ps(p.mins[j].as_ptr().add(8 * h));
-                        blk = _mm256_fnmadd_ps(mn, _mm256_set1_ps(*sum), blk);
-                    }
-                    let ad = _mm256_set1_ps((ap[t] as *const f32).read_unaligned());
-                    acc[t][h] = _mm256_fmadd_ps(blk, ad, acc[t][h]);
+            for t in 0..R {
+                let ad = _mm256_set1_ps((ap[t] as *const f32).read_unaligned());
+                for h in 0..2 {
+                    acc[t][h] = _mm256_fmadd_ps(W::block(blk[t][h], p, h, sums[t]), ad, acc[t][h]);
                 }
             }
         }
