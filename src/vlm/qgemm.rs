@@ -41,10 +41,10 @@ use candle_core::quantized::k_quants::{BlockQ4K, BlockQ8K, GgmlType};
 
 use super::qgemv::{quantize_q8k, QK_K};
 
-/// Activation rows of one AVX2 tile ([`x86::tile16_avx2`]): 2 × 2 vectors of i16 sums and
-/// as many of i32 ones, the panel's two weight vectors and the broadcast fill 13 of the 16
-/// registers; 3 rows measured slower (`bench qgemm`, AVX2 code on the Zen 5: 1.5–1.9× candle's
-/// AVX2 tiles against 1.9–2.1×).
+/// Activation rows of one AVX2 tile ([`x86::tile16_avx2`]): 2 × 2 vectors each of i16 sums,
+/// i32 sums and f32 accumulators, the panel's two weight vectors and the broadcast fill 15 of
+/// the 16 registers; 3 rows measured slower (`bench qgemm`, AVX2 code on the Zen 5: 1.5–1.9×
+/// candle's AVX2 tiles against 1.9–2.1×).
 const AVX2_ROWS: usize = 2;
 /// Our tiles for Q4K products of many rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,11 +197,11 @@ fn q4k_on(
 type Tile16<const R: usize> =
     unsafe fn(&[x86::Packed], &Activation, usize, &mut [[f32; x86::LANES]; R]);
 
-/// The VNNI frame: the weight rows split across candle's pool in panels of
+/// The frame of every tile: the weight rows split across candle's pool in panels of
 /// [`x86::LANES`] (16), each panel repacked once ([`x86::pack16`]: four consecutive weights
-/// of each of the 16 rows side by side, the shape `vpdpbusd` takes) and then run against
-/// every activation row, `R` at a time through `tile` and the rest one by one (`one`). A part panel
-/// is padded with zero rows whose results are dropped.
+/// of each of the 16 rows side by side, the shape `vpdpbusd` and `maddubs` take) and then run
+/// against every activation row, `R` at a time through `tile` and the rest one by one
+/// (`one`). A part panel is padded with zero rows whose results are dropped.
 fn panels16<const R: usize>(
     (m, k, n): (usize, usize, usize),
     act: &Activation,
@@ -413,8 +413,8 @@ mod x86 {
         /// `s` plus the products of the four weights `w` (each lane one row) and the four
         /// activation bytes broadcast in `y`.
         unsafe fn group(s: __m256i, w: __m256i, y: __m256i) -> __m256i;
-        /// `blk` with sub-block `j` (sums `s`, rows `8h..8h + 8`; `at` = `(j, h)`) joined; `sum`: the
-        /// activation's sum over the sub-block.
+        /// `blk` with sub-block `j` (sums `s`, rows `8h..8h + 8`; `at` = `(j, h)`) joined;
+        /// `sum`: the activation's sum over the sub-block.
         unsafe fn sub_block(
             blk: Self::Block,
             s: __m256i,
@@ -581,10 +581,11 @@ mod tests {
     use super::*;
     use candle_core::quantized::k_quants;
 
-    /// Ours (AVX2 tiles, and AVX-512 ones where the CPU has them) against candle's ggml kernel
-    /// (`k_quants::matmul`) on the same blocks, equal up to float summation order: row counts that fill whole tiles and leave 1–3 rows over, weight
-    /// counts that leave a half tile and a part panel, one activation row all zero, weights
-    /// exercising every scale and min bit (`qgemv::tests::weights`).
+    /// Ours (every tile this CPU runs: [`here`]) against candle's ggml kernel
+    /// (`k_quants::matmul`) on the same blocks, equal up to float summation order: row counts
+    /// that fill whole tiles and leave rows over, weight counts that leave a part panel, one
+    /// activation row all zero, weights exercising every scale and min bit
+    /// (`qgemv::tests::weights`).
     #[test]
     fn equals_candles_ggml_kernel_on_the_same_blocks() {
         if !super::super::qgemv::available() {
