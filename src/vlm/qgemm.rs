@@ -506,7 +506,6 @@ mod x86 {
         for (b, p) in packed.iter().enumerate() {
             let ap: [*const u8; R] =
                 std::array::from_fn(|t| act.blocks.as_ptr().add(a + t * nb + b).cast::<u8>());
-            let sums: [&[f32; 8]; R] = std::array::from_fn(|t| &act.sums[a + t * nb + b]);
             let mut blk = [[W::zero(); 2]; R];
             for j in 0..8 {
                 let mut s = [[_mm256_setzero_si256(); 2]; R];
@@ -523,14 +522,16 @@ mod x86 {
                 }
                 for h in 0..2 {
                     for t in 0..R {
-                        blk[t][h] = W::sub_block(blk[t][h], s[t][h], p, (j, h), sums[t][j]);
+                        let sum = act.sums[a + t * nb + b][j];
+                        blk[t][h] = W::sub_block(blk[t][h], s[t][h], p, (j, h), sum);
                     }
                 }
             }
             for t in 0..R {
                 let ad = _mm256_set1_ps((ap[t] as *const f32).read_unaligned());
                 for h in 0..2 {
-                    acc[t][h] = _mm256_fmadd_ps(W::block(blk[t][h], p, h, sums[t]), ad, acc[t][h]);
+                    let sums = &act.sums[a + t * nb + b];
+                    acc[t][h] = _mm256_fmadd_ps(W::block(blk[t][h], p, h, sums), ad, acc[t][h]);
                 }
             }
         }
