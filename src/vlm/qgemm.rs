@@ -584,16 +584,23 @@ mod tests {
 
     /// Ours (every tile this CPU runs: [`here`]) against candle's ggml kernel
     /// (`k_quants::matmul`) on the same blocks, equal up to float summation order: row counts
-    /// that fill whole tiles and leave rows over, weight counts that leave a part panel, one
-    /// activation row all zero, weights exercising every scale and min bit
-    /// (`qgemv::tests::weights`).
+    /// that fill whole tiles and leave rows over, weight counts that leave a part panel or give
+    /// a work item several panels, one activation row all zero, weights exercising every scale
+    /// and min bit (`qgemv::tests::weights`).
     #[test]
     fn equals_candles_ggml_kernel_on_the_same_blocks() {
         if !super::super::qgemv::available() {
             eprintln!("skipped: no AVX2/FMA/F16C here");
             return;
         }
-        for (m, k, n) in [(4, 256, 4), (37, 512, 67), (9, 1024, 33), (1, 256, 3)] {
+        // (5, 256, 773): 49 panels, so a work item repacks several into the blocks it reuses.
+        for (m, k, n) in [
+            (4, 256, 4),
+            (37, 512, 67),
+            (9, 1024, 33),
+            (1, 256, 3),
+            (5, 256, 773),
+        ] {
             let mut blocks = vec![BlockQ4K::zeros(); n * k / QK_K];
             BlockQ4K::from_float(&crate::vlm::qgemv::tests::weights(n, k), &mut blocks);
             let mut x = crate::vlm::qgemv::tests::lcg(11 + m as u64, m * k);
