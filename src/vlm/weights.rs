@@ -7,11 +7,13 @@
 //! `SimpleBackend`, so the model code stays ordinary `VarBuilder` code, and every lookup failure
 //! names the tensor (and the expected and stored shapes).
 //!
-//! Speed: a bf16 or f32 tensor asked for as f32 (every weight of an f32 load) is read in pieces
-//! of `PIECE` elements on rayon's threads, each piece `pread` into that thread's reused buffer
-//! and widened straight into the one f32 result. The former path (a fresh buffer, a copy into a
-//! candle tensor, then candle's single-threaded `to_dtype` into a third) touched each weight's
-//! memory three times on one thread; fresh memory costs a page fault per 4 KiB, which dominated.
+//! Speed: a bf16 or f32 tensor of 4 MiB or more asked for as f32 (every large weight of an f32
+//! load) is widened in pieces of `PIECE` elements on rayon's threads straight from a read-only
+//! map of the file into the one f32 result (the map lives for that one tensor); smaller ones
+//! (norms, biases) are read with `pread`, because a fault in a map reads megabytes around it
+//! (`MAPPED_BYTES`). The first path (a fresh buffer, a copy into a candle tensor, then candle's
+//! single-threaded `to_dtype` into a third) touched each weight's memory three times on one
+//! thread; fresh memory costs a page fault per 4 KiB, which dominated.
 //! For the same reason a *stacked* name, `P.a:ra+b:rb.weight` (what `FusedProj` asks for: q|k|v,
 //! gate|up), reads `P.a.weight` `[ra, c]` and `P.b.weight` `[rb, c]` straight into their rows of
 //! one `[ra + rb, c]` tensor, instead of two tensors and a concatenated copy.
