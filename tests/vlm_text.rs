@@ -5,10 +5,10 @@
 //! Tolerance: max |ours − golden| ≤ 1e-4 · max |golden| per tensor, f32 on both sides. Greedy
 //! tokens must be identical.
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 use pointact::vlm::{
     apply_repetition_penalty, generate, rope_index, GenerationConfig, ImageInput, LogitsAt,
-    ModelError, Quant, Qwen25Vl, Qwen25VlConfig, RopeError, StopReason,
+    ModelError, Quant, Qwen25Vl, Qwen25VlConfig, RopeError, SafetensorsReader, StopReason,
 };
 
 mod vlm_fixture;
@@ -283,6 +283,49 @@ fn quantized_text_model_stays_close() {
     println!("q8_0 last logits: relative {:.3e}", err / scale);
     assert!(err / scale > 1e-7, "q8_0 must actually quantize");
     assert!(err / scale < 0.05, "q8_0 drifted: {}", err / scale);
+}
+
+/// A quantized decoder keeps its embedding table as the checkpoint stores it (bf16: it only
+/// gathers rows; its tied `lm_head` is blocks of its own): half the bytes of the f32 table that
+/// candle's loader makes, and the same logits bit for bit (bf16 rows widen exactly). Where the
+/// tied head stays dense (Q4K does not fit the fixture's width 64) and in an f32 decoder, the
+/// table stays f32 and shared with the head.
+#[test]
+fn a_quantized_decoder_keeps_the_embedding_table_as_stored() {
+    let g = golden();
+    let cfg = config();
+    let ids = input_ids(&g);
+    let ours = |quant| {
+        let reader = SafetensorsReader::open(&[fixture("model.safetensors")]).unwrap();
+        Qwen25Vl::new(
+            &cfg,
+            quant,
+            reader.into_var_builder(DType::F32, &Device::Cpu),
+        )
+        .expect("model")
+        .with_bf16_rotary_freqs()
+        .unwrap()
+    };
+    let bits = |m: &mut Qwen25Vl| -> Vec<u32> {
+        let p = m.prepare(&ids, &[image(&g)]).unwrap();
+        let logits = m.prefill(&p, 0, LogitsAt::All, false).unwrap().logits;
+        let v: Vec<f32> = logits.flatten_all().unwrap().to_vec1().unwrap();
+        v.iter().map(|x| x.to_bits()).collect()
+    };
+    let table = cfg.text.vocab_size * cfg.text.hidden_size;
+    let (mut q8, mut q8_f32_table) = (ours(Quant::Q8_0), full_model(&cfg, Quant::Q8_0));
+    assert_eq!(q8_f32_table.weight_bytes() - q8.weight_bytes(), 2 * table);
+    assert!(
+        bits(&mut q8) == bits(&mut q8_f32_table),
+        "q8_0 logits differ"
+    );
+    for quant in [Quant::F32, Quant::Q4K] {
+        assert_eq!(
+            ours(quant).weight_bytes(),
+            full_model(&cfg, quant).weight_bytes(),
+            "{quant}"
+        );
+    }
 }
 
 #[test]

@@ -134,13 +134,13 @@ impl Proj {
     }
 
     /// A projection by `w`, which is `weight` under `vb` already read (the tied embedding table
-    /// as `lm_head`); quantized blocks come from the backend when it serves them
-    /// ([`QBlocks::from_backend`]).
+    /// as `lm_head`, f32 or, for a quantized decoder, bf16); quantized blocks come from the
+    /// backend when it serves them ([`QBlocks::from_backend`]), else from `w` in f32.
     pub(crate) fn tied(w: Tensor, quant: Quant, vb: &VarBuilder) -> candle_core::Result<Self> {
         let (rows, in_dim) = w.dims2()?;
         match QBlocks::from_backend(quant, in_dim, &[(vb.clone(), rows)])? {
             Some(q) => Ok(Proj::Quantized { w: q, bias: None }),
-            None => Self::from_weight(w, None, quant),
+            None => Self::from_weight(w.to_dtype(DType::F32)?, None, quant),
         }
     }
 
