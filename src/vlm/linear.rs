@@ -744,9 +744,8 @@ fn candle_tiles_q8_0() -> bool {
 fn candle_tiles_q8_0_now() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
         matches!(
-            candle_quant_tier(super::qgemv::cpu_has, env),
+            candle_quant_tier(super::qgemv::cpu_has, super::qgemv::switch_on),
             Some(CandleTier::Avx512Vnni | CandleTier::AvxVnni)
         )
     }

@@ -87,10 +87,7 @@ pub fn chosen(has: impl Fn(&str) -> bool, env: impl Fn(&str) -> bool) -> Option<
 /// [`chosen`] on this machine, decided once per process (asked for every product).
 pub fn chosen_here() -> Option<Tiles> {
     static CHOSEN: std::sync::OnceLock<Option<Tiles>> = std::sync::OnceLock::new();
-    *CHOSEN.get_or_init(|| {
-        let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
-        chosen(super::qgemv::cpu_has, env)
-    })
+    *CHOSEN.get_or_init(|| chosen(super::qgemv::cpu_has, super::qgemv::switch_on))
 }
 
 /// The activation rows in Q8K, with what the min term needs per sub-block.

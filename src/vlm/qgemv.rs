@@ -99,6 +99,12 @@ pub fn row_kernels(has: impl Fn(&str) -> bool, env: impl Fn(&str) -> bool) -> Op
     }
 }
 
+/// Whether the environment switch `name` is on (`name=1`): the `env` the kernel rules take on
+/// this machine (`POINTACT_QGEMV_AVX2`, `POINTACT_SGEMM_GEMM`, `MISTRALRS_FORCE_AVX2`, …).
+pub fn switch_on(name: &str) -> bool {
+    std::env::var(name).as_deref() == Ok("1")
+}
+
 /// Whether this CPU has `feature`, spelled as /proc/cpuinfo spells it (the spelling
 /// [`row_kernels`] and `linear::candle_quant_tier` take); false for names not listed here.
 pub fn cpu_has(feature: &str) -> bool {
@@ -134,10 +140,7 @@ pub(super) fn wide_cpu() -> candle_core::Result<()> {
 /// [`row_kernels`] on this machine, decided once per process (asked for every product).
 pub(super) fn wide() -> bool {
     static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WIDE.get_or_init(|| {
-        let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
-        row_kernels(cpu_has, env) == Some(RowKernels::Avx512)
-    })
+    *WIDE.get_or_init(|| row_kernels(cpu_has, switch_on) == Some(RowKernels::Avx512))
 }
 
 /// One activation row in Q8K, with the sums its dot products need per 32-value sub-block.

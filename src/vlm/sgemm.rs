@@ -50,10 +50,7 @@ pub fn chosen(has: impl Fn(&str) -> bool, env: impl Fn(&str) -> bool) -> Option<
 /// [`chosen`] on this machine, decided once per process (asked for every product).
 pub fn chosen_here() -> Option<RowKernels> {
     static ON: std::sync::OnceLock<Option<RowKernels>> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
-        chosen(super::qgemv::cpu_has, env)
-    })
+    *ON.get_or_init(|| chosen(super::qgemv::cpu_has, super::qgemv::switch_on))
 }
 
 /// `dst[i][j] = bias[j] + Σ_k a[i][k] · w[j][k]` for `a` `[m, k]`, `w` `[n, k]`, `dst`

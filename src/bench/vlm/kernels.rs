@@ -153,8 +153,11 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
 /// This machine's CPU and kernels.
 pub fn detect() -> CpuKernels {
     let features = cpuinfo_flags();
-    let env = |k: &str| std::env::var(k).as_deref() == Ok("1");
-    let (f32_gemm, quantized) = describe(&features, cfg!(target_arch = "x86_64"), env);
+    let (f32_gemm, quantized) = describe(
+        &features,
+        cfg!(target_arch = "x86_64"),
+        crate::vlm::qgemv::switch_on,
+    );
     CpuKernels {
         cpu: crate::bench::servo::cpu_model(),
         vendor: cpuinfo("vendor_id"),
