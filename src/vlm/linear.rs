@@ -634,13 +634,14 @@ impl SwiGlu {
         }
     }
 
-    /// The activation as one vectorised pass outside autograd. Only for an MLP whose every
-    /// pass is untracked or whose tracked passes need not match the untracked ones to the
-    /// bit: the vision tower (frozen in training). Not the text decoder: GRPO compares the
-    /// log-probabilities of an untracked pass (the rollout's) with a tracked one (the loss's),
-    /// and with the two kernels (whose `exp` differs in the last bits) an interrupted and
-    /// resumed training run no longer equalled an uninterrupted one (`tests/grpo_run.rs`: a
-    /// weight 1e-5 apart after 4 steps).
+    /// The activation as one vectorised pass outside autograd, in every pass. Only for an MLP
+    /// whose every pass is untracked or whose tracked passes need not match the untracked ones
+    /// to the bit: the vision tower (frozen in training). Not the text decoder: GRPO compares
+    /// the log-probabilities of an untracked pass (the rollout's) with a tracked one (the
+    /// loss's), and with the two kernels (whose `exp` differs in the last bits) an interrupted
+    /// and resumed training run no longer equalled an uninterrupted one (`tests/grpo_run.rs`: a
+    /// weight 1e-5 apart after 4 steps). The decoder asks per pass instead
+    /// ([`Self::forward_act`]).
     pub fn fused_activation(mut self) -> Self {
         self.fused_act = true;
         self
@@ -674,14 +675,22 @@ impl SwiGlu {
     }
 }
 
-impl Module for SwiGlu {
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+impl SwiGlu {
+    /// [`Module::forward`] in an inference pass when `inference` (the activation as one pass,
+    /// which no gradient crosses, as none crosses candle's fused kernels that such a pass also
+    /// runs), else as [`Self::fused_activation`] says. The text decoder passes whether it runs
+    /// its inference kernels: its training passes, tracked or not, all take candle's ops, so
+    /// their log-probabilities stay equal to the bit; and a LoRA model's inference pass (its
+    /// adapters tracked) runs the same kernels as the base model's.
+    pub fn forward_act(&self, xs: &Tensor, inference: bool) -> candle_core::Result<Tensor> {
         let [gate, up]: [Tensor; 2] = self
             .gate_up
             .forward(xs)?
             .try_into()
             .expect("gate_up has two parts");
-        let fused = if self.fused_act {
+        let fused = if inference {
+            super::vmath::silu_mul(&gate.detach(), &up.detach())?
+        } else if self.fused_act {
             super::vmath::silu_mul(&gate, &up)?
         } else {
             None
@@ -691,6 +700,12 @@ impl Module for SwiGlu {
             None => (gate.silu()? * up)?,
         };
         self.down_proj.forward_one(&act)
+    }
+}
+
+impl Module for SwiGlu {
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        self.forward_act(xs, false)
     }
 }
 

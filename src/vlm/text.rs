@@ -118,14 +118,15 @@ impl Attention {
         })
     }
 
-    /// `xs` `[B, S, hidden]`; `cos`/`sin` `[S, head_dim/2]`; `mask` `[S, T]` additive (T = cached
-    /// + S) or `None` for a single new token. Without a cache (training) K/V are this pass's only.
+    /// `xs` `[B, S, hidden]`; `cos`/`sin` `[S, head_dim/2]`; `mask` the causal mask of S > 1 new
+    /// positions, `None` for a single new token. Without a cache (training) K/V are this pass's
+    /// only.
     fn forward(
         &self,
         xs: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: Option<&Tensor>,
+        mask: Option<&Causal>,
         past: Past<'_>,
         kernels: Kernels,
     ) -> candle_core::Result<Tensor> {
@@ -178,15 +179,29 @@ impl Attention {
         // become extra rows of one matmul against that head.
         let rep = self.num_heads / self.num_kv_heads;
         let q = q.reshape((b, self.num_kv_heads, rep * s, hd))?;
-        let att = (q.matmul(&k.t()?)? * scale)?;
-        let att = match mask {
-            Some(m) => att
-                .reshape((b, self.num_kv_heads, rep, s, t))?
-                .broadcast_add(m)?
-                .reshape((b, self.num_kv_heads, rep * s, t))?,
-            None => att,
+        let att = q.matmul(&k.t()?)?;
+        // Inference: scale, mask and softmax in one pass (rows are (query head, position)),
+        // which no gradient crosses, as none crosses the fused RMSNorm and rope before it.
+        let fused = match (kernels, mask) {
+            (Kernels::Fused, Some(_)) => {
+                super::vmath::causal_scaled_softmax(&att.detach(), scale as f32, s)?
+            }
+            _ => None,
         };
-        let att = kernels.softmax(&att)?;
+        let att = match fused {
+            Some(p) => p,
+            None => {
+                let att = (att * scale)?;
+                let att = match mask {
+                    Some(m) => att
+                        .reshape((b, self.num_kv_heads, rep, s, t))?
+                        .broadcast_add(&m.additive)?
+                        .reshape((b, self.num_kv_heads, rep * s, t))?,
+                    None => att,
+                };
+                kernels.softmax(&att)?
+            }
+        };
         let out = att
             .matmul(&v.contiguous()?)?
             .reshape((b, self.num_heads, s, hd))?
@@ -266,7 +281,7 @@ impl DecoderLayer {
         xs: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: Option<&Tensor>,
+        mask: Option<&Causal>,
         past: Past<'_>,
         kernels: Kernels,
     ) -> candle_core::Result<Tensor> {
@@ -276,7 +291,7 @@ impl DecoderLayer {
             .forward(&normed, cos, sin, mask, past, kernels)?;
         let xs = (xs + h)?;
         let normed = kernels.rms_norm(&self.post_attention_layernorm, self.eps, &xs)?;
-        &xs + self.mlp.forward(&normed)?
+        &xs + self.mlp.forward_act(&normed, kernels == Kernels::Fused)?
     }
 }
 
@@ -861,7 +876,7 @@ fn run_layers(
     let s = xs.dim(1)?;
     let (cos, sin) = rope.cos_sin(pos, start, s, device)?;
     let mask = if s > 1 {
-        Some(causal_mask(s, past, device)?)
+        Some(Causal::new(s, past, device)?)
     } else {
         None
     };
@@ -901,11 +916,22 @@ enum Pasts<'a> {
     Prefix(&'a [(Tensor, Tensor)]),
 }
 
-/// Additive causal mask `[S, past + S]` (f32): 0 where query `i` may see key `j`, −∞ after it.
-fn causal_mask(s: usize, past: usize, device: &Device) -> candle_core::Result<Tensor> {
-    let t = past + s;
-    let data: Vec<f32> = (0..s)
-        .flat_map(|i| (0..t).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    Tensor::from_vec(data, (s, t), device)
+/// The causal mask of a pass over S new positions after `past` cached ones: query `i` sees keys
+/// `0..=past + i`. Inference applies it by the positions alone
+/// ([`super::vmath::causal_scaled_softmax`]); training adds `additive` to the scores.
+struct Causal {
+    /// `[S, past + S]` (f32): 0 where query `i` may see key `j`, −∞ after it.
+    additive: Tensor,
+}
+
+impl Causal {
+    fn new(s: usize, past: usize, device: &Device) -> candle_core::Result<Self> {
+        let t = past + s;
+        let data: Vec<f32> = (0..s)
+            .flat_map(|i| (0..t).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 }))
+            .collect();
+        Ok(Causal {
+            additive: Tensor::from_vec(data, (s, t), device)?,
+        })
+    }
 }

@@ -8,7 +8,8 @@
 //! allocating a tensor as large as the MLP's intermediate. With both here (the fused
 //! activation in both towers), the same profile: `__expf_fma` 2.1 % of the vision tower (its
 //! softmax) and 1.5 % of the prefill, the fused activation 0.9 % of the vision tower. The text
-//! decoder keeps candle's activation (`linear::SwiGlu::fused_activation` says why).
+//! decoder takes the fused activation and the causal softmax in its inference passes only
+//! (`linear::SwiGlu::forward_act` says why).
 
 use candle_core::{DType, Device, Storage, Tensor};
 
@@ -44,8 +45,8 @@ fn plain_f32(t: &Tensor) -> bool {
         && super::qgemv::available()
 }
 
-/// A new f32 tensor shaped like `like`, of `rows` rows of `n`, row `r` written by `row(r, ..)`,
-/// the rows split across candle's pool.
+/// A new f32 tensor shaped like `like`, of `rows` rows of `n`, row `r` written by `row(r, ..)`
+/// into zeros, the rows split across candle's pool.
 fn rows_out(
     rows: usize,
     n: usize,
@@ -70,6 +71,34 @@ fn rows_out(
 /// differ. The scale is applied in the same pass, so the scaled scores are never a tensor of
 /// their own.
 pub fn scaled_softmax(x: &Tensor, scale: f32) -> candle_core::Result<Option<Tensor>> {
+    softmax_rows(x, scale, |_, len| len)
+}
+
+/// [`scaled_softmax`] of attention scores under a causal mask: `x` `[.., s, t]`-shaped rows
+/// where row `r` holds query position `r % s` (`s` new positions after `past = t − s` cached
+/// ones, query heads outside positions), and position `i` sees keys `0..=past + i`; the keys
+/// after it get exactly 0, as `softmax(scale·x + mask)` with the −∞ mask gives. Why not the
+/// mask tensor: adding it, scaling, and the softmax were three passes over the scores, each a
+/// tensor of its own (the text decoder's prompt: 16 heads × 545² scores per layer), and the
+/// masked half of every row went through `exp` to become 0.
+pub fn causal_scaled_softmax(
+    x: &Tensor,
+    scale: f32,
+    s: usize,
+) -> candle_core::Result<Option<Tensor>> {
+    let t = x.dims().last().copied().unwrap_or(0);
+    if s == 0 || s > t {
+        return Ok(None);
+    }
+    softmax_rows(x, scale, |r, len| (t - s + r % s + 1).min(len))
+}
+
+/// The rows of [`scaled_softmax`], row `r` over its first `visible(r, len)` values, the rest 0.
+fn softmax_rows(
+    x: &Tensor,
+    scale: f32,
+    visible: impl Fn(usize, usize) -> usize + Sync,
+) -> candle_core::Result<Option<Tensor>> {
     if !plain_f32(x) {
         return Ok(None);
     }
@@ -82,7 +111,9 @@ pub fn scaled_softmax(x: &Tensor, scale: f32) -> candle_core::Result<Option<Tens
     };
     let xd = xc.as_slice::<f32>()?;
     rows_out(rows.rows, rows.len, x, |r, o| {
-        softmax_row(rows.row(xd, r), scale, o)
+        let v = visible(r, rows.len);
+        // `rows_out` hands out zeroed rows: the values past `v` stay 0.
+        softmax_row(&rows.row(xd, r)[..v], scale, &mut o[..v])
     })
     .map(Some)
 }
@@ -333,5 +364,54 @@ mod tests {
         assert!(scaled_softmax(&t, 1.0).unwrap().is_none());
         let var = candle_core::Var::new(&[1f32, 2.0], &dev).unwrap();
         assert!(scaled_softmax(var.as_tensor(), 1.0).unwrap().is_none());
+    }
+
+    /// Equal to the decoder's training path, `softmax_last_dim(x · scale + mask)` with the
+    /// additive causal mask broadcast over query heads, within 1e-6, and exactly 0 past each
+    /// position's last key, for a prompt (no cache), a pass after 5 cached positions, one row,
+    /// and rows on and off the 8-lane grid; a mask longer than the scores is refused.
+    #[test]
+    fn causal_scaled_softmax_equals_the_masked_softmax() {
+        let dev = Device::Cpu;
+        if !super::super::qgemv::available() {
+            eprintln!("skipped: no AVX2/FMA/F16C here");
+            return;
+        }
+        let (kv_heads, rep, scale) = (2, 3, 0.125f32);
+        for (s, past) in [(1, 0), (7, 0), (19, 5), (40, 0)] {
+            let t = s + past;
+            let x = (Tensor::randn(0f32, 1.0, (1, kv_heads, rep * s, t), &dev).unwrap() * 20.0)
+                .unwrap();
+            let mask: Vec<f32> = (0..s)
+                .flat_map(|i| {
+                    (0..t).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 })
+                })
+                .collect();
+            let mask = Tensor::from_vec(mask, (s, t), &dev).unwrap();
+            let want = (&x * scale as f64)
+                .unwrap()
+                .reshape((1, kv_heads, rep, s, t))
+                .unwrap()
+                .broadcast_add(&mask)
+                .unwrap()
+                .reshape((1, kv_heads, rep * s, t))
+                .unwrap();
+            let want = candle_nn::ops::softmax_last_dim(&want).unwrap();
+            let ours = causal_scaled_softmax(&x, scale, s)
+                .unwrap()
+                .expect("handled");
+            assert_eq!(ours.dims(), want.dims());
+            let diff = crate::vlm::max_abs_diff(&ours, &want);
+            assert!(diff <= 1e-6, "s {s} past {past}: {diff}");
+            let o = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            for (r, row) in o.chunks(t).enumerate() {
+                let seen = past + r % s + 1;
+                assert!(row[seen..].iter().all(|&p| p == 0.0), "s {s} row {r}");
+                let sum: f32 = row[..seen].iter().sum();
+                assert!((sum - 1.0).abs() < 1e-5, "s {s} row {r}: {sum}");
+            }
+        }
+        let x = Tensor::ones((2, 4), DType::F32, &dev).unwrap();
+        assert!(causal_scaled_softmax(&x, 1.0, 5).unwrap().is_none());
     }
 }
