@@ -140,10 +140,23 @@ impl Attention {
             .forward(xs)?
             .try_into()
             .expect("qkv has three parts");
-        let q = heads(q, self.num_heads)?;
+        let (nkv, rep) = (self.num_kv_heads, self.num_heads / self.num_kv_heads);
+        // An inference pass over several positions attends in causal blocks
+        // (`attend::causal_prefill`), which wants each KV head's query rows position-major:
+        // `[b, kv_heads, s·rep, d]`, rotated as `[b·kv_heads, s, rep, d]` (rope's "thd" layout).
+        let blocked = kernels == Kernels::Fused && mask.is_some() && super::attend::causal_fits(xs);
+        let q = if blocked {
+            let q = q
+                .reshape((b, s, nkv, rep, hd))?
+                .transpose(1, 2)?
+                .contiguous()?
+                .reshape((b * nkv, s, rep, hd))?;
+            candle_nn::rotary_emb::rope_thd(&q, cos, sin)?.reshape((b, nkv, s * rep, hd))?
+        } else {
+            kernels.rope(&heads(q, self.num_heads)?.to_dtype(DType::F32)?, cos, sin)?
+        };
         let k = heads(k, self.num_kv_heads)?;
         let v = heads(v, self.num_kv_heads)?;
-        let q = kernels.rope(&q.to_dtype(DType::F32)?, cos, sin)?;
         let k = kernels.rope(&k.to_dtype(DType::F32)?, cos, sin)?;
         let v = v.to_dtype(DType::F32)?;
         // Decode: one new row attending over the cache takes the in-place, pooled path.
@@ -169,6 +182,14 @@ impl Attention {
             }
         };
         let scale = 1.0 / (hd as f64).sqrt();
+        if blocked {
+            let out = super::attend::causal_prefill(&q, &k, &v, scale, s, rep)?
+                .reshape((b, nkv, s, rep, hd))?
+                .transpose(1, 2)?
+                .reshape((b, s, self.num_heads * hd))?
+                .to_dtype(xs.dtype())?;
+            return self.o_proj.forward_one(&out);
+        }
         if decoding {
             if let Some(out) = super::attend::single_query(&q, &k, &v, scale)? {
                 return self.o_proj.forward_one(&out.to_dtype(xs.dtype())?);
@@ -177,31 +198,16 @@ impl Attention {
         let t = k.dim(2)?;
         // Grouped-query attention without copying K/V: the `rep` query heads that share a KV head
         // become extra rows of one matmul against that head.
-        let rep = self.num_heads / self.num_kv_heads;
-        let q = q.reshape((b, self.num_kv_heads, rep * s, hd))?;
-        let att = q.matmul(&k.t()?)?;
-        // Inference: scale, mask and softmax in one pass (rows are (query head, position)),
-        // which no gradient crosses, as none crosses the fused RMSNorm and rope before it.
-        let fused = match (kernels, mask) {
-            (Kernels::Fused, Some(_)) => {
-                super::vmath::causal_scaled_softmax(&att.detach(), scale as f32, s)?
-            }
-            _ => None,
+        let q = q.reshape((b, nkv, rep * s, hd))?;
+        let att = (q.matmul(&k.t()?)? * scale)?;
+        let att = match mask {
+            Some(m) => att
+                .reshape((b, nkv, rep, s, t))?
+                .broadcast_add(&m.additive)?
+                .reshape((b, nkv, rep * s, t))?,
+            None => att,
         };
-        let att = match fused {
-            Some(p) => p,
-            None => {
-                let att = (att * scale)?;
-                let att = match mask {
-                    Some(m) => att
-                        .reshape((b, self.num_kv_heads, rep, s, t))?
-                        .broadcast_add(&m.additive)?
-                        .reshape((b, self.num_kv_heads, rep * s, t))?,
-                    None => att,
-                };
-                kernels.softmax(&att)?
-            }
-        };
+        let att = kernels.softmax(&att)?;
         let out = att
             .matmul(&v.contiguous()?)?
             .reshape((b, self.num_heads, s, hd))?
@@ -917,8 +923,8 @@ enum Pasts<'a> {
 }
 
 /// The causal mask of a pass over S new positions after `past` cached ones: query `i` sees keys
-/// `0..=past + i`. Inference applies it by the positions alone
-/// ([`super::vmath::causal_scaled_softmax`]); training adds `additive` to the scores.
+/// `0..=past + i`. Inference applies it by the positions alone ([`super::attend::causal_prefill`]
+/// where that fits); training, and inference off the CPU, add `additive` to the scores.
 struct Causal {
     /// `[S, past + S]` (f32): 0 where query `i` may see key `j`, −∞ after it.
     additive: Tensor,

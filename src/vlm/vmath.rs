@@ -74,23 +74,18 @@ pub fn scaled_softmax(x: &Tensor, scale: f32) -> candle_core::Result<Option<Tens
     softmax_rows(x, scale, |_, len| len)
 }
 
-/// [`scaled_softmax`] of attention scores under a causal mask: `x` `[.., s, t]`-shaped rows
-/// where row `r` holds query position `r % s` (`s` new positions after `past = t − s` cached
-/// ones, query heads outside positions), and position `i` sees keys `0..=past + i`; the keys
-/// after it get exactly 0, as `softmax(scale·x + mask)` with the −∞ mask gives. Why not the
-/// mask tensor: adding it, scaling, and the softmax were three passes over the scores, each a
-/// tensor of its own (the text decoder's prompt: 16 heads × 545² scores per layer), and the
-/// masked half of every row went through `exp` to become 0.
+/// [`scaled_softmax`] of attention scores under a causal mask: row `r` (of the rows the
+/// leading dimensions flatten) sees its first `seen(r)` scores (at least 1, at most all), and
+/// the keys after them get exactly 0, as `softmax(scale·x + mask)` with the −∞ mask gives.
+/// Why not the mask tensor: adding it, scaling, and the softmax were three passes over the
+/// scores, each a tensor of its own (the text decoder's prompt: 16 heads × 545² scores per
+/// layer), and the masked keys went through `exp` to become 0.
 pub fn causal_scaled_softmax(
     x: &Tensor,
     scale: f32,
-    s: usize,
+    seen: impl Fn(usize) -> usize + Sync,
 ) -> candle_core::Result<Option<Tensor>> {
-    let t = x.dims().last().copied().unwrap_or(0);
-    if s == 0 || s > t {
-        return Ok(None);
-    }
-    softmax_rows(x, scale, |r, len| (t - s + r % s + 1).min(len))
+    softmax_rows(x, scale, |r, len| seen(r).clamp(1, len))
 }
 
 /// The rows of [`scaled_softmax`], row `r` over its first `visible(r, len)` values, the rest 0.
@@ -369,7 +364,7 @@ mod tests {
     /// Equal to the decoder's training path, `softmax_last_dim(x · scale + mask)` with the
     /// additive causal mask broadcast over query heads, within 1e-6, and exactly 0 past each
     /// position's last key, for a prompt (no cache), a pass after 5 cached positions, one row,
-    /// and rows on and off the 8-lane grid; a mask longer than the scores is refused.
+    /// and rows on and off the 8-lane grid; tensors autograd tracks are left to candle.
     #[test]
     fn causal_scaled_softmax_equals_the_masked_softmax() {
         let dev = Device::Cpu;
@@ -397,7 +392,8 @@ mod tests {
                 .reshape((1, kv_heads, rep * s, t))
                 .unwrap();
             let want = candle_nn::ops::softmax_last_dim(&want).unwrap();
-            let ours = causal_scaled_softmax(&x, scale, s)
+            // Rows head-major, as candle's unblocked attention has them.
+            let ours = causal_scaled_softmax(&x, scale, |r| past + r % s + 1)
                 .unwrap()
                 .expect("handled");
             assert_eq!(ours.dims(), want.dims());
@@ -411,7 +407,9 @@ mod tests {
                 assert!((sum - 1.0).abs() < 1e-5, "s {s} row {r}: {sum}");
             }
         }
-        let x = Tensor::ones((2, 4), DType::F32, &dev).unwrap();
-        assert!(causal_scaled_softmax(&x, 1.0, 5).unwrap().is_none());
+        let var = candle_core::Var::new(&[[1f32, 2.0]], &dev).unwrap();
+        assert!(causal_scaled_softmax(var.as_tensor(), 1.0, |_| 1)
+            .unwrap()
+            .is_none());
     }
 }
