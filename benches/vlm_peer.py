@@ -13,7 +13,8 @@ REQUEST.json (written by `pointact bench vlm`):
     QUERY = {"image": "x.png", "input_ids": [...], "image_tokens": N, "max_new_tokens": K}
 
 What is measured (float32 weights, the default attention implementation, inference_mode):
-  * load_s: Qwen2_5_VLForConditionalGeneration.from_pretrained(dir, torch_dtype=torch.float32);
+  * load_s: Qwen2_5_VLForConditionalGeneration.from_pretrained(dir, torch_dtype=torch.float32)
+    (a request with "load_only": true stops there and prints load_s, the other fields 0);
   * vision_ms: model.visual(pixel_values, grid_thw=image_grid_thw), alone;
   * prefill_ms: time from calling model.generate to its first new token, minus the time the
     vision tower took inside that call (generate runs it again in its first forward; forward
@@ -119,6 +120,12 @@ def main():
     problems = {k: v for k, v in info.items() if v}
     if problems:
         fail(f"the checkpoint does not match the model: {problems}")
+    if req.get("load_only"):
+        # One of bench vlm's alternated f32 load rounds: the load alone, the rest zero.
+        zeros = ["vision_ms", "prefill_ms", "decode_tok_s", "decode_steps", "peak_rss_bytes",
+                 "weight_bytes", "prompt_tokens"]
+        print(json.dumps({"load_s": load_s, "tokens": [], **{k: 0 for k in zeros}}))
+        return
     processor = Qwen2VLImageProcessor.from_pretrained(model_dir)
 
     def prepare(q):

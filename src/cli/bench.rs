@@ -290,6 +290,11 @@ pub struct VlmBenchCli {
     /// folder (the first quantized run writes them; later runs time loading them).
     #[arg(long)]
     no_quant_cache: bool,
+    /// Rounds of transformers' f32 load and ours, alternated (load only), after the runs, when
+    /// both f32 sides ran: the load row shows each side's best. Both loads are mostly the kernel
+    /// zeroing fresh pages, which on a VM depends on what ran just before. 0: one load each.
+    #[arg(long, default_value_t = 2)]
+    load_rounds: usize,
 }
 
 #[derive(Args)]
@@ -484,6 +489,7 @@ fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
         task: a.task,
         seed: a.seed,
         no_quant_cache: a.no_quant_cache,
+        load_rounds: a.load_rounds,
     })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

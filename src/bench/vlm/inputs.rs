@@ -67,6 +67,10 @@ pub struct Request {
     /// cold and then reusing the frame ([`super::worker::TaskTiming`]).
     #[serde(default)]
     pub task: Vec<Query>,
+    /// Load the model, report the load time and stop (`bench vlm`'s alternated f32 load
+    /// rounds): the other fields of the answer are zeros.
+    #[serde(default)]
+    pub load_only: bool,
 }
 
 /// The default task's first camera frame, resized (Pillow-exact bicubic) when `width`×`height`

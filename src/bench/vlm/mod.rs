@@ -69,6 +69,8 @@ pub struct VlmBenchArgs {
     pub task: bool,
     /// Quantize at every load (no quantized-weights cache): the load row then times quantizing.
     pub no_quant_cache: bool,
+    /// Alternated f32 load-only rounds after the runs ([`report::LoadRounds`]); 0: one load each.
+    pub load_rounds: usize,
 }
 
 /// Errors that stop the benchmark (a failing configuration is not one: it is reported).
@@ -245,6 +247,7 @@ fn measure(
         },
         query,
         task,
+        load_only: false,
     };
     let request_path = work.join("request.json");
     std::fs::write(&request_path, serde_json::to_string(&request)?).map_err(|source| {
@@ -339,6 +342,21 @@ fn measure(
         }
     };
 
+    let mut transformers = transformers;
+    let f32_loads = match (
+        &mut transformers,
+        ours.iter_mut().find(|(q, _)| *q == Quant::F32),
+    ) {
+        (Outcome::Measured(peer), Some((_, Outcome::Measured(ours_f32))))
+            if args.load_rounds > 0 && args.device.is_cpu() =>
+        {
+            let rounds = alternate_loads(args, work, &request, &ckpt.files, (peer, ours_f32))?;
+            rounds.apply(peer, ours_f32);
+            Some(rounds)
+        }
+        _ => None,
+    };
+
     let peer = transformers.measured();
     let ours = ours
         .into_iter()
@@ -396,7 +414,65 @@ fn measure(
             .collect(),
         bandwidth: bw,
         llama,
+        f32_loads,
     })
+}
+
+/// `args.load_rounds` rounds of transformers' f32 load, then ours, each alone (a load-only
+/// request) and from the same page cache, after the full runs' first loads (`first`).
+fn alternate_loads(
+    args: &VlmBenchArgs,
+    work: &Path,
+    request: &inputs::Request,
+    files: &[PathBuf],
+    first: (&worker::Measured, &worker::Measured),
+) -> Result<report::LoadRounds, VlmBenchError> {
+    let path = work.join("request-load.json");
+    let load_only = inputs::Request {
+        load_only: true,
+        ..request.clone()
+    };
+    std::fs::write(&path, serde_json::to_string(&load_only)?).map_err(|source| {
+        VlmBenchError::Io {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    let mut rounds = report::LoadRounds {
+        transformers: vec![first.0.load_s],
+        ours: vec![first.1.load_s],
+        failed: None,
+    };
+    for i in 1..=args.load_rounds {
+        eprintln!(
+            "bench vlm: f32 load round {i}/{}: transformers, then ours",
+            args.load_rounds
+        );
+        warm_page_cache(files);
+        let peer = peer::run(&args.python, work, &path, args.threads, args.peer_mkl_intel)?;
+        warm_page_cache(files);
+        let ours = peer.as_ref().ok().map(|_| {
+            worker::spawn(
+                &path,
+                (Quant::F32, Quant::F32),
+                args.device,
+                args.threads,
+                args.no_quant_cache,
+            )
+        });
+        match (peer, ours) {
+            (Ok(p), Some(Ok(o))) => {
+                rounds.transformers.push(p.load_s);
+                rounds.ours.push(o.load_s);
+            }
+            (Err(e), _) | (_, Some(Err(e))) => {
+                rounds.failed = Some(e);
+                break;
+            }
+            (Ok(_), None) => unreachable!("ours runs after the peer's load"),
+        }
+    }
+    Ok(rounds)
 }
 
 /// The llama.cpp columns before measuring: the peer installed (or why not) and each format's

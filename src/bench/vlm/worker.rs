@@ -59,6 +59,28 @@ pub struct Measured {
     pub task: Option<TaskTiming>,
 }
 
+impl Measured {
+    /// The answer to a load-only request ([`Request::load_only`](super::inputs::Request)):
+    /// the load time, every other figure zero.
+    pub fn load_only(load_s: f64) -> Self {
+        Measured {
+            load_s,
+            vision_ms: 0.0,
+            prefill_ms: 0.0,
+            decode_tok_s: 0.0,
+            decode_steps: 0,
+            peak_rss_bytes: 0,
+            weight_bytes: 0,
+            prompt_tokens: 0,
+            tokens: Vec::new(),
+            version: String::new(),
+            quant_cache: String::new(),
+            quant_cache_read: false,
+            task: None,
+        }
+    }
+}
+
 /// The model time of one task's questions about one frame (`bench vlm --task`), each question
 /// from the processed image to its last token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,6 +154,9 @@ pub fn run(
     let cache = cache.finish();
     bar.finish_and_clear();
     let load_s = t0.elapsed().as_secs_f64();
+    if req.load_only {
+        return Ok(Measured::load_only(load_s));
+    }
 
     let mut frame = PromptCache::new();
     let mut ask = |q: &Query, reuse: bool| -> Result<crate::vlm::Generation, VlmBenchError> {
