@@ -29,6 +29,17 @@ pub fn causal_fits(xs: &Tensor) -> bool {
     matches!(xs.device(), Device::Cpu) && xs.dtype() == DType::F32 && super::qgemv::available()
 }
 
+/// The additive causal mask `[s, past + s]` (f32) of `s` new positions after `past` cached
+/// ones: 0 where position `i` may see key `j` (`j ≤ past + i`), −∞ after it. What the unblocked
+/// path (training, and inference off the CPU) adds to the scores.
+pub fn causal_mask(s: usize, past: usize, device: &Device) -> candle_core::Result<Tensor> {
+    let t = past + s;
+    let data: Vec<f32> = (0..s)
+        .flat_map(|i| (0..t).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 }))
+        .collect();
+    Tensor::from_vec(data, (s, t), device)
+}
+
 /// Causal `softmax(q·kᵀ·scale)·v` of `s` new positions after `t − s` cached ones, outside
 /// autograd (an inference pass): `q` `[b, kv_heads, s·rep, d]` with its rows position-major
 /// (row `i·rep + r` is query head `r` of the KV head's group at position `i`, so a run of
@@ -538,25 +549,22 @@ mod tests {
             let t = past + s;
             // Head-major queries (as candle's path takes them), and the same values
             // position-major (as `causal_prefill` takes them).
+            let position_major = |t: &Tensor| {
+                t.transpose(2, 3)
+                    .unwrap()
+                    .contiguous()
+                    .unwrap()
+                    .reshape((b, kvh, s * rep, d))
+                    .unwrap()
+            };
             let q = Tensor::randn(0f32, 1.0, (b, kvh, rep, s, d), &dev).unwrap();
-            let q_pos = q
-                .transpose(2, 3)
-                .unwrap()
-                .contiguous()
-                .unwrap()
-                .reshape((b, kvh, s * rep, d))
-                .unwrap();
+            let q_pos = position_major(&q);
             let cap = t + 7;
             let kc = Tensor::randn(0f32, 3.0, (b, kvh, cap, d), &dev).unwrap();
             let vc = Tensor::randn(0f32, 1.0, (b, kvh, cap, d), &dev).unwrap();
             let (k, v) = (kc.narrow(2, 0, t).unwrap(), vc.narrow(2, 0, t).unwrap());
             let scale = 1.0 / (d as f64).sqrt();
-            let mask: Vec<f32> = (0..s)
-                .flat_map(|i| {
-                    (0..t).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 })
-                })
-                .collect();
-            let mask = Tensor::from_vec(mask, (s, t), &dev).unwrap();
+            let mask = causal_mask(s, past, &dev).unwrap();
             let att = (q
                 .reshape((b, kvh, rep * s, d))
                 .unwrap()
@@ -571,17 +579,12 @@ mod tests {
                 .reshape((b, kvh, rep * s, t))
                 .unwrap();
             let p = candle_nn::ops::softmax_last_dim(&att).unwrap();
-            let want = p
-                .matmul(&v.contiguous().unwrap())
-                .unwrap()
-                .reshape((b, kvh, rep, s, d))
-                .unwrap()
-                .transpose(2, 3)
-                .unwrap()
-                .contiguous()
-                .unwrap()
-                .reshape((b, kvh, s * rep, d))
-                .unwrap();
+            let want = position_major(
+                &p.matmul(&v.contiguous().unwrap())
+                    .unwrap()
+                    .reshape((b, kvh, rep, s, d))
+                    .unwrap(),
+            );
             let ours = causal_prefill(&q_pos, &k, &v, scale, s, rep).unwrap();
             assert_eq!(ours.dims(), want.dims());
             let diff = crate::vlm::max_abs_diff(&ours, &want);

@@ -932,12 +932,8 @@ struct Causal {
 
 impl Causal {
     fn new(s: usize, past: usize, device: &Device) -> candle_core::Result<Self> {
-        let t = past + s;
-        let data: Vec<f32> = (0..s)
-            .flat_map(|i| (0..t).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 }))
-            .collect();
         Ok(Causal {
-            additive: Tensor::from_vec(data, (s, t), device)?,
+            additive: super::attend::causal_mask(s, past, device)?,
         })
     }
 }

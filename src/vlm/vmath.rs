@@ -377,12 +377,7 @@ mod tests {
             let t = s + past;
             let x = (Tensor::randn(0f32, 1.0, (1, kv_heads, rep * s, t), &dev).unwrap() * 20.0)
                 .unwrap();
-            let mask: Vec<f32> = (0..s)
-                .flat_map(|i| {
-                    (0..t).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 })
-                })
-                .collect();
-            let mask = Tensor::from_vec(mask, (s, t), &dev).unwrap();
+            let mask = crate::vlm::attend::causal_mask(s, past, &dev).unwrap();
             let want = (&x * scale as f64)
                 .unwrap()
                 .reshape((1, kv_heads, rep, s, t))
