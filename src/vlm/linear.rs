@@ -673,9 +673,7 @@ impl SwiGlu {
     pub fn weight_bytes(&self) -> usize {
         self.gate_up.weight_bytes() + self.down_proj.weight_bytes()
     }
-}
 
-impl SwiGlu {
     /// [`Module::forward`] in an inference pass when `inference` (the activation as one pass,
     /// which no gradient crosses, as none crosses candle's fused kernels that such a pass also
     /// runs), else as [`Self::fused_activation`] says. The text decoder passes whether it runs

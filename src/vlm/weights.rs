@@ -555,12 +555,6 @@ impl SafetensorsReader {
             let mut out = vec![0f32; e.len / e.dtype.size_in_bytes()];
             read_f32_into(file, e, &mut out).map_err(failed)?;
             Tensor::from_vec(out, e.shape.as_slice(), dev)?
-        } else if widens {
-            let mut buf = vec![0u8; e.len];
-            file.read_exact_at(&mut buf, e.offset).map_err(failed)?;
-            let mut out = vec![0f32; e.len / e.dtype.size_in_bytes()];
-            widen(e.dtype, &buf, &mut out);
-            Tensor::from_vec(out, e.shape.as_slice(), dev)?
         } else if dtype == DType::BF16 && e.dtype == DType::BF16 && cfg!(target_endian = "little") {
             // Straight into the tensor's own values: no byte buffer beside them.
             let mut out = vec![half::bf16::ZERO; e.len / 2];
@@ -574,7 +568,13 @@ impl SafetensorsReader {
         } else {
             let mut buf = vec![0u8; e.len];
             file.read_exact_at(&mut buf, e.offset).map_err(failed)?;
-            Tensor::from_raw_buffer(&buf, e.dtype, &e.shape, dev)?.to_dtype(dtype)?
+            if widens {
+                let mut out = vec![0f32; e.len / e.dtype.size_in_bytes()];
+                widen(e.dtype, &buf, &mut out);
+                Tensor::from_vec(out, e.shape.as_slice(), dev)?
+            } else {
+                Tensor::from_raw_buffer(&buf, e.dtype, &e.shape, dev)?.to_dtype(dtype)?
+            }
         };
         if let Some(bar) = &self.progress {
             bar.inc(e.len as u64);

@@ -249,13 +249,7 @@ fn measure(
         task,
         load_only: false,
     };
-    let request_path = work.join("request.json");
-    std::fs::write(&request_path, serde_json::to_string(&request)?).map_err(|source| {
-        VlmBenchError::Io {
-            path: request_path.clone(),
-            source,
-        }
-    })?;
+    let request_path = write_request(work, "request.json", &request)?;
 
     let f32_bytes = ckpt.params * 4;
     let text = &ckpt.config.text;
@@ -427,17 +421,11 @@ fn alternate_loads(
     files: &[PathBuf],
     first: (&worker::Measured, &worker::Measured),
 ) -> Result<report::LoadRounds, VlmBenchError> {
-    let path = work.join("request-load.json");
     let load_only = inputs::Request {
         load_only: true,
         ..request.clone()
     };
-    std::fs::write(&path, serde_json::to_string(&load_only)?).map_err(|source| {
-        VlmBenchError::Io {
-            path: path.clone(),
-            source,
-        }
-    })?;
+    let path = write_request(work, "request-load.json", &load_only)?;
     let mut rounds = report::LoadRounds {
         transformers: vec![first.0.load_s],
         ours: vec![first.1.load_s],
@@ -450,29 +438,38 @@ fn alternate_loads(
         );
         warm_page_cache(files);
         let peer = peer::run(&args.python, work, &path, args.threads, args.peer_mkl_intel)?;
-        warm_page_cache(files);
-        let ours = peer.as_ref().ok().map(|_| {
-            worker::spawn(
-                &path,
-                (Quant::F32, Quant::F32),
-                args.device,
-                args.threads,
-                args.no_quant_cache,
-            )
+        let pair = peer.and_then(|p| {
+            warm_page_cache(files);
+            let quant = (Quant::F32, Quant::F32);
+            worker::spawn(&path, quant, args.device, args.threads, args.no_quant_cache)
+                .map(|o| (p.load_s, o.load_s))
         });
-        match (peer, ours) {
-            (Ok(p), Some(Ok(o))) => {
-                rounds.transformers.push(p.load_s);
-                rounds.ours.push(o.load_s);
+        match pair {
+            Ok((p, o)) => {
+                rounds.transformers.push(p);
+                rounds.ours.push(o);
             }
-            (Err(e), _) | (_, Some(Err(e))) => {
+            Err(e) => {
                 rounds.failed = Some(e);
                 break;
             }
-            (Ok(_), None) => unreachable!("ours runs after the peer's load"),
         }
     }
     Ok(rounds)
+}
+
+/// `request` as JSON in `work/name`, for the workers and the peer to read; its path.
+fn write_request(
+    work: &Path,
+    name: &str,
+    request: &inputs::Request,
+) -> Result<PathBuf, VlmBenchError> {
+    let path = work.join(name);
+    std::fs::write(&path, serde_json::to_string(request)?).map_err(|source| VlmBenchError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
 }
 
 /// The llama.cpp columns before measuring: the peer installed (or why not) and each format's
