@@ -68,3 +68,52 @@ fn xarm_lifts_a_block_and_drops_it_when_opening() {
 fn widowx_lifts_a_block_and_drops_it_when_opening() {
     grasp_and_lift("widowx250", 0.035, 0.30, -0.05, -0.4);
 }
+
+/// A held object stays between the fingers through a jolt: the arm jumps 4 cm up within one
+/// physics step (what a starved controller or a bunched servo stream can do). The attach rule's
+/// joint is a stiff spring, so the object lags the hand for a moment; the fingers must not close
+/// through it meanwhile (a real hand's fingers cannot pass through what they hold), or the width
+/// reads as empty fingers and the run reports a lost grasp with the object still in the hand.
+#[test]
+fn a_jolt_does_not_close_the_fingers_through_a_held_object() {
+    let (robot, size, x, y, yaw) = ("xarm6", 0.045, 0.45, 0.05, 0.3);
+    let scene = scene_with(
+        robot,
+        &format!(
+            r#"
+[[objects]]
+name = "block"
+color = [0.8, 0.1, 0.1]
+mass = 0.1
+pose = [{x}, {y}, {yaw}]
+shape = {{ kind = "block", size = [{size}, {size}, {size}] }}
+"#
+        ),
+    );
+    let mut world = SimWorld::new(&scene, model(robot)).unwrap();
+    assert!(world.settle(2.0));
+    let mut m = Mover::new(&world);
+    let grasp_z = size / 2.0 - 0.01;
+    m.teleport(&mut world, &top_down(robot, x, y, 0.15, yaw), 1.0);
+    m.go(&mut world, &top_down(robot, x, y, grasp_z, yaw), 1.0, 1.0);
+    m.grip(&mut world, 0.0, 1.0);
+    assert_eq!(world.attached_object(), Some("block"));
+    let held = world.gripper_opening();
+    assert!(held > 0.3, "closed to {held} on a 45 mm block");
+    for k in 1..=4 {
+        let up = top_down(robot, x, y, grasp_z + 0.04 * k as f64, yaw);
+        let sol = m.solver.solve(&up, &m.q).expect("IK");
+        m.q = sol.q;
+        m.tcp = up;
+        world.set_robot(&m.q, 0.0).unwrap();
+        for _ in 0..20 {
+            world.step();
+            let o = world.gripper_opening();
+            assert!(
+                o >= held - 1e-9,
+                "jolt {k}: the fingers closed to {o:.4} through the held block (held at {held:.4})"
+            );
+        }
+    }
+    assert_eq!(world.attached_object(), Some("block"));
+}

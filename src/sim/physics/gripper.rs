@@ -65,7 +65,16 @@ impl SimWorld {
             self.opening = if self.gripper_cmd >= cur {
                 (cur + rate).min(self.gripper_cmd)
             } else {
-                let want = (cur - rate).max(self.gripper_cmd);
+                let squeeze = FINGER_SQUEEZE_M / f0.travel;
+                // A held object stops the fingers where they hold it, wherever the object is:
+                // the attach joint is a stiff spring, and in a jolt (a velocity jump of the
+                // arm) the object lags the hand for a moment; fingers that closed into the gap
+                // would read as empty (a lost grasp) while the object is still held.
+                let floor = self
+                    .attachment
+                    .as_ref()
+                    .map_or(0.0, |a| (a.opening - squeeze).min(cur));
+                let want = (cur - rate).max(self.gripper_cmd).max(floor);
                 // The fingers are coupled (one motor): they keep closing while any finger is free,
                 // pushing the object toward the middle, and stop once every finger presses on it.
                 let contacts: Option<Vec<f64>> = (0..self.fingers.len())
@@ -74,7 +83,6 @@ impl SimWorld {
                 match contacts {
                     Some(c) => {
                         let first = c.iter().copied().fold(f64::INFINITY, f64::min);
-                        let squeeze = FINGER_SQUEEZE_M / f0.travel;
                         (first - squeeze).max(want).min(1.0)
                     }
                     None => want,
