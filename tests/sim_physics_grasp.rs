@@ -5,7 +5,8 @@ mod sim_physics_util;
 use pointact::sim::SimWorld;
 use sim_physics_util::{model, scene_with, top_down, Mover};
 
-fn grasp_and_lift(robot: &str, size: f64, x: f64, y: f64, yaw: f64) {
+/// A settled world with one 100 g cube of side `size` at `(x, y)`, turned `yaw`.
+fn block_world(robot: &str, size: f64, x: f64, y: f64, yaw: f64) -> SimWorld {
     let scene = scene_with(
         robot,
         &format!(
@@ -21,6 +22,11 @@ shape = {{ kind = "block", size = [{size}, {size}, {size}] }}
     );
     let mut world = SimWorld::new(&scene, model(robot)).unwrap();
     assert!(world.settle(2.0));
+    world
+}
+
+fn grasp_and_lift(robot: &str, size: f64, x: f64, y: f64, yaw: f64) {
+    let mut world = block_world(robot, size, x, y, yaw);
     let z0 = world.object_pose("block").unwrap().translation.z;
     let mut m = Mover::new(&world);
     let grasp_z = size / 2.0 - 0.01;
@@ -77,21 +83,7 @@ fn widowx_lifts_a_block_and_drops_it_when_opening() {
 #[test]
 fn a_jolt_does_not_close_the_fingers_through_a_held_object() {
     let (robot, size, x, y, yaw) = ("xarm6", 0.045, 0.45, 0.05, 0.3);
-    let scene = scene_with(
-        robot,
-        &format!(
-            r#"
-[[objects]]
-name = "block"
-color = [0.8, 0.1, 0.1]
-mass = 0.1
-pose = [{x}, {y}, {yaw}]
-shape = {{ kind = "block", size = [{size}, {size}, {size}] }}
-"#
-        ),
-    );
-    let mut world = SimWorld::new(&scene, model(robot)).unwrap();
-    assert!(world.settle(2.0));
+    let mut world = block_world(robot, size, x, y, yaw);
     let mut m = Mover::new(&world);
     let grasp_z = size / 2.0 - 0.01;
     m.teleport(&mut world, &top_down(robot, x, y, 0.15, yaw), 1.0);
