@@ -887,8 +887,11 @@ fn block_bytes_mut<T: GgmlType>(blocks: &mut [T]) -> &mut [u8] {
 impl<T: GgmlType + 'static> QRows<T> {
     /// Stacks the ggml block bytes of `parts` (`U8` tensors `[rows, bytes per row]`, on the
     /// CPU) into one `[n, k]` matrix.
-    fn from_bytes(parts: &[Tensor], n: usize, k: usize) -> candle_core::Result<Arc<Self>> {
-        let mut blocks = vec![T::zeros(); n * (k / T::BLCK_SIZE)];
+    fn from_bytes(parts: &[Tensor], n: usize, k: usize) -> candle_core::Result<Arc<Self>>
+    where
+        T: super::heap::ZeroBits,
+    {
+        let mut blocks = super::heap::zeroed::<T>(n * (k / T::BLCK_SIZE));
         let dst = block_bytes_mut(&mut blocks);
         let mut at = 0;
         for t in parts {

@@ -235,7 +235,7 @@ fn read_cache(path: &Path, key: &Key) -> Result<HashMap<String, Tensor>, String>
                         .is_some_and(|e| e <= index_start)
             });
             let len = len.ok_or_else(|| format!("`{}` lies outside the data", t.name))?;
-            let mut bytes = vec![0u8; len];
+            let mut bytes = super::heap::zeroed::<u8>(len);
             at(&mut bytes, t.offset).map_err(|e| format!("`{}`: {e}", t.name))?;
             if crc32fast::hash(&bytes) != t.crc32 {
                 return Err(format!("`{}` fails its checksum", t.name));

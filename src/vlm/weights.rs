@@ -552,12 +552,12 @@ impl SafetensorsReader {
         let t = if widens && e.len >= MAPPED_BYTES {
             // Zeroed pages come from the kernel untouched: each is faulted in by the thread that
             // fills it.
-            let mut out = vec![0f32; e.len / e.dtype.size_in_bytes()];
+            let mut out = super::heap::zeroed::<f32>(e.len / e.dtype.size_in_bytes());
             read_f32_into(file, e, &mut out).map_err(failed)?;
             Tensor::from_vec(out, e.shape.as_slice(), dev)?
         } else if dtype == DType::BF16 && e.dtype == DType::BF16 && cfg!(target_endian = "little") {
             // Straight into the tensor's own values: no byte buffer beside them.
-            let mut out = vec![half::bf16::ZERO; e.len / 2];
+            let mut out = super::heap::zeroed::<half::bf16>(e.len / 2);
             // SAFETY: bf16 is a plain 2-byte value (`repr(transparent)` over u16) and any bytes
             // are one; the file stores it little-endian, as this CPU does.
             let bytes = unsafe {
@@ -569,7 +569,7 @@ impl SafetensorsReader {
             let mut buf = vec![0u8; e.len];
             file.read_exact_at(&mut buf, e.offset).map_err(failed)?;
             if widens {
-                let mut out = vec![0f32; e.len / e.dtype.size_in_bytes()];
+                let mut out = super::heap::zeroed::<f32>(e.len / e.dtype.size_in_bytes());
                 widen(e.dtype, &buf, &mut out);
                 Tensor::from_vec(out, e.shape.as_slice(), dev)?
             } else {
