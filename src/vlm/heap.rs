@@ -1,4 +1,5 @@
-//! How the process heap treats the large, short-lived buffers of a forward pass.
+//! How the process heap treats large buffers: the short-lived ones of a forward pass
+//! ([`keep_freed_pages`]) and the weights a load fills ([`zeroed`]).
 //!
 //! Why: every candle op allocates its output, and a vision or prefill pass allocates and frees
 //! thousands of 1–32 MB tensors. glibc's malloc returns such blocks to the kernel (its dynamic
