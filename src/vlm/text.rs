@@ -144,7 +144,7 @@ impl Attention {
         // An inference pass over several positions attends in causal blocks
         // (`attend::causal_prefill`), which wants each KV head's query rows position-major:
         // `[b, kv_heads, s·rep, d]`, rotated as `[b·kv_heads, s, rep, d]` (rope's "thd" layout).
-        let blocked = kernels == Kernels::Fused && mask.is_some() && super::attend::causal_fits(xs);
+        let blocked = matches!(mask, Some(Causal::Blocks));
         let q = if blocked {
             let q = q
                 .reshape((b, s, nkv, rep, hd))?
@@ -201,11 +201,11 @@ impl Attention {
         let q = q.reshape((b, nkv, rep * s, hd))?;
         let att = (q.matmul(&k.t()?)? * scale)?;
         let att = match mask {
-            Some(m) => att
+            Some(Causal::Additive(m)) => att
                 .reshape((b, nkv, rep, s, t))?
-                .broadcast_add(&m.additive)?
+                .broadcast_add(m)?
                 .reshape((b, nkv, rep * s, t))?,
-            None => att,
+            _ => att,
         };
         let att = kernels.softmax(&att)?;
         let out = att
@@ -881,12 +881,16 @@ fn run_layers(
 ) -> candle_core::Result<Tensor> {
     let s = xs.dim(1)?;
     let (cos, sin) = rope.cos_sin(pos, start, s, device)?;
-    let mask = if s > 1 {
-        Some(Causal::new(s, past, device)?)
-    } else {
-        None
-    };
     let mut xs = xs.to_dtype(dtype)?;
+    let mask = if s <= 1 {
+        None
+    } else if kernels == Kernels::Fused && super::attend::causal_fits(&xs) {
+        Some(Causal::Blocks)
+    } else {
+        Some(Causal::Additive(super::attend::causal_mask(
+            s, past, device,
+        )?))
+    };
     if let Some(h) = hidden.as_deref_mut() {
         h.push(xs.clone());
     }
@@ -922,18 +926,14 @@ enum Pasts<'a> {
     Prefix(&'a [(Tensor, Tensor)]),
 }
 
-/// The causal mask of a pass over S new positions after `past` cached ones: query `i` sees keys
-/// `0..=past + i`. Inference applies it by the positions alone ([`super::attend::causal_prefill`]
-/// where that fits); training, and inference off the CPU, add `additive` to the scores.
-struct Causal {
-    /// `[S, past + S]` (f32): 0 where query `i` may see key `j`, −∞ after it.
-    additive: Tensor,
-}
-
-impl Causal {
-    fn new(s: usize, past: usize, device: &Device) -> candle_core::Result<Self> {
-        Ok(Causal {
-            additive: super::attend::causal_mask(s, past, device)?,
-        })
-    }
+/// The causal mask of a pass over S > 1 new positions after `past` cached ones: query `i` sees
+/// keys `0..=past + i`. Decided once per pass ([`run_layers`]), so the layers agree and the
+/// additive tensor is built only where it is added.
+enum Causal {
+    /// Applied by the positions alone, in causal blocks ([`super::attend::causal_prefill`]):
+    /// inference passes where that fits.
+    Blocks,
+    /// `[S, past + S]` (f32) added to the scores: 0 where query `i` may see key `j`, −∞ after
+    /// it. Training passes, and inference off the CPU.
+    Additive(Tensor),
 }
