@@ -648,8 +648,7 @@ mod tests {
     /// and min bit (`qgemv::tests::weights`).
     #[test]
     fn equals_candles_ggml_kernel_on_the_same_blocks() {
-        if !super::super::qgemv::available() {
-            eprintln!("skipped: no AVX2/FMA/F16C here");
+        if !super::super::qgemv::available_or_skip() {
             return;
         }
         // (5, 256, 773): 49 panels, so a work item repacks several into the blocks it reuses.

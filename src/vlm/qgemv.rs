@@ -65,6 +65,16 @@ pub fn available() -> bool {
     row_kernels(cpu_has, |_| false).is_some()
 }
 
+/// [`available`], for the kernel tests: where it is not, says the test was skipped.
+#[cfg(test)]
+pub(crate) fn available_or_skip() -> bool {
+    let here = available();
+    if !here {
+        eprintln!("skipped: no AVX2/FMA/F16C here");
+    }
+    here
+}
+
 /// Which of our row kernels run: AVX2 ones, or the AVX-512 ones for Q4K and f32 (Q8_0 stays
 /// AVX2: the 2-byte factor between its 32-byte blocks breaks the 64-byte loads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -808,8 +818,7 @@ pub(super) mod tests {
     /// largest value is subnormal (its scale overflows to infinity).
     #[test]
     fn q8k_quantization_equals_candle() {
-        if !available() {
-            eprintln!("skipped: no AVX2/FMA/F16C here");
+        if !available_or_skip() {
             return;
         }
         let mut x = Vec::new();
@@ -878,8 +887,7 @@ pub(super) mod tests {
 
     #[test]
     fn equals_candles_ggml_kernels_on_the_same_blocks() {
-        if !available() {
-            eprintln!("skipped: no AVX2/FMA/F16C here");
+        if !available_or_skip() {
             return;
         }
         equals_candle::<BlockQ4K>(1024, 37, |mkn, x, w, d| q4k_on(false, mkn, x, w, d));
@@ -895,8 +903,7 @@ pub(super) mod tests {
     /// kernel's body (32 / 64 wide) and tails (8-wide and scalar / masked).
     #[test]
     fn f32_rows_equal_the_sums_in_double_precision() {
-        if !available() {
-            eprintln!("skipped: no AVX2/FMA/F16C here");
+        if !available_or_skip() {
             return;
         }
         for ((k, n), wide) in [(1024usize, 37usize), (1000, 5), (1003, 6), (7, 3), (64, 3)]

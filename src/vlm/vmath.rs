@@ -295,8 +295,7 @@ mod tests {
     #[test]
     fn equals_candles_silu_times_up() {
         let dev = Device::Cpu;
-        if !super::super::qgemv::available() {
-            eprintln!("skipped: no AVX2/FMA/F16C here");
+        if !super::super::qgemv::available_or_skip() {
             return;
         }
         for (rows, n) in [(1, 8), (3, 37), (2, 1000)] {
@@ -341,8 +340,7 @@ mod tests {
     #[test]
     fn scaled_softmax_equals_candles() {
         let dev = Device::Cpu;
-        if !super::super::qgemv::available() {
-            eprintln!("skipped: no AVX2/FMA/F16C here");
+        if !super::super::qgemv::available_or_skip() {
             return;
         }
         for len in [1, 7, 64, 1564] {
@@ -368,8 +366,7 @@ mod tests {
     #[test]
     fn causal_scaled_softmax_equals_the_masked_softmax() {
         let dev = Device::Cpu;
-        if !super::super::qgemv::available() {
-            eprintln!("skipped: no AVX2/FMA/F16C here");
+        if !super::super::qgemv::available_or_skip() {
             return;
         }
         let (kv_heads, rep, scale) = (2, 3, 0.125f32);
