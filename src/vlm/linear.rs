@@ -1086,7 +1086,7 @@ impl QBlocks {
     }
 }
 
-/// Rows below which a dense f32 product runs [`super::qgemv::f32`] (decode, a GRPO group)
+/// Rows below which a dense f32 product runs [`super::qgemv::dense`] (decode, a GRPO group)
 /// instead of candle's `gemm`. Measured on the 2-core AVX2 machine, 2 threads, `k=2048,
 /// n=11008` (6 copies, out of cache): 1 row 4.4 → 3.0 ms, 4 rows 10.9 → 4.4 ms (gemm's few-row
 /// path packs the activations and falls to 8 GB/s), 8 rows 12.2 → 7.3 ms, 15 rows 13.7 →
@@ -1149,7 +1149,7 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
     let xs = xs.contiguous()?;
     with_cpu_f32(&xs, m * k, |lhs| {
         with_cpu_f32(w, n * k, |w| match kernel {
-            DenseKernel::Rows => super::qgemv::f32((m, k, n), lhs, w, &mut dst),
+            DenseKernel::Rows => super::qgemv::dense((m, k, n), lhs, w, &mut dst),
             DenseKernel::Tiles(tiles) => {
                 super::sgemm::matmul_nt(tiles, (m, k, n), lhs, w, bias.as_deref(), &mut dst)
             }
@@ -1181,7 +1181,7 @@ fn with_cpu_f32<R>(
 /// Which of our kernels a dense f32 product takes ([`dense_forward`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DenseKernel {
-    /// [`super::qgemv::f32`]: few rows, memory-bound.
+    /// [`super::qgemv::dense`]: few rows, memory-bound.
     Rows,
     /// [`super::sgemm::matmul_nt`]: many rows, compute-bound.
     Tiles(super::qgemv::RowKernels),
@@ -1689,7 +1689,7 @@ mod tests {
             let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
             let want = if m < DENSE_FEW_ROWS && crate::vlm::qgemv::available() {
                 let mut dst = vec![0f32; m * n];
-                crate::vlm::qgemv::f32((m, k, n), &xs, &ws, &mut dst).unwrap();
+                crate::vlm::qgemv::dense((m, k, n), &xs, &ws, &mut dst).unwrap();
                 Tensor::from_vec(dst, (1, m, n), &Device::Cpu)
                     .unwrap()
                     .broadcast_add(&b)

@@ -59,7 +59,7 @@ const _: () = assert!(std::mem::size_of::<BlockQ4K>() == Q4K_BYTES);
 const _: () = assert!(std::mem::size_of::<BlockQ8K>() == Q8K_BYTES);
 const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == Q8_0_BYTES);
 
-/// Whether this CPU runs [`q4k`], [`q8_0`] and [`f32`] (AVX2, FMA and F16C); the caller uses
+/// Whether this CPU runs [`q4k`], [`q8_0`] and [`dense`] (AVX2, FMA and F16C); the caller uses
 /// candle's kernel otherwise.
 pub fn available() -> bool {
     row_kernels(cpu_has, |_| false).is_some()
@@ -285,32 +285,58 @@ pub fn q8_0(
     })
 }
 
-/// As [`q4k`], for dense f32 rows (`w` `[n, k]`, row-major): `dst = lhs · wᵀ`. Call only where
-/// [`available`] holds.
-pub fn f32(
-    mkn: (usize, usize, usize),
-    lhs: &[f32],
-    w: &[f32],
-    dst: &mut [f32],
-) -> candle_core::Result<()> {
-    f32_on(wide(), mkn, lhs, w, dst)
+/// A dense weight's stored value: f32, or bf16 as the checkpoint stores it (see
+/// [`super::linear`]: an f32 model keeps a bf16 checkpoint's weights bf16). A bf16 value widens
+/// exactly (its bits are the top half of an f32), in registers as it is loaded, so every
+/// kernel over bf16 weights gives the same sums, in the same order, as over the widened f32
+/// ones, bit for bit, while reading half the bytes.
+pub trait DenseElem: Copy + Send + Sync + 'static {
+    /// Stored bf16 (else f32).
+    const BF16: bool;
+    /// The value as f32 (exact).
+    fn widen(self) -> f32;
 }
 
-/// [`f32`] through the AVX-512 kernel (`wide`) or the AVX2 one, as [`q4k_on`].
-fn f32_on(
+impl DenseElem for f32 {
+    const BF16: bool = false;
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+impl DenseElem for half::bf16 {
+    const BF16: bool = true;
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// As [`q4k`], for dense rows (`w` `[n, k]`, row-major, f32 or bf16): `dst = lhs · wᵀ`. Call
+/// only where [`available`] holds.
+pub fn dense<W: DenseElem>(
+    mkn: (usize, usize, usize),
+    lhs: &[f32],
+    w: &[W],
+    dst: &mut [f32],
+) -> candle_core::Result<()> {
+    dense_on(wide(), mkn, lhs, w, dst)
+}
+
+/// [`dense`] through the AVX-512 kernel (`wide`) or the AVX2 one, as [`q4k_on`].
+fn dense_on<W: DenseElem>(
     wide: bool,
     mkn: (usize, usize, usize),
     lhs: &[f32],
-    w: &[f32],
+    w: &[W],
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
     products(wide, mkn, 1, lhs, w, dst, <[f32]>::to_vec, |row, y| {
         // SAFETY: as in `q4k_on`; `row` and `y` are both `k` long.
         unsafe {
             if wide {
-                x86::f32_512(row, y)
+                x86::dense_512(row, y)
             } else {
-                x86::f32(row, y)
+                x86::dense(row, y)
             }
         }
     })
@@ -379,7 +405,7 @@ pub(super) use x86::scales_mins;
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{BlockQ4K, BlockQ8_0, Q8KRow, Q8_0Row, Q8_0_BYTES, QK_K};
+    use super::{BlockQ4K, BlockQ8_0, DenseElem, Q8KRow, Q8_0Row, Q8_0_BYTES, QK_K};
     use std::arch::x86_64::*;
 
     /// How far ahead of the block in use the weights are prefetched. Why prefetch at all: the
@@ -603,30 +629,70 @@ mod x86 {
         _mm_cvtss_f32(s)
     }
 
-    /// The dot product of two f32 rows of equal length: 32 values (two cache lines of each)
+    /// Eight weights from `p` as f32 (bf16 widened: zero-extended, shifted into the top half).
+    #[inline(always)]
+    unsafe fn load8<W: DenseElem>(p: *const W) -> __m256 {
+        if W::BF16 {
+            let h = _mm_loadu_si128(p as *const __m128i);
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+        } else {
+            _mm256_loadu_ps(p as *const f32)
+        }
+    }
+
+    /// Sixteen weights from `p` as f32, lanes `live..` zero and not read (`live` ≤ 16).
+    #[inline(always)]
+    unsafe fn load16_first<W: DenseElem>(p: *const W, live: usize) -> __m512 {
+        let mask = ((1u32 << live.min(16)) - 1) as __mmask16;
+        if W::BF16 {
+            let h = _mm512_maskz_loadu_epi16(__mmask32::from(mask), p as *const i16);
+            let h = _mm512_castsi512_si256(h);
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+        } else {
+            _mm512_maskz_loadu_ps(mask, p as *const f32)
+        }
+    }
+
+    /// Sixteen weights from `p` as f32.
+    #[inline(always)]
+    unsafe fn load16<W: DenseElem>(p: *const W) -> __m512 {
+        if W::BF16 {
+            let h = _mm256_loadu_si256(p as *const __m256i);
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+        } else {
+            _mm512_loadu_ps(p as *const f32)
+        }
+    }
+
+    /// Prefetches the cache lines that `values` weights from `at` span.
+    #[inline(always)]
+    unsafe fn prefetch<W: DenseElem>(at: *const u8, values: usize) {
+        let mut line = 0;
+        while line < values * std::mem::size_of::<W>() {
+            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line) as *const i8);
+            line += 64;
+        }
+    }
+
+    /// The dot product of a weight row (f32 or bf16) and an f32 row of equal length: 32 values
     /// per step into four accumulators, so that consecutive FMAs do not wait on each other.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn f32(w: &[f32], y: &[f32]) -> f32 {
+    pub(super) unsafe fn dense<W: DenseElem>(w: &[W], y: &[f32]) -> f32 {
         let k = w.len().min(y.len());
         let (wp, yp) = (w.as_ptr(), y.as_ptr());
+        let size = std::mem::size_of::<W>();
         let mut acc = [_mm256_setzero_ps(); 4];
         let mut i = 0;
         while i + 32 <= k {
-            let ahead = wp.cast::<u8>().wrapping_add(4 * i + PREFETCH);
-            _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64) as *const i8);
+            prefetch::<W>(wp.cast::<u8>().wrapping_add(size * i + PREFETCH), 32);
             for (j, a) in acc.iter_mut().enumerate() {
                 let at = i + 8 * j;
-                *a = _mm256_fmadd_ps(_mm256_loadu_ps(wp.add(at)), _mm256_loadu_ps(yp.add(at)), *a);
+                *a = _mm256_fmadd_ps(load8(wp.add(at)), _mm256_loadu_ps(yp.add(at)), *a);
             }
             i += 32;
         }
         while i + 8 <= k {
-            acc[0] = _mm256_fmadd_ps(
-                _mm256_loadu_ps(wp.add(i)),
-                _mm256_loadu_ps(yp.add(i)),
-                acc[0],
-            );
+            acc[0] = _mm256_fmadd_ps(load8(wp.add(i)), _mm256_loadu_ps(yp.add(i)), acc[0]);
             i += 8;
         }
         let acc = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
@@ -635,7 +701,7 @@ mod x86 {
         let s = _mm_add_ss(s, _mm_movehdup_ps(s));
         let mut total = _mm_cvtss_f32(s);
         while i < k {
-            total += *wp.add(i) * *yp.add(i);
+            total += (*wp.add(i)).widen() * *yp.add(i);
             i += 1;
         }
         total
@@ -716,33 +782,28 @@ mod x86 {
         std::ptr::copy_nonoverlapping((1.0 / iscale).to_le_bytes().as_ptr(), out, 4);
     }
 
-    /// [`f32`] on AVX-512: 64 values (four cache lines of each row) per step into four
-    /// accumulators; the tail of fewer than 64 goes through one masked step per 16 values.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn f32_512(w: &[f32], y: &[f32]) -> f32 {
+    /// [`dense`] on AVX-512: 64 values per step into four accumulators; the tail of fewer
+    /// than 64 goes through one masked step per 16 values.
+    #[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
+    pub(super) unsafe fn dense_512<W: DenseElem>(w: &[W], y: &[f32]) -> f32 {
         let k = w.len().min(y.len());
         let (wp, yp) = (w.as_ptr(), y.as_ptr());
+        let size = std::mem::size_of::<W>();
         let mut acc = [_mm512_setzero_ps(); 4];
         let mut i = 0;
         while i + 64 <= k {
-            let ahead = wp.cast::<u8>().wrapping_add(4 * i + PREFETCH);
-            for line in [0, 64, 128, 192] {
-                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
-            }
+            prefetch::<W>(wp.cast::<u8>().wrapping_add(size * i + PREFETCH), 64);
             for (j, a) in acc.iter_mut().enumerate() {
                 let at = i + 16 * j;
-                *a = _mm512_fmadd_ps(_mm512_loadu_ps(wp.add(at)), _mm512_loadu_ps(yp.add(at)), *a);
+                *a = _mm512_fmadd_ps(load16(wp.add(at)), _mm512_loadu_ps(yp.add(at)), *a);
             }
             i += 64;
         }
         while i < k {
-            let mask: __mmask16 = if k - i >= 16 {
-                0xffff
-            } else {
-                (1 << (k - i)) - 1
-            };
+            let live = (k - i).min(16);
+            let mask = ((1u32 << live) - 1) as __mmask16;
             acc[0] = _mm512_fmadd_ps(
-                _mm512_maskz_loadu_ps(mask, wp.add(i)),
+                load16_first(wp.add(i), live),
                 _mm512_maskz_loadu_ps(mask, yp.add(i)),
                 acc[0],
             );
@@ -761,13 +822,13 @@ mod x86 {
     pub(super) unsafe fn q8_0(_: &[super::BlockQ8_0], _: &super::Q8_0Row) -> f32 {
         unreachable!("qgemv::available() is false off x86_64")
     }
-    pub(super) unsafe fn f32(_: &[f32], _: &[f32]) -> f32 {
+    pub(super) unsafe fn dense<W>(_: &[W], _: &[f32]) -> f32 {
         unreachable!("qgemv::available() is false off x86_64")
     }
     pub(super) unsafe fn q4k_512(_: &[super::BlockQ4K], _: &super::Q8KRow) -> f32 {
         unreachable!("qgemv::available() is false off x86_64")
     }
-    pub(super) unsafe fn f32_512(_: &[f32], _: &[f32]) -> f32 {
+    pub(super) unsafe fn dense_512<W>(_: &[W], _: &[f32]) -> f32 {
         unreachable!("qgemv::available() is false off x86_64")
     }
     pub(super) unsafe fn q8k(_: &[f32], _: &mut super::BlockQ8K) {
@@ -914,7 +975,7 @@ pub(super) mod tests {
             for m in [1usize, 3] {
                 let x = lcg(11 + m as u64, m * k);
                 let mut got = vec![0f32; m * n];
-                f32_on(wide, (m, k, n), &x, &w, &mut got).unwrap();
+                dense_on(wide, (m, k, n), &x, &w, &mut got).unwrap();
                 for i in 0..m {
                     for c in 0..n {
                         let exact: f64 = (0..k)
@@ -933,7 +994,33 @@ pub(super) mod tests {
             }
         }
         let mut dst = vec![0f32; 2];
-        assert!(f32((1, 8, 2), &[0.0; 8], &[0.0; 15], &mut dst).is_err());
+        assert!(dense((1, 8, 2), &[0.0; 8], &[0.0f32; 15], &mut dst).is_err());
+        assert!(dense((1, 8, 2), &[0.0; 8], &[half::bf16::ZERO; 15], &mut dst).is_err());
+    }
+
+    /// bf16 rows give the bits of the same rows widened to f32 (the sums and their order are
+    /// the same), for every width the f32 test takes, one and three activation rows.
+    #[test]
+    fn bf16_rows_equal_the_widened_f32_rows_bit_for_bit() {
+        if !available_or_skip() {
+            return;
+        }
+        for ((k, n), wide) in [(1024usize, 37usize), (1000, 5), (1003, 6), (7, 3), (64, 3)]
+            .into_iter()
+            .flat_map(|kn| choices().into_iter().map(move |w| (kn, w)))
+        {
+            let w: Vec<half::bf16> = weights(n, k).into_iter().map(half::bf16::from_f32).collect();
+            let widened: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+            for m in [1usize, 3] {
+                let x = lcg(5 + m as u64, m * k);
+                let (mut got, mut want) = (vec![0f32; m * n], vec![0f32; m * n]);
+                dense_on(wide, (m, k, n), &x, &w, &mut got).unwrap();
+                dense_on(wide, (m, k, n), &x, &widened, &mut want).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "k {k} n {n} m {m} (avx512 {wide})");
+                assert!(got.iter().any(|v| *v != 0.0));
+            }
+        }
     }
 
     #[test]

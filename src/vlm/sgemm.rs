@@ -30,7 +30,7 @@
 
 use std::ops::Range;
 
-use super::qgemv::RowKernels;
+use super::qgemv::{DenseElem, RowKernels};
 
 /// Values of `k` per packed panel at most. Measured with 545 × 2048 × 22016, 545 × 11008 ×
 /// 2048, 1564 × 1280 × 6840 and 1564 × 3420 × 1280 (2 threads, AVX-512 EPYC): one panel per
@@ -53,15 +53,16 @@ pub fn chosen_here() -> Option<RowKernels> {
     *ON.get_or_init(|| chosen(super::qgemv::cpu_has, super::qgemv::switch_on))
 }
 
-/// `dst[i][j] = bias[j] + Σ_k a[i][k] · w[j][k]` for `a` `[m, k]`, `w` `[n, k]`, `dst`
-/// `[m, n]` (all row-major) and an optional `bias` `[n]`, through `tiles`, split across
+/// `dst[i][j] = bias[j] + Σ_k a[i][k] · w[j][k]` for `a` `[m, k]`, `w` `[n, k]` (f32, or bf16
+/// widened as the panel is packed: the same sums as over the widened weight, bit for bit),
+/// `dst` `[m, n]` (all row-major) and an optional `bias` `[n]`, through `tiles`, split across
 /// candle's pool by panels of weight rows. An error where this CPU lacks the tiles or the
 /// slices do not hold the shapes.
-pub fn matmul_nt(
+pub fn matmul_nt<W: DenseElem>(
     tiles: RowKernels,
     (m, k, n): (usize, usize, usize),
     a: &[f32],
-    w: &[f32],
+    w: &[W],
     bias: Option<&[f32]>,
     dst: &mut [f32],
 ) -> candle_core::Result<()> {
@@ -96,8 +97,8 @@ pub fn matmul_nt(
     // Other architectures erred above (no AVX2 or AVX-512 there).
     #[cfg(target_arch = "x86_64")]
     match tiles {
-        RowKernels::Avx512 => panels::<x86::Wide>((m, k, n), a, w, bias, dst),
-        RowKernels::Avx2 => panels::<x86::Narrow>((m, k, n), a, w, bias, dst),
+        RowKernels::Avx512 => panels::<x86::Wide, W>((m, k, n), a, w, bias, dst),
+        RowKernels::Avx2 => panels::<x86::Narrow, W>((m, k, n), a, w, bias, dst),
     }
     Ok(())
 }
@@ -119,10 +120,10 @@ trait Kernel {
     const NR: usize;
     /// Activation rows per tile.
     const MR: usize;
-    /// The weight rows `rows` (at most `NR`), values `k0..k0 + kc`, into `packed`: value `kk`
-    /// of row `j` at `kk·NR + j`, rows past `rows` zero.
-    unsafe fn pack(
-        w: &[f32],
+    /// The weight rows `rows` (at most `NR`), values `k0..k0 + kc`, into `packed` as f32:
+    /// value `kk` of row `j` at `kk·NR + j`, rows past `rows` zero.
+    unsafe fn pack<W: DenseElem>(
+        w: &[W],
         k: usize,
         rows: Range<usize>,
         k0: usize,
@@ -147,10 +148,10 @@ trait Kernel {
 
 /// The product through `K`, a panel of `K::NR` weight rows per work item.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-fn panels<K: Kernel>(
+fn panels<K: Kernel, W: DenseElem>(
     (m, k, n): (usize, usize, usize),
     a: &[f32],
-    w: &[f32],
+    w: &[W],
     bias: Option<&[f32]>,
     dst: &mut [f32],
 ) {
@@ -189,7 +190,7 @@ fn panels<K: Kernel>(
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::Start;
+    use super::{DenseElem, Start};
     use std::arch::x86_64::*;
     use std::ops::Range;
 
@@ -202,6 +203,9 @@ mod x86 {
         unsafe fn load(p: *const f32) -> Self::V;
         /// Lanes `0..live` from `p`, zero beyond (nothing read there).
         unsafe fn load_first(p: *const f32, live: usize) -> Self::V;
+        /// Lanes `0..live` of bf16 values from `p` widened (exactly), zero beyond (nothing
+        /// read there).
+        unsafe fn load_first_bf16(p: *const u16, live: usize) -> Self::V;
         unsafe fn store(p: *mut f32, v: Self::V);
         /// Lanes `0..live` to `p` (nothing written beyond).
         unsafe fn store_first(p: *mut f32, live: usize, v: Self::V);
@@ -231,6 +235,14 @@ mod x86 {
         #[inline(always)]
         unsafe fn load_first(p: *const f32, live: usize) -> __m512 {
             _mm512_maskz_loadu_ps(first16(live), p)
+        }
+        /// Needs AVX-512 BW (16-bit masked load), which [`super::matmul_nt`]'s check of the
+        /// wide tiles includes.
+        #[inline(always)]
+        unsafe fn load_first_bf16(p: *const u16, live: usize) -> __m512 {
+            let h = _mm512_maskz_loadu_epi16(__mmask32::from(first16(live)), p as *const i16);
+            let h = _mm512_castsi512_si256(h);
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
         }
         #[inline(always)]
         unsafe fn store(p: *mut f32, v: __m512) {
@@ -328,6 +340,18 @@ mod x86 {
         unsafe fn load_first(p: *const f32, live: usize) -> __m256 {
             _mm256_maskload_ps(p, first8(live))
         }
+        /// AVX2 has no 16-bit masked load: a part vector is copied out first.
+        #[inline(always)]
+        unsafe fn load_first_bf16(p: *const u16, live: usize) -> __m256 {
+            let h = if live >= 8 {
+                _mm_loadu_si128(p as *const __m128i)
+            } else {
+                let mut part = [0u16; 8];
+                std::ptr::copy_nonoverlapping(p, part.as_mut_ptr(), live);
+                _mm_loadu_si128(part.as_ptr() as *const __m128i)
+            };
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+        }
         #[inline(always)]
         unsafe fn store(p: *mut f32, v: __m256) {
             _mm256_storeu_ps(p, v)
@@ -381,8 +405,8 @@ mod x86 {
     /// only grown, never cleared. `N` rows × `N` values at a time, transposed in registers: a
     /// scalar copy was 14 % of a 545 × 2048 × 22016 product.
     #[inline(always)]
-    unsafe fn pack<S: Simd, const NV: usize>(
-        w: &[f32],
+    unsafe fn pack<S: Simd, W: DenseElem, const NV: usize>(
+        w: &[W],
         k: usize,
         rows: Range<usize>,
         k0: usize,
@@ -404,7 +428,11 @@ mod x86 {
                 for (t, v) in r.iter_mut().enumerate() {
                     *v = if t < live {
                         let src = w.as_ptr().add((rows.start + S::N * g + t) * k + k0 + kk);
-                        S::load_first(src, rem)
+                        if W::BF16 {
+                            S::load_first_bf16(src as *const u16, rem)
+                        } else {
+                            S::load_first(src as *const f32, rem)
+                        }
                     } else {
                         S::zero()
                     };
@@ -500,8 +528,8 @@ mod x86 {
             impl super::Kernel for $isa {
                 const NR: usize = $nv * <$isa as Simd>::N;
                 const MR: usize = $mr;
-                unsafe fn pack(
-                    w: &[f32],
+                unsafe fn pack<W: DenseElem>(
+                    w: &[W],
                     k: usize,
                     rows: Range<usize>,
                     k0: usize,
@@ -509,15 +537,15 @@ mod x86 {
                     packed: &mut Vec<f32>,
                 ) {
                     #[target_feature(enable = $feature)]
-                    unsafe fn go(
-                        w: &[f32],
+                    unsafe fn go<W: DenseElem>(
+                        w: &[W],
                         k: usize,
                         rows: Range<usize>,
                         k0: usize,
                         kc: usize,
                         packed: &mut Vec<f32>,
                     ) {
-                        pack::<$isa, $nv>(w, k, rows, k0, kc, packed)
+                        pack::<$isa, W, $nv>(w, k, rows, k0, kc, packed)
                     }
                     go(w, k, rows, k0, kc, packed)
                 }
@@ -553,7 +581,7 @@ mod x86 {
         };
     }
 
-    kernel!(Wide, "avx512f", 3, 8);
+    kernel!(Wide, "avx512f,avx512bw", 3, 8);
     kernel!(Narrow, "avx2,fma", 2, 6);
 }
 
@@ -626,6 +654,31 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// bf16 weights, widened as each panel is packed, give the bits of the same weights
+    /// widened up front, for every tile here and the shapes of [`equals_a_plain_loop`] (part
+    /// vectors take the masked or copied bf16 loads).
+    #[test]
+    fn bf16_weights_equal_the_widened_f32_bit_for_bit() {
+        let shapes = [(8, 16, 48), (19, 37, 101), (9, 2 * KC + 5, 50), (13, 9, 23)];
+        for tiles in here() {
+            for (s, &(m, k, n)) in shapes.iter().enumerate() {
+                let a = values(7 * s as u64, m * k);
+                let w: Vec<half::bf16> = values(7 * s as u64 + 1, n * k)
+                    .into_iter()
+                    .map(half::bf16::from_f32)
+                    .collect();
+                let widened: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+                let bias = values(7 * s as u64 + 2, n);
+                let (mut got, mut want) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+                matmul_nt(tiles, (m, k, n), &a, &w, Some(&bias), &mut got).unwrap();
+                matmul_nt(tiles, (m, k, n), &a, &widened, Some(&bias), &mut want).unwrap();
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{tiles:?} [{m}, {k}] x [{n}, {k}]");
+                assert!(got.iter().all(|v| v.is_finite()));
             }
         }
     }
