@@ -217,8 +217,10 @@ fn bytes_per_token_are_our_decoders_weights() {
     let cfg = config();
     // The table as a quantized decoder holds it: as the fixture stores it, bf16.
     let embedding = (cfg.text.vocab_size * cfg.text.hidden_size * 2) as u64;
-    // One row as the GGUF (llama.cpp's f32 `token_embd`) has it.
-    let row = (cfg.text.hidden_size * 4) as u64;
+    // Our loader keeps the fixture's dense weights bf16 where our kernels take them.
+    let dense_bf16 = pointact::vlm::linear::keeps_bf16(&Device::Cpu);
+    // One row of the table: bf16 then, else as the GGUF (llama.cpp's f32 `token_embd`) has it.
+    let row = (cfg.text.hidden_size * if dense_bf16 { 2 } else { 4 }) as u64;
     for quant in [Quant::F32, Quant::Q8_0] {
         let vb = reader().into_var_builder(DType::F32, &Device::Cpu);
         let model = TextModel::new(&cfg.text, quant, vb).unwrap();
@@ -230,7 +232,7 @@ fn bytes_per_token_are_our_decoders_weights() {
             _ => held - embedding + row,
         };
         assert_eq!(
-            bandwidth::bytes_per_token(&cfg.text, quant),
+            bandwidth::bytes_per_token(&cfg.text, quant, dense_bf16),
             want,
             "{quant}"
         );

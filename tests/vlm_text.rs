@@ -285,13 +285,15 @@ fn quantized_text_model_stays_close() {
     assert!(err / scale < 0.05, "q8_0 drifted: {}", err / scale);
 }
 
-/// A quantized decoder keeps its embedding table as the checkpoint stores it (bf16: it only
-/// gathers rows; its tied `lm_head` is blocks of its own): half the bytes of the f32 table that
-/// candle's loader makes, and the same logits bit for bit (bf16 rows widen exactly). Where the
-/// tied head stays dense (Q4K does not fit the fixture's width 64) and in an f32 decoder, the
-/// table stays f32 and shared with the head.
+/// Our reader keeps weights as the checkpoint stores them (bf16) where that changes no result:
+/// a quantized decoder's embedding table (it only gathers rows; its tied `lm_head` is blocks of
+/// its own), and, where our kernels take bf16 (`linear::keeps_bf16`), every dense weight: the
+/// 2-D weights whose width the blocks do not fit (all of them in an f32 model) and the table
+/// with its tied head. Each such weight takes half the bytes of the f32 one candle's loader
+/// makes, and the logits are the same bit for bit (bf16 widens exactly, the sums keep their
+/// order).
 #[test]
-fn a_quantized_decoder_keeps_the_embedding_table_as_stored() {
+fn our_reader_keeps_bf16_weights_as_stored_with_the_same_logits() {
     let g = golden();
     let cfg = config();
     let ids = input_ids(&g);
@@ -312,18 +314,45 @@ fn a_quantized_decoder_keeps_the_embedding_table_as_stored() {
         let v: Vec<f32> = logits.flatten_all().unwrap().to_vec1().unwrap();
         v.iter().map(|x| x.to_bits()).collect()
     };
-    let table = cfg.text.vocab_size * cfg.text.hidden_size;
-    let (mut q8, mut q8_f32_table) = (ours(Quant::Q8_0), full_model(&cfg, Quant::Q8_0));
-    assert_eq!(q8_f32_table.weight_bytes() - q8.weight_bytes(), 2 * table);
-    assert!(
-        bits(&mut q8) == bits(&mut q8_f32_table),
-        "q8_0 logits differ"
-    );
-    for quant in [Quant::F32, Quant::Q4K] {
+    let reader = SafetensorsReader::open(&[fixture("model.safetensors")]).unwrap();
+    let table = "model.embed_tokens.weight";
+    let elems = |name: &str| reader.shape(name).unwrap().iter().product::<usize>();
+    let keeps = pointact::vlm::linear::keeps_bf16(&Device::Cpu);
+    for quant in [Quant::F32, Quant::Q8_0, Quant::Q4K] {
+        // Bytes saved: 2 per value of each weight kept bf16 rather than widened to f32.
+        let kept: usize = reader
+            .names()
+            .into_iter()
+            .filter(|&n| {
+                // `Qwen25Vl::new` quantizes the decoder only: the vision tower is f32.
+                let q = if n.starts_with("visual.") {
+                    Quant::F32
+                } else {
+                    quant
+                };
+                let dense_2d = n.ends_with(".weight")
+                    && matches!(reader.shape(n), Some(&[_, k]) if q == Quant::F32 || !q.fits(k));
+                if n == table {
+                    quant != Quant::F32 || keeps
+                } else {
+                    keeps && dense_2d
+                }
+            })
+            .map(|n| 2 * elems(n))
+            .sum();
+        let (mut ours, mut candles) = (ours(quant), full_model(&cfg, quant));
         assert_eq!(
-            ours(quant).weight_bytes(),
-            full_model(&cfg, quant).weight_bytes(),
-            "{quant}"
+            candles.weight_bytes() - ours.weight_bytes(),
+            kept,
+            "{quant}: bytes saved"
+        );
+        assert!(
+            quant == Quant::F32 && !keeps || kept >= 2 * elems(table),
+            "{quant}: the table is kept"
+        );
+        assert!(
+            bits(&mut ours) == bits(&mut candles),
+            "{quant}: logits differ"
         );
     }
 }

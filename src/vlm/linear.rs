@@ -108,7 +108,7 @@ impl Proj {
         if let Some(w) = QBlocks::from_backend(quant, in_dim, &[(vb.clone(), out_dim)])? {
             return Ok(Proj::Quantized { w, bias: b });
         }
-        let w = vb.get((out_dim, in_dim), "weight")?;
+        let w = vb.get((out_dim, in_dim), &dense_name("weight", quant, in_dim, &vb))?;
         Self::from_weight(w, b, quant)
     }
 
@@ -123,23 +123,28 @@ impl Proj {
             Quant::F32 => Ok(Proj::Dense(candle_nn::Linear::new(w, bias))),
             _ if !quant.fits(in_dim) => Ok(Proj::Dense(candle_nn::Linear::new(w, bias))),
             Quant::Q8_0 => Ok(Proj::Quantized {
-                w: QBlocks::Q8_0(quantize_rows(&w)?),
+                w: QBlocks::Q8_0(quantize_rows(&w.to_dtype(DType::F32)?)?),
                 bias,
             }),
             Quant::Q4K => Ok(Proj::Quantized {
-                w: QBlocks::Q4K(quantize_rows(&w)?),
+                w: QBlocks::Q4K(quantize_rows(&w.to_dtype(DType::F32)?)?),
                 bias,
             }),
         }
     }
 
     /// A projection by `w`, which is `weight` under `vb` already read (the tied embedding table
-    /// as `lm_head`, f32 or, for a quantized decoder, bf16); quantized blocks come from the
-    /// backend when it serves them ([`QBlocks::from_backend`]), else from `w` in f32.
+    /// as `lm_head`, f32, or bf16 as stored); quantized blocks come from the backend when it
+    /// serves them ([`QBlocks::from_backend`]), else from `w` in f32; a dense one is `w`
+    /// itself where our kernels take it bf16 ([`keeps_bf16`]).
     pub(crate) fn tied(w: Tensor, quant: Quant, vb: &VarBuilder) -> candle_core::Result<Self> {
         let (rows, in_dim) = w.dims2()?;
         match QBlocks::from_backend(quant, in_dim, &[(vb.clone(), rows)])? {
             Some(q) => Ok(Proj::Quantized { w: q, bias: None }),
+            // The table itself where our kernels take it bf16 (see `keeps_bf16`).
+            None if w.dtype() == DType::BF16 && keeps_bf16(w.device()) => {
+                Self::from_weight(w, None, quant)
+            }
             None => Self::from_weight(w.to_dtype(DType::F32)?, None, quant),
         }
     }
@@ -168,7 +173,8 @@ impl Proj {
         let mut w = l.weight().clone();
         let mut b = l.bias().cloned();
         if select(&w_name) {
-            let var = Var::from_tensor(&w)?;
+            // Trained in f32: a bf16-kept weight is widened (exactly) first.
+            let var = Var::from_tensor(&w.to_dtype(DType::F32)?)?;
             w = var.as_tensor().clone();
             out.push(TrainableWeight::whole(&w_name, var));
         }
@@ -240,17 +246,30 @@ impl CheckpointTensor<'_> {
         }
     }
 
+    /// The dtype [`Self::get`] gives: f32 for a bf16-kept weight.
     pub fn dtype(&self) -> DType {
         match self {
-            CheckpointTensor::Ready(t) | CheckpointTensor::Merged { base: t, .. } => t.dtype(),
+            CheckpointTensor::Ready(t) | CheckpointTensor::Merged { base: t, .. } => {
+                match t.dtype() {
+                    DType::BF16 => DType::F32,
+                    other => other,
+                }
+            }
         }
     }
 
-    /// The tensor (merging a LoRA weight now), outside any autograd graph.
+    /// The tensor (merging a LoRA weight now), outside any autograd graph, a bf16-kept weight
+    /// widened (exactly) to the f32 the model computes in ([`keeps_bf16`]).
     pub fn get(&self) -> candle_core::Result<Tensor> {
+        let widened = |t: &Tensor| match t.dtype() {
+            DType::BF16 => t.to_dtype(DType::F32),
+            _ => Ok(t.clone()),
+        };
         match self {
-            CheckpointTensor::Ready(t) => Ok(t.clone()),
-            CheckpointTensor::Merged { base, lora } => Ok((base + lora.delta()?)?.detach()),
+            CheckpointTensor::Ready(t) => widened(t),
+            CheckpointTensor::Merged { base, lora } => {
+                Ok((widened(base)? + lora.delta()?)?.detach())
+            }
         }
     }
 }
@@ -315,12 +334,23 @@ impl FusedProj {
                 let stacked = format!("{stacked}.weight");
                 let total: usize = parts.iter().map(|(_, rows)| rows).sum();
                 let w = if parts.len() > 1 && vb.contains_tensor(&stacked) {
-                    vb.get((total, in_dim), &stacked)?
+                    vb.get((total, in_dim), &dense_name(&stacked, quant, in_dim, &vb))?
                 } else {
                     let ws = parts
                         .iter()
-                        .map(|&(name, out)| vb.pp(name).get((out, in_dim), "weight"))
+                        .map(|&(name, out)| {
+                            let part = vb.pp(name);
+                            part.get((out, in_dim), &dense_name("weight", quant, in_dim, &part))
+                        })
                         .collect::<candle_core::Result<Vec<_>>>()?;
+                    // Parts stored in different types meet in f32.
+                    let ws = if ws.iter().all(|w| w.dtype() == ws[0].dtype()) {
+                        ws
+                    } else {
+                        ws.iter()
+                            .map(|w| w.to_dtype(DType::F32))
+                            .collect::<candle_core::Result<Vec<_>>>()?
+                    };
                     Tensor::cat(&ws, 0)?
                 };
                 Proj::from_weight(w, b, quant)?
@@ -400,7 +430,7 @@ impl FusedProj {
         let mut b = l.bias().cloned();
         let wp = parts("weight");
         if wp.iter().any(|p| select(&p.0)) {
-            let var = Var::from_tensor(&w)?;
+            let var = Var::from_tensor(&w.to_dtype(DType::F32)?)?;
             w = var.as_tensor().clone();
             out.push(TrainableWeight { var, parts: wp });
         }
@@ -479,15 +509,12 @@ impl FusedProj {
             if part.lora.is_some() {
                 candle_core::bail!("{module} already has a LoRA adapter");
             }
-            let lora = Lora::new(
-                w.dim(1)?,
-                part.rows,
-                rank,
-                alpha,
-                rng,
-                w.dtype(),
-                w.device(),
-            )?;
+            // The adapter trains in f32 beside a bf16-kept base (the activations' type).
+            let dtype = match w.dtype() {
+                DType::BF16 => DType::F32,
+                other => other,
+            };
+            let lora = Lora::new(w.dim(1)?, part.rows, rank, alpha, rng, dtype, w.device())?;
             out.extend(lora.trainable(&module)?);
             part.lora = Some(lora);
         }
@@ -968,7 +995,7 @@ impl<T: GgmlType + 'static> QRows<T> {
             // Read where it lies, as `dense_forward` does: a copy of a prompt's 545 × 11008
             // input to `down_proj` was ~24 MB per layer.
             let x32 = x32.contiguous()?;
-            with_cpu_f32(&x32, m * k, |lhs| {
+            with_cpu::<f32, _>(&x32, m * k, |lhs| {
                 kernel((m, k, self.n), lhs, &self.blocks, &mut dst)
             })?;
             let mut out = lead.to_vec();
@@ -1115,7 +1142,7 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
     let dims = xs.dims();
     let m = xs.elem_count().checked_div(k).unwrap_or(0);
     let plain = xs.device().is_cpu()
-        && w.dtype() == DType::F32
+        && matches!(w.dtype(), DType::F32 | DType::BF16)
         && xs.dtype() == DType::F32
         && dims.last() == Some(&k)
         && m > 0
@@ -1134,6 +1161,14 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
         super::sgemm::chosen_here().map(DenseKernel::Tiles)
     };
     let Some(kernel) = ours else {
+        // A bf16-kept weight widened for this product (see `keeps_bf16`).
+        let widened;
+        let l = if w.dtype() == DType::BF16 && xs.dtype() != DType::BF16 {
+            widened = candle_nn::Linear::new(w.to_dtype(xs.dtype())?, l.bias().cloned());
+            &widened
+        } else {
+            l
+        };
         if xs.track_op() && !w.track_op() && dims.last() == Some(&k) && m > 0 {
             return frozen_forward(l, xs, m, n);
         }
@@ -1147,13 +1182,28 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
     // The activation is read where it lies (a copy of a prompt's 545 × 11008 input is ~24 MB
     // per `down_proj`), as is the weight (`plain` checked it contiguous).
     let xs = xs.contiguous()?;
-    with_cpu_f32(&xs, m * k, |lhs| {
-        with_cpu_f32(w, n * k, |w| match kernel {
-            DenseKernel::Rows => super::qgemv::dense((m, k, n), lhs, w, &mut dst),
+    fn run<W: super::qgemv::DenseElem>(
+        kernel: DenseKernel,
+        (m, k, n): (usize, usize, usize),
+        lhs: &[f32],
+        w: &[W],
+        bias: Option<&[f32]>,
+        dst: &mut [f32],
+    ) -> candle_core::Result<()> {
+        match kernel {
+            DenseKernel::Rows => super::qgemv::dense((m, k, n), lhs, w, dst),
             DenseKernel::Tiles(tiles) => {
-                super::sgemm::matmul_nt(tiles, (m, k, n), lhs, w, bias.as_deref(), &mut dst)
+                super::sgemm::matmul_nt(tiles, (m, k, n), lhs, w, bias, dst)
             }
-        })
+        }
+    }
+    with_cpu::<f32, _>(&xs, m * k, |lhs| match w.dtype() {
+        DType::BF16 => with_cpu::<half::bf16, _>(w, n * k, |w| {
+            run(kernel, (m, k, n), lhs, w, bias.as_deref(), &mut dst)
+        }),
+        _ => with_cpu::<f32, _>(w, n * k, |w| {
+            run(kernel, (m, k, n), lhs, w, bias.as_deref(), &mut dst)
+        }),
     })?;
     let mut out = dims[..dims.len() - 1].to_vec();
     out.push(n);
@@ -1164,18 +1214,18 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
     }
 }
 
-/// `f` over the first `len` values of a contiguous f32 CPU tensor, where the tensor holds them.
-fn with_cpu_f32<R>(
+/// `f` over the first `len` values of a contiguous `T` CPU tensor, where the tensor holds them.
+fn with_cpu<T: candle_core::WithDType, R>(
     t: &Tensor,
     len: usize,
-    f: impl FnOnce(&[f32]) -> candle_core::Result<R>,
+    f: impl FnOnce(&[T]) -> candle_core::Result<R>,
 ) -> candle_core::Result<R> {
     let (storage, layout) = t.storage_and_layout();
     let Storage::Cpu(cpu) = &*storage else {
         candle_core::bail!("linear: a CPU tensor expected");
     };
     let start = layout.start_offset();
-    f(&cpu.as_slice::<f32>()?[start..start + len])
+    f(&cpu.as_slice::<T>()?[start..start + len])
 }
 
 /// Which of our kernels a dense f32 product takes ([`dense_forward`]).
@@ -1272,6 +1322,36 @@ impl candle_core::CustomOp1 for FrozenRhs {
 
     fn bwd(&self, _x: &Tensor, _y: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
         Ok(Some(grad.matmul(&self.w_t.t()?)?))
+    }
+}
+
+/// Whether a dense weight stays bf16 where the checkpoint stores it so (read through
+/// [`super::weights::AS_STORED`]) rather than widened to f32 at load: on the CPU where our
+/// kernels take bf16 weights ([`super::qgemv::dense`] for few rows, [`super::sgemm`]'s tiles
+/// for many), unless `POINTACT_DENSE_F32=1` (to compare the two in one binary).
+///
+/// Why: the products are the same, bit for bit (bf16 widens exactly, in registers, and every
+/// sum keeps its order), while the weights take half the memory and f32 decode, which reads
+/// every weight once per token, reads half the bytes. Products our kernels do not take (a
+/// tracked input in training, a weight under [`DENSE_FEW_MIN_WEIGHTS`] values, another
+/// device) widen the weight for that product; training widens the weights it moves for good.
+pub fn keeps_bf16(device: &Device) -> bool {
+    device.is_cpu()
+        && super::qgemv::available()
+        && super::sgemm::chosen_here().is_some()
+        && !super::qgemv::switch_on("POINTACT_DENSE_F32")
+}
+
+/// The name under `vb` to ask for a dense weight `leaf` of input width `in_dim` by: with
+/// [`super::weights::AS_STORED`] (bf16 as stored, see [`keeps_bf16`]) where the weight will be
+/// dense (`quant` f32, or a width its blocks do not fit) and the backend serves that name.
+fn dense_name(leaf: &str, quant: Quant, in_dim: usize, vb: &VarBuilder) -> String {
+    let as_stored = format!("{leaf}{}", super::weights::AS_STORED);
+    let dense = quant == Quant::F32 || !quant.fits(in_dim);
+    if dense && keeps_bf16(vb.device()) && vb.contains_tensor(&as_stored) {
+        as_stored
+    } else {
+        leaf.to_string()
     }
 }
 
@@ -1659,6 +1739,73 @@ mod tests {
                 assert_eq!(proj.forward(&x).unwrap().dims(), &[2, 3, n]);
             }
         }
+    }
+
+    /// A bf16-kept weight gives the bits of the same weight widened to f32, for every product
+    /// our kernels take (rows, tiles, with a bias) and those they do not (a weight under
+    /// [`DENSE_FEW_MIN_WEIGHTS`], a tracked input, which still gets its gradient); training
+    /// widens it for good, and a LoRA adapter on it is f32.
+    #[test]
+    fn a_bf16_weight_gives_the_widened_weights_bits() {
+        let bits = |t: &Tensor| {
+            t.flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+                .iter()
+                .map(|f| f.to_bits())
+                .collect::<Vec<_>>()
+        };
+        for (n, k) in [(300, 256), (64, 64)] {
+            let w16 = weight(n, k, 7).to_dtype(DType::BF16).unwrap();
+            let w32 = w16.to_dtype(DType::F32).unwrap();
+            let b = weight(1, n, 8).squeeze(0).unwrap();
+            let kept = Proj::Dense(candle_nn::Linear::new(w16.clone(), Some(b.clone())));
+            let widened = Proj::Dense(candle_nn::Linear::new(w32.clone(), Some(b.clone())));
+            for m in [1, 3, DENSE_FEW_ROWS, 40] {
+                let x = activations(m, k).reshape((1, m, k)).unwrap();
+                let got = kept.forward(&x).unwrap();
+                assert_eq!(got.dtype(), DType::F32);
+                assert!(
+                    bits(&got) == bits(&widened.forward(&x).unwrap()),
+                    "[{n}, {k}] m={m}"
+                );
+            }
+            // A tracked input (a LoRA adapter's training) through the frozen bf16 weight.
+            let xv = Var::from_tensor(&activations(2, k)).unwrap();
+            let y = kept.forward(xv.as_tensor()).unwrap();
+            let y32 = widened.forward(xv.as_tensor()).unwrap();
+            assert!(bits(&y) == bits(&y32));
+            let g = y.sum_all().unwrap().backward().unwrap();
+            let g = g.get(xv.as_tensor()).expect("the input's gradient");
+            let g32 = y32.sum_all().unwrap().backward().unwrap();
+            assert!(bits(g) == bits(g32.get(xv.as_tensor()).unwrap()));
+        }
+        let mut p = Proj::Dense(candle_nn::Linear::new(
+            weight(300, 256, 9).to_dtype(DType::BF16).unwrap(),
+            None,
+        ));
+        let vars = p.make_trainable("x", &|_| true).unwrap();
+        assert_eq!(vars[0].var.as_tensor().dtype(), DType::F32);
+        let mut fused = FusedProj {
+            proj: Proj::Dense(candle_nn::Linear::new(
+                weight(300, 256, 10).to_dtype(DType::BF16).unwrap(),
+                None,
+            )),
+            parts: vec![Part {
+                name: "q_proj".into(),
+                rows: 300,
+                lora: None,
+            }],
+        };
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
+        let adapters = fused.add_lora("m", &|_| true, 4, 8.0, &mut rng).unwrap();
+        assert!(adapters
+            .iter()
+            .all(|a| a.var.as_tensor().dtype() == DType::F32));
+        let merged = fused.named_weights("m").unwrap();
+        let merged = merged[0].1.get().unwrap();
+        assert_eq!(merged.dtype(), DType::F32);
     }
 
     /// Dense f32 products: few rows against a large weight are `qgemv::f32`'s bits plus the

@@ -1009,7 +1009,10 @@ pub(super) mod tests {
             .into_iter()
             .flat_map(|kn| choices().into_iter().map(move |w| (kn, w)))
         {
-            let w: Vec<half::bf16> = weights(n, k).into_iter().map(half::bf16::from_f32).collect();
+            let w: Vec<half::bf16> = weights(n, k)
+                .into_iter()
+                .map(half::bf16::from_f32)
+                .collect();
             let widened: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
             for m in [1usize, 3] {
                 let x = lcg(5 + m as u64, m * k);

@@ -9,7 +9,9 @@
 //!
 //! Quantization ([`Quant`]) applies to the seven linears of every layer and to `lm_head`; the
 //! embedding table is not quantized (rows are gathered, not multiplied) and, in a quantized
-//! decoder, stays bf16 where the checkpoint stores it so (`weights::AS_STORED`).
+//! decoder, stays bf16 where the checkpoint stores it so (`weights::AS_STORED`). Dense weights
+//! (an f32 decoder's linears, its table and tied `lm_head`) stay bf16 too where our kernels
+//! take them so (`linear::keeps_bf16`): the products are the f32 ones, bit for bit.
 //!
 //! Training: [`TextModel::make_trainable`] turns chosen weights into `Var`s (full fine-tuning);
 //! [`TextModel::add_lora`] puts PEFT LoRA adapters on chosen linears instead, the base frozen.
@@ -344,11 +346,14 @@ impl TextModel {
         let as_stored = format!("weight{}", super::weights::AS_STORED);
         let shape = (cfg.vocab_size, cfg.hidden_size);
         // A quantized decoder only gathers rows of the table (`lm_head` gets blocks of its own,
-        // unless a tied one's width does not fit the blocks and it shares the f32 table), so
-        // the table stays bf16 where the checkpoint stores it so: 0.62 GB less for 3B.
+        // unless a tied one's width does not fit the blocks and it shares the table), so the
+        // table stays bf16 where the checkpoint stores it so: 0.62 GB less for 3B. So does
+        // every dense weight where our kernels take bf16 (`linear::keeps_bf16`), a tied
+        // `lm_head` included: the same products, half the bytes.
         let gathered_only = quant != Quant::F32
             && (!cfg.tie_word_embeddings || quant.row_bytes(cfg.hidden_size).is_some());
-        let embed_tokens = if gathered_only && table.contains_tensor(&as_stored) {
+        let keep_table = gathered_only || super::linear::keeps_bf16(vb.device());
+        let embed_tokens = if keep_table && table.contains_tensor(&as_stored) {
             table.get(shape, &as_stored)?
         } else {
             table.get(shape, "weight")?
@@ -649,7 +654,8 @@ impl TextModel {
         let tied_head =
             matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
         if select("model.embed_tokens.weight") {
-            let var = Var::from_tensor(&self.embed_tokens)?;
+            // Trained in f32: a bf16-kept table is widened (exactly) first.
+            let var = Var::from_tensor(&self.embed_tokens.to_dtype(DType::F32)?)?;
             self.embed_tokens = var.as_tensor().clone();
             if tied_head {
                 self.lm_head = Proj::from_weight(self.embed_tokens.clone(), None, Quant::F32)?;

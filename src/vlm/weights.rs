@@ -470,7 +470,8 @@ impl SafetensorsReader {
 
     /// The stacked `parts` (names and rows) as one `shape` `[Σ rows, cols]` tensor: each part
     /// must be `[rows, cols]` (else the error of a plain `get` of it). bf16 or f32 parts read as
-    /// f32 go straight into one buffer; others are read apart and concatenated.
+    /// f32, and bf16 parts read as bf16, go straight into one buffer; others are read apart
+    /// and concatenated.
     fn read_stacked(
         &self,
         parts: &[(String, usize)],
@@ -497,6 +498,34 @@ impl SafetensorsReader {
         }
         if parts.iter().map(|(_, rows)| rows).sum::<usize>() != total {
             candle_core::bail!("stacked weights {parts:?} do not add up to {total} rows");
+        }
+        if dtype == DType::BF16
+            && cfg!(target_endian = "little")
+            && entries.iter().all(|e| e.dtype == DType::BF16)
+        {
+            // Each part's stored bytes straight into its rows of the one bf16 tensor.
+            let mut out = super::heap::zeroed::<half::bf16>(total * cols);
+            let mut rest = out.as_mut_slice();
+            for e in entries {
+                let (dst, tail) = rest.split_at_mut(e.len / 2);
+                // SAFETY: as in `read_entry`: any two bytes are a bf16, stored little-endian.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), dst.len() * 2)
+                };
+                let (path, file) = &self.files[e.file];
+                file.read_exact_at(bytes, e.offset).map_err(|err| {
+                    candle_core::Error::Msg(format!(
+                        "reading weight `{}` from {}: {err}",
+                        e.stored,
+                        path.display()
+                    ))
+                })?;
+                if let Some(bar) = &self.progress {
+                    bar.inc(e.len as u64);
+                }
+                rest = tail;
+            }
+            return Tensor::from_vec(out, (total, cols), dev);
         }
         let direct = dtype == DType::F32
             && entries
@@ -527,6 +556,19 @@ impl SafetensorsReader {
             rest = tail;
         }
         Tensor::from_vec(out, (total, cols), dev)
+    }
+
+    /// Whether `name` is stored bf16: a plain name's tensor, or every part of a stacked one.
+    fn stored_bf16(&self, name: &str) -> candle_core::Result<bool> {
+        if let Some(parts) = stacked_parts(name).filter(|_| !self.entries.contains_key(name)) {
+            for (part, _) in &parts {
+                if self.entry(part)?.dtype != DType::BF16 {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
+        }
+        Ok(self.entry(name)?.dtype == DType::BF16)
     }
 
     fn entry(&self, name: &str) -> candle_core::Result<&Entry> {
@@ -738,7 +780,7 @@ impl SimpleBackend for SafetensorsReader {
         dev: &Device,
     ) -> candle_core::Result<Tensor> {
         let (name, dtype) = match name.strip_suffix(AS_STORED) {
-            Some(base) if self.entry(base)?.dtype == DType::BF16 => (base, DType::BF16),
+            Some(base) if self.stored_bf16(base)? => (base, DType::BF16),
             Some(base) => (base, dtype),
             None => (name, dtype),
         };
@@ -818,6 +860,77 @@ mod tests {
             assert_eq!(ours.dims(), want.dims());
             assert!(bits(&ours) == bits(&want), "{name}");
         }
+        std::fs::remove_file(&path).unwrap();
+    }
+    /// A stacked name asked for as stored (`P.a:2+b:3.weight.as_stored`) is one bf16 tensor
+    /// holding each part's rows where every part is bf16, and f32 where any part is f32; a
+    /// plain name as stored is its stored dtype for bf16, the asked one otherwise.
+    #[test]
+    fn stacked_names_as_stored_keep_bf16_parts() {
+        let part = |rows: usize, seed: f32| {
+            let v: Vec<f32> = (0..rows * 5).map(|i| (i as f32 * seed).sin()).collect();
+            Tensor::from_vec(v, (rows, 5), &Device::Cpu).unwrap()
+        };
+        let (a, b, c) = (part(2, 0.3), part(3, 0.7), part(3, 1.1));
+        let tensors: HashMap<String, Tensor> = [
+            (
+                "model.p.a.weight".to_owned(),
+                a.to_dtype(DType::BF16).unwrap(),
+            ),
+            (
+                "model.p.b.weight".to_owned(),
+                b.to_dtype(DType::BF16).unwrap(),
+            ),
+            ("model.p.c.weight".to_owned(), c.clone()),
+        ]
+        .into();
+        let path = std::env::temp_dir().join(format!("pointact-stacked-{}.st", std::process::id()));
+        candle_core::safetensors::save(&tensors, &path).unwrap();
+        let vb = SafetensorsReader::open(std::slice::from_ref(&path))
+            .unwrap()
+            .into_var_builder(DType::F32, &Device::Cpu);
+        let p = vb.pp("model.p");
+        let name = format!("a:2+b:3.weight{AS_STORED}");
+        assert!(p.contains_tensor(&name));
+        let got = p.get((5, 5), &name).unwrap();
+        assert_eq!(got.dtype(), DType::BF16);
+        let want = Tensor::cat(
+            &[&tensors["model.p.a.weight"], &tensors["model.p.b.weight"]],
+            0,
+        )
+        .unwrap();
+        let u16s = |t: &Tensor| -> Vec<u16> {
+            let v: Vec<half::bf16> = t.flatten_all().unwrap().to_vec1().unwrap();
+            v.iter().map(|x| x.to_bits()).collect()
+        };
+        assert_eq!(u16s(&got), u16s(&want));
+        let mixed = p
+            .get((5, 5), &format!("a:2+c:3.weight{AS_STORED}"))
+            .unwrap();
+        assert_eq!(mixed.dtype(), DType::F32);
+        let want = Tensor::cat(
+            &[
+                a.to_dtype(DType::BF16)
+                    .unwrap()
+                    .to_dtype(DType::F32)
+                    .unwrap(),
+                c,
+            ],
+            0,
+        )
+        .unwrap();
+        let f32s = |t: &Tensor| -> Vec<f32> { t.flatten_all().unwrap().to_vec1().unwrap() };
+        assert_eq!(f32s(&mixed), f32s(&want));
+        let plain = p
+            .pp("b")
+            .get((3, 5), &format!("weight{AS_STORED}"))
+            .unwrap();
+        assert_eq!(plain.dtype(), DType::BF16);
+        let plain = p
+            .pp("c")
+            .get((3, 5), &format!("weight{AS_STORED}"))
+            .unwrap();
+        assert_eq!(plain.dtype(), DType::F32);
         std::fs::remove_file(&path).unwrap();
     }
 }

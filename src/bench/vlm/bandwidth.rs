@@ -13,6 +13,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use candle_core::quantized::GgmlDType;
+
 use super::gguf::plan;
 use crate::vlm::{Quant, TextConfig};
 
@@ -111,15 +113,23 @@ pub fn measure(threads: usize) -> Bandwidth {
 
 /// Bytes of weights one decode step reads in `quant`: every tensor of the decoder in the type
 /// our loader (and the GGUF) gives it, except the embedding table, of which one row is read —
-/// unless the table is also the (dense, tied) `lm_head`, which reads all of it.
-pub fn bytes_per_token(cfg: &TextConfig, quant: Quant) -> u64 {
+/// unless the table is also the (dense, tied) `lm_head`, which reads all of it. `dense_bf16`:
+/// the dense 2-D weights are held bf16, as our loader keeps a bf16 checkpoint's where our
+/// kernels take them (`vlm::linear::keeps_bf16`); the GGUF's dense tensors are f32.
+pub fn bytes_per_token(cfg: &TextConfig, quant: Quant, dense_bf16: bool) -> u64 {
     let tensors = plan(cfg, quant);
     let has_output = tensors.iter().any(|t| t.name == "output.weight");
     tensors
         .iter()
-        .map(|t| match t.name.as_str() {
-            "token_embd.weight" if has_output => t.bytes() / cfg.vocab_size as u64,
-            _ => t.bytes(),
+        .map(|t| {
+            let bytes = match (t.dtype, t.shape.as_slice()) {
+                (GgmlDType::F32, &[rows, cols]) if dense_bf16 => (rows * cols * 2) as u64,
+                _ => t.bytes(),
+            };
+            match t.name.as_str() {
+                "token_embd.weight" if has_output => bytes / cfg.vocab_size as u64,
+                _ => bytes,
+            }
         })
         .sum()
 }
@@ -139,11 +149,21 @@ mod tests {
     fn the_3b_q4k_decoder_reads_about_1_8_gb_per_token() {
         let json = super::super::checkpoint::config_json(None).to_string();
         let cfg = crate::vlm::Qwen25VlConfig::from_json_str(&json).unwrap();
-        let q4k = bytes_per_token(&cfg.text, Quant::Q4K) as f64 / 1e9;
+        let q4k = bytes_per_token(&cfg.text, Quant::Q4K, false) as f64 / 1e9;
         // 36 layers of Q4K (4.5 bits/weight) + a Q4K lm_head of 151 936 × 2048.
         assert!((1.7..1.85).contains(&q4k), "{q4k} GB");
-        let f32 = bytes_per_token(&cfg.text, Quant::F32) as f64;
+        let f32 = bytes_per_token(&cfg.text, Quant::F32, false) as f64;
         // 3.09 B text parameters (tied head counted once) at 4 bytes.
         assert!((f32 / 4.0 / 1e9 - 3.086).abs() < 0.01, "{}", f32 / 4e9);
+        // The same weights held bf16: half the bytes but the norms' (f32 either way).
+        let bf16 = bytes_per_token(&cfg.text, Quant::F32, true) as f64;
+        let norms = (2 * cfg.text.num_hidden_layers + 1) * cfg.text.hidden_size;
+        let biases = cfg.text.num_hidden_layers
+            * (cfg.text.num_attention_heads + 2 * cfg.text.num_key_value_heads)
+            * cfg.text.head_dim;
+        assert_eq!(
+            bf16,
+            (f32 - 4.0 * (norms + biases) as f64) / 2.0 + 4.0 * (norms + biases) as f64
+        );
     }
 }

@@ -352,11 +352,14 @@ fn measure(
     };
 
     let peer = transformers.measured();
+    // The bench checkpoint is bf16: our loader keeps its dense weights so where it can.
+    let dense_bf16 =
+        args.device.is_cpu() && crate::vlm::linear::keeps_bf16(&candle_core::Device::Cpu);
     let ours = ours
         .into_iter()
         .map(|(quant, outcome)| {
             let pair = outcome.measured().zip(peer);
-            let bytes_per_token = bandwidth::bytes_per_token(text, quant);
+            let bytes_per_token = bandwidth::bytes_per_token(text, quant, dense_bf16);
             let decode = outcome.measured().map(|m| m.decode_tok_s);
             let same_llama = llama
                 .iter()
@@ -503,7 +506,7 @@ fn prepare_llama(
                 outcome: Outcome::Skipped {
                     reason: "not run".into(),
                 },
-                bytes_per_token: bandwidth::bytes_per_token(&ckpt.config.text, quant),
+                bytes_per_token: bandwidth::bytes_per_token(&ckpt.config.text, quant, false),
                 decode_of_limit: None,
             };
             let dir = match &peer {
