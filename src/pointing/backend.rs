@@ -41,7 +41,9 @@ pub struct ModelOptions {
     /// openai: the model name the server serves.
     #[arg(long, default_value = DEFAULT_MODEL)]
     pub model: String,
-    /// qwen: weight format of the text decoder: f32 (exact), q8_0 or q4k (faster, smaller).
+    /// qwen: weight format of the text decoder: f32 (exact: f32 arithmetic; a bf16
+    /// checkpoint's weights are held bf16 on a CPU with AVX2, the same numbers at half the
+    /// memory), q8_0 or q4k (faster, smaller).
     #[arg(long, default_value = "f32")]
     pub quant: Quant,
     /// qwen: weight format of the vision tower's linears (f32 keeps the image features exact;

@@ -250,10 +250,7 @@ impl CheckpointTensor<'_> {
     pub fn dtype(&self) -> DType {
         match self {
             CheckpointTensor::Ready(t) | CheckpointTensor::Merged { base: t, .. } => {
-                match t.dtype() {
-                    DType::BF16 => DType::F32,
-                    other => other,
-                }
+                computed_in(t.dtype())
             }
         }
     }
@@ -261,10 +258,7 @@ impl CheckpointTensor<'_> {
     /// The tensor (merging a LoRA weight now), outside any autograd graph, a bf16-kept weight
     /// widened (exactly) to the f32 the model computes in ([`keeps_bf16`]).
     pub fn get(&self) -> candle_core::Result<Tensor> {
-        let widened = |t: &Tensor| match t.dtype() {
-            DType::BF16 => t.to_dtype(DType::F32),
-            _ => Ok(t.clone()),
-        };
+        let widened = |t: &Tensor| t.to_dtype(computed_in(t.dtype()));
         match self {
             CheckpointTensor::Ready(t) => widened(t),
             CheckpointTensor::Merged { base, lora } => {
@@ -509,11 +503,8 @@ impl FusedProj {
             if part.lora.is_some() {
                 candle_core::bail!("{module} already has a LoRA adapter");
             }
-            // The adapter trains in f32 beside a bf16-kept base (the activations' type).
-            let dtype = match w.dtype() {
-                DType::BF16 => DType::F32,
-                other => other,
-            };
+            // The adapter trains in the activations' type, f32 beside a bf16-kept base.
+            let dtype = computed_in(w.dtype());
             let lora = Lora::new(w.dim(1)?, part.rows, rank, alpha, rng, dtype, w.device())?;
             out.extend(lora.trainable(&module)?);
             part.lora = Some(lora);
@@ -1337,9 +1328,30 @@ impl candle_core::CustomOp1 for FrozenRhs {
 /// device) widen the weight for that product; training widens the weights it moves for good.
 pub fn keeps_bf16(device: &Device) -> bool {
     device.is_cpu()
-        && super::qgemv::available()
-        && super::sgemm::chosen_here().is_some()
-        && !super::qgemv::switch_on("POINTACT_DENSE_F32")
+        && keeps_bf16_with(
+            super::qgemv::row_kernels(super::qgemv::cpu_has, |_| false),
+            super::sgemm::chosen_here(),
+            super::qgemv::switch_on,
+        )
+}
+
+/// [`keeps_bf16`]'s rule for the CPU's row kernels (`rows`, [`super::qgemv::row_kernels`]),
+/// tiles (`tiles`, [`super::sgemm::chosen`]) and the environment (`env`): one rule for the
+/// loader and `bench vlm`'s kernels line.
+pub fn keeps_bf16_with(
+    rows: Option<super::qgemv::RowKernels>,
+    tiles: Option<super::qgemv::RowKernels>,
+    env: impl Fn(&str) -> bool,
+) -> bool {
+    rows.is_some() && tiles.is_some() && !env("POINTACT_DENSE_F32")
+}
+
+/// The dtype a weight stored in `dtype` computes in: f32 for a bf16-kept one ([`keeps_bf16`]).
+fn computed_in(dtype: DType) -> DType {
+    match dtype {
+        DType::BF16 => DType::F32,
+        other => other,
+    }
 }
 
 /// The name under `vb` to ask for a dense weight `leaf` of input width `in_dim` by: with

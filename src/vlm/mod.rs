@@ -37,7 +37,9 @@
 //!   (attention grows with the square of the patch count: a 12 MP photo would need tens of GB).
 //! * [`linear`]: in-process Q8_0 / Q4K linears ([`qgemv`]: our AVX2 and AVX-512 row kernels for
 //!   decode's few-row products; [`qgemm`]: our Q4K tiles for prefill's many rows; [`sgemm`]:
-//!   our f32 tiles for dense products of many rows, the f32 prefill and the vision tower);
+//!   our f32 tiles for dense products of many rows, the f32 prefill and the vision tower; both
+//!   take a bf16 checkpoint's dense weights as stored, widened in registers:
+//!   [`linear::keeps_bf16`]);
 //!   [`qcache`]: their blocks cached beside the
 //!   checkpoint after the first quantized load; [`weights`]: tensor-by-tensor safetensors reading;
 //!   [`image_map`]: `smart_resize` and the map between the model's pixels and the image's;

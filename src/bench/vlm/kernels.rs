@@ -135,9 +135,14 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
     } else {
         None
     };
+    let held = if crate::vlm::linear::keeps_bf16_with(rows, tiles, &env) {
+        "; dense weights held bf16 as stored"
+    } else {
+        ""
+    };
     let f32_products = match (rows, tiles) {
         (Some(rows), Some(tiles)) => format!(
-            "prefill pointact {} f32 tiles, decode pointact {} f32 rows, attention {f32_gemm}",
+            "prefill pointact {} f32 tiles, decode pointact {} f32 rows, attention {f32_gemm}{held}",
             tiles.name(),
             rows.name()
         ),
@@ -198,6 +203,12 @@ mod tests {
         let (g, q) = describe(&flags("avx2 fma f16c"), true, never);
         assert_eq!(
             g,
+            "prefill pointact avx2 f32 tiles, decode pointact avx2 f32 rows, attention gemm \
+             fma/AVX2; dense weights held bf16 as stored"
+        );
+        let (g, _) = describe(&flags("avx2 fma f16c"), true, |k| k == "POINTACT_DENSE_F32");
+        assert_eq!(
+            g,
             "prefill pointact avx2 f32 tiles, decode pointact avx2 f32 rows, attention gemm fma/AVX2"
         );
         let (g, _) = describe(&flags("avx2 fma f16c"), true, |k| {
@@ -228,7 +239,10 @@ mod tests {
             "{g}"
         );
         if cfg!(feature = "avx512") {
-            assert!(g.ends_with("attention gemm avx512f (x86-v4)"), "{g}");
+            assert!(
+                g.ends_with("attention gemm avx512f (x86-v4); dense weights held bf16 as stored"),
+                "{g}"
+            );
         } else {
             assert!(g.contains("without the avx512 feature"), "{g}");
         }
