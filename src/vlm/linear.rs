@@ -1152,16 +1152,13 @@ fn dense_forward(l: &candle_nn::Linear, xs: &Tensor) -> candle_core::Result<Tens
         super::sgemm::chosen_here().map(DenseKernel::Tiles)
     };
     let Some(kernel) = ours else {
-        // A bf16-kept weight widened for this product (see `keeps_bf16`).
-        let widened;
-        let l = if w.dtype() == DType::BF16 && xs.dtype() != DType::BF16 {
-            widened = candle_nn::Linear::new(w.to_dtype(xs.dtype())?, l.bias().cloned());
-            &widened
-        } else {
-            l
-        };
         if xs.track_op() && !w.track_op() && dims.last() == Some(&k) && m > 0 {
             return frozen_forward(l, xs, m, n);
+        }
+        if w.dtype() == DType::BF16 && xs.dtype() != DType::BF16 {
+            // A bf16-kept weight widened for this product only (see `keeps_bf16`).
+            let widened = candle_nn::Linear::new(w.to_dtype(xs.dtype())?, l.bias().cloned());
+            return widened.forward(xs);
         }
         return l.forward(xs);
     };
@@ -1246,7 +1243,7 @@ fn frozen_forward(
     let k = dims[dims.len() - 1];
     let x2 = xs.contiguous()?.reshape((m, k))?;
     let y = x2.apply_op1(FrozenRhs {
-        w_t: l.weight().t()?,
+        w: l.weight().clone(),
     })?;
     let mut out = dims[..dims.len() - 1].to_vec();
     out.push(n);
@@ -1257,12 +1254,20 @@ fn frozen_forward(
     }
 }
 
-/// `x [m, k] · w_t [k, n]` with a backward pass for `x` alone (see [`frozen_forward`]).
+/// `x [m, k] · wᵀ` for `w` `[n, k]` with a backward pass for `x` alone (see [`frozen_forward`]).
+/// A bf16-kept `w` ([`keeps_bf16`]) is widened for each product and dropped after it: the
+/// graph keeps the weight as stored, so a training pass does not hold an f32 copy of every
+/// frozen weight until its backward pass.
 struct FrozenRhs {
-    w_t: Tensor,
+    w: Tensor,
 }
 
 impl FrozenRhs {
+    /// `w` in the type it computes in (a transient f32 copy of a bf16-kept weight).
+    fn computed(&self) -> candle_core::Result<Tensor> {
+        self.w.to_dtype(computed_in(self.w.dtype()))
+    }
+
     /// The product on one backend: the storage's own matmul, the kernel `Tensor::matmul` runs.
     fn forward_on<S: candle_core::backend::BackendStorage>(
         &self,
@@ -1271,11 +1276,12 @@ impl FrozenRhs {
         pick: impl Fn(&Storage) -> Option<&S>,
     ) -> candle_core::Result<(S, candle_core::Shape)> {
         let (m, k) = layout.shape().dims2()?;
-        let (wk, n) = self.w_t.dims2()?;
+        let w_t = self.computed()?.t()?;
+        let (wk, n) = w_t.dims2()?;
         if wk != k {
             candle_core::bail!("frozen linear: input width {k}, weight expects {wk}");
         }
-        let (storage, w_layout) = self.w_t.storage_and_layout();
+        let (storage, w_layout) = w_t.storage_and_layout();
         let Some(w) = pick(&storage) else {
             candle_core::bail!("frozen linear: the input and the weight are on different devices");
         };
@@ -1312,7 +1318,7 @@ impl candle_core::CustomOp1 for FrozenRhs {
     }
 
     fn bwd(&self, _x: &Tensor, _y: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        Ok(Some(grad.matmul(&self.w_t.t()?)?))
+        Ok(Some(grad.matmul(&self.computed()?)?))
     }
 }
 
