@@ -357,6 +357,35 @@ fn our_reader_keeps_bf16_weights_as_stored_with_the_same_logits() {
     }
 }
 
+/// Training's `widen_dense` turns every bf16-kept weight of the decoder into f32 (the decoder
+/// then holds what candle's f32 loader gives) and changes no logit.
+#[test]
+fn widen_dense_holds_f32_with_the_same_logits() {
+    let g = golden();
+    let cfg = config();
+    let ids = input_ids(&g);
+    let reader = SafetensorsReader::open(&[fixture("model.safetensors")]).unwrap();
+    let mut ours = Qwen25Vl::new(
+        &cfg,
+        Quant::F32,
+        reader.into_var_builder(DType::F32, &Device::Cpu),
+    )
+    .unwrap()
+    .with_bf16_rotary_freqs()
+    .unwrap();
+    let bits = |m: &mut Qwen25Vl| -> Vec<u32> {
+        let p = m.prepare(&ids, &[image(&g)]).unwrap();
+        let logits = m.prefill(&p, 0, LogitsAt::All, false).unwrap().logits;
+        let v: Vec<f32> = logits.flatten_all().unwrap().to_vec1().unwrap();
+        v.iter().map(|x| x.to_bits()).collect()
+    };
+    let before = bits(&mut ours);
+    ours.text.widen_dense().unwrap();
+    let candles = full_model(&cfg, Quant::F32);
+    assert_eq!(ours.text.weight_bytes(), candles.text.weight_bytes());
+    assert!(bits(&mut ours) == before, "widening changed the logits");
+}
+
 #[test]
 fn bad_inputs_are_typed_errors() {
     let g = golden();

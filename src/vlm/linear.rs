@@ -214,6 +214,16 @@ impl Proj {
         }
     }
 
+    /// A bf16-kept dense weight ([`keeps_bf16`]) widened to f32 for good.
+    pub(crate) fn widen(&mut self) -> candle_core::Result<()> {
+        if let Proj::Dense(l) = self {
+            if l.weight().dtype() == DType::BF16 {
+                *l = candle_nn::Linear::new(l.weight().to_dtype(DType::F32)?, l.bias().cloned());
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the weight is stored quantized.
     pub fn is_quantized(&self) -> bool {
         matches!(self, Proj::Quantized { .. })
@@ -361,6 +371,11 @@ impl FusedProj {
                 })
                 .collect(),
         })
+    }
+
+    /// [`Proj::widen`] of the fused weight.
+    pub(crate) fn widen(&mut self) -> candle_core::Result<()> {
+        self.proj.widen()
     }
 
     /// The outputs of each part, in load order: views into one result, plus the part's adapter

@@ -208,6 +208,8 @@ impl GrpoTrainer {
         options: GrpoOptions,
         reference: Option<TextModel>,
     ) -> Result<Self, TrainError> {
+        // In f32 before the reference shares the weights (see `TextModel::widen_dense`).
+        parts.model.text.widen_dense()?;
         let reference = options
             .kl
             .map(|_| reference.unwrap_or_else(|| parts.model.text.clone()));
