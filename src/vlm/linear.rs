@@ -1774,21 +1774,18 @@ mod tests {
         }
     }
 
+    /// The bits of an f32 tensor's values, for bit-for-bit comparisons.
+    fn bits(t: &Tensor) -> Vec<u32> {
+        let v: Vec<f32> = t.flatten_all().unwrap().to_vec1().unwrap();
+        v.iter().map(|f| f.to_bits()).collect()
+    }
+
     /// A bf16-kept weight gives the bits of the same weight widened to f32, for every product
     /// our kernels take (rows, tiles, with a bias) and those they do not (a weight under
     /// [`DENSE_FEW_MIN_WEIGHTS`], a tracked input, which still gets its gradient); training
     /// widens it for good, and a LoRA adapter on it is f32.
     #[test]
     fn a_bf16_weight_gives_the_widened_weights_bits() {
-        let bits = |t: &Tensor| {
-            t.flatten_all()
-                .unwrap()
-                .to_vec1::<f32>()
-                .unwrap()
-                .iter()
-                .map(|f| f.to_bits())
-                .collect::<Vec<_>>()
-        };
         for (n, k) in [(300, 256), (64, 64)] {
             let w16 = weight(n, k, 7).to_dtype(DType::BF16).unwrap();
             let w32 = w16.to_dtype(DType::F32).unwrap();
@@ -1847,15 +1844,6 @@ mod tests {
     /// (training) keeps candle's matmul and its gradient.
     #[test]
     fn dense_rows_equal_the_kernels_they_call() {
-        let bits = |t: &Tensor| {
-            t.flatten_all()
-                .unwrap()
-                .to_vec1::<f32>()
-                .unwrap()
-                .iter()
-                .map(|f| f.to_bits())
-                .collect::<Vec<_>>()
-        };
         let (n, k) = (300, 256);
         assert!(n * k >= DENSE_FEW_MIN_WEIGHTS);
         let w = weight(n, k, 4);

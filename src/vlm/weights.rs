@@ -503,22 +503,7 @@ impl SafetensorsReader {
             // Each part's stored values straight into its rows of the one bf16 tensor, copied
             // in parallel from a map as a lone bf16 tensor is (`read_bf16_into`).
             let mut out = super::heap::zeroed::<half::bf16>(total * cols);
-            let mut rest = out.as_mut_slice();
-            for e in entries {
-                let (dst, tail) = rest.split_at_mut(e.len / 2);
-                let (path, file) = &self.files[e.file];
-                read_bf16_into(file, e, dst).map_err(|err| {
-                    candle_core::Error::Msg(format!(
-                        "reading weight `{}` from {}: {err}",
-                        e.stored,
-                        path.display()
-                    ))
-                })?;
-                if let Some(bar) = &self.progress {
-                    bar.inc(e.len as u64);
-                }
-                rest = tail;
-            }
+            self.read_parts_into(&entries, &mut out, read_bf16_into)?;
             return Tensor::from_vec(out, (total, cols), dev);
         }
         let direct = dtype == DType::F32
@@ -532,12 +517,24 @@ impl SafetensorsReader {
                 .collect::<candle_core::Result<Vec<_>>>()?;
             return Tensor::cat(&ts, 0);
         }
-        let mut out = vec![0f32; total * cols];
-        let mut rest = out.as_mut_slice();
+        let mut out = super::heap::zeroed::<f32>(total * cols);
+        self.read_parts_into(&entries, &mut out, read_f32_into)?;
+        Tensor::from_vec(out, (total, cols), dev)
+    }
+
+    /// Each of `entries` into its rows of `out`, in order, by `read` (one of the mapped
+    /// readers), the progress bar advanced by each.
+    fn read_parts_into<T>(
+        &self,
+        entries: &[&Entry],
+        out: &mut [T],
+        read: impl Fn(&File, &Entry, &mut [T]) -> std::io::Result<()>,
+    ) -> candle_core::Result<()> {
+        let mut rest = out;
         for e in entries {
             let (dst, tail) = rest.split_at_mut(e.len / e.dtype.size_in_bytes());
             let (path, file) = &self.files[e.file];
-            read_f32_into(file, e, dst).map_err(|err| {
+            read(file, e, dst).map_err(|err| {
                 candle_core::Error::Msg(format!(
                     "reading weight `{}` from {}: {err}",
                     e.stored,
@@ -549,7 +546,7 @@ impl SafetensorsReader {
             }
             rest = tail;
         }
-        Tensor::from_vec(out, (total, cols), dev)
+        Ok(())
     }
 
     /// Whether `name` is stored bf16: a plain name's tensor, or every part of a stacked one.
