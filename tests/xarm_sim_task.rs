@@ -18,10 +18,17 @@ fn options(branch: Branch) -> EpisodeOptions {
 }
 
 /// Runs `id` seed `seed` through the xArm emulator; `answer` approves the plan or not. Returns the
-/// result and the events' step count.
-fn via_xarm(id: &str, seed: u64, branch: Branch, answer: bool) -> (EpisodeResult, usize, usize) {
+/// result, the last plan's step count, the steps that reported motion and why the run retried
+/// (each retry's reason: a failure message then says what happened).
+fn via_xarm(
+    id: &str,
+    seed: u64,
+    branch: Branch,
+    answer: bool,
+) -> (EpisodeResult, usize, usize, Vec<String>) {
     let ep = task(id).unwrap().instantiate(seed).unwrap();
     let (mut seen, mut moved_steps) = (0, 0);
+    let mut retries = Vec::new();
     let r = common::block_on(run_episode_xarm(
         &ep,
         &options(branch),
@@ -31,14 +38,14 @@ fn via_xarm(id: &str, seed: u64, branch: Branch, answer: bool) -> (EpisodeResult
             seen = plan.steps.len();
             answer
         },
-        &mut |e| {
-            if let Event::Moved { states, .. } = e {
-                moved_steps += usize::from(!states.is_empty());
-            }
+        &mut |e| match e {
+            Event::Moved { states, .. } => moved_steps += usize::from(!states.is_empty()),
+            Event::Retry { why, attempt } => retries.push(format!("attempt {attempt}: {why}")),
+            _ => {}
         },
     ))
     .unwrap();
-    (r, seen, moved_steps)
+    (r, seen, moved_steps, retries)
 }
 
 #[test]
@@ -50,7 +57,7 @@ fn pepper_in_pan_succeeds_through_the_xarm_driver_and_emulator_as_it_does_on_the
             .unwrap();
         let direct = common::block_on(run_episode(&ep, &options(branch), &mut |_| {})).unwrap();
         assert!(direct.success, "reference run failed: {}", direct.detail);
-        let (r, seen, moved) = via_xarm("tabletop/pepper_in_pan", 0, branch, true);
+        let (r, seen, moved, retries) = via_xarm("tabletop/pepper_in_pan", 0, branch, true);
         assert!(
             r.success,
             "{branch:?} through the xArm emulator: {} ({:?})",
@@ -59,7 +66,7 @@ fn pepper_in_pan_succeeds_through_the_xarm_driver_and_emulator_as_it_does_on_the
         assert!(r.executed);
         assert_eq!(
             r.steps_executed, seen,
-            "every step of the approved plan ran"
+            "every step of the approved plan ran, once (retries: {retries:?})"
         );
         assert_eq!(
             r.steps_executed, direct.steps_executed,
@@ -72,7 +79,7 @@ fn pepper_in_pan_succeeds_through_the_xarm_driver_and_emulator_as_it_does_on_the
 
 #[test]
 fn a_plan_declined_at_the_prompt_moves_nothing_through_the_emulator() {
-    let (r, seen, _) = via_xarm("tabletop/pepper_in_pan", 1, Branch::Affordance, false);
+    let (r, seen, _, _) = via_xarm("tabletop/pepper_in_pan", 1, Branch::Affordance, false);
     assert!(seen > 0, "the approver saw the plan");
     assert!(matches!(r.error, Some(RunError::Declined)), "{:?}", r.error);
     assert!(!r.success && !r.executed);
