@@ -256,15 +256,6 @@ impl CheckpointTensor<'_> {
         }
     }
 
-    /// The dtype [`Self::get`] gives: f32 for a bf16-kept weight.
-    pub fn dtype(&self) -> DType {
-        match self {
-            CheckpointTensor::Ready(t) | CheckpointTensor::Merged { base: t, .. } => {
-                computed_in(t.dtype())
-            }
-        }
-    }
-
     /// The tensor (merging a LoRA weight now), outside any autograd graph, a bf16-kept weight
     /// widened (exactly) to the f32 the model computes in ([`keeps_bf16`]).
     pub fn get(&self) -> candle_core::Result<Tensor> {

@@ -640,10 +640,9 @@ mod x86 {
         }
     }
 
-    /// Sixteen weights from `p` as f32, lanes `live..` zero and not read (`live` ≤ 16).
+    /// Sixteen weights from `p` as f32, the lanes outside `mask` zero and not read.
     #[inline(always)]
-    unsafe fn load16_first<W: DenseElem>(p: *const W, live: usize) -> __m512 {
-        let mask = ((1u32 << live.min(16)) - 1) as __mmask16;
+    unsafe fn load16_masked<W: DenseElem>(p: *const W, mask: __mmask16) -> __m512 {
         if W::BF16 {
             let h = _mm512_maskz_loadu_epi16(__mmask32::from(mask), p as *const i16);
             let h = _mm512_castsi512_si256(h);
@@ -800,10 +799,9 @@ mod x86 {
             i += 64;
         }
         while i < k {
-            let live = (k - i).min(16);
-            let mask = ((1u32 << live) - 1) as __mmask16;
+            let mask = ((1u32 << (k - i).min(16)) - 1) as __mmask16;
             acc[0] = _mm512_fmadd_ps(
-                load16_first(wp.add(i), live),
+                load16_masked(wp.add(i), mask),
                 _mm512_maskz_loadu_ps(mask, yp.add(i)),
                 acc[0],
             );

@@ -420,9 +420,7 @@ impl TextModel {
                     + m.weight_bytes()
             })
             .sum();
-        let shares_embedding =
-            matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
-        let head = if shares_embedding {
+        let head = if self.tied_head() {
             0
         } else {
             self.lm_head.weight_bytes()
@@ -651,15 +649,10 @@ impl TextModel {
         select: &dyn Fn(&str) -> bool,
     ) -> candle_core::Result<Vec<TrainableWeight>> {
         let mut out = Vec::new();
-        let tied_head =
-            matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
         if select("model.embed_tokens.weight") {
             // Trained in f32: a bf16-kept table is widened (exactly) first.
             let var = Var::from_tensor(&self.embed_tokens.to_dtype(DType::F32)?)?;
-            self.embed_tokens = var.as_tensor().clone();
-            if tied_head {
-                self.lm_head = Proj::from_weight(self.embed_tokens.clone(), None, Quant::F32)?;
-            }
+            self.set_table(var.as_tensor().clone())?;
             out.push(TrainableWeight::whole("model.embed_tokens.weight", var));
         }
         for (i, layer) in self.layers.iter_mut().enumerate() {
@@ -687,7 +680,7 @@ impl TextModel {
             self.norm = RmsNorm::new(var.as_tensor().clone(), self.cfg.rms_norm_eps);
             out.push(TrainableWeight::whole("model.norm.weight", var));
         }
-        if !tied_head {
+        if !self.tied_head() {
             out.extend(self.lm_head.make_trainable("lm_head", select)?);
         }
         Ok(out)
@@ -704,9 +697,7 @@ impl TextModel {
     /// kernels (see [`Proj::detached`]).
     pub fn detached(&self) -> TextModel {
         let embed_tokens = self.embed_tokens.detach();
-        let tied_head =
-            matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
-        let lm_head = if tied_head {
+        let lm_head = if self.tied_head() {
             Proj::Dense(candle_nn::Linear::new(embed_tokens.clone(), None))
         } else {
             self.lm_head.detached()
@@ -753,14 +744,27 @@ impl TextModel {
             "model.norm.weight".to_string(),
             self.norm.weight().clone(),
         ));
-        let tied_head =
-            matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
-        if !tied_head {
+        if !self.tied_head() {
             for (n, t) in self.lm_head.named_weights("lm_head")? {
                 out.push(ready(n, t));
             }
         }
         Ok(out)
+    }
+
+    /// Whether `lm_head` is the embedding table itself (tied, dense).
+    fn tied_head(&self) -> bool {
+        matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id())
+    }
+
+    /// Makes `table` the embedding table, and the head too where the head was the table.
+    fn set_table(&mut self, table: Tensor) -> candle_core::Result<()> {
+        let tied = self.tied_head();
+        self.embed_tokens = table;
+        if tied {
+            self.lm_head = Proj::from_weight(self.embed_tokens.clone(), None, Quant::F32)?;
+        }
+        Ok(())
     }
 
     /// Widens every dense weight held bf16 as the checkpoint stores it (the table, its tied
@@ -771,13 +775,8 @@ impl TextModel {
     /// s instead of 1.5–1.8 s (`lm_head`'s 1.2 GB widened twice). The numbers are the same
     /// either way.
     pub fn widen_dense(&mut self) -> candle_core::Result<()> {
-        let tied_head =
-            matches!(&self.lm_head, Proj::Dense(l) if l.weight().id() == self.embed_tokens.id());
         if self.embed_tokens.dtype() == DType::BF16 {
-            self.embed_tokens = self.embed_tokens.to_dtype(DType::F32)?;
-            if tied_head {
-                self.lm_head = Proj::from_weight(self.embed_tokens.clone(), None, Quant::F32)?;
-            }
+            self.set_table(self.embed_tokens.to_dtype(DType::F32)?)?;
         }
         self.lm_head.widen()?;
         for layer in &mut self.layers {

@@ -848,6 +848,12 @@ mod tests {
 
     use super::*;
 
+    /// The bits of a bf16 tensor's values.
+    fn u16s(t: &Tensor) -> Vec<u16> {
+        let v: Vec<half::bf16> = t.flatten_all().unwrap().to_vec1().unwrap();
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
     /// Tensors of several pieces (and a partial last one), bf16 and f32, read as f32 equal
     /// candle's own load and `to_dtype` bit for bit; so do small ones, read without the map;
     /// bf16 ones read as bf16 are the stored bits.
@@ -884,10 +890,6 @@ mod tests {
         // bf16 read as stored: copied in pieces from the map (model.a) or read (model.c).
         for name in ["model.a", "model.c"] {
             let ours = reader.read(name, DType::BF16, &Device::Cpu).unwrap();
-            let u16s = |t: &Tensor| -> Vec<u16> {
-                let v: Vec<half::bf16> = t.flatten_all().unwrap().to_vec1().unwrap();
-                v.iter().map(|x| x.to_bits()).collect()
-            };
             assert_eq!(ours.dims(), tensors[name].dims());
             assert!(u16s(&ours) == u16s(&tensors[name]), "{name} as bf16");
         }
@@ -930,10 +932,6 @@ mod tests {
             0,
         )
         .unwrap();
-        let u16s = |t: &Tensor| -> Vec<u16> {
-            let v: Vec<half::bf16> = t.flatten_all().unwrap().to_vec1().unwrap();
-            v.iter().map(|x| x.to_bits()).collect()
-        };
         assert_eq!(u16s(&got), u16s(&want));
         let mixed = p
             .get((5, 5), &format!("a:2+c:3.weight{AS_STORED}"))
