@@ -1,8 +1,11 @@
 //! pointact: robot manipulation by pointing.
 //!
 //! Data flows one way: `camera` → `pointing` → `geometry` → `executor` → `safety` → `robot`.
-//! Each module owns one pipeline stage; see `DESIGN.md` (shared) for the map. Modules whose
-//! issue has not landed yet hold only their doc comment, so nothing pretends to work.
+//! Each module owns one pipeline stage and says in its own doc comment what it holds; a module may
+//! use those below it in this flow, never those above. Around the pipeline: `vlm` (the model the
+//! pointer runs), `kinematics` and `planning` (used by the executor and the safety gate), `sim` (a
+//! world to run in), `runner` (the task loop), `bridge` (a policy server for evaluators), `train`
+//! (rewards and the GRPO trainer), `calibrate` (hand-eye), `viz` (rerun logging) and `bench`.
 
 pub mod bench;
 pub mod bridge;

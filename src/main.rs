@@ -38,5 +38,6 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Fit { which } => cli::fit::run(which),
         Command::Train { which } => cli::train::run(which),
         Command::Bench { which } => cli::bench::run(which),
+        Command::Print { which } => cli::reference::run(which),
     }
 }

@@ -26,8 +26,9 @@ from openpi_client import msgpack_numpy
 
 
 def observation():
-    """What a SimplerEnv runner would send for one step of widowx_carrot_on_plate (simplerenv.md
-    §1.2 and §5.2), plus one value of each kind the wire format has."""
+    """What a SimplerEnv runner would send for one step of widowx_carrot_on_plate (the rgbd observation
+    of ManiSkill2_real2sim, in the protocol of sim/simplerenv/README.md), plus one value of each kind
+    the wire format has."""
     rng = np.random.default_rng(7)
     rgb = rng.integers(0, 256, size=(480, 640, 3), dtype=np.uint8)
     depth = rng.uniform(0.2, 3.0, size=(480, 640, 1)).astype(np.float32)

@@ -1,7 +1,7 @@
-//! The sanity check before a calibration file is written (issue 11, item 3): a solve that
-//! succeeds on garbage (pairs out of order, a pose in millimetres, a 1e300 translation, a wrong
-//! tag size) is a typed `CalibrateError::Implausible` naming the likely mistake, and the previous
-//! file stays byte for byte as it was; good data is written; `--force` writes the implausible one.
+//! The sanity check before a calibration file is written: a solve that succeeds on garbage (pairs
+//! out of order, a pose in millimetres, a 1e300 translation, a wrong tag size) is a typed
+//! `CalibrateError::Implausible` naming the likely mistake, and the previous file stays byte for
+//! byte as it was; good data is written; `--force` writes the implausible one.
 //!
 //! Samples are exact (`C_i = X⁻¹ T_i Y` from a known camera `X` and tag mount `Y`, as in
 //! `tests/calibrate_handeye.rs`), then broken in one known way.

@@ -1,4 +1,4 @@
-//! The camera check after a task (issue #15, `executor::verify`): the runner looks again when the
+//! The camera check after a task (`executor::verify`): the runner looks again when the
 //! plan has run, and says "verified by camera" only when the depth and fresh answers agree with
 //! the plan's goal. The judge (ground truth) is the reference: placements it accepts are verified,
 //! and failures it sees are not: a wrong object moved, an object put into the wrong container.

@@ -1,4 +1,4 @@
-//! The closed loop of issue #15: a grasp that closes on nothing is noticed (finger width), the arm
+//! The runner's closed loop: a grasp that closes on nothing is noticed (finger width), the arm
 //! opens, rises and goes home, the camera looks again, the pointer is asked again, and the task
 //! succeeds on the second attempt. The miss is real: the object is moved after the first frame was
 //! taken (someone bumped it), so the first plan grasps where it no longer is.

@@ -1,4 +1,4 @@
-//! The environment reward (issue #16, `train::env_reward`): a policy's points executed in the
+//! The environment reward (`train::env_reward`): a policy's points executed in the
 //! simulator, the judge's verdict the reward. Questions are made from tasks (the oracle records
 //! the other answers); scoring runs oracle-free. A right answer earns the full reward, a wrong one
 //! (another object, a place off the target, a malformed trace) only its format terms.

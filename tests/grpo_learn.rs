@@ -1,5 +1,5 @@
-//! GRPO learns (issue #17, deliverable 4): the tiny random Qwen2.5-VL of
-//! `tests/fixtures/qwen25vl_tiny/`, on frames our simulator renders, raises its held-out reward.
+//! GRPO learns: the tiny random Qwen2.5-VL of `tests/fixtures/qwen25vl_tiny/`, on frames our
+//! simulator renders, raises its held-out reward.
 //!
 //! The task: REG ("point to the red block") about each of four large blocks in
 //! `tests/fixtures/grpo_blocks.toml`, each block jittered by up to 1 cm per seed; the released

@@ -1,4 +1,4 @@
-//! The GRPO objective (issue #17, `train::grpo::objective`) against PyTorch: 40 cases of fixed
+//! The GRPO objective (`train::grpo::objective`) against PyTorch: 40 cases of fixed
 //! log-probs, rewards and masks (`tests/fixtures/gen_grpo_loss_golden.py`, torch 2.5.1, float64)
 //! across every advantage mode, clip setting, KL estimator and aggregation; ours must give the
 //! same advantages, loss, gradient with respect to the policy's log-probs (candle's autograd vs

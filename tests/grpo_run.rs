@@ -1,4 +1,4 @@
-//! `train::grpo::run` around the trainer (issue #17: checkpoints, resume, bad input), on the tiny
+//! `train::grpo::run` around the trainer (checkpoints, resume, bad input), on the tiny
 //! random Qwen2.5-VL with short responses:
 //! * a run interrupted after 2 updates and resumed from its checkpoint ends with the same
 //!   weights and the same metrics lines as an uninterrupted 4-update run;

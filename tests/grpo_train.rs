@@ -1,4 +1,4 @@
-//! Gradients that flow (issue #17, deliverable 3) on the tiny random Qwen2.5-VL of
+//! Gradients that flow through the GRPO trainer, on the tiny random Qwen2.5-VL of
 //! `tests/fixtures/qwen25vl_tiny/`:
 //! * the training forward (differentiable RMSNorm/softmax/rope, no cache) gives the inference
 //!   path's logits;

@@ -1,5 +1,6 @@
-//! `smart_resize` against the worked numbers in `shared/reference/qwen25vl.md` §3.1 (computed with
-//! transformers 4.51.3's `smart_resize`), and the model-pixel ↔ original-pixel map.
+//! `smart_resize` against worked numbers computed with transformers 4.51.3's `smart_resize`
+//! (`transformers/models/qwen2_vl/image_processing_qwen2_vl.py`), and the model-pixel ↔
+//! original-pixel map.
 
 use pointact::pointing::{
     smart_resize, Ability, ImageSize, MappingError, ModelImageMap, PointAnswer, DEFAULT_MAX_PIXELS,
@@ -8,7 +9,7 @@ use pointact::pointing::{
 use proptest::prelude::*;
 
 /// `smart_resize` with the processor class defaults, taking and returning (width, height) so the
-/// table below reads like the reference ("640×480 → 644×476").
+/// table below reads like image sizes are written ("640×480 → 644×476").
 fn resize_wh(w: u32, h: u32, min: u64, max: u64) -> Result<(u32, u32), MappingError> {
     smart_resize(h, w, FACTOR, min, max).map(|(h, w)| (w, h))
 }

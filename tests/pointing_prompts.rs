@@ -1,5 +1,5 @@
-//! The four prompt templates against the text of the Embodied-R1 reference
-//! (`shared/reference/embodied_r1_prompts.md`, from the official `inference_example.py`), copied here
+//! The four prompt templates against the text of Embodied-R1's official inference example
+//! (pickxiguapi/Embodied-R1 at `e599e95`, `inference_example.py`, `CONF_MODE`), copied here
 //! verbatim so the test does not read files outside the crate at run time.
 
 use pointact::pointing::Ability;

@@ -1,4 +1,4 @@
-//! `pointact serve rewards` (issue #16): the batch HTTP service answers every item in order with
+//! `pointact serve rewards`: the batch HTTP service answers every item in order with
 //! what `train::rewards::score` gives in process (the golden cases and malformed ones), answers bad
 //! items in place and keeps serving; and `python/pointact_rewards.py`, the module verl and EasyR1
 //! call, returns the same dicts through every signature it offers.

@@ -1,5 +1,5 @@
 //! Driver settings (`robot-configs/<robot>/driver.toml`, `pointact::robot::settings`): the shipped
-//! files carry the protocol facts of the reference (../shared/reference/robots.md, cited per value),
+//! files carry the protocol facts of their primary sources (cited per value in each file),
 //! hand-edit mistakes are refused with messages that name the file and the key, and the kinematic
 //! `robot.toml` files are untouched by the split.
 
@@ -87,21 +87,25 @@ fn xarm6_driver_toml_carries_the_reference_values() {
     );
     let x = s.as_xarm().unwrap();
     let n = &x.network;
-    // robots.md §1.1 port table: 502 command socket (TCP_CONTROL_PORT), 30000 real-time report
-    // (TCP_REPORT_RT_PORT, 250 Hz), 30002 rich report (TCP_REPORT_RICH_PORT, SDK default).
+    // xArm-Python-SDK v1.18.4 `XCONF.SocketConf`: 502 command socket (TCP_CONTROL_PORT), 30000
+    // real-time report (TCP_REPORT_RT_PORT, 250 Hz), 30002 rich report (TCP_REPORT_RICH_PORT, SDK
+    // default).
     assert_eq!(n.command_port, 502);
     assert_eq!(n.realtime_report_port, 30000);
     assert_eq!(n.state_report_port, 30002);
-    // The reference gives no address; the shipped default is loopback (emulator, never a real arm).
+    // No source gives an address; the shipped default is loopback (emulator, never a real arm).
     assert_eq!(n.address, "127.0.0.1");
-    // §1.1: SDK sockets use a 1 s timeout; §1.2: set/get 2 s, motion_en >= 5 s.
+    // SDK sockets use a 1 s timeout (`socket_port.py`); set/get 2 s (`XCONF.UxbusConf`), motion_en
+    // >= 5 s (`uxbus_cmd.py`).
     assert_eq!(n.connect_timeout_s, 1.0);
     assert_eq!(n.command_timeout_s, 2.0);
     assert_eq!(n.motion_enable_timeout_s, 5.0);
     assert_eq!(n.report_timeout_s, 1.0);
     assert_eq!(n.command_timeout(), std::time::Duration::from_secs(2));
-    // §1.3 register 124: host 9 = robot tool RS-485. §1.4: gripper = Modbus slave 8, tool bus
-    // 2 Mbps (baud index 11), position 850 = open .. 0 = closed, example speed 5000 r/min.
+    // Register 124: host 9 = robot tool RS-485 (`XCONF.ROBOT_RS485_HOST_ID`). Gripper = Modbus
+    // slave 8 (`XCONF.GRIPPER_ID`), tool bus 2 Mbps (baud index 11, `checkset_modbus_baud`),
+    // position 850 = open .. 0 = closed (xarm_ros2 `xarm_driver.cpp`), example speed 5000 r/min
+    // (`5004-set_gripper.py`).
     let g = &x.gripper;
     assert_eq!(g.rs485_host, 9);
     assert_eq!(g.slave_id, 8);
@@ -109,13 +113,13 @@ fn xarm6_driver_toml_carries_the_reference_values() {
     assert_eq!(g.baud_index(), Some(11));
     assert_eq!((g.closed_position, g.open_position), (0, 850));
     assert_eq!(g.speed_rpm, 5000);
-    // §2.3 SDK defaults: TCP 100 mm/s, 2000 mm/s², joints 20°/s; Appendix A servoj acc 8.727 rad/s².
+    // SDK defaults (`xarm/x3/base.py`): TCP 100 mm/s, 2000 mm/s², joints 20°/s and 8.727 rad/s².
     let m = &x.motion;
     assert_eq!(m.tcp_speed, 0.1);
     assert_eq!(m.tcp_acceleration, 2.0);
     assert!((m.joint_speed - 20f64.to_radians()).abs() < 1e-12);
     assert!((m.joint_acceleration - 8.727).abs() < 1e-3);
-    // §2.2: xArm Gripper payload 0.82 kg at (0, 0, 48) mm.
+    // UFACTORY Studio default: xArm Gripper payload 0.82 kg at (0, 0, 48) mm.
     assert_eq!(x.payload.mass_kg, 0.82);
     assert_eq!(x.payload.center_of_mass, [0.0, 0.0, 0.048]);
 }
@@ -130,11 +134,12 @@ fn widowx250_driver_toml_carries_the_reference_values() {
         "built-in copy differs"
     );
     let d = s.as_dynamixel().unwrap();
-    // robots.md §3.1: Protocol 2.0 at 1 Mbps (xs_sdk BAUDRATE 1000000) on the U2D2, /dev/ttyDXL.
+    // Protocol 2.0 at 1 Mbps on the U2D2, /dev/ttyDXL (interbotix_xs_sdk `xs_sdk_obj.h` BAUDRATE
+    // 1000000, PORT).
     assert_eq!(d.bus.serial_port, "/dev/ttyDXL");
     assert_eq!(d.bus.baud, 1_000_000);
     assert_eq!(d.bus.protocol, 2);
-    // §3.1: 4096 ticks/rev, 2048 = 0 rad.
+    // 4096 ticks/rev, 2048 = 0 rad (ROBOTIS e-Manual, X-series Present Position).
     assert_eq!(d.position.ticks_per_revolution, 4096);
     assert_eq!(d.position.center_ticks, 2048);
     assert_eq!(d.position.radians(2048), 0.0);
@@ -142,8 +147,8 @@ fn widowx250_driver_toml_carries_the_reference_values() {
     assert!((d.position.radians(0) + PI).abs() < 1e-12);
     assert_eq!(d.position.ticks(0.0), 2048);
     assert_eq!(d.position.ticks(-PI / 2.0), 1024);
-    // §3.1 servo table: waist 1, shoulder 2 (+3 shadow), elbow 4 (+5 shadow), forearm_roll 6,
-    // wrist_angle 7 (Drive_Mode 1), wrist_rotate 8, gripper 9.
+    // Trossen `servos_wx250s.csv` and `wx250s.yaml`: waist 1, shoulder 2 (+3 shadow), elbow 4
+    // (+5 shadow), forearm_roll 6, wrist_angle 7 (Drive_Mode 1), wrist_rotate 8, gripper 9.
     let table: Vec<(&str, u8, Option<u8>, bool)> = d
         .joints
         .iter()
@@ -164,7 +169,7 @@ fn widowx250_driver_toml_carries_the_reference_values() {
     assert_eq!(d.gripper.mode, DynamixelGripperMode::Pwm);
     let mut ids = d.servo_ids();
     ids.sort();
-    assert_eq!(ids, (1..=9).collect::<Vec<u8>>(), "IDs 1-9 (§0, §3.1)");
+    assert_eq!(ids, (1..=9).collect::<Vec<u8>>(), "servo IDs 1-9 (Trossen)");
 }
 
 #[test]
@@ -361,7 +366,7 @@ fn address_must_be_an_ip_or_a_hostname() {
 #[test]
 fn bad_protocol_values_are_refused() {
     // xArm: tunnel host, slave id, a baud the controller cannot set, gripper range, speeds above
-    // the hardware limits of robots.md §2.3.
+    // the hardware limits of the UFACTORY docs (`p04robot-specifications.md`).
     field_err(
         &edited("xarm6", "rs485_host = 9", "rs485_host = 10"),
         "gripper.rs485_host",

@@ -35,7 +35,7 @@ fn rate(suites: &[Suite], branch: Branch, noise_px: f64) -> (f64, Vec<String>) {
     rate_with(suites, &opts)
 }
 
-/// Issue #15's conditions: a RealSense-like sensor and a calibration off by 2 mm and 0.2°.
+/// Realistic conditions: a RealSense-like sensor and a calibration off by 2 mm and 0.2°.
 fn realistic(branch: Branch, noise_px: f64) -> EpisodeOptions {
     EpisodeOptions {
         branch,

@@ -310,8 +310,8 @@ fn hub_options_follow_huggingface_hub_variables() {
                 .map(|(_, v)| v.clone())
         })
     };
-    let o = opts(&[("HOME", "/home/u")]);
-    assert_eq!(o.cache_dir, PathBuf::from("/home/u/.cache/huggingface/hub"));
+    let o = opts(&[("HOME", "/h/u")]);
+    assert_eq!(o.cache_dir, PathBuf::from("/h/u/.cache/huggingface/hub"));
     assert!(!o.offline);
     assert_eq!(o.endpoint, "https://huggingface.co");
     assert_eq!(o.revision, "main");
@@ -329,7 +329,7 @@ fn hub_options_follow_huggingface_hub_variables() {
         assert_eq!(o.connect_timeout, Duration::from_secs(10), "{bad}");
     }
 
-    let o = opts(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/xdg")]);
+    let o = opts(&[("HOME", "/h/u"), ("XDG_CACHE_HOME", "/xdg")]);
     assert_eq!(o.cache_dir, PathBuf::from("/xdg/huggingface/hub"));
     let o = opts(&[("XDG_CACHE_HOME", "/xdg"), ("HF_HOME", "/hf")]);
     assert_eq!(o.cache_dir, PathBuf::from("/hf/hub"));

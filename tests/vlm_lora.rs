@@ -1,5 +1,5 @@
-//! LoRA on the text decoder (issue #17, "full fine-tuning or LoRA on chosen modules") on the tiny
-//! Qwen2.5-VL of `tests/fixtures/qwen25vl_tiny/`:
+//! LoRA on the text decoder (the trainer offers full fine-tuning or LoRA on chosen modules) on
+//! the tiny Qwen2.5-VL of `tests/fixtures/qwen25vl_tiny/`:
 //! * adapters go exactly where `select` says, under PEFT's names, PEFT-initialised from the seed;
 //!   a quantized model, a second adapter on a linear and a second rank are refused, all or nothing;
 //! * with B = 0 the adapted model is the base model, bit for bit (inference and training forward);

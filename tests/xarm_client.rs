@@ -239,7 +239,8 @@ fn connect_bring_up_and_joint_move_with_wait_read_back_against_our_fk() {
         assert_eq!(c.version_text(), VERSION);
         assert_eq!((c.version().axis, c.version().major), (6, 2));
         assert_eq!(c.dof(), 6);
-        // Power-on: stopped until enabled and started (robots.md §1.6 trace).
+        // Power-on: stopped until enabled and started (UFACTORY
+        // `support_articles/faq/robot-state-and-mode-explanation.md`; docs/references.md §2).
         assert_eq!(c.state().await.unwrap(), RobotState::Stopped);
         c.clean_error().await.unwrap();
         c.motion_enable(true).await.unwrap();

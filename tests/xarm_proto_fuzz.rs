@@ -1,11 +1,11 @@
 //! The xArm codec's decoders never panic, and every rejection is a typed `ProtoError`, over
-//! generated input: mutated golden frames (robots.md Appendix A), random byte streams cut into
+//! generated input: mutated golden frames (docs/references.md §2), random byte streams cut into
 //! random chunks, wrong lengths, and truncated, extended or corrupted report frames.
 //!
 //! | test | feeds | share of the cases |
 //! | --- | --- | --- |
 //! | `frame_streams` | random and golden-derived byte streams in random chunks to `FrameReader`, each frame to `Request`/`Response`/`Incoming` and the typed `Command`/`Reply`/`Feedback` decoders | 25 % |
-//! | `mutated_golden_frames` | Appendix A frames with byte flips, insertions, deletions, truncation and a rewritten length field | 30 % |
+//! | `mutated_golden_frames` | golden frames with byte flips, insertions, deletions, truncation and a rewritten length field | 30 % |
 //! | `reply_payloads` | every reply parser with payloads of random and near-right lengths | 15 % |
 //! | `report_frames` | valid 30002/30000 frames truncated, extended, corrupted, with a wrong length field, through `ReportReader` and the report decoders | 20 % |
 //! | `tunnel_and_text` | Modbus-RTU request/reply PDUs, feedback payloads, version strings | 10 % |
@@ -52,7 +52,7 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Requests and replies of robots.md Appendix A.
+/// Requests and replies of the recorded golden frames (docs/references.md §2).
 fn golden() -> Vec<Vec<u8>> {
     [
         "00 02 00 03 00 03 0b 08 01",

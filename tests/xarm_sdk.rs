@@ -9,7 +9,7 @@
 //! missing SDK is a failure: CI must run this check (`common::python`).
 //!
 //! This is the one test that binds the rich report port 30002 (the SDK chooses the report layout
-//! by that port number, robots.md §0); everything else uses ephemeral ports.
+//! by that port number, docs/references.md §3); everything else uses ephemeral ports.
 
 mod common;
 

@@ -2,7 +2,8 @@
 
 Usage: python xarm_sdk_conformance.py COMMAND_PORT
 The emulator must serve its rich report on 30002 (the SDK picks the report layout by that port
-number); the command port is patched into the SDK's config before it connects (robots.md §0).
+number); the command port is patched into the SDK's config before it connects (docs/references.md
+section 3).
 Every step asserts; the first failure prints `FAIL: ...` and exits 1.
 """
 

@@ -48,8 +48,10 @@ TASKS = {
 }
 TASK_ORDER = list(TASKS)
 
-# Published WidowX "visual matching" results (success %, grasp % where the source gives it), from
-# /work/shared/reference/simplerenv.md section 3. `modular`: non-standard execution (see CAVEATS).
+# Published WidowX "visual matching" results (success %, grasp % where the source gives it); each row names
+# its source: SpatialVLA/SpatialVLA README.md, SimplerEnv simpler_env/utils/metrics.py (SIMPLER_PERF),
+# xyshao23/RoboMAP README.md, qizekun/SoFar README.md (collected in docs/references.md section 6).
+# `modular`: non-standard execution (see CAVEATS).
 PUBLISHED = [
     # method, [(success, grasp) per task in TASK_ORDER], avg, modular, source
     ("RT-1-X", [(0.0, 16.7), (4.2, 20.8), (0.0, 8.3), (0.0, 0.0)], "1.1", False, "SpatialVLA README"),
@@ -106,7 +108,8 @@ def _f64(x, shape, what):
 
 
 def obs_to_infer(obs, step, objects=None, camera=CAMERA):
-    """SimplerEnv obs dict (obs_mode "rgbd", section 1.2 of the reference) -> protocol `infer` message.
+    """SimplerEnv obs dict (obs_mode "rgbd"; ManiSkill2_real2sim envs/sapien_env.py, envs/custom_scenes/base_env.py)
+    -> protocol `infer` message.
 
     Every array is a C-contiguous numpy array with an explicit dtype; every scalar is a plain Python value
     (openpi's packb would turn numpy scalars into `__npgeneric__` maps)."""

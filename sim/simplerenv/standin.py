@@ -4,11 +4,13 @@ It exists so that `run.py` (the official-protocol runner) and pointact's `serve 
 end to end on machines where SimplerEnv cannot run (no sapien 2.2.2 renderer, no Git LFS assets, CI).
 Everything here is numpy only and deterministic.
 
-What it copies from SimplerEnv (see /work/shared/reference/simplerenv.md sections 1.1-1.5):
+What it copies from SimplerEnv (simpler-env/SimplerEnv simpler_env/__init__.py and, in simpler-env/ManiSkill2_real2sim,
+mani_skill2_real2sim/envs/sapien_env.py, envs/custom_scenes/{base_env,put_on_in_scene}.py,
+agents/configs/widowx/defaults.py, agents/controllers/pd_ee_pose.py):
   * the API: `reset(options={"obj_init_options": {"episode_id": i}}) -> (obs, info)`,
     `step(action) -> (obs, reward, terminated, truncated, info)`, `get_language_instruction()`, `env.unwrapped`,
     `unwrapped.episode_source_obj` / `episode_target_obj` (objects with `.name` and `.id`);
-  * the observation dict of obs_mode "rgbd" (keys and shapes of section 1.2, camera "3rd_view_camera" 640x480,
+  * the observation dict of obs_mode "rgbd" (keys and shapes of the rgbd observation, camera "3rd_view_camera" 640x480,
     fx=fy=623.588, cx=319.501, cy=239.545, z-depth in metres, Segmentation (H,W,4) uint32 with the actor id in [..., 1]);
   * world frame != robot-base frame (base at world (0.147, 0.028, 0.87), eggplant task (0.127, 0.06, 0.87),
     identity rotation; table top at world z = 0.87);

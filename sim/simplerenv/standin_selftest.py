@@ -5,11 +5,11 @@
     python sim/simplerenv/standin_selftest.py --quick    # 3 episodes per task
 
 1. kinematics: FK of the initial qpos is finite and plausible; IK round-trips random reachable poses;
-2. controller: one delta step computed with the reference's section 1.5 formula lands the controller target exactly on
-   the desired pose (stock `arm_pd_ee_target_delta_pose_align2` semantics);
+2. controller: one delta step computed with the absolute-pose formula (docs/references.md section 5) lands the
+   controller target exactly on the desired pose (stock `arm_pd_ee_target_delta_pose_align2` semantics);
 3. observation: the infer message built by run.obs_to_infer back-projects (depth + intrinsics + extrinsic + base pose)
    onto the source object's box;
-4. a scripted EXPERT (privileged object poses, top-down pick and place, section 1.5 formula) drives all 4 tasks x 24
+4. a scripted EXPERT (privileged object poses, top-down pick and place, the same formula) drives all 4 tasks x 24
    episodes through run.main's loop via an in-process fake server with the protocol's get_server_metadata/infer
    interface (messages round-trip through openpi's msgpack encoding); must succeed on most episodes within the
    official 60/120-step budgets;
@@ -173,7 +173,7 @@ class Expert:
         ang = np.linalg.norm(r)
         R_next = self.R_goal if ang <= self.STEP_R else S.rotvec_to_mat(r * (self.STEP_R / ang)) @ R_t
         if self.mode == S.DELTA_MODE:
-            # reference section 1.5: R_d = R* R_t^T, rotvec = log R_d, dp = p* - p_c - R_d (p_t - p_c)
+            # docs/references.md section 5: R_d = R* R_t^T, rotvec = log R_d, dp = p* - p_c - R_d (p_t - p_c)
             R_d = R_next @ R_t.T
             dp = p_next - p_c - R_d @ (p_t - p_c)
             a = np.concatenate([dp, S.mat_to_rotvec(R_d), [grip]])
@@ -259,7 +259,7 @@ def backprojection_error(m, env):
     d = m["depth"][v, u].astype(np.float64)
     K = m["intrinsic_cv"]
     pc = np.stack([(u - K[0, 2]) * d / K[0, 0], (v - K[1, 2]) * d / K[1, 1], d, np.ones_like(d)])
-    T_cam_base = np.linalg.inv(m["extrinsic_cv"] @ S.T_from_pose7(m["base_pose"]))  # reference section 1.2
+    T_cam_base = np.linalg.inv(m["extrinsic_cv"] @ S.T_from_pose7(m["base_pose"]))  # as SoFar's and FSD's evaluators
     pb = (T_cam_base @ pc)[:3].T
     obj = env.unwrapped.episode_source_obj
     local = (pb - obj.p) @ obj.R
@@ -331,7 +331,7 @@ def check_controller():
         obs, *_ = env.step(np.concatenate([dp, S.mat_to_rotvec(R_d), [1.0]]))
         T_new = S.T_from_pose7(obs["agent"]["controller"]["arm"]["target_pose"])
         worst = max(worst, np.linalg.norm(T_new[:3, 3] - p_star), np.linalg.norm(S.mat_to_rotvec(T_new[:3, :3] @ R_star.T)))
-    check(worst < 1e-6, f"section 1.5 formula lands the next target on the desired pose (worst error {worst:.1e})")
+    check(worst < 1e-6, f"the absolute-pose formula lands the next target on the desired pose (worst error {worst:.1e})")
     # gripper mapping
     check(abs(S.gripper_action_to_finger(1.0) - 0.037) < 1e-12 and abs(S.gripper_action_to_finger(-1.0) - 0.015) < 1e-12
           and abs(S.gripper_action_to_finger(0.0) - 0.026) < 1e-12, "gripper g=+1 -> 0.037 (open), 0 -> 0.026, -1 -> 0.015 (clipped 0.014)")

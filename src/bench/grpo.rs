@@ -1,7 +1,7 @@
 //! `pointact bench grpo`: our GRPO trainer (`train::grpo`, candle) against TRL's `GRPOTrainer`
 //! (PyTorch, `benches/grpo_peer/trl_peer.py`) on the same tiny Qwen2.5-VL, image, prompt, group
 //! size, completion length, reward and CPU thread count, in one run: steps/s and generated
-//! tokens/s, and their ratio (issue #17's goal: at least 2x TRL).
+//! tokens/s, and their ratio (the goal: at least 2x TRL).
 //!
 //! The workload of one optimizer step, identical on both sides: `batch` prompts (the image,
 //! resized to `max_pixels`, and one question) × `group` sampled completions (temperature 1, no

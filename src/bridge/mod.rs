@@ -1,5 +1,6 @@
 //! Policy server for SimplerEnv and other evaluators: WebSocket + msgpack with openpi's array
-//! encoding, so the stock `openpi-client` drives it unchanged (reference simplerenv.md §5).
+//! encoding, so the stock `openpi-client` drives it unchanged (Physical-Intelligence/openpi:
+//! `src/openpi/serving/websocket_policy_server.py`, `openpi_client/websocket_client_policy.py`).
 //!
 //! | module | holds |
 //! | --- | --- |

@@ -3,8 +3,9 @@
 //! Why this format: the SimplerEnv runners of the openpi family (openpi's own
 //! `websocket_client_policy`, starVLA, InternVLA) send one msgpack frame per message through
 //! `openpi_client.msgpack_numpy`; speaking it byte for byte lets the stock client drive our server
-//! unchanged (simplerenv.md §5). What `openpi_client.msgpack_numpy.packb` (openpi-client 0.1.2, on
-//! msgpack-python 1.x) writes, as checked against the package:
+//! unchanged (openpi `packages/openpi-client/src/openpi_client/msgpack_numpy.py`). What
+//! `openpi_client.msgpack_numpy.packb` (openpi-client 0.1.2, on msgpack-python 1.x) writes, as
+//! checked against the package:
 //!
 //! - an `np.ndarray` becomes a map of four entries, in this order, with **bin** keys:
 //!   `__ndarray__`: `true`, `data`: bin (the C-order bytes, `tobytes()`), `dtype`: str

@@ -17,7 +17,7 @@ use pointact::robot::xarm::emulator::{ControllerConfig, Emulator, EmulatorOption
 #[derive(Subcommand)]
 pub enum EmulateCommand {
     /// The UFACTORY xArm controller: command socket, 30002 rich and 30000 real-time reports, the
-    /// xArm Gripper behind the RS-485 tunnel (README, "xArm emulator").
+    /// xArm Gripper behind the RS-485 tunnel (docs/hardware.md).
     Xarm(XarmEmulateCli),
     /// WidowX 250 servo bus (Protocol 2.0) on a pty: prints the device path on stdout, then
     /// answers as the robot's 9 servos until Ctrl-C.
@@ -48,7 +48,8 @@ pub struct XarmEmulateCli {
     #[arg(long, default_value_t = 30000)]
     rt_port: u16,
     /// Firmware version string GET_VERSION answers ("axis,type,robot-sn,box-sn,vX.Y.Z"); it
-    /// decides which code paths the SDK takes (robots.md §1.6).
+    /// decides which code paths the SDK takes (xArm-Python-SDK v1.18.4 `xarm/x3/base.py` compares
+    /// it; docs/references.md §1).
     #[arg(long, default_value = "6,6,XI1304,AC1303,v2.3.0", value_parser = version)]
     version: String,
     /// Robot description the arm is modelled from (built-in name or folder with robot.toml).

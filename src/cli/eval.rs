@@ -175,7 +175,7 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
     write_report(&a.json, &report)?;
     println!("wrote {}", a.json.display());
     if report.interrupted {
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(super::INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -251,7 +251,7 @@ fn sweep(a: EvalSimCli) -> Result<ExitCode> {
     println!("wrote {}", a.json.display());
     if reports.iter().any(|r| r.interrupted) || reports.len() < SWEEP_NOISE.len() * 4 {
         eprintln!("interrupted: the table holds the runs that finished");
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(super::INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -386,7 +386,7 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
             "interrupted: continue with the same arguments and --resume {}",
             a.json.display()
         );
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(super::INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,14 +4,17 @@
 pub mod bench;
 pub mod calibrate;
 pub mod capture;
+#[cfg(test)]
+mod doc_check;
 pub mod emulate;
 pub mod eval;
 pub mod fit;
 pub mod point;
-pub mod print;
+pub mod reference;
 pub mod run;
 pub mod run_robot;
 pub mod serve;
+pub mod stages;
 pub mod train;
 pub mod train_grpo;
 
@@ -20,10 +23,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
+/// `pointact --version`: the crate version and the commit it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    include_str!(concat!(env!("OUT_DIR"), "/commit.txt")),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "pointact",
-    version,
+    version = VERSION,
     about = "Robot manipulation by pointing (Embodied-R1 points -> 3D -> safe motion)"
 )]
 pub struct Cli {
@@ -74,6 +85,11 @@ pub enum Command {
         #[command(subcommand)]
         which: bench::BenchCommand,
     },
+    /// Print reference material generated from this binary (the command-line reference).
+    Print {
+        #[command(subcommand)]
+        which: reference::PrintCommand,
+    },
 }
 
 /// `--rerun`: log the run to rerun (feature `viz`).
@@ -111,6 +127,9 @@ pub fn finish_viz(viz: Option<pointact::viz::Viz>) -> Result<()> {
 /// Exit code for subcommands whose issue has not landed, or a source this build lacks: distinct
 /// from success (0) and failure (1).
 pub const NOT_BUILT: u8 = 2;
+
+/// Exit code after Ctrl-C (128 + SIGINT, as shells report it).
+pub const INTERRUPTED: u8 = 130;
 
 /// The one async runtime of the process: commands that drive robots (simulated or not) block on
 /// the library's futures here; the library never creates a runtime.
@@ -202,7 +221,7 @@ pub fn stop_on_ctrl_c() -> Result<std::sync::Arc<AtomicBool>> {
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     signal_hook::flag::register_conditional_shutdown(
         signal_hook::consts::SIGINT,
-        130,
+        INTERRUPTED.into(),
         stop.clone(),
     )?;
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;

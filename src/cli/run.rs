@@ -11,7 +11,7 @@ use pointact::pointing::{ModelOptions, PointerKind};
 use pointact::runner::{run_episode_with, EpisodeOptions, EpisodePointer, EpisodeResult};
 use pointact::sim::tasks;
 
-use super::{announce_model, end_stream, finish_viz, print::print_event, runtime, RerunCli};
+use super::{announce_model, end_stream, finish_viz, runtime, stages::print_event, RerunCli};
 
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("hardware").args(["xarm", "widowx"])))]

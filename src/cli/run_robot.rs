@@ -24,14 +24,11 @@ use pointact::robot::Robot;
 use pointact::runner::{run_task, RunError};
 use pointact::safety::SafetyConfig;
 
-use super::{announce_model, end_stream, print::print_event, runtime};
+use super::{announce_model, end_stream, runtime, stages::print_event, INTERRUPTED};
 
 /// Default speed scale on a physical arm: a quarter of the planned speed, so a person watching
 /// can stop a motion that looks wrong before it arrives.
 pub const HARDWARE_SPEED_SCALE: f64 = 0.25;
-
-/// Exit code after Ctrl-C (128 + SIGINT, as shells report it).
-pub const INTERRUPTED: u8 = 130;
 
 /// Which arm, where.
 pub enum Target {

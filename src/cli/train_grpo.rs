@@ -33,8 +33,11 @@ pub enum AdvantageArg {
 pub enum KlArg {
     /// low_var_kl (k3), EasyR1's.
     K3,
+    /// k1: log π − log π_ref per token.
     K1,
+    /// |k1|.
     Abs,
+    /// k2: ½ (log π − log π_ref)².
     K2,
     /// No KL term and no reference model.
     None,
@@ -54,7 +57,9 @@ pub enum AggArg {
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum ScheduleArg {
+    /// Linear warm-up, then the peak --lr (EasyR1's default).
     Constant,
+    /// Linear warm-up, then a cosine from the peak down over --steps.
     Cosine,
 }
 
@@ -96,12 +101,16 @@ pub struct GrpoCli {
     /// Responses per question (G).
     #[arg(long, default_value_t = 5)]
     group: usize,
+    /// Longest sampled response, in tokens (a longer one is cut and counted as truncated).
     #[arg(long, default_value_t = 256)]
     max_new_tokens: usize,
+    /// Sampling temperature of the rollouts (> 0 for a group to answer differently).
     #[arg(long, default_value_t = 1.0, value_parser = super::values::non_negative)]
     temperature: f64,
+    /// Nucleus sampling of the rollouts, in [0, 1] (1 keeps every token).
     #[arg(long, default_value_t = 1.0, value_parser = super::values::probability)]
     top_p: f64,
+    /// How a response's reward becomes its advantage.
     #[arg(long, value_enum, default_value = "group")]
     advantage: AdvantageArg,
     /// Leave groups whose rewards are all equal out of the loss (DAPO's dynamic sampling).
@@ -116,31 +125,42 @@ pub struct GrpoCli {
     /// Dual clip for negative advantages (0: off).
     #[arg(long, default_value_t = 3.0, value_parser = super::values::non_negative)]
     dual_clip: f64,
+    /// KL penalty to the frozen starting model, per token.
     #[arg(long, value_enum, default_value = "k3")]
     kl: KlArg,
+    /// Weight of the KL term in the loss.
     #[arg(long, default_value_t = 1e-2, value_parser = super::values::non_negative)]
     kl_coef: f64,
+    /// How per-token losses of a batch are averaged into one.
     #[arg(long, value_enum, default_value = "token-mean")]
     loss_agg: AggArg,
+    /// Peak learning rate of AdamW.
     #[arg(long, default_value_t = 1e-6, value_parser = super::values::non_negative)]
     lr: f64,
+    /// AdamW's decoupled weight decay.
     #[arg(long, default_value_t = 1e-2, value_parser = super::values::non_negative)]
     weight_decay: f64,
+    /// Updates of linear learning-rate warm-up (0: none).
     #[arg(long, default_value_t = 0)]
     warmup: u64,
+    /// Learning-rate schedule after the warm-up.
     #[arg(long, value_enum, default_value = "constant")]
     schedule: ScheduleArg,
     /// Global gradient-norm limit (0: none).
     #[arg(long, default_value_t = 1.0, value_parser = super::values::non_negative)]
     max_grad_norm: f64,
+    /// What trains: the chosen decoder weights themselves, or LoRA adapters on them (the vision
+    /// tower stays frozen either way).
     #[arg(long, value_enum, default_value = "full")]
     tune: TuneArg,
     /// Which decoder weights train: names containing any of these (e.g. q_proj,v_proj); empty:
     /// all (full) or all seven linears per layer (LoRA).
     #[arg(long, value_delimiter = ',')]
     modules: Vec<String>,
+    /// LoRA: rank of each adapter.
     #[arg(long, default_value_t = 16)]
     lora_rank: usize,
+    /// LoRA: scale numerator (the update is alpha / rank · B·A, as PEFT).
     #[arg(long, default_value_t = 32.0, value_parser = super::values::non_negative)]
     lora_alpha: f64,
     /// Image pixel budget of the processor (fewer pixels: fewer image tokens, faster steps).
@@ -161,6 +181,7 @@ pub struct GrpoCli {
     /// Non-finite steps in a row that stop the run.
     #[arg(long, default_value_t = 3)]
     max_nan_steps: usize,
+    /// Seed of the data shuffle, the LoRA adapters' initialisation and the rollouts' sampling.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     #[command(flatten)]
@@ -426,7 +447,7 @@ pub fn run(a: GrpoCli) -> Result<ExitCode> {
                 "interrupted at step {}: resume with the same flags and --resume",
                 summary.steps
             );
-            ExitCode::from(130)
+            ExitCode::from(super::INTERRUPTED)
         }
     })
 }

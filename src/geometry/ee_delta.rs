@@ -7,12 +7,13 @@
 //! `eval bridge`, applies deltas the way SimplerEnv does ([`apply_delta`]); one definition keeps
 //! the two ends from drifting apart, and the round trip is the test.
 //!
-//! The controller (ManiSkill2_real2sim `agents/controllers/pd_ee_pose.py`, reference
-//! simplerenv.md §1.3), all in the robot-base frame: with `c` the current end-effector position
-//! (from the measured joints) and `prev` the controller's previous *target* pose,
+//! The controller (ManiSkill2_real2sim `agents/controllers/pd_ee_pose.py`, `compute_target_pose`),
+//! all in the robot-base frame: with `c` the current end-effector position (from the measured
+//! joints) and `prev` the controller's previous *target* pose,
 //! `target = (T(c) · Δ · T(c)⁻¹) · prev` where `Δ = (R(rotvec), dp)`, i.e. the rotation turns
 //! about the current end-effector position with base-frame axes and `dp` translates in base-frame
-//! axes. Solving for `Δ` (§1.5): `R = R* · R_prevᵀ`, `dp = p* − c − R (p_prev − c)`.
+//! axes. Solving for `Δ` (docs/references.md §5): `R = R* · R_prevᵀ`,
+//! `dp = p* − c − R (p_prev − c)`.
 //!
 //! Poses travel as `[x, y, z, qw, qx, qy, qz]` (SAPIEN's order); [`pose_from_wxyz`] and
 //! [`pose_to_wxyz`] convert, refusing non-finite values and quaternions far from unit length.

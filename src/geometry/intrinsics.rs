@@ -25,7 +25,7 @@
 //! | --- | --- | --- |
 //! | `None` | pinhole | pinhole |
 //! | `BrownConrady` | forward Brown-Conrady (radial on `x`, tangential on the undistorted `x, y`) | 10 fixed-point iterations inverting the forward model |
-//! | `InverseBrownConrady` | radial first, then tangential on the radially *scaled* `x, y` | 10 fixed-point iterations (closed form before SDK 2.44 / PR #8753) |
+//! | `InverseBrownConrady` | radial first, then tangential on the radially *scaled* `x, y` | 10 fixed-point iterations (closed form before SDK 2.44, IntelRealSense/librealsense PR #8753) |
 //! | `ModifiedBrownConrady` | same formula as `InverseBrownConrady` | **not possible**: the SDK asserts (and in release builds silently returns the pinhole ray); we return [`GeometryError::NotDeprojectable`] |
 //!
 //! Coefficients are `[k1, k2, p1, p2, k3]`, librealsense's order (OpenCV's order too).

@@ -1,7 +1,7 @@
 //! Geometry: from pixels and depth to 3D points, clouds, the table plane, normals and smooth
 //! SE(3) paths in the robot base frame.
 //!
-//! Conventions (DESIGN.md): f64 for robot math, f32 for image-derived data; the camera frame is
+//! Conventions (the project's): f64 for robot math, f32 for image-derived data; the camera frame is
 //! OpenCV's (x right, y down, z forward); transforms are named `a_from_b`. Projection and
 //! deprojection reproduce librealsense's `rsutil.h` bit for bit (see [`intrinsics`]), so points
 //! lifted here agree with the SDK and with `pyrealsense2`.

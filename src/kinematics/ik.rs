@@ -2,9 +2,10 @@
 //! `k`'s FK and Jacobian, joint limits by clamping, and random restarts.
 //!
 //! Why this shape: short damped attempts from many starting points beat long attempts from one
-//! (TRAC-IK's finding, reproduced on these arms in shared/reference/robots.md §4.3). The first attempt
-//! starts at the caller's seed (in practice the current joint state), so the answer is the solution the
-//! arm can reach with the least motion whenever that attempt converges.
+//! (TRAC-IK's finding, Beeson & Ames, Humanoids 2015; reproduced on these arms in
+//! docs/references.md §4). The first attempt starts at the caller's seed (in practice the current
+//! joint state), so the answer is the solution the arm can reach with the least motion whenever
+//! that attempt converges.
 //! Restarts draw from a generator seeded per call, so a solve is a pure function of
 //! (target, seed, options): reproducible in tests, in the safety gate and across runs.
 

@@ -1,7 +1,8 @@
 //! Motion primitives the executors compose, behind the [`MotionPlanner`] seam: a free-space move
 //! between joint configurations and a Cartesian tool path, both solved by IK from the previous
 //! joints and timed under the robot's limits. [`DirectPlanner`] moves in straight joint-space lines
-//! (no search); a collision-aware planner (RRT-Connect, a later issue) is a second implementation.
+//! (no search); [`RrtPlanner`] is the collision-aware one (collision-free IK and RRT-Connect
+//! against a [`World`] for free-space moves, [`DirectPlanner`]'s Cartesian paths otherwise).
 //! Nothing here checks safety: every trajectory still goes through the gate before a robot sees it.
 
 use k::nalgebra::{Isometry3, Matrix3, Rotation3, Translation3, UnitQuaternion, Vector3};

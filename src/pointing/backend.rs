@@ -58,10 +58,13 @@ pub struct ModelOptions {
     /// quantized weights cached in MODEL/.pointact/ (or ~/.cache/pointact/qcache/).
     #[arg(long)]
     pub no_quant_cache: bool,
-    /// Pixel budget of the image processor (default: the model's preprocessor_config.json).
-    /// For openai these must equal the server's own limits, or points are scaled wrong.
+    /// Smallest image the processor passes to the model, in pixels (default: the model's
+    /// preprocessor_config.json); smaller images are resized up. For openai, --min-pixels and
+    /// --max-pixels must equal the server's own limits, or points are scaled wrong.
     #[arg(long)]
     pub min_pixels: Option<u64>,
+    /// Largest image the processor passes to the model, in pixels (default: the model's
+    /// preprocessor_config.json); larger images are resized down, keeping their aspect ratio.
     #[arg(long)]
     pub max_pixels: Option<u64>,
     /// qwen: memory one image's activations may take, GiB; larger images are downscaled to fit
@@ -74,11 +77,15 @@ pub struct ModelOptions {
     /// 0 = greedy (Embodied-R1's setting); above 0 samples with --top-p.
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
+    /// Nucleus sampling (with --temperature > 0): sample among the likeliest tokens whose
+    /// probabilities add up to this, in (0, 1]; 1 keeps them all.
     #[arg(long, default_value_t = 1.0)]
     pub top_p: f64,
     /// Seed of the sampler (with --temperature > 0).
     #[arg(long, default_value_t = 0)]
     pub sample_seed: u64,
+    /// Divides the scores of tokens already in the prompt or reply (transformers'
+    /// repetition_penalty; 1.05 is Embodied-R1's generation_config); 1 turns it off.
     #[arg(long, default_value_t = 1.05)]
     pub repetition_penalty: f32,
     /// openai: base URL of the server (POST {endpoint}/chat/completions).

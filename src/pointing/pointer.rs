@@ -1,7 +1,7 @@
 //! The `Pointer` seam: anything that answers an ability + instruction on a frame with points.
-//! Backends: the simulator's oracle (`sim::oracle`), and later the local Qwen2.5-VL and a remote
-//! OpenAI-compatible server. Every backend returns the model's raw text, parsed by the one parser,
-//! so a backend can never hand the executor points that skipped validation.
+//! Backends: the simulator's oracle (`sim::oracle`), the local Qwen2.5-VL (`qwen`) and a remote
+//! OpenAI-compatible server (`openai`). Every backend returns the model's raw text, parsed by the
+//! one parser, so a backend can never hand the executor points that skipped validation.
 
 use super::{parse_answer, Ability, ModelImageMap, PointAnswer, PointingError};
 use crate::camera::Frame;

@@ -8,9 +8,10 @@
 //! anyway. The file is parsed just as strictly: an unknown or misspelt key is an error (a typo in a
 //! timeout must not silently fall back to a default), and every error names the file and the key.
 //!
-//! The shipped values come from the reference `robots.md` (§1 for the xArm controller protocol,
-//! §2.2–2.3 for its gripper and speeds, §3.1 for the WidowX Dynamixel bus); `robot-configs/*/driver.toml`
-//! cite the section next to each value.
+//! The shipped values come from primary sources (xArm-Python-SDK v1.18.4 and the UFACTORY docs for
+//! the xArm controller, its gripper and speeds; Interbotix's SDK and configs, Trossen's
+//! specifications and the ROBOTIS e-Manual for the WidowX Dynamixel bus);
+//! `robot-configs/*/driver.toml` cite the source next to each value.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -74,9 +75,9 @@ pub enum SettingsError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DriverKind {
-    /// UFACTORY xArm controller over TCP (robots.md §1).
+    /// UFACTORY xArm controller over TCP (its private protocol, as xArm-Python-SDK speaks it).
     Xarm,
-    /// ROBOTIS Dynamixel servos on a serial bus, Protocol 2.0 (robots.md §3.1).
+    /// ROBOTIS Dynamixel servos on a serial bus, Protocol 2.0 (ROBOTIS e-Manual).
     Dynamixel,
 }
 
@@ -116,14 +117,16 @@ pub struct XarmSettings {
 pub struct XarmNetwork {
     /// IP address or hostname of the control box. Without a port: ports are the fields below.
     pub address: String,
-    /// Command socket (private protocol). 502 on a real controller (§1.1); emulators run by an
-    /// unprivileged user listen elsewhere because 502 is a privileged port (§0, §1.6).
+    /// Command socket (private protocol). 502 on a real controller (xArm-Python-SDK
+    /// `XCONF.SocketConf`); emulators run by an unprivileged user listen elsewhere because 502 is a
+    /// privileged port (docs/references.md §3).
     pub command_port: u16,
     /// Real-time report stream (firmware >= 2.1.0): joint positions with controller timestamps at
-    /// 250 Hz (§1.1, §1.5), the feedback for streamed (servo-mode) motion.
+    /// 250 Hz (UFACTORY `data-description-of-tcp-port.md`), the feedback for streamed (servo-mode)
+    /// motion.
     pub realtime_report_port: u16,
     /// Slow (5 Hz) state report with error/warning codes and enable/brake bits, which the
-    /// real-time layout does not list (§1.5, §1.7).
+    /// real-time layout does not list (the SDK's `xarm/x3/report.py`).
     pub state_report_port: u16,
     /// TCP connect timeout (s).
     pub connect_timeout_s: f64,
@@ -151,16 +154,16 @@ pub struct XarmMotion {
     pub joint_acceleration: f64,
 }
 
-/// Hardware ceilings of the xArm 6 (robots.md §2.3), used to refuse settings the controller would
-/// clamp or reject: TCP speed 1 m/s, TCP acceleration 50 m/s², joint speed 180°/s, joint
-/// acceleration 20 rad/s².
+/// Hardware ceilings of the xArm 6 (UFACTORY `private_tcp_protocol/p04robot-specifications.md`),
+/// used to refuse settings the controller would clamp or reject: TCP speed 1 m/s, TCP
+/// acceleration 50 m/s², joint speed 180°/s, joint acceleration 20 rad/s².
 pub const XARM_MAX_TCP_SPEED: f64 = 1.0;
 pub const XARM_MAX_TCP_ACCELERATION: f64 = 50.0;
 pub const XARM_MAX_JOINT_SPEED: f64 = std::f64::consts::PI;
 pub const XARM_MAX_JOINT_ACCELERATION: f64 = 20.0;
 
 /// Baud rates the controller can set on its RS-485 buses: the list whose index the tool-baud
-/// register 0x0A0B holds (xArm-Python-SDK `UxbusCmd.BAUDRATES`; robots.md §1.4: index 11 = 2 Mbps).
+/// register 0x0A0B holds (xArm-Python-SDK v1.18.4 `UxbusCmd.BAUDRATES`: index 11 = 2 Mbps).
 pub const XARM_RS485_BAUDS: [u32; 13] = [
     4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600, 1000000, 1500000, 2000000,
     2500000,
@@ -170,12 +173,13 @@ pub const XARM_RS485_BAUDS: [u32; 13] = [
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct XarmGripper {
-    /// Tunnel host: 9 = the robot tool's RS-485 port, 11 = the control box's (§1.3, register 124).
+    /// Tunnel host: 9 = the robot tool's RS-485 port, 11 = the control box's (register 124,
+    /// UFACTORY `p16-rs485-control-on-the-end-effector-124-127.md`).
     pub rs485_host: u8,
-    /// Modbus slave id of the gripper on that bus (§1.4).
+    /// Modbus slave id of the gripper on that bus (the SDK's `XCONF.GRIPPER_ID`).
     pub slave_id: u8,
     /// Bus baud rate; the driver checks register 0x0A0B and re-bauds the tool board if it differs
-    /// (§1.4). One of `XARM_RS485_BAUDS`.
+    /// (as the SDK's `checkset_modbus_baud` does). One of `XARM_RS485_BAUDS`.
     pub baud: u32,
     /// Finger speed register 0x0303 (r/min).
     pub speed_rpm: u16,
@@ -220,7 +224,8 @@ pub struct DynamixelSettings {
 }
 
 /// Baud rates an X-series servo can be set to (ROBOTIS e-Manual, XM430/XL430 control table
-/// `Baud Rate` (8), values 0..7); robots.md §3.1: the WidowX motors use value 3 = 1 Mbps.
+/// `Baud Rate` (8), values 0..7); the WidowX motors use value 3 = 1 Mbps (Interbotix
+/// `wx250s.yaml`).
 pub const DYNAMIXEL_BAUDS: [u32; 8] = [
     9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000, 4500000,
 ];
@@ -236,7 +241,7 @@ pub struct DynamixelBus {
     /// Must match the servos' configured baud rate; one of `DYNAMIXEL_BAUDS`.
     pub baud: u32,
     /// Dynamixel protocol version. Only 2 (Protocol 2.0) is accepted: 1.0 packets differ
-    /// (header, checksum) and the WidowX servos speak 2.0 (robots.md §3.1).
+    /// (header, checksum) and the WidowX servos speak 2.0 (Interbotix `interbotix_xs_sdk`).
     pub protocol: u8,
     /// Longest wait for a status packet (s); after it the read counts as failed.
     pub timeout_s: f64,

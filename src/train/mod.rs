@@ -1,5 +1,5 @@
 //! Training-side code: the rewards a GRPO trainer optimises, the reward service for trainers in
-//! Python, and (a later issue) the trainer itself.
+//! Python, and the GRPO trainer itself.
 //!
 //! * [`rewards`]: Embodied-R1's released reward functions ported with exact parity (every task type
 //!   the released `embodiedr1_compute_score` dispatches, golden-tested against the Python); pure
@@ -11,8 +11,8 @@
 //! * [`consistency`]: Embodied-R's logic-consistency reward (a reference model answers from the
 //!   policy's reasoning alone).
 //! * [`robot_r1`]: Robot-R1's multiple-choice questions from demonstrations in our simulator.
-//! * [`grpo`]: the GRPO trainer; so far its objective (advantages, clipped surrogate, KL,
-//!   aggregation).
+//! * [`grpo`]: the GRPO trainer: its objective (advantages, clipped surrogate, KL, aggregation),
+//!   rollouts, optimiser, checkpoints and training runs.
 
 pub mod consistency;
 pub mod env_reward;

@@ -1,9 +1,8 @@
 //! Robot-R1's multiple-choice questions (arXiv 2506.00070), made from demonstrations recorded in
 //! our simulator, and Robot-R1's reward.
 //!
-//! Robot-R1's code is not released; what is built here follows the paper and the secondary notes
-//! gathered in the design notes (`reference/grpo.md` §3.5). Where they leave a choice open, the
-//! choice made is named below.
+//! Robot-R1's code is not released; what is built here follows the paper and secondary summaries
+//! of it (docs/references.md §9). Where they leave a choice open, the choice made is named below.
 //!
 //! # Demonstrations ([`record_demonstration`])
 //! The oracle pointer runs the task on its seeded episode (`runner::run_prepared`, the same path
@@ -52,8 +51,8 @@
 //!
 //! # Output ([`generate`])
 //! `OUT/robot_r1-<suite>-<id>.jsonl`, one [`QuestionRecord`] a line, with the frames as PNG under
-//! `OUT/images/` (the record's `image` is relative to `OUT`). The fields the trainer reads
-//! (issue #17) are `image`, `task_type` (`robot_r1`), `question` and `ground_truth`
+//! `OUT/images/` (the record's `image` is relative to `OUT`). The fields the GRPO trainer reads
+//! are `image`, `task_type` (`robot_r1`), `question` and `ground_truth`
 //! (`<type>robot_r1</type>B`); the rest documents the question.
 //!
 //! # Reward ([`reward`])

@@ -377,6 +377,15 @@ impl ModelFiles {
 /// are not fetched again) and returns the snapshot folder.
 fn download(repo_id: &str, opts: &HubOptions) -> Result<PathBuf, HubError> {
     let client = HubClient::new(opts)?;
+    // A first download of a 3B model is gigabytes: say so, and how to avoid it, before it starts.
+    if opts.progress {
+        eprintln!(
+            "download  {repo_id} is not in the cache {}: downloading it from {} \
+             (Embodied-R1-3B is about 7 GB); --model DIR uses a local copy, HF_HUB_OFFLINE=1 never downloads",
+            opts.cache_dir.display(),
+            opts.endpoint
+        );
+    }
     let revision = client.revision(repo_id, &opts.revision)?;
     let listed = |f: &str| revision.files.iter().any(|s| s == f);
     let get = |f: &str| client.fetch(repo_id, &revision.commit, f);
@@ -386,6 +395,9 @@ fn download(repo_id: &str, opts: &HubOptions) -> Result<PathBuf, HubError> {
         get(WEIGHTS_FILE)?;
     } else {
         let index = get(WEIGHTS_INDEX_FILE)?;
+        if let (true, Some(bytes)) = (opts.progress, indexed_total_size(&index)) {
+            eprintln!("download  weights: {:.1} GB", bytes as f64 / 1e9);
+        }
         // A malformed index fetches no shard; `from_dir` then reports it with its path.
         for shard in shard_names(&index).unwrap_or_default() {
             get(&shard)?;
@@ -395,6 +407,13 @@ fn download(repo_id: &str, opts: &HubOptions) -> Result<PathBuf, HubError> {
         get(f)?;
     }
     Ok(client.snapshot_dir(repo_id, &revision.commit))
+}
+
+/// The weights' total size an index declares (`metadata.total_size`), when it does.
+fn indexed_total_size(index: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(index).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    json.get("metadata")?.get("total_size")?.as_u64()
 }
 
 /// The safetensors files of a model folder: `model.safetensors`, else the shards named by

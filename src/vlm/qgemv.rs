@@ -23,7 +23,7 @@
 //!
 //! * **f32** (`--quant f32` decode: 15 GB of weights per token for the 3B): candle hands a
 //!   one-row product to the `gemm` crate, which reached 62 % of the triad bandwidth in a 4-layer
-//!   `bench vlm` here, and 15 GB/s against PyTorch's 32 GB/s on the AVX-512 Xeon of issue #18.
+//!   `bench vlm` here, and 15 GB/s against PyTorch's 32 GB/s on an AVX-512 Xeon.
 //!   Here each weight row is one sequential stream: four independent FMA accumulators, the
 //!   stream prefetched 2 KiB ahead, rows split across the pool like the quantized kernels.
 //!   Only for products outside autograd ([`super::linear`] checks): no backward pass here.

@@ -16,8 +16,7 @@ pub const COMPARE_TOKENS: usize = 8;
 /// Goals printed next to the numbers (not asserted: timings vary from machine to machine).
 pub const GOAL_F32_VS_TRANSFORMERS: f64 = 1.0;
 pub const GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32: f64 = 3.0;
-/// A quantized prefill over transformers' f32 prefill (issue #18: int8 products where the CPU
-/// has them).
+/// A quantized prefill over transformers' f32 prefill (int8 products where the CPU has them).
 pub const GOAL_QUANT_PREFILL_VS_TRANSFORMERS_F32: f64 = 2.0;
 /// Seconds to load a quantized model from the quantized-weights cache next to the checkpoint.
 pub const GOAL_QUANT_LOAD_FROM_CACHE_S: f64 = 10.0;
@@ -155,7 +154,7 @@ pub struct CheckpointInfo {
 /// (~3.9 M faults for 15 GB), and on a VM that backs a page only on its first touch that cost
 /// depends on what ran just before. With one load each, transformers' always first, one run on
 /// the 2-core AVX-512 machine measured ours at 0.74×; alternated standalone, ours was 1.26–1.51×
-/// in each of three pairs (session 22). The load row and its goal take each side's best.
+/// in each of three pairs. The load row and its goal take each side's best.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LoadRounds {
     pub transformers: Vec<f64>,
@@ -812,7 +811,7 @@ mod tests {
             .unwrap_or_else(|| panic!("no goal line `{starts}` in:\n{text}"))
     }
 
-    /// Every goal of issue #18 that one run can judge gets its line, judged on the ratio it
+    /// Every goal of `bench vlm` that one run can judge gets its line, judged on the ratio it
     /// names: a quantized prefill at 1.9x transformers f32 misses the 2x goal, at 2.1x meets it;
     /// a quantized load is judged only when it came from the cache; the f32 load against
     /// transformers'.

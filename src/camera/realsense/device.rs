@@ -3,7 +3,8 @@
 //!
 //! Why align depth to colour (not colour to depth): the pointing model answers in colour pixels,
 //! so each answered pixel must index the depth image directly, and the lifting must use the
-//! colour stream's intrinsics and distortion (planning reference §5.3).
+//! colour stream's intrinsics and distortion (librealsense `examples/align/readme.md`:
+//! `rs2::align(RS2_STREAM_COLOR)` moves every depth pixel onto its colour pixel).
 
 use std::collections::HashSet;
 use std::ffi::{CStr, CString};

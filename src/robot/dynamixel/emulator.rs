@@ -42,7 +42,8 @@ const TABLE_SIZE: usize = 147;
 const MODEL_XM430_W350: u16 = 1020;
 const MODEL_XL430_W250: u16 = 1060;
 const FIRMWARE: u8 = 46;
-/// Velocity Limit of the WidowX motors: 131 × 0.229 rev/min = π rad/s (robots.md §3.1).
+/// Velocity Limit of the WidowX motors: 131 × 0.229 rev/min = π rad/s (Interbotix
+/// `interbotix_xsarm_control/config/wx250s.yaml`; unit from the ROBOTIS e-Manual).
 const VELOCITY_LIMIT: u32 = 131;
 /// Shutdown bits set at the factory: overheating, electrical shock, overload.
 const SHUTDOWN_DEFAULT: u8 = 0x34;

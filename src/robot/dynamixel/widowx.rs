@@ -1,8 +1,9 @@
 //! The Trossen/Interbotix WidowX 250 6-DOF on its Dynamixel bus: a `Robot`.
 //!
-//! What the driver relies on (robots.md §3.1, `driver.toml`): one servo per arm joint in position
-//! control, shoulder and elbow doubled by shadow servos that the robot itself configured to follow
-//! their primary (Secondary ID = primary id, Drive Mode reversed). The driver therefore never
+//! What the driver relies on (Interbotix `wx250s.yaml`, Trossen `servos_wx250s.csv`,
+//! `driver.toml`): one servo per arm joint in position control, shoulder and elbow doubled by
+//! shadow servos that the robot itself configured to follow their primary (Secondary ID =
+//! primary id, Drive Mode reversed). The driver therefore never
 //! addresses a shadow with a command (it would fight its primary), but it reads every shadow's
 //! position and alert bit, because a shadow that overheats or overloads leaves its joint at half
 //! torque without the primary noticing.

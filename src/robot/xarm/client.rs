@@ -1,7 +1,7 @@
-//! An async client of the xArm controller (robots.md §1): the command socket, the 30000
-//! real-time and 30002 rich report streams, state and mode changes, planned moves with their
-//! wait, servo streaming (as a `ServoSink`), and the xArm Gripper through the RS-485 tunnel
-//! (`super::gripper`).
+//! An async client of the xArm controller (its private TCP protocol as xArm-Python-SDK v1.18.4
+//! speaks it; see `super::proto`): the command socket, the 30000 real-time and 30002 rich report
+//! streams, state and mode changes, planned moves with their wait, servo streaming (as a
+//! `ServoSink`), and the xArm Gripper through the RS-485 tunnel (`super::gripper`).
 //!
 //! Rules every call keeps, because a robot on the other end turns a hung or half-understood call
 //! into an arm that keeps moving:
@@ -49,10 +49,11 @@ const POLL: Duration = Duration::from_millis(50);
 /// Consecutive idle polls (state 2, nothing queued) that end a wait. One could be the instant
 /// between two queued moves; the SDK also asks for two.
 const SETTLED_POLLS: u32 = 2;
-/// Protocol id 3 is what the SDK switches to from firmware 1.8.6 on (robots.md §1.2, §1.6).
+/// Protocol id 3 is what the SDK switches to from firmware 1.8.6 on (xArm-Python-SDK v1.18.4
+/// `xarm/x3/base.py`, `version_is_ge(1, 8, 6)`).
 const PROT_V3_FROM: (u32, u32, u32) = (1, 8, 6);
 /// Firmware that takes SET_MODE's detection byte (1.10.0) and the common MOVE_LINE form
-/// (1.11.100), robots.md §1.6.
+/// (1.11.100): `version_is_ge` in the SDK's `xarm/x3/base.py` and `xarm/x3/xarm.py`.
 const SET_MODE_DETECTION_FROM: (u32, u32, u32) = (1, 10, 0);
 const MOVE_LINE_COMMON_FROM: (u32, u32, u32) = (1, 11, 100);
 
@@ -268,9 +269,10 @@ fn rt_joints(r: &RtReport, dof: usize) -> Vec<f64> {
 
 impl XarmClient {
     /// Connects the command socket and both report streams, asks the firmware version
-    /// (GET_VERSION, as the SDK's connect does, robots.md §1.6), switches to protocol id 3 where
-    /// the firmware expects it, and waits for the first frame of each report stream. `gripper`
-    /// (robot.toml) maps finger widths onto the gripper's pulses. Nothing is enabled or moved.
+    /// (GET_VERSION, as the SDK's connect does, docs/references.md §1), switches to protocol id 3
+    /// where the firmware expects it, and waits for the first frame of each report stream.
+    /// `gripper` (robot.toml) maps finger widths onto the gripper's pulses. Nothing is enabled or
+    /// moved.
     pub async fn connect(
         settings: &XarmSettings,
         gripper: &GripperConfig,
@@ -845,7 +847,7 @@ impl XarmClient {
         self.check_dof(q)?;
         let m = &self.settings.motion;
         // Speed and acceleration are reserved in servo mode; the SDK sends its defaults
-        // (robots.md Appendix A), and so do we.
+        // (the recorded servoj frame, docs/references.md §2), and so do we.
         let cmd = Command::ServoJoint(ServoJoint {
             joints: joints_to_wire(q),
             speed: m.joint_speed as f32,

@@ -29,10 +29,10 @@ pub struct XarmRobot {
 }
 
 impl XarmRobot {
-    /// Connects and brings the arm up as the SDK examples do (robots.md §1.7): TCP offset and
-    /// payload from the model and the settings, clean_error, motion_enable(8, 1), set_mode(0),
-    /// set_state(0). Refuses settings that do not fit the model, and a controller whose axis
-    /// count differs from the model's arm joints.
+    /// Connects and brings the arm up as the SDK examples do (xArm-Python-SDK
+    /// `example/wrapper/common/`): TCP offset and payload from the model and the settings,
+    /// clean_error, motion_enable(8, 1), set_mode(0), set_state(0). Refuses settings that do not
+    /// fit the model, and a controller whose axis count differs from the model's arm joints.
     pub async fn connect(
         model: Arc<RobotModel>,
         settings: &XarmSettings,

@@ -1,6 +1,6 @@
 //! The xArm Gripper, a Modbus-RTU slave behind the controller's RS-485 tunnel (register 124),
-//! robots.md §1.4: the tool bus baud check, enable, speed, target position in pulses, and the
-//! status poll that tells when the fingers stopped.
+//! as xArm-Python-SDK v1.18.4 drives it (`xarm/x3/gripper.py`): the tool bus baud check, enable,
+//! speed, target position in pulses, and the status poll that tells when the fingers stopped.
 //!
 //! Widths (m, what pointact speaks) map linearly onto pulses through robot.toml's gripper range
 //! (`GripperConfig`, whose units are this gripper's pulses), clamped to the pulses driver.toml

@@ -1,10 +1,13 @@
 //! The xArm controller's private TCP protocol, as the official xArm-Python-SDK 1.18.4 speaks it
-//! (shared reference `robots.md` §1): command frames on port 502, the unsolicited feedback frame,
-//! the RS-485 tunnel to the xArm Gripper, and the 30002 "rich" and 30000 real-time report frames.
+//! ("the SDK", tag v1.18.4: `xarm/core/wrapper/uxbus_cmd{,_tcp}.py`,
+//! `xarm/core/config/x_config.py`, `xarm/x3/{base,report}.py`) and as the UFACTORY developer docs
+//! describe it ("UFACTORY", xArm-Developer/ufactory_docs `private_tcp_protocol/*.md`): command
+//! frames on port 502, the unsolicited feedback frame, the RS-485 tunnel to the xArm Gripper, and
+//! the 30002 "rich" and 30000 real-time report frames.
 //!
 //! Everything here is a pure function of bytes: no sockets, no clocks. The client (`robot::xarm`
 //! driver) and the emulator (`robot::xarm::emulator`) share it, so both sides of the wire are
-//! written once and tested against the SDK's golden frames (Appendix A) byte for byte.
+//! written once and tested against the SDK's golden frames (docs/references.md §2) byte for byte.
 //!
 //! Why the layout of the types: a command frame is `Request` (raw: transaction id, protocol id,
 //! funcode, parameter bytes) and its typed meaning is `Command`; a reply frame is `Response` (raw,
@@ -13,7 +16,8 @@
 //! Decoders never panic: short, long or malformed input is a `ProtoError` (fuzzed in
 //! `tests/xarm_proto_fuzz.rs`).
 //!
-//! Byte order (robots.md §1.2): header fields, u16 data and Modbus registers big-endian; every f32
+//! Byte order (UFACTORY `p05communication-format.md`, the SDK's `xarm/core/utils/bytes_data.py`):
+//! header fields, u16 data and Modbus registers big-endian; every f32
 //! and i32 parameter little-endian.
 
 use std::fmt;
@@ -23,7 +27,7 @@ use crate::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 /// Bytes before the funcode: transaction id, protocol id, length (all u16 big-endian).
 pub const HEADER_LEN: usize = 6;
 
-/// Protocol identifiers of the header's second field (robots.md §1.2).
+/// Protocol identifiers of the header's second field (the SDK's `uxbus_cmd_tcp.py`).
 pub mod prot {
     /// Standard Modbus TCP on the same port (not used by pointact).
     pub const MODBUS_TCP: u16 = 0;
@@ -35,7 +39,7 @@ pub mod prot {
     pub const PRIVATE_V3: u16 = 3;
 }
 
-/// Register (funcode) numbers, `XCONF.UxbusReg` in the SDK (robots.md §1.3).
+/// Register (funcode) numbers, `XCONF.UxbusReg` in the SDK (`x_config.py`).
 pub mod reg {
     pub const GET_VERSION: u8 = 1;
     pub const GET_ROBOT_SN: u8 = 2;
@@ -66,11 +70,12 @@ pub mod reg {
     pub const FEEDBACK: u8 = 0xFF;
 }
 
-/// RS-485 tunnel hosts (register 124, robots.md §1.3).
+/// RS-485 tunnel hosts (register 124, UFACTORY `p16-rs485-control-on-the-end-effector-124-127.md`).
 pub const RS485_HOST_TOOL: u8 = 9;
 pub const RS485_HOST_CONTROL_BOX: u8 = 11;
 
-/// Tool-board registers reached with TGPIO_R16B / TGPIO_W16B (host 9), robots.md §1.4.
+/// Tool-board registers reached with TGPIO_R16B / TGPIO_W16B (host 9), as the SDK's
+/// `checkset_modbus_baud` (`xarm/x3/base.py`) uses them.
 pub mod tool_reg {
     /// Read: index of the tool RS-485 baud rate in `robot::settings::XARM_RS485_BAUDS`.
     pub const BAUD_INDEX: u16 = 0x0A0B;
@@ -80,7 +85,7 @@ pub mod tool_reg {
     pub const SOFT_REBOOT: u16 = 0x0607;
 }
 
-/// xArm Gripper Modbus registers (slave 8 behind host 9), robots.md §1.4.
+/// xArm Gripper Modbus registers (slave 8 behind host 9), the SDK's `xarm/x3/gripper.py`.
 pub mod gripper_reg {
     /// Default Modbus slave id of the xArm Gripper.
     pub const SLAVE_ID: u8 = 8;
@@ -297,7 +302,7 @@ fn expect_len(
 // ---------------------------------------------------------------------------------------------
 // Status byte
 
-/// The status byte after the funcode of every reply (robots.md §1.2).
+/// The status byte after the funcode of every reply (UFACTORY `p05communication-format.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct Status(pub u8);
 
@@ -467,8 +472,8 @@ fn split_frame<'a>(
 }
 
 /// Splits a byte stream (either direction of the command socket) into frames: read the 6-byte
-/// header, then `len` more bytes (the SDK's `recv_proc`, robots.md §1.7). Feed it whatever the
-/// socket returned; it keeps partial frames until the rest arrives.
+/// header, then `len` more bytes (the SDK's `recv_proc`, `xarm/core/comm/base.py`). Feed it
+/// whatever the socket returned; it keeps partial frames until the rest arrives.
 #[derive(Debug, Default, Clone)]
 pub struct FrameReader {
     buf: Vec<u8>,
@@ -513,7 +518,8 @@ impl FrameReader {
 // Feedback frames (funcode 0xFF)
 
 /// Unsolicited frame the controller sends on the command socket when a command it was asked to
-/// report on (SET_FEEDBACK_TYPE) starts or finishes (firmware >= 2.1.0, robots.md §1.3).
+/// report on (SET_FEEDBACK_TYPE) starts or finishes (firmware >= 2.1.0; the SDK's
+/// `example/wrapper/common/3005-task_feedback.py`).
 /// Layout: `tid | prot | len=15 | 0xFF | status | kind | funcode | task u16be | code | µs u64be`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Feedback {
@@ -604,7 +610,7 @@ impl Incoming {
 // ---------------------------------------------------------------------------------------------
 // Robot state, mode, errors, warnings
 
-/// GET_STATE values (robots.md §1.3; UFACTORY user manual §2.1.3).
+/// GET_STATE values (UFACTORY `p08-system-state-11-20.md`; UFACTORY user manual §2.1.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum RobotState {
@@ -653,7 +659,8 @@ pub mod set_state {
     pub const DECELERATE_STOP: u8 = 6;
 }
 
-/// SET_MODE values (robots.md §1.3).
+/// SET_MODE values (UFACTORY `p08-system-state-11-20.md`,
+/// `support_articles/faq/robot-state-and-mode-explanation.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Mode {
@@ -687,7 +694,8 @@ impl Mode {
 }
 
 /// Controller error codes (GET_ERROR, report byte 89), from the SDK's `ControllerErrorCodeMap`
-/// (robots.md §1.3 "Errors"). An error stops the arm (state 4) until CLEAN_ERR and SET_STATE 0.
+/// (`xarm/core/config/x_code.py`). An error stops the arm (state 4) until CLEAN_ERR and
+/// SET_STATE 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ControllerError {
     /// 1: the emergency stop button on the control box is pushed in.
@@ -1013,7 +1021,7 @@ pub struct MoveLine {
 
 impl MoveLine {
     /// The SDK's `set_position` on current firmware: common form, base frame, roll/pitch/yaw, no
-    /// blending (golden frame in robots.md Appendix A).
+    /// blending (golden frame in docs/references.md §2).
     pub fn to(pose: [f32; 6], speed: f32, acc: f32) -> MoveLine {
         MoveLine {
             pose,
@@ -1200,7 +1208,8 @@ impl Command {
         }
     }
 
-    /// Whether this command queues or starts a motion (refused while not ready, robots.md §1.2).
+    /// Whether this command queues or starts a motion (refused while not ready: status bit 0x10,
+    /// UFACTORY `p05communication-format.md`).
     pub fn is_motion(&self) -> bool {
         matches!(
             self,
@@ -1697,7 +1706,7 @@ pub struct FirmwareVersion {
 }
 
 /// Parses `"axis,type,robot-sn,box-sn,vMAJOR.MINOR.PATCH"`, the shape the SDK's regex accepts
-/// (robots.md §1.6): four comma-separated fields, then a version whose last three numbers count.
+/// (`xarm/x3/base.py`): four comma-separated fields, then a version whose last three numbers count.
 pub fn parse_version(text: &str) -> Result<FirmwareVersion, ProtoError> {
     let bad = || ProtoError::Invalid {
         field: "version string",
@@ -1994,7 +2003,8 @@ pub const RT_REPORT_LEN: usize = 804;
 /// Longest report frame a `ReportReader` accepts: bounds memory when the stream is garbage.
 pub const MAX_REPORT_LEN: usize = 4096;
 
-/// The fields every state report starts with (30001 and the head of 30002), robots.md §1.5.
+/// The fields every state report starts with (30001 and the head of 30002), the SDK's
+/// `_Report30001DataStructure` (`xarm/x3/report.py`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArmStatus {
     /// `RobotState` value (the low nibble of byte 4).
@@ -2050,8 +2060,8 @@ pub struct RichTail {
 /// Byte where the decoded part of the tail ends.
 const RICH_TAIL_END: usize = 312;
 
-/// The 30002 "rich" report (5 Hz), robots.md §1.5. Fields after byte 312 (I/O, F/T sensor,
-/// reduced mode, ...) are not decoded and encode as zeros.
+/// The 30002 "rich" report (5 Hz), the SDK's `_Report30002DataStructure`. Fields after byte 312
+/// (I/O, F/T sensor, reduced mode, ...) are not decoded and encode as zeros.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RichReport {
     pub status: ArmStatus,
@@ -2075,7 +2085,7 @@ pub struct RichReport {
 }
 
 fn check_status_fields(s: &ArmStatus) -> Result<(), ProtoError> {
-    // The SDK closes the report socket on these (robots.md §1.5, `__handle_report_normal`).
+    // The SDK closes the report socket on these (`xarm/x3/base.py`, `__handle_report_normal`).
     for (field, value, max) in [
         ("report state", s.state, 9),
         ("report mode", s.mode, 11),
@@ -2268,8 +2278,9 @@ pub struct TcpMotion {
     pub acceleration: [f32; 6],
 }
 
-/// The 30000 real-time report (250 Hz, 804 bytes, firmware >= 2.1), robots.md §1.5 and the SDK's
-/// `_Report30000DataStructure`. Reserved blocks encode as zeros and are not kept.
+/// The 30000 real-time report (250 Hz, 804 bytes, firmware >= 2.1), UFACTORY
+/// `data-description-of-tcp-port.md` and the SDK's `_Report30000DataStructure`. Reserved blocks
+/// encode as zeros and are not kept.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RtReport {
     /// Controller clock (µs).

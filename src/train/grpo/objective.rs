@@ -1,5 +1,7 @@
-//! The GRPO objective as the trainers of the literature compute it (reference: the shared
-//! `grpo.md` §2): group-relative advantages, the token-level clipped surrogate with dual clip,
+//! The GRPO objective as the trainers of the literature compute it (EasyR1 as released with
+//! Embodied-R1, pickxiguapi/Embodied-R1 at `e599e95`, `verl/trainer/core_algos.py`; volcengine/verl
+//! `verl/trainer/ppo/core_algos.py` at `012be9d`; huggingface/trl `trl/trainer/grpo_trainer.py` at
+//! `f2cd577`): group-relative advantages, the token-level clipped surrogate with dual clip,
 //! the KL to a frozen reference, and the loss aggregation modes. Everything on the loss path is
 //! built from candle's differentiable primitives (`exp`, `minimum`, `maximum`, `where_cond`,
 //! sums), never a fused op without a backward pass, so gradients reach the policy's log-probs.

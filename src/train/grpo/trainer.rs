@@ -5,10 +5,11 @@
 //!
 //! With one update per batch of rollouts (`num_iterations = 1`, EasyR1's and TRL's default) the
 //! "old" policy is the current one: `logπ_old` is the training pass's own log-probabilities,
-//! detached, so the ratio is exactly 1 and only its gradient matters (grpo.md §5.8). The loss of
-//! the whole batch is aggregated as one (token-mean over all the batch's response tokens, or the
-//! mean over all its sequences): each group's part is scaled by its share before its backward
-//! pass, so the summed gradients equal those of the batch's single loss.
+//! detached, so the ratio is exactly 1 and only its gradient matters (as TRL's
+//! `GRPOTrainer._compute_loss` does with `num_iterations == 1`). The loss of the whole batch is
+//! aggregated as one (token-mean over all the batch's response tokens, or the mean over all its
+//! sequences): each group's part is scaled by its share before its backward pass, so the summed
+//! gradients equal those of the batch's single loss.
 //!
 //! A step whose loss or gradient is not finite changes nothing and is reported; after
 //! `max_nan_steps` such steps in a row the run stops with [`TrainError::NonFinite`].
@@ -69,7 +70,8 @@ impl Tune {
     }
 }
 
-/// GRPO settings (defaults: Embodied-R1's EasyR1 configuration, grpo.md §1.6).
+/// GRPO settings (defaults: Embodied-R1's EasyR1 configuration, pickxiguapi/Embodied-R1
+/// `scripts/config_stage1.yaml` as overridden by `scripts/stage_1_embodied_r1.sh`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrpoOptions {
     pub rollout: RolloutConfig,

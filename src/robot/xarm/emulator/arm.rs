@@ -4,7 +4,7 @@
 //! each tick; an `EmulatedArm` says where the joints and fingers actually are. The default,
 //! `KinematicArm`, follows the setpoints exactly. A simulator-backed arm (physics, contacts,
 //! objects stopping the fingers) implements the same trait from outside `robot`: `robot` must
-//! not import `sim` (shared/tools/layers.json), so the simulator plugs in, not the reverse.
+//! not import `sim` (`sim` is a layer above `robot`), so the simulator plugs in, not the reverse.
 
 use std::sync::Arc;
 

@@ -5,7 +5,8 @@
 //! (`super::Emulator`) feeds it from the network; tests drive it directly with made-up times, so
 //! motion timing is checked without sleeping.
 //!
-//! What is modelled (robots.md §1.2–§1.6, UFACTORY manual §2.1.3):
+//! What is modelled (xArm-Python-SDK v1.18.4 `xarm/core/wrapper/uxbus_cmd*.py` and `xarm/x3/*.py`,
+//! the UFACTORY private TCP protocol docs, UFACTORY manual §2.1.3; docs/references.md §1):
 //! * state machine: power-on state 4 (stopped) with motors disabled; MOTION_EN and SET_MODE lead
 //!   to state 5 (configuration changed), SET_TCP_OFFSET / SET_LOAD_PARAM too; SET_STATE 0 makes
 //!   the arm ready (2), 3 pauses, 4 stops and drops the queue; motion commands while not ready are
@@ -49,19 +50,23 @@ use crate::robot::xarm::proto::{
 /// Identifies one client connection, so feedback frames go back to the socket that asked.
 pub type ConnId = u64;
 
-/// Commands the controller queues at most (firmware maximum, robots.md §1.7); more is W11.
+/// Commands the controller queues at most (firmware maximum, the SDK's `XCONF.MAX_CMD_NUM`); more
+/// is W11.
 pub const MAX_QUEUE: usize = 1024;
-/// Hardware ceilings (robots.md §2.3): TCP speed (mm/s) and acceleration (mm/s²), joint
-/// acceleration (rad/s²). Faster requests are clamped, as the controller clamps them.
+/// Hardware ceilings (UFACTORY `p04robot-specifications.md`): TCP speed (mm/s) and acceleration
+/// (mm/s²), joint acceleration (rad/s²). Faster requests are clamped, as the controller clamps
+/// them.
 const MAX_TCP_SPEED: f64 = 1000.0;
 const MAX_TCP_ACC: f64 = 50_000.0;
 const MAX_JOINT_ACC: f64 = 20.0;
 /// The xArm controller's control period (250 Hz): the longest step [`Controller::advance`] takes.
 pub const CONTROL_PERIOD_S: f64 = 1.0 / 250.0;
-/// Servo-joint mode: the TCP may not move faster than this (mm/s), error C60 (robots.md §1.7).
+/// Servo-joint mode: the TCP may not move faster than this (mm/s), error C60 (UFACTORY
+/// `support_articles/software/how-to-solve-c60-error.md`: 1200 mm/s for the xArm series).
 const SERVOJ_MAX_TCP_SPEED: f64 = 1200.0;
-/// Servo targets are expected at 30..250 Hz (robots.md §1.7): the time a step may take is the gap
-/// since the previous target, clamped to that range, so a far target is too fast at any rate.
+/// Servo targets are expected at 30..250 Hz (UFACTORY Studio manual, `ufactory_studio_cn.md`,
+/// mode 1): the time a step may take is the gap since the previous target, clamped to that range,
+/// so a far target is too fast at any rate.
 const SERVO_MIN_PERIOD: f64 = CONTROL_PERIOD_S;
 const SERVO_MAX_PERIOD: f64 = 1.0 / 30.0;
 
@@ -91,7 +96,8 @@ const TEMPERATURE_C: i8 = 30;
 /// How the emulated controller introduces itself.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ControllerConfig {
-    /// GET_VERSION text; must match the SDK's version regex (robots.md §1.6).
+    /// GET_VERSION text; must match the SDK's version regex (`xarm/x3/base.py`, docs/references.md
+    /// §1).
     pub version: String,
     pub robot_sn: String,
     pub control_box_sn: String,

@@ -1,5 +1,7 @@
 //! The robot's tool board and the xArm Gripper behind the controller's RS-485 tunnel
-//! (robots.md §1.4): what TGPIO_R16B/W16B (127/128) and RS485_RTU (124) reach.
+//! (xArm-Python-SDK v1.18.4 `xarm/x3/gripper.py`, `xarm/core/wrapper/uxbus_cmd.py`; UFACTORY
+//! `p16-rs485-control-on-the-end-effector-124-127.md`): what TGPIO_R16B/W16B (127/128) and
+//! RS485_RTU (124) reach.
 //!
 //! The gripper is a Modbus-RTU slave: enable, speed and target registers, a position that moves
 //! towards the target at the set speed once enabled, a status register (stopped / moving /

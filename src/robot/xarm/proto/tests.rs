@@ -1,4 +1,4 @@
-//! Golden frames of robots.md Appendix A (recorded from the official SDK 1.18.4 against a v2.3.0
+//! Golden frames (docs/references.md §2: recorded from the official SDK 1.18.4 against a v2.3.0
 //! emulator, protocol id 3), reproduced byte for byte: each request is built from its typed
 //! `Command` and must encode to the SDK's bytes, and each recorded reply must decode to the
 //! typed `Reply` (and encode back to the same bytes).
@@ -476,7 +476,7 @@ fn rich_report_layout_and_round_trip() {
     assert_eq!(bytes.len(), RICH_REPORT_LEN);
     assert_eq!(&bytes[..4], &(RICH_REPORT_LEN as u32).to_be_bytes());
     // state | mode << 4 at byte 4, cmdnum at 5, error/warn at 89/90, robot type/axis at 145/146,
-    // version at 151, temperatures at 245, counter at 284 (robots.md §1.5).
+    // version at 151, temperatures at 245, counter at 284 (the SDK's `xarm/x3/report.py`).
     assert_eq!(bytes[4], 0x12);
     assert_eq!(&bytes[5..7], &[0, 3]);
     assert_eq!(&bytes[7..11], &0.1f32.to_le_bytes());

@@ -51,7 +51,7 @@ impl Rig {
         self.send(cmd, t).reply().unwrap()
     }
 
-    /// Enable, position mode, ready: the SDK's start-up (robots.md §1.7).
+    /// Enable, position mode, ready: the SDK examples' start-up (`example/wrapper/common/`).
     fn ready(&mut self, mode: Mode, t: f64) {
         self.send(
             Command::MotionEnable {
@@ -111,8 +111,8 @@ fn line_to(pose: [f32; 6], speed: f32) -> Command {
 fn start_up_sequence_answers_like_the_recorded_controller() {
     let mut r = Rig::new();
     assert_eq!(r.c.state(), RobotState::Stopped);
-    // Appendix A: MOTION_EN -> 0x10, GET_STATE -> 5 (0x10), SET_MODE -> 0x10, SET_STATE 0 -> 0,
-    // GET_STATE -> 2.
+    // Recorded frames (docs/references.md §2): MOTION_EN -> 0x10, GET_STATE -> 5 (0x10),
+    // SET_MODE -> 0x10, SET_STATE 0 -> 0, GET_STATE -> 2.
     let en = r.send(
         Command::MotionEnable {
             axis: 8,
@@ -136,7 +136,8 @@ fn start_up_sequence_answers_like_the_recorded_controller() {
     assert_eq!(m.status, Status(0x10));
     assert_eq!(r.send(Command::SetState(0), 0.0).status, Status::OK);
     assert_eq!(r.reply(Command::GetState, 0.0), Reply::State(2));
-    // Zero joints: flange at (207, 0, 112) mm pointing down (robots.md §2.1).
+    // Zero joints: flange at (207, 0, 112) mm pointing down (xarm_ros2 `xarm6.urdf.xacro`; the
+    // recorded get_position reply, docs/references.md §2).
     let p = r.tcp(0.0);
     assert!(
         (p[0] - 207.0).abs() < 0.01 && p[1].abs() < 0.01 && (p[2] - 112.0).abs() < 0.01,

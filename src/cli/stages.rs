@@ -1,5 +1,5 @@
 //! How `run` prints the stages of a task: one line per event, in the
-//! layout the README shows.
+//! layout the README and docs/simulator.md show.
 
 use pointact::executor::{Event, Step};
 
