@@ -244,3 +244,96 @@ fn each_rule_catches_what_it_is_for() {
         assert_eq!(hits(good), 0, "false hit: {good}");
     }
 }
+
+/// GitHub's anchor for a heading: lower case, spaces to hyphens, punctuation other than `-` and
+/// `_` dropped; a repeated heading gets `-1`, `-2`, ….
+fn anchors(markdown: &str) -> std::collections::HashSet<String> {
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    let mut out = std::collections::HashSet::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let Some(title) = line.strip_prefix('#') else {
+            continue;
+        };
+        if fenced {
+            continue;
+        }
+        let title = title.trim_start_matches('#').trim();
+        let slug: String = title
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        let n = seen.entry(slug.clone()).or_insert(0);
+        out.insert(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_in_the_markdown_resolves() {
+    let link = Regex::new(r"\]\(([^)\s]+)\)").expect("valid regex");
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for path in project_files() {
+        if path.extension().is_none_or(|e| e != "md") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("Markdown is UTF-8");
+        let shown = path.strip_prefix(root()).unwrap_or(&path).display().to_string();
+        for (i, line) in text.lines().enumerate() {
+            for c in link.captures_iter(line) {
+                let target = &c[1];
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                checked += 1;
+                let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+                let dest = if file.is_empty() {
+                    path.clone()
+                } else {
+                    path.parent().unwrap_or(Path::new(".")).join(file)
+                };
+                if !dest.exists() {
+                    broken.push(format!("{shown}:{}: {target}: no such file", i + 1));
+                    continue;
+                }
+                if !anchor.is_empty() && dest.extension().is_some_and(|e| e == "md") {
+                    let text = std::fs::read_to_string(&dest).unwrap_or_default();
+                    if !anchors(&text).contains(anchor) {
+                        broken.push(format!("{shown}:{}: {target}: no such heading", i + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} links found: is the parsing broken?");
+    assert!(
+        broken.is_empty(),
+        "{} broken link(s):\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn anchors_follow_githubs_rule() {
+    let a = anchors("# pointact run\n## What is verified, and against what\n```sh\n# not a heading\n```\n## Run\n## Run\n");
+    for want in ["pointact-run", "what-is-verified-and-against-what", "run", "run-1"] {
+        assert!(a.contains(want), "{want} missing from {a:?}");
+    }
+    assert!(!a.contains("not-a-heading"));
+}
