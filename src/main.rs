@@ -20,8 +20,12 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             cli::end_stream();
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            eprintln!("error: {}", error_chain(&e));
+            if e.downcast_ref::<cli::Interrupted>().is_some() {
+                ExitCode::from(cli::INTERRUPTED)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -39,5 +43,54 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Train { which } => cli::train::run(which),
         Command::Bench { which } => cli::bench::run(which),
         Command::Print { which } => cli::reference::run(which),
+    }
+}
+
+/// The error and its causes on one line, each cause once: many library errors already write their
+/// source into their own message (`pointer (reg): {source}`) and also expose it as the source, so
+/// anyhow's `{:#}` would print it twice.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    /// An error that writes its source into its message and also exposes it, as many do.
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "pointer (reg): {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::other("the model's answer is unusable: no points");
+        let e = anyhow::Error::new(Outer(io)).context("the run stopped during motion");
+        assert_eq!(
+            error_chain(&e),
+            "the run stopped during motion: pointer (reg): the model's answer is unusable: no points"
+        );
+        // A source the message does not repeat is still printed.
+        let e = anyhow::Error::new(std::io::Error::other("refused")).context("cannot connect");
+        assert_eq!(error_chain(&e), "cannot connect: refused");
     }
 }

@@ -198,7 +198,7 @@ fn pointact(args: &[&str]) -> std::process::Output {
 fn without_the_feature_capture_and_camera_realsense_exit_2() {
     let tmp = TempDir::unmade("nofeature");
     let out = tmp.0.to_str().unwrap();
-    let want = "pointact was built without the `realsense` feature; rebuild with `--features realsense` (see README)";
+    let want = "pointact was built without the `realsense` feature; rebuild with `--features realsense` (see docs/install.md, RealSense)";
     let o = pointact(&["capture", "--out", out]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains(want));

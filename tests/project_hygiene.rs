@@ -293,7 +293,11 @@ fn every_relative_link_in_the_markdown_resolves() {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("Markdown is UTF-8");
-        let shown = path.strip_prefix(root()).unwrap_or(&path).display().to_string();
+        let shown = path
+            .strip_prefix(root())
+            .unwrap_or(&path)
+            .display()
+            .to_string();
         for (i, line) in text.lines().enumerate() {
             for c in link.captures_iter(line) {
                 let target = &c[1];
@@ -320,7 +324,10 @@ fn every_relative_link_in_the_markdown_resolves() {
             }
         }
     }
-    assert!(checked > 20, "only {checked} links found: is the parsing broken?");
+    assert!(
+        checked > 20,
+        "only {checked} links found: is the parsing broken?"
+    );
     assert!(
         broken.is_empty(),
         "{} broken link(s):\n{}",
@@ -332,7 +339,12 @@ fn every_relative_link_in_the_markdown_resolves() {
 #[test]
 fn anchors_follow_githubs_rule() {
     let a = anchors("# pointact run\n## What is verified, and against what\n```sh\n# not a heading\n```\n## Run\n## Run\n");
-    for want in ["pointact-run", "what-is-verified-and-against-what", "run", "run-1"] {
+    for want in [
+        "pointact-run",
+        "what-is-verified-and-against-what",
+        "run",
+        "run-1",
+    ] {
         assert!(a.contains(want), "{want} missing from {a:?}");
     }
     assert!(!a.contains("not-a-heading"));

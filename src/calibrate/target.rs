@@ -102,7 +102,7 @@ pub enum TargetError {
     #[error("no {FAMILY} tag found in the image (is the tag in view, lit, not blurred, and its white border visible?)")]
     NoTag,
     /// Tags were found, but not the one expected.
-    #[error("{FAMILY} tag {expected} not in the image; saw id(s) {seen:?} (check --tag-id)")]
+    #[error("{FAMILY} tag {expected} not in the image; saw id(s) {seen:?} (print the target as {FAMILY} id {expected})")]
     WrongId { expected: u16, seen: Vec<u16> },
     /// The detector itself failed (image size, configuration).
     #[error("AprilTag detector: {0}")]

@@ -60,7 +60,7 @@ pub enum CameraError {
 }
 
 /// What pointact was built without when the `realsense` feature is off (exit code 2 in the CLI).
-pub const NO_REALSENSE: &str = "pointact was built without the `realsense` feature; rebuild with `--features realsense` (see README)";
+pub const NO_REALSENSE: &str = "pointact was built without the `realsense` feature; rebuild with `--features realsense` (see docs/install.md, RealSense)";
 
 /// Where frames come from, as the command line names it (`--camera`).
 #[derive(Debug, Clone, PartialEq, Eq)]

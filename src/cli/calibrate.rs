@@ -249,16 +249,17 @@ fn live_session(
             _ = tokio::signal::ctrl_c() => None,
         };
         match r {
-            Some(r) => Ok(r?),
+            Some(r) => Ok::<_, anyhow::Error>(r?),
             None => {
                 let stopped = robot.stop().await;
-                anyhow::bail!(
+                Err(super::Interrupted(format!(
                     "interrupted by Ctrl-C: {}; nothing was written",
                     match stopped {
                         Ok(()) => "the arm was stopped".to_string(),
                         Err(e) => format!("the stop command FAILED ({e}): use the emergency stop"),
                     }
-                )
+                ))
+                .into())
             }
         }
     })?;

@@ -131,6 +131,12 @@ pub const NOT_BUILT: u8 = 2;
 /// Exit code after Ctrl-C (128 + SIGINT, as shells report it).
 pub const INTERRUPTED: u8 = 130;
 
+/// An error that ends a command because of Ctrl-C: printed like any error, but the process exits
+/// with [`INTERRUPTED`], as every command stopped by Ctrl-C does.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Interrupted(pub String);
+
 /// The one async runtime of the process: commands that drive robots (simulated or not) block on
 /// the library's futures here; the library never creates a runtime.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {

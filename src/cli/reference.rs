@@ -46,7 +46,7 @@ pub const ENVIRONMENT: &[(&str, Reader, &str)] = &[
     ("HF_TOKEN", Reader::Binary, "Access token for gated or private repos (otherwise the token file, below)."),
     ("HF_TOKEN_PATH", Reader::Binary, "The token file (default `HF_HOME/token`, as `huggingface-cli login` writes it)."),
     ("HF_ENDPOINT", Reader::Binary, "The hub's address (default `https://huggingface.co`), for a mirror."),
-    ("HF_HUB_DOWNLOAD_TIMEOUT", Reader::Binary, "Read timeout of a download, in seconds (default 30; connecting times out after 10 s)."),
+    ("HF_HUB_DOWNLOAD_TIMEOUT", Reader::Binary, "Seconds a download may take to connect and may stay silent while reading (sets both; defaults 10 and 30)."),
     ("OPENAI_API_KEY", Reader::Binary, "Bearer token of `--pointer openai` when `--api-key` is not given."),
     ("POINTACT_DENSE_F32", Reader::Binary, "`1`: widen a bf16 checkpoint's dense weights to f32 at load instead of holding them bf16 (same numbers, twice the memory); for comparing the two."),
     ("POINTACT_QGEMV_AVX2", Reader::Binary, "`1`: use the AVX2 row kernels (decode) even on an AVX-512 CPU, to compare the two on one machine."),
@@ -70,7 +70,7 @@ pub const ENVIRONMENT: &[(&str, Reader, &str)] = &[
 pub const EXIT_CODES: &[(u8, &str)] = &[
     (0, "Success: the task was done (the simulator's judge said so), the command finished, or a dry run planned and checked every motion."),
     (1, "Failure: an error (printed as `error: …` on stderr), a task the judge failed, a plan that was not approved (`not approved: nothing moved`), or a benchmark whose goal was missed."),
-    (super::NOT_BUILT, "A feature this build lacks (e.g. a RealSense asked of a build without `--features realsense`); also every usage error of the argument parser (an unknown flag, a value out of range)."),
+    (super::NOT_BUILT, "Every usage error of the argument parser (an unknown flag, a value out of range); also `capture` and `point --camera realsense` in a build without `--features realsense`."),
     (super::INTERRUPTED, "Stopped by Ctrl-C (128 + SIGINT): the arm was stopped first; suites and training save what they finished."),
 ];
 

@@ -21,8 +21,14 @@ pub enum KinematicsError {
         field: String,
         detail: String,
     },
-    #[error("unknown robot `{name}`: built-in robots are {known}; or pass a folder holding robot.toml and its URDF")]
-    UnknownRobot { name: String, known: String },
+    /// `or_folder`: where a folder holding robot.toml and its URDF is accepted too, the message
+    /// says so (the simulator takes built-in robots only).
+    #[error("unknown robot `{name}`: built-in robots are {known}{}", if *or_folder { "; or pass a folder holding robot.toml and its URDF" } else { "" })]
+    UnknownRobot {
+        name: String,
+        known: String,
+        or_folder: bool,
+    },
     #[error("expected {expected} joint values, got {got}")]
     JointCount { expected: usize, got: usize },
     #[error("joint `{joint}` = {value} is outside its limits [{lower}, {upper}]")]

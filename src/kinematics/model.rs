@@ -77,6 +77,7 @@ impl RobotModel {
             .ok_or_else(|| KinematicsError::UnknownRobot {
                 name: name.to_string(),
                 known: builtin_names(),
+                or_folder: false,
             })?;
         Self::from_strs(
             toml_text,
@@ -115,6 +116,7 @@ impl RobotModel {
             Err(KinematicsError::UnknownRobot {
                 name: name_or_dir.to_string(),
                 known: builtin_names(),
+                or_folder: true,
             })
         }
     }

@@ -29,7 +29,7 @@ pub enum DeviceError {
     Unknown(String),
     #[error(
         "--device {0}: this pointact was built without the cuda feature: \
-         cargo build --release --features cuda (README, CUDA)"
+         cargo build --release --features cuda (docs/install.md, CUDA)"
     )]
     NotBuilt(DeviceSpec),
     /// `reason`: candle's error as text, without the backtrace it carries under

@@ -20,7 +20,7 @@ pub use widowx::WidowX;
 /// the robot can find.
 #[derive(Debug, thiserror::Error)]
 pub enum DynamixelError {
-    #[error("cannot open serial port `{port}`: {detail} (is the adapter plugged in, and may this user open it? see README, WidowX 250)")]
+    #[error("cannot open serial port `{port}`: {detail} (is the adapter plugged in, and may this user open it? see docs/hardware.md, WidowX 250)")]
     Open { port: String, detail: String },
     #[error("serial port: {0}")]
     Io(#[from] std::io::Error),
