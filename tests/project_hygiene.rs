@@ -349,3 +349,39 @@ fn anchors_follow_githubs_rule() {
     }
     assert!(!a.contains("not-a-heading"));
 }
+
+/// The packages after the first `sudo apt-get install -y` in a text.
+fn first_apt_line(text: &str) -> Option<Vec<String>> {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("sudo apt-get install -y "))?;
+    let packages = line.trim_start()["sudo apt-get install -y ".len()..]
+        .split('#')
+        .next()?;
+    Some(packages.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The README's prerequisites are what the fresh-machine check installs, so the check tests the
+/// README a new user follows.
+#[test]
+fn the_fresh_machine_check_installs_the_readmes_prerequisites() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let script = std::fs::read_to_string(root().join("scripts/fresh-debian-check.sh"))
+        .expect("scripts/fresh-debian-check.sh");
+    let wanted = first_apt_line(&readme).expect("the README names its prerequisites");
+    let re = Regex::new(r#"(?m)^PREREQS="([^"]*)""#).expect("valid regex");
+    let checked: Vec<String> = re
+        .captures(&script)
+        .expect("the script sets PREREQS=\"…\"")[1]
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        checked, wanted,
+        "scripts/fresh-debian-check.sh's PREREQS differ from the README's prerequisites line"
+    );
+    assert!(
+        wanted.iter().any(|p| p == "build-essential"),
+        "the C toolchain is a prerequisite: {wanted:?}"
+    );
+}

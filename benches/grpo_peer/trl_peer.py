@@ -1,7 +1,7 @@
 """The peer of `pointact bench grpo`: TRL's GRPOTrainer on the same tiny Qwen2.5-VL, image, prompt,
 group size, completion length, reward and thread count as our trainer (src/train/grpo).
 
-Usage: python trl_peer.py REQUEST.json   (REQUEST.json is written by `pointact bench grpo`; the
+Usage: python3 trl_peer.py REQUEST.json   (REQUEST.json is written by `pointact bench grpo`; the
 caller sets OMP_NUM_THREADS / MKL_NUM_THREADS and this script calls torch.set_num_threads.)
 
 The workload, per optimizer step: `batch` prompts (the same image and question each) x `group`

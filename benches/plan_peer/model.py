@@ -37,7 +37,7 @@ A configuration is invalid when, checked in this order (first_contact reports th
     Exactly on a boundary is free (every rule is a strict "<"). A NaN distance compares false,
     so it is free, as in Rust.
 
-Usage: `python model.py --selftest` checks FK and every rule at, just inside and just outside
+Usage: `python3 model.py --selftest` checks FK and every rule at, just inside and just outside
 its boundary.
 """
 

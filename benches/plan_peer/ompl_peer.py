@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """OMPL peer of `pointact bench plan`: RRTConnect through OMPL's Python bindings.
 
-    python ompl_peer.py PROBLEMS.json OUT.json [--time-limit S] [--simplify] [--seed N]
+    python3 ompl_peer.py PROBLEMS.json OUT.json [--time-limit S] [--simplify] [--seed N]
 
 Every problem of PROBLEMS.json (format: model.py and the bench's docs) is solved in a fresh
 SimpleSetup: a real vector space with the joint bounds, RRTConnect at OMPL's default range

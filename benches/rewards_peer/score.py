@@ -2,7 +2,7 @@
 batch as ours, one thread, as EasyR1's reward manager calls it (`embodiedr1_compute_score(response,
 ground_truth)` per item).
 
-Usage: python score.py --reference .../verl/utils/reward_score/embodiedr1.py --items ITEMS.jsonl
+Usage: python3 score.py --reference .../verl/utils/reward_score/embodiedr1.py --items ITEMS.jsonl
                        [--min-seconds 2]
 ITEMS.jsonl: {"response": ..., "ground_truth": ...} per line.
 Prints one JSON object: {"n": items, "rounds": r, "seconds": s, "overall_sum": sum of `overall`

@@ -2,8 +2,9 @@
 """Official-protocol SimplerEnv (WidowX / Bridge) runner for pointact's `serve bridge` policy server.
 
     pointact serve bridge --addr 127.0.0.1:8000 --pointer oracle
-    python sim/simplerenv/run.py --server 127.0.0.1:8000                 # real SimplerEnv, 4 tasks x 24 episodes
-    python sim/simplerenv/run.py --server 127.0.0.1:8000 --env standin   # numpy stand-in (NOT SimplerEnv)
+    python3 sim/simplerenv/run.py --server 127.0.0.1:8000                 # real SimplerEnv, 4 tasks x 24 episodes
+    python3 sim/simplerenv/run.py --server 127.0.0.1:8000 --env standin   # numpy stand-in (NOT SimplerEnv)
+    python3 sim/simplerenv/run.py --server 127.0.0.1:8000 --env maniskill3  # ManiSkill3's Bridge twins (maniskill3.py)
 
 The policy is the WebSocket server, this script is the client (openpi's `WebsocketClientPolicy`, msgpack frames,
 numpy arrays in openpi's encoding). One connection per episode:
@@ -12,7 +13,8 @@ numpy arrays in openpi's encoding). One connection per episode:
 Official success = info["success"] of the FINAL step (SimplerEnv's maniskill2_evaluator rule). The runner keeps
 stepping after the server reports `terminate` (it then sends hold actions).
 
-Dependencies: numpy, openpi-client (and simpler_env for --env simplerenv). See README.md in this folder.
+Dependencies: numpy, openpi-client (and simpler_env for --env simplerenv; the venv of setup.sh for --env maniskill3).
+See README.md in this folder.
 """
 
 from __future__ import annotations
@@ -302,6 +304,16 @@ def make_env(kind, task, control_mode, max_episode_steps=None):
         import standin
 
         return standin.make(task, control_mode=control_mode, max_episode_steps=max_episode_steps)
+    if kind == "maniskill3":
+        sys.path.insert(0, HERE)
+        import maniskill3
+
+        try:
+            import mani_skill  # noqa: F401
+        except ImportError as e:
+            raise SystemExit(f"error: cannot import mani_skill ({e}); make the venv with sim/simplerenv/setup.sh and "
+                             "run run.py with its python")
+        return maniskill3.make(task, control_mode=control_mode, max_episode_steps=max_episode_steps)
     try:
         import simpler_env
     except ImportError as e:
@@ -329,9 +341,14 @@ def make_env(kind, task, control_mode, max_episode_steps=None):
     return env
 
 
-def env_banner(kind):
+def env_banner(kind, tasks=None):
     if kind == "standin":
         return "env: stand-in (not SimplerEnv) — sim/simplerenv/standin.py; numbers are NOT SimplerEnv results"
+    if kind == "maniskill3":
+        sys.path.insert(0, HERE)
+        import maniskill3
+
+        return maniskill3.banner(tasks=tasks)
     return "env: SimplerEnv (simpler_env / ManiSkill2_real2sim, visual matching)"
 
 
@@ -358,6 +375,7 @@ def run_episode(policy, env, task, episode_id, control_mode, cap, check_target_v
     call(policy, {"type": "reset", "task": task, "instruction": str(instruction), "episode_id": int(episode_id),
                   "control_mode": control_mode, "control_freq": CONTROL_FREQ, "max_steps": int(cap)}, "ready")
     step, ever, grasp, grasp_known = 0, False, False, False
+    first_success, first_grasp = None, None  # env steps done when info first said success / consecutive_grasp
     status, detail, terminate_step = "", "", None
     info = {}
     truncated = False
@@ -372,9 +390,13 @@ def run_episode(policy, env, task, episode_id, control_mode, cap, check_target_v
         obs, _reward, _terminated, truncated, info = env.step(action)
         step += 1
         ever = ever or bool(info.get("success", False))
+        if ever and first_success is None:
+            first_success = step
         if "consecutive_grasp" in info:
             grasp_known = True
             grasp = grasp or bool(info["consecutive_grasp"])
+            if grasp and first_grasp is None:
+                first_grasp = step
         if bool(truncated) or step >= cap:
             break
     if not bool(truncated):
@@ -385,7 +407,8 @@ def run_episode(policy, env, task, episode_id, control_mode, cap, check_target_v
     call(policy, {"type": "episode_end", "success": success, "steps": int(step), "episode_stats": stats}, "ended")
     return dict(task=task, episode_id=int(episode_id), success=success, ever_succeeded=ever,
                 grasp=grasp if grasp_known else None, steps=step, server_status=status, server_detail=detail,
-                server_terminate_step=terminate_step, episode_stats=stats, wall_s=round(time.perf_counter() - t0, 3))
+                server_terminate_step=terminate_step, first_success_step=first_success, first_grasp_step=first_grasp,
+                episode_stats=stats, wall_s=round(time.perf_counter() - t0, 3))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -473,7 +496,9 @@ def parse_max_steps(s):
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--server", default="127.0.0.1:8000", help="ws://host:port or host:port of `pointact serve bridge`")
-    p.add_argument("--env", choices=["simplerenv", "standin"], default="simplerenv")
+    p.add_argument("--env", choices=["simplerenv", "standin", "maniskill3"], default="simplerenv",
+                   help="simplerenv = SimplerEnv/ManiSkill2_real2sim; maniskill3 = ManiSkill3's Bridge digital twins "
+                        "(maniskill3.py); standin = numpy stand-in, NOT SimplerEnv")
     p.add_argument("--tasks", type=parse_tasks, default=list(TASK_ORDER), help="all or a comma list of " + ",".join(TASK_ORDER))
     p.add_argument("--episodes", type=parse_episodes, default=list(range(24)), help="e.g. 0-23 or 0,1,5 (default 0-23)")
     p.add_argument("--max-steps", type=parse_max_steps, default=None,
@@ -500,10 +525,19 @@ def main(argv=None, policy_factory=None, env_factory=None):
                    f"step budget: EXTENDED budget ({args.max_steps} steps), not the official protocol")
     rule_line = 'success rule: final-step info["success"], the official SimplerEnv rule ' \
                 "(ever-succeeded and grasp = ever consecutive_grasp are recorded for information)"
-    print(f"== SimplerEnv WidowX runner == {env_banner(args.env)}")
+    print(f"== SimplerEnv WidowX runner == {env_banner(args.env, args.tasks)}")
     print(f"server: {uri}  control mode: {control_mode}" + ("" if control_mode == DELTA_MODE else
                                                             "  (NOT the official controller)"))
     print(budget_line)
+    ep_tag = ""
+    if args.env == "maniskill3":
+        sys.path.insert(0, HERE)
+        import maniskill3
+
+        if maniskill3.stand_in_table_used(tasks=args.tasks):
+            ep_tag = f"  [{maniskill3.STAND_IN_LABEL}]"
+        print("actions: protocol (SimplerEnv align2 frame, axis-angle) converted exactly to ManiSkill3 3.0.1's "
+              "root-frame / euler-XYZ delta controller (maniskill3.py)")
 
     results = []
     meta_seen = None
@@ -524,14 +558,14 @@ def main(argv=None, policy_factory=None, env_factory=None):
                             raise ServerError(f"server does not support control mode {control_mode} (offers {modes})")
                         if meta.get("protocol") not in (None, PROTOCOL_VERSION):
                             raise ServerError(f"server speaks protocol {meta.get('protocol')}, runner speaks {PROTOCOL_VERSION}")
-                    r = run_episode(policy, env, task, ep, control_mode, cap, check_target_visible=(args.env == "simplerenv"))
+                    r = run_episode(policy, env, task, ep, control_mode, cap, check_target_visible=(args.env != "standin"))
                 finally:
                     close_policy(policy)
                 results.append(r)
                 g = "-" if r["grasp"] is None else int(r["grasp"])
                 print(f"{task:<30} ep {ep:>2}  success={int(r['success'])} ever={int(r['ever_succeeded'])} grasp={g} "
                       f"steps={r['steps']:>3} server_done_at={r['server_terminate_step']} status={r['server_status']} "
-                      f"detail={r['server_detail']!r}", flush=True)
+                      f"detail={r['server_detail']!r}{ep_tag}", flush=True)
             if hasattr(env, "close"):
                 env.close()
     except ServerError as e:
@@ -544,6 +578,8 @@ def main(argv=None, policy_factory=None, env_factory=None):
         method = f"pointact ({pointer})" if pointer else "pointact"
     if args.env == "standin":
         method += " [stand-in, not SimplerEnv]"
+    if args.env == "maniskill3":
+        method += " [ManiSkill3]" + (f" [{ep_tag.strip()[1:-1]}]" if ep_tag else "")
     if not official:
         method += f" [EXTENDED {args.max_steps} steps]"
     if control_mode != DELTA_MODE:
@@ -551,7 +587,7 @@ def main(argv=None, policy_factory=None, env_factory=None):
     per = summarize(results)
     lines = table_lines(method, per)
     print()
-    print(f"## WidowX results — {env_banner(args.env)}")
+    print(f"## WidowX results — {env_banner(args.env, args.tasks)}")
     counts = ", ".join(f"{TASKS[t]['column']} {per[t]['n']}" for t in TASK_ORDER if per.get(t))
     print(f"episodes per task: {counts}")
     print("success % (grasp % = ever consecutive_grasp, in parentheses)")
@@ -565,12 +601,15 @@ def main(argv=None, policy_factory=None, env_factory=None):
     print(f"ever succeeded % (information only, not the official rule): {ever}")
     for c in CAVEATS:
         print(c)
+    if ep_tag:
+        print(ep_tag.strip()[1:-1])
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(env=args.env, env_banner=env_banner(args.env), server=uri, server_metadata=meta_seen,
+            json.dump(dict(env=args.env, env_banner=env_banner(args.env, args.tasks), server=uri, server_metadata=meta_seen,
                            control_mode=control_mode, budget="official" if official else args.max_steps,
                            success_rule="final-step info['success']", method=method, per_task=per,
-                           table_markdown=lines, caveats=CAVEATS, episodes=results), f, indent=1)
+                           table_markdown=lines, caveats=CAVEATS, episodes=results,
+                           **({"warning": ep_tag.strip()[1:-1]} if ep_tag else {})), f, indent=1)
         print(f"wrote {args.json}")
     return 0
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Self-checks for the SimplerEnv stand-in and run.py, without the Rust server.   env: stand-in (not SimplerEnv)
 
-    python sim/simplerenv/standin_selftest.py            # everything (~1-2 min on 2 cores)
-    python sim/simplerenv/standin_selftest.py --quick    # 3 episodes per task
+    python3 sim/simplerenv/standin_selftest.py            # everything (~1-2 min on 2 cores)
+    python3 sim/simplerenv/standin_selftest.py --quick    # 3 episodes per task
 
 1. kinematics: FK of the initial qpos is finite and plausible; IK round-trips random reachable poses;
 2. controller: one delta step computed with the absolute-pose formula (docs/references.md section 5) lands the

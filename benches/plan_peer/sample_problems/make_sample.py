@@ -10,7 +10,7 @@ with one occupied cell right of the wall. Problems 0-3 cannot go straight (the j
 segment hits the wall, the shelf board or the occupied cell); problem 4 is a short free move.
 Each property is asserted when the file is written.
 
-    python make_sample.py            # from any directory; needs numpy and ../model.py
+    python3 make_sample.py            # from any directory; needs numpy and ../model.py
 """
 
 import json
