@@ -47,7 +47,7 @@ apt_install() {
   "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2
 }
 
-[ "$(uname -m)" = x86_64 ] || die "the pyrealsense2 wheels used here are x86_64 Linux only; build librealsense from source (README, RealSense)"
+[ "$(uname -m)" = x86_64 ] || die "the pyrealsense2 wheels used here are x86_64 Linux only; build librealsense from source (docs/install.md, RealSense)"
 python="${PYTHON:-python3}"
 if [ -z "${PYTHON:-}" ] && ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
   apt_install python3-venv || true   # Debian's venv module; brings python3 when that is missing too
