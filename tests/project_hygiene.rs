@@ -104,17 +104,17 @@ fn rules() -> Vec<Rule> {
     ]
 }
 
-/// The notes the project was first built from; they are not part of it.
-const NOTES: [&str; 9] = [
-    "robots.md",
-    "simplerenv.md",
-    "planning.md",
-    "grpo.md",
-    "qwen25vl.md",
-    "cpu_inference.md",
-    "embodied_r1_prompts.md",
-    "DESIGN.md",
-    "layers.json",
+/// The notes the project was first built from (their names without `.md`); they are not part of
+/// it.
+const NOTES: [&str; 8] = [
+    "robots",
+    "simplerenv",
+    "planning",
+    "grpo",
+    "qwen25vl",
+    "cpu_inference",
+    "embodied_r1_prompts",
+    "DESIGN",
 ];
 
 /// Markdown names that must be files of the repository when a file cites them: a section cited
@@ -129,7 +129,11 @@ fn unresolved_markdown(file: &Path, text: &str) -> Vec<(usize, String)> {
     for (i, line) in text.lines().enumerate() {
         for c in re.captures_iter(line) {
             let name = &c[1];
-            if c.get(2).is_none() && !NOTES.contains(&name) {
+            let a_note = name
+                .strip_suffix(".md")
+                .is_some_and(|stem| NOTES.contains(&stem))
+                || name == "layers.json";
+            if c.get(2).is_none() && !a_note {
                 continue;
             }
             let exists = [dir.join(name), root().join(name)]
@@ -219,7 +223,7 @@ fn each_rule_catches_what_it_is_for() {
         "a regression since #10",
         "venv at /root/.cache/x/bin/python",
         "cd /work/main && cargo test",
-        "the xArm frame layout (robots.md §1.5)",
+        "the xArm frame layout (qwen25vl.md §1.5)",
         "SimplerEnv's controller (simplerenv.md §3)",
         "the layering rules (layers.json)",
         "see `grpo.md`",
@@ -370,9 +374,7 @@ fn the_fresh_machine_check_installs_the_readmes_prerequisites() {
         .expect("scripts/fresh-debian-check.sh");
     let wanted = first_apt_line(&readme).expect("the README names its prerequisites");
     let re = Regex::new(r#"(?m)^PREREQS="([^"]*)""#).expect("valid regex");
-    let checked: Vec<String> = re
-        .captures(&script)
-        .expect("the script sets PREREQS=\"…\"")[1]
+    let checked: Vec<String> = re.captures(&script).expect("the script sets PREREQS=\"…\"")[1]
         .split_whitespace()
         .map(str::to_owned)
         .collect();
