@@ -18,6 +18,9 @@ server gets the same protocol message as for `--env simplerenv` / `--env standin
   task actors' `per_scene_id`.
 * camera matrices from `sensor_param/3rd_view_camera`; base_pose = the robot's root pose, tcp_pose = the
   `ee_gripper_link` pose (world), qpos, target_pose = `agent/controller/arm/target_pose` (base frame).
+* `simplerenv_obs` is that conversion, numpy only (this module imports nothing of ManiSkill3 until an env is made):
+  maniskill3_selftest.py runs it and obs_to_infer without ManiSkill3 on an observation that
+  record_maniskill3_obs.py recorded (tests/fixtures/maniskill3_obs.npz).
 
 Actions: the protocol's 7-D delta action has SimplerEnv's (ManiSkill2_real2sim) semantics: axis-angle rotation, and
 "align2" frame: target <- (Pose(p=cur.p) . Pose(dp, exp(r)) . Pose(p=cur.p)^-1) . target. ManiSkill3 3.0.1's
@@ -235,6 +238,43 @@ def rotvec_to_mat(r):
     return np.eye(3) + math.sin(th) * K + (1 - math.cos(th)) * (K @ K)
 
 
+def simplerenv_obs(o, position_z, base_pose, tcp_pose):
+    """A ManiSkill3 observation (obs_mode "rgb+segmentation", num_envs=1: every array has a batch axis of one; numpy
+    arrays or torch tensors) -> SimplerEnv's observation dict, what run.py's obs_to_infer reads. numpy only, so
+    maniskill3_selftest.py runs it without ManiSkill3.
+
+    position_z: the z channel (1, H, W) of the same camera's Position texture of the same render (OpenGL camera frame,
+    metres; the camera looks along -z); base_pose / tcp_pose: the robot's root pose and the ee_gripper_link pose in the
+    world, [p, q wxyz], shape (1, 7)."""
+    sd, sp, ag = o["sensor_data"][CAMERA], o["sensor_param"][CAMERA], o["agent"]
+    rgb = _np(sd["rgb"])[0]
+    seg = _np(sd["segmentation"])[0, ..., 0].astype(np.uint32)
+    depth = -_np(position_z)[0].astype(np.float32)
+    depth[seg == 0] = 0.0  # nothing hit
+    return {
+        "image": {CAMERA: {
+            "rgb": np.ascontiguousarray(rgb),
+            "depth": depth[..., None],
+            # SimplerEnv layout: [..., 0] mesh-level, [..., 1] actor-level id; ManiSkill3 gives the per-scene
+            # actor/link id, used for both
+            "Segmentation": np.ascontiguousarray(np.stack([seg, seg], axis=-1)),
+        }},
+        "camera_param": {CAMERA: {
+            "intrinsic_cv": _np(sp["intrinsic_cv"])[0].astype(np.float64),
+            "extrinsic_cv": _np(sp["extrinsic_cv"])[0].astype(np.float64),
+            "cam2world_gl": _np(sp["cam2world_gl"])[0].astype(np.float64),
+        }},
+        "agent": {
+            "qpos": _np(ag["qpos"])[0].astype(np.float64),
+            "qvel": _np(ag["qvel"])[0].astype(np.float64),
+            "base_pose": _np(base_pose)[0].astype(np.float64),
+            "controller": {"arm": {"target_pose": _np(ag["controller"]["arm"]["target_pose"])[0]
+                                   .astype(np.float64)}},
+        },
+        "extra": {"tcp_pose": _np(tcp_pose)[0].astype(np.float64)},
+    }
+
+
 class ManiSkill3Env:
     """SimplerEnv-style API over one ManiSkill3 Bridge env (num_envs=1, CPU simulation):
     reset(options={"obj_init_options": {"episode_id": k}}) -> (obs, info); step(a) -> (obs, r, terminated, truncated,
@@ -329,44 +369,28 @@ class ManiSkill3Env:
         e = self._rc.matrix_to_euler_angles(torch.tensor(R[None], dtype=torch.float64), "XYZ")[0].numpy()
         return np.concatenate([dp2, e, [g]])
 
-    def depth(self):
-        """z-depth (H, W) float32 in metres from the last render's Position texture (OpenGL camera frame)."""
+    def position_z(self):
+        """The z channel (1, H, W) of the last render's Position texture (OpenGL camera frame, metres)."""
         tex = self._cam.get_obs(rgb=False, depth=True, position=False, segmentation=False,
                                 apply_texture_transforms=False)
         if "Position" not in tex:
             raise RuntimeError(f"camera gave {list(tex)} instead of a float 'Position' texture; the adapter needs "
                                "sensor_configs shader_pack='default'")
-        return -_np(tex["Position"])[0, ..., 2].astype(np.float32)
+        return np.array(_np(tex["Position"])[..., 2])
+
+    def depth(self):
+        """z-depth (H, W) float32 in metres from the last render's Position texture (OpenGL camera frame)."""
+        return -self.position_z()[0].astype(np.float32)
+
+    def raw_pieces(self):
+        """What simplerenv_obs reads besides the observation: the Position texture's z, the robot's root pose and the
+        ee_gripper_link pose (world, [p, q wxyz], batch of one)."""
+        robot = self.u.agent.robot
+        return (self.position_z(), np.array(_np(robot.pose.raw_pose)),
+                np.array(_np(robot.links_map["ee_gripper_link"].pose.raw_pose)))
 
     def _obs(self, o):
-        sd, sp, ag = o["sensor_data"][CAMERA], o["sensor_param"][CAMERA], o["agent"]
-        rgb = _np(sd["rgb"])[0]
-        seg = _np(sd["segmentation"])[0, ..., 0].astype(np.uint32)
-        depth = self.depth()
-        depth[seg == 0] = 0.0  # nothing hit
-        robot = self.u.agent.robot
-        return {
-            "image": {CAMERA: {
-                "rgb": np.ascontiguousarray(rgb),
-                "depth": depth[..., None],
-                # SimplerEnv layout: [..., 0] mesh-level, [..., 1] actor-level id; ManiSkill3 gives the per-scene
-                # actor/link id, used for both
-                "Segmentation": np.ascontiguousarray(np.stack([seg, seg], axis=-1)),
-            }},
-            "camera_param": {CAMERA: {
-                "intrinsic_cv": _np(sp["intrinsic_cv"])[0].astype(np.float64),
-                "extrinsic_cv": _np(sp["extrinsic_cv"])[0].astype(np.float64),
-                "cam2world_gl": _np(sp["cam2world_gl"])[0].astype(np.float64),
-            }},
-            "agent": {
-                "qpos": _np(ag["qpos"])[0].astype(np.float64),
-                "qvel": _np(ag["qvel"])[0].astype(np.float64),
-                "base_pose": _np(robot.pose.raw_pose)[0].astype(np.float64),
-                "controller": {"arm": {"target_pose": _np(ag["controller"]["arm"]["target_pose"])[0]
-                                       .astype(np.float64)}},
-            },
-            "extra": {"tcp_pose": _np(robot.links_map["ee_gripper_link"].pose.raw_pose)[0].astype(np.float64)},
-        }
+        return simplerenv_obs(o, *self.raw_pieces())
 
     @staticmethod
     def _info(info):

@@ -308,6 +308,8 @@ def make_env(kind, task, control_mode, max_episode_steps=None):
         sys.path.insert(0, HERE)
         import maniskill3
 
+        # mani_skill reads MS_ASSET_DIR once, at its first import: the adapter's folder (its default when unset) first
+        os.environ["MS_ASSET_DIR"] = maniskill3.default_asset_dir()
         try:
             import mani_skill  # noqa: F401
         except ImportError as e:
@@ -380,6 +382,7 @@ def run_episode(policy, env, task, episode_id, control_mode, cap, check_target_v
     info = {}
     truncated = False
     t0 = time.perf_counter()
+    sim_s = 0.0  # time inside env.step: the simulator's own share of the episode (physics, render, its observation)
     while True:
         reply = call(policy, obs_to_infer(obs, step, objects), "action")
         action = decode_action(reply, control_mode, step)
@@ -387,7 +390,9 @@ def run_episode(policy, env, task, episode_id, control_mode, cap, check_target_v
         detail = _text(_get(reply, "detail", "")) or ""
         if bool(_get(reply, "terminate", False)) and terminate_step is None:
             terminate_step = step
+        t_step = time.perf_counter()
         obs, _reward, _terminated, truncated, info = env.step(action)
+        sim_s += time.perf_counter() - t_step
         step += 1
         ever = ever or bool(info.get("success", False))
         if ever and first_success is None:
@@ -408,7 +413,7 @@ def run_episode(policy, env, task, episode_id, control_mode, cap, check_target_v
     return dict(task=task, episode_id=int(episode_id), success=success, ever_succeeded=ever,
                 grasp=grasp if grasp_known else None, steps=step, server_status=status, server_detail=detail,
                 server_terminate_step=terminate_step, first_success_step=first_success, first_grasp_step=first_grasp,
-                episode_stats=stats, wall_s=round(time.perf_counter() - t0, 3))
+                episode_stats=stats, wall_s=round(time.perf_counter() - t0, 3), sim_s=round(sim_s, 3))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -436,6 +441,16 @@ def summarize(results):
         grasp = 100.0 * sum(gk) / len(gk) if len(gk) == len(rs) else None
         per[task] = dict(n=len(rs), success=succ, grasp=grasp, ever=ever)
     return per
+
+
+def time_split(results):
+    """Episodes' wall time against the simulator's own share (env.step): what the bridge, the observation's encoding
+    and the server's planning add. None without timed episodes."""
+    wall = sum(r.get("wall_s", 0.0) for r in results)
+    sim = sum(r.get("sim_s", 0.0) for r in results)
+    if not results or sim <= 0:
+        return None
+    return dict(wall_s=round(wall, 3), sim_s=round(sim, 3), ratio=round(wall / sim, 3))
 
 
 def table_lines(method, per, include_published=True):
@@ -599,6 +614,10 @@ def main(argv=None, policy_factory=None, env_factory=None):
     print(budget_line)
     ever = ", ".join(f"{TASKS[t]['column']} {per[t]['ever']:.1f}" for t in TASK_ORDER if per.get(t))
     print(f"ever succeeded % (information only, not the official rule): {ever}")
+    timing = time_split(results)
+    if timing:
+        print(f"time: {timing['wall_s']:.1f} s in episodes, {timing['sim_s']:.1f} s of it in env.step "
+              f"(wall / simulator = {timing['ratio']:.2f}x)")
     for c in CAVEATS:
         print(c)
     if ep_tag:
@@ -608,7 +627,7 @@ def main(argv=None, policy_factory=None, env_factory=None):
             json.dump(dict(env=args.env, env_banner=env_banner(args.env, args.tasks), server=uri, server_metadata=meta_seen,
                            control_mode=control_mode, budget="official" if official else args.max_steps,
                            success_rule="final-step info['success']", method=method, per_task=per,
-                           table_markdown=lines, caveats=CAVEATS, episodes=results,
+                           table_markdown=lines, caveats=CAVEATS, episodes=results, time=timing,
                            **({"warning": ep_tag.strip()[1:-1]} if ep_tag else {})), f, indent=1)
         print(f"wrote {args.json}")
     return 0

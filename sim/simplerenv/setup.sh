@@ -2,13 +2,13 @@
 # One command for `run.py --env maniskill3` (ManiSkill3's Bridge digital twins of SimplerEnv's WidowX tasks):
 #   1. a pinned venv (mani-skill 3.0.1 + run.py's client packages),
 #   2. a Vulkan check (CPU rendering needs Mesa >= 25 lavapipe),
-#   3. the assets, assembled from local copies of two public repositories (--assets DIR), into the folder ManiSkill
-#      reads ($MS_ASSET_DIR/data/...),
+#   3. the assets with ManiSkill's own downloader, or (--assets DIR) assembled from local copies of two public
+#      repositories, into the folder ManiSkill reads ($MS_ASSET_DIR/data/...),
 #   4. optionally (--stand-in-table) flat collision boxes in place of missing stages (and a one-colour eggplant mesh
 #      in place of its missing visual mesh); runs with them say "stand-in table — not official SimplerEnv numbers",
 #   5. a smoke check (reset, step, render, depth against the object mesh) on the carrot task.
 #
-#   sim/simplerenv/setup.sh --assets DIR [--stand-in-table] [--prefix DIR] [--python python3] [--skip-venv] [--skip-check]
+#   sim/simplerenv/setup.sh [--assets DIR] [--stand-in-table] [--prefix DIR] [--python python3] [--skip-venv] [--skip-check]
 #
 # DIR holds checkouts of simpler-env/ManiSkill2_real2sim and haosulab/ManiSkill-WidowX250S (tag v0.2.0), or is already
 # a ManiSkill asset folder (DIR/data/tasks/bridge_v2_real2sim_dataset, DIR/data/robots/widowx). See README.md
@@ -148,6 +148,21 @@ if [ -n "$ASSETS" ]; then
     done
     (cd "$WX" && find . -type f ! -path './.git/*') | while read -r f; do copy_file "$WX/$f" "$WIDOWX/$f" || true; done
   fi
+fi
+
+if [ -z "$ASSETS" ]; then
+  # ManiSkill's own downloader (mani_skill/utils/assets/data.py): the Bridge task assets from Hugging Face
+  # (haosulab/ManiSkill_bridge_v2_real2sim) and the WidowX 250S robot from GitHub (haosulab/ManiSkill-WidowX250S v0.2.0).
+  for uid in bridge_v2_real2sim widowx250s; do
+    case "$uid" in bridge_v2_real2sim) have="$BRIDGE/custom" ;; *) have="$WIDOWX/wx250s.urdf" ;; esac
+    if [ -e "$have" ]; then echo "== assets: $uid already in $MS_ASSET_DIR"; continue; fi
+    echo "== assets: $uid with ManiSkill's downloader -> $MS_ASSET_DIR"
+    if ! MS_ASSET_DIR="$MS_ASSET_DIR" "$PY" -m mani_skill.utils.download_asset "$uid" -y; then
+      echo "error: ManiSkill's downloader could not fetch $uid (huggingface.co and github.com reachable?); without" \
+        "them, clone the two public repositories and pass --assets DIR (README.md, \"ManiSkill3\")" >&2
+      exit 1
+    fi
+  done
 fi
 
 if [ "$STAND_IN" = 1 ]; then

@@ -106,7 +106,10 @@ async fn run_episode(
     let Some(first) = observations.recv().await else {
         return failed("the evaluator left before the first observation".into());
     };
-    let mut pointer = match config.pointer.for_session(&first) {
+    let mut pointer = match config
+        .pointer
+        .for_session(&first, &start.task, start.episode_id)
+    {
         Ok(p) => p,
         Err(e) => return failed(format!("pointer: {e}")),
     };

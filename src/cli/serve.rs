@@ -59,6 +59,13 @@ pub struct ServeBridgeCli {
     /// stands on the table: 0).
     #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
     table_z: f64,
+    /// Gaussian pixel noise of the oracle pointer (px, finite, >= 0), drawn per episode from
+    /// --seed, the task and the episode id.
+    #[arg(long, default_value_t = 0.0, value_parser = super::values::non_negative)]
+    noise_px: f64,
+    /// Seed of the oracle's noise.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 pub fn run(which: ServeCommand) -> Result<ExitCode> {
@@ -107,7 +114,18 @@ pub fn session_config(
 
 fn bridge(a: ServeBridgeCli) -> Result<ExitCode> {
     announce_model(a.pointer, &a.model);
-    let pointer = SessionPointer::open(a.pointer, &a.model, OracleOptions::default())?;
+    if a.noise_px > 0.0 && a.pointer != PointerKind::Oracle {
+        anyhow::bail!(
+            "--noise-px applies to the oracle pointer only (this server uses {})",
+            a.pointer.as_str()
+        );
+    }
+    let oracle = OracleOptions {
+        noise_px: a.noise_px,
+        seed: a.seed,
+        ..OracleOptions::default()
+    };
+    let pointer = SessionPointer::open(a.pointer, &a.model, oracle)?;
     let config = session_config(pointer, &a.robot, a.branch, a.table_z)?;
     let rt = server_runtime()?;
     rt.block_on(async {

@@ -11,6 +11,7 @@ use super::collision::sphere_hits_shape;
 use super::fk::{LinkTree, Motion};
 use super::spheres::SphereModel;
 use super::{Sphere, World};
+use crate::geometry::Shape;
 use crate::kinematics::{KinematicsError, RobotModel};
 
 /// Name a held object goes by in contacts.
@@ -90,14 +91,13 @@ impl Attached {
         let center = Point3::from((tlo.coords + thi.coords) * 0.5);
         let half = (thi - tlo) * 0.5;
         // A finer cover than the links': a held object is carried close past its neighbours.
-        let spheres =
-            super::spheres::fit_held(&crate::geometry::Shape::Cuboid { half_extents: half })
-                .into_iter()
-                .map(|s| Sphere {
-                    center: center + s.center.coords,
-                    radius: s.radius,
-                })
-                .collect();
+        let spheres = super::spheres::fit_held(&Shape::Cuboid { half_extents: half })
+            .into_iter()
+            .map(|s| Sphere {
+                center: center + s.center.coords,
+                radius: s.radius,
+            })
+            .collect();
         Some(Attached { spheres })
     }
 }
@@ -113,6 +113,11 @@ struct Body {
     /// One sphere (link frame) around all of `spheres`: a body whose bound is clear of an obstacle
     /// is clear sphere by sphere, so most bodies are judged by one test instead of a dozen.
     bound: Sphere,
+    /// The link's fine cover ([`super::spheres::fine_covers`], link frame) and its collision
+    /// primitives (shape, link from shape), on which a self-contact of `spheres` is confirmed;
+    /// both empty for a held object (its spheres decide).
+    fine: Vec<Sphere>,
+    primitives: Vec<(Shape, Isometry3<f64>)>,
 }
 
 impl Body {
@@ -124,8 +129,40 @@ impl Body {
             spheres,
             grounded,
             bound,
+            fine: Vec::new(),
+            primitives: Vec::new(),
         }
     }
+}
+
+/// Whether the planner's touching spheres of `a` (at `pa`) and `b` (at `pb`) stand for a real
+/// contact: `a`'s fine cover within `2 pad` of `b`'s primitives, and `b`'s within `2 pad` of `a`'s
+/// (each link grown by `pad`, as the world checks grow it). Each test sees a superset of the
+/// solids' true contact, so a real contact always passes both, and what is left of the planner's
+/// overreach is the smaller of the two covers' (millimetres, not the centimetres of the planner's
+/// spheres). A body without a fine model keeps the coarse verdict.
+fn confirmed_contact(
+    a: &Body,
+    pa: &Isometry3<f64>,
+    b: &Body,
+    pb: &Isometry3<f64>,
+    pad: f64,
+) -> bool {
+    let one_way = |x: &Body, px: &Isometry3<f64>, y: &Body, py: &Isometry3<f64>| {
+        let solids: Vec<(&Shape, Isometry3<f64>)> =
+            y.primitives.iter().map(|(s, l)| (s, py * l)).collect();
+        x.fine.iter().any(|s| {
+            let c = px * s.center;
+            solids
+                .iter()
+                .any(|(shape, at)| sphere_hits_shape(&c, s.radius + 2.0 * pad, shape, at))
+        })
+    };
+    if a.fine.is_empty() || b.fine.is_empty() || a.primitives.is_empty() || b.primitives.is_empty()
+    {
+        return true;
+    }
+    one_way(a, pa, b, pb) && one_way(b, pb, a, pa)
 }
 
 /// A sphere containing every sphere of `spheres` (centred on their centres' box).
@@ -195,10 +232,25 @@ impl Checker {
             );
             moving[i] = own || n.parent.is_some_and(|p| moving[p]);
         }
+        let fine = super::spheres::fine_covers(model, &tree);
+        let primitives = model.collision_shapes();
         let bodies: Vec<Body> = spheres
             .links
             .iter()
-            .map(|l| Body::new(l.link.clone(), l.node, l.spheres.clone(), !moving[l.node]))
+            .map(|l| {
+                let mut b = Body::new(l.link.clone(), l.node, l.spheres.clone(), !moving[l.node]);
+                b.fine = fine
+                    .iter()
+                    .find(|f| f.link == l.link)
+                    .map(|f| f.spheres.clone())
+                    .unwrap_or_default();
+                b.primitives = primitives
+                    .iter()
+                    .filter(|p| p.link == l.link)
+                    .map(|p| (p.shape, p.link_from_shape))
+                    .collect();
+                b
+            })
             .collect();
         let mut pairs = Vec::new();
         for i in 0..bodies.len() {
@@ -457,7 +509,18 @@ impl Checker {
                     (a - b).norm_squared() < r * r
                 })
             });
-            if touch {
+            // Confirmed on the primitives with both links grown by the padding, as the world
+            // checks grow them (the edge-step bound then holds for self-contacts too: two links
+            // approach each other by at most twice what one moves).
+            if touch
+                && confirmed_contact(
+                    &self.bodies[i],
+                    &self.poses[self.bodies[i].node],
+                    &self.bodies[j],
+                    &self.poses[self.bodies[j].node],
+                    self.padding,
+                )
+            {
                 return Some(Hit::SelfCollision {
                     a: self.bodies[i].name.clone(),
                     b: self.bodies[j].name.clone(),
@@ -541,7 +604,7 @@ fn joint_reach(tree: &LinkTree, bodies: &[Body], tip: usize, held: &[Sphere]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::geometry::Shape;
+    use crate::planning::spheres::spheres_touch;
     use crate::planning::Obstacle;
     use k::nalgebra::Vector3;
 
@@ -687,7 +750,12 @@ mod tests {
                     sb.iter()
                         .any(|(p2, r2)| (p1 - p2).norm_squared() < (r1 + r2) * (r1 + r2))
                 });
-                if touch {
+                let body = |n: &str| {
+                    let b = c.bodies.iter().find(|b| b.name == n).expect("a link body");
+                    (b, poses[b.node])
+                };
+                let ((ba, pa), (bb, pb)) = (body(a), body(b));
+                if touch && confirmed_contact(ba, &pa, bb, &pb, pad) {
                     return Some(Hit::SelfCollision {
                         a: a.clone(),
                         b: b.clone(),
@@ -696,6 +764,119 @@ mod tests {
             }
         }
         None
+    }
+
+    /// Whether two boxes (half extents, world pose) overlap: the separating-axis test over the
+    /// 15 candidate axes (Gottschalk, Lin and Manocha, "OBBTree", SIGGRAPH 1996, section 4).
+    fn boxes_overlap(
+        ha: &Vector3<f64>,
+        pa: &Isometry3<f64>,
+        hb: &Vector3<f64>,
+        pb: &Isometry3<f64>,
+    ) -> bool {
+        let ax: Vec<Vector3<f64>> = (0..3).map(|i| pa.rotation * Vector3::ith(i, 1.0)).collect();
+        let bx: Vec<Vector3<f64>> = (0..3).map(|i| pb.rotation * Vector3::ith(i, 1.0)).collect();
+        let d = pb.translation.vector - pa.translation.vector;
+        let mut axes: Vec<Vector3<f64>> = ax.iter().chain(&bx).copied().collect();
+        for a in &ax {
+            for b in &bx {
+                let c = a.cross(b);
+                if c.norm() > 1e-9 {
+                    axes.push(c.normalize());
+                }
+            }
+        }
+        axes.iter().all(|n| {
+            let ra: f64 = (0..3).map(|i| ha[i] * ax[i].dot(n).abs()).sum();
+            let rb: f64 = (0..3).map(|i| hb[i] * bx[i].dot(n).abs()).sum();
+            d.dot(n).abs() <= ra + rb
+        })
+    }
+
+    /// The WidowX's base and upper arm are boxes in its URDF. The planner's spheres overreach
+    /// them by centimetres and touch over a wide range of shoulder angles; the checker reports
+    /// only what the boxes (grown by the padding) confirm, and never misses a real overlap.
+    #[test]
+    fn a_self_contact_of_the_planners_spheres_is_confirmed_on_the_primitives() {
+        use rand::{Rng, SeedableRng};
+        let model = RobotModel::builtin("widowx250").expect("model");
+        let mut c = Checker::for_model(&model).expect("checker");
+        let spheres = SphereModel::for_model(&model).expect("spheres");
+        let world = World::table(-10.0);
+        let shape = |link: &str| {
+            let s = model
+                .collision_shapes()
+                .into_iter()
+                .find(|s| s.link == link)
+                .expect("a primitive");
+            let Shape::Cuboid { half_extents } = s.shape else {
+                panic!("{link}: a box in the URDF");
+            };
+            (half_extents, s.link_from_shape)
+        };
+        let (base, upper) = (shape("base_link"), shape("upper_arm_link"));
+        let pair = |hit: &Option<Hit>| matches!(hit, Some(Hit::SelfCollision { a, b }) if a == "base_link" && b == "upper_arm_link");
+        let (nb, nu) = (
+            c.tree().index_of("base_link").expect("node"),
+            c.tree().index_of("upper_arm_link").expect("node"),
+        );
+        let coarse = |l: &str| {
+            spheres
+                .links
+                .iter()
+                .find(|x| x.link == l)
+                .expect("link")
+                .spheres
+                .clone()
+        };
+        let (cb, cu) = (coarse("base_link"), coarse("upper_arm_link"));
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        let (mut loose_only, mut real, mut grown_clear) = (0, 0, 0);
+        for _ in 0..20_000 {
+            let q: Vec<f64> = model
+                .joint_limits()
+                .iter()
+                .map(|l| rng.gen_range(l.lower..=l.upper))
+                .collect();
+            let poses = c.tree().poses(&q, 1.0);
+            let hit = c.first_contact(&q, 1.0, &world);
+            let overlap = boxes_overlap(
+                &base.0,
+                &(poses[nb] * base.1),
+                &upper.0,
+                &(poses[nu] * upper.1),
+            );
+            if overlap {
+                real += 1;
+                assert!(
+                    pair(&hit),
+                    "the boxes overlap at {q:?}, the checker says {hit:?}"
+                );
+            }
+            // Boxes apart by more than the padding on both and the cover's reach: no contact.
+            let grow = Vector3::repeat(2.0 * c.padding() + 0.015);
+            if !boxes_overlap(
+                &(base.0 + grow),
+                &(poses[nb] * base.1),
+                &upper.0,
+                &(poses[nu] * upper.1),
+            ) {
+                grown_clear += 1;
+                assert!(
+                    !pair(&hit),
+                    "the boxes are apart at {q:?}, the checker says {hit:?}"
+                );
+                if spheres_touch(&cb, &poses[nb], &cu, &poses[nu]) {
+                    loose_only += 1;
+                }
+            }
+        }
+        assert!(real > 10, "{real} overlaps of the boxes in 20000 samples");
+        assert!(grown_clear > 1000, "{grown_clear}");
+        assert!(
+            loose_only > 10,
+            "{loose_only} samples where only the planner's spheres touch"
+        );
     }
 
     #[test]

@@ -194,6 +194,15 @@ fn cover_with(
     }
 }
 
+/// Each link's cover within about 1 % of its collision primitives, in the link frame. The
+/// planner's spheres overreach the primitives by up to half a cell (centimetres on a WidowX's
+/// base and upper arm), enough to see those two touch over a cube on the table that the real arm
+/// reaches; the checker confirms a self-contact of the planner's spheres on these before it
+/// reports one, as the allowed pairs are decided on them.
+pub(crate) fn fine_covers(model: &RobotModel, tree: &LinkTree) -> Vec<LinkSpheres> {
+    link_covers(model, tree, |shape| cover(shape, true))
+}
+
 /// Rounds a fitted sphere to what the file stores (micrometres), growing the radius by the
 /// rounding so that the stored sphere still covers the fitted one.
 fn rounded(s: Sphere) -> Sphere {
@@ -232,7 +241,7 @@ impl SphereModel {
         for l in &mut links {
             l.spheres = l.spheres.iter().map(|s| rounded(*s)).collect();
         }
-        let fine = link_covers(model, &tree, |shape| cover(shape, true));
+        let fine = fine_covers(model, &tree);
         let allowed = allowed_pairs(model, &tree, &fine);
         Ok(SphereModel {
             robot: model.name().to_string(),

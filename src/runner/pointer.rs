@@ -79,10 +79,13 @@ impl SessionPointer {
 
     /// The pointer for a session whose first observation is `first`: a model's place in the queue,
     /// or the oracle over the evaluator's segmentation (refused when it sent none, or named no
-    /// object the task moves).
+    /// object the task moves). The oracle's noise is seeded per episode (`task`, `episode_id`), so
+    /// that its pixel errors differ between episodes instead of repeating the same draws in each.
     pub fn for_session(
         &self,
         first: &Observation,
+        task: &str,
+        episode_id: u64,
     ) -> Result<Box<dyn Pointer + Send>, PointerError> {
         match self {
             SessionPointer::Shared(p) => Ok(Box::new(p.clone())),
@@ -94,13 +97,34 @@ impl SessionPointer {
                             .into(),
                     )
                 })?;
+                let options = OracleOptions {
+                    seed: episode_seed(options.seed, task, episode_id),
+                    ..options.clone()
+                };
                 Ok(Box::new(OraclePointer::new(
                     truth_from_labels(labels, &first.frame)?,
-                    options.clone(),
+                    options,
                 )))
             }
         }
     }
+}
+
+/// A seed per (server seed, task, episode): FNV-1a over the three, stable across builds and
+/// platforms, so a run is repeatable from its `--seed`.
+fn episode_seed(seed: u64, task: &str, episode_id: u64) -> u64 {
+    let mut bytes = seed.to_le_bytes().to_vec();
+    bytes.extend_from_slice(task.as_bytes());
+    bytes.extend_from_slice(&episode_id.to_le_bytes());
+    fnv1a(&bytes)
+}
+
+/// 64-bit FNV-1a (Fowler, Noll and Vo; the offset basis and prime of the IETF draft
+/// draft-eastlake-fnv, section 2).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// What the oracle may know from an evaluator's labels: the objects by their phrases, the moved
@@ -219,4 +243,27 @@ fn surface_centre(seg: &Segmentation, instance: u16, frame: &Frame) -> Option<Po
     }
     near.sort_by(f64::total_cmp);
     Some(Point3::new(cx, cy, near[near.len() / 2]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{episode_seed, fnv1a};
+
+    #[test]
+    fn each_episode_draws_its_own_noise_and_a_run_repeats() {
+        // FNV-1a 64's published test vectors (draft-eastlake-fnv, appendix C).
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+        let a = episode_seed(7, "widowx_carrot_on_plate", 3);
+        assert_eq!(a, episode_seed(7, "widowx_carrot_on_plate", 3));
+        let others = [
+            episode_seed(7, "widowx_carrot_on_plate", 4),
+            episode_seed(7, "widowx_spoon_on_towel", 3),
+            episode_seed(8, "widowx_carrot_on_plate", 3),
+        ];
+        for o in others {
+            assert_ne!(a, o);
+        }
+    }
 }
