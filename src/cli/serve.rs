@@ -133,10 +133,19 @@ fn bridge(a: ServeBridgeCli) -> Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", a.addr))?;
         let addr = server.local_addr()?;
+        let noise = if a.noise_px > 0.0 {
+            format!(", noise {} px, seed {}", a.noise_px, a.seed)
+        } else {
+            String::new()
+        };
         println!(
-            "listening ws://{addr}/ (pointer {}, robot {})",
+            "listening ws://{addr}/ (pointer {}{noise}, robot {}, branch {})",
             a.pointer.as_str(),
-            a.robot
+            a.robot,
+            match a.branch {
+                Branch::Affordance => "p",
+                Branch::Trace => "v",
+            }
         );
         server.serve(until_ctrl_c()).await?;
         println!("stopped");
