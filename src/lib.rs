@@ -3,7 +3,7 @@
 //! Data flows one way: `camera` → `pointing` → `geometry` → `executor` → `safety` → `robot`.
 //! Each module owns one pipeline stage and says in its own doc comment what it holds; a module may
 //! use those below it in this flow, never those above. Around the pipeline: `vlm` (the model the
-//! pointer runs), `kinematics` and `planning` (used by the executor and the safety gate), `sim` (a
+//! pointer runs: the crate `pointact-vlm`, which imports nothing of ours, re-exported here), `kinematics` and `planning` (used by the executor and the safety gate), `sim` (a
 //! world to run in), `runner` (the task loop), `bridge` (a policy server for evaluators), `train`
 //! (rewards and the GRPO trainer), `calibrate` (hand-eye), `viz` (rerun logging) and `bench`.
 
@@ -22,7 +22,7 @@ pub mod safety;
 pub mod sim;
 pub mod train;
 pub mod viz;
-pub mod vlm;
+pub use pointact_vlm as vlm;
 
 /// Re-export of the nalgebra that `k` 0.32 is built on (0.30). Every robot-math type in the crate
 /// comes from here so that there is exactly one nalgebra in the public API.

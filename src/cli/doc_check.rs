@@ -73,7 +73,9 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn every_environment_variable_read_is_documented() {
     let mut files = Vec::new();
-    for dir in ["src", "tests", "python", "benches", "scripts", ".ci", "sim"] {
+    for dir in [
+        "src", "crates", "tests", "python", "benches", "scripts", ".ci", "sim",
+    ] {
         files_under(&root().join(dir), &mut files);
     }
     let this = Path::new(file!()).file_name().expect("a file name");

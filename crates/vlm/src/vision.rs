@@ -615,7 +615,7 @@ mod tests {
         };
         let whole = run(len);
         for rows in [1, 5, 36] {
-            let diff = crate::vlm::max_abs_diff(&run(rows), &whole);
+            let diff = crate::max_abs_diff(&run(rows), &whole);
             assert!(diff <= 1e-6, "{rows} rows: {diff}");
         }
     }

@@ -323,7 +323,7 @@ mod x86 {
                     let dm = _mm_cvtph_ps(_mm_cvtsi32_si128((wp as *const i32).read_unaligned()));
                     d[i] = _mm_cvtss_f32(dm);
                     let dmin = _mm_cvtss_f32(_mm_movehdup_ps(dm));
-                    let sm = crate::vlm::qgemv::scales_mins(wp.add(4));
+                    let sm = crate::qgemv::scales_mins(wp.add(4));
                     let sc = _mm256_cvtepu8_epi32(sm);
                     let mn = _mm256_cvtepu8_epi32(_mm_srli_si128::<8>(sm));
                     scales[i] = _mm256_castps_si256(_mm256_mul_ps(
@@ -660,8 +660,8 @@ mod tests {
             (5, 256, 773),
         ] {
             let mut blocks = vec![BlockQ4K::zeros(); n * k / QK_K];
-            BlockQ4K::from_float(&crate::vlm::qgemv::tests::weights(n, k), &mut blocks);
-            let mut x = crate::vlm::qgemv::tests::lcg(11 + m as u64, m * k);
+            BlockQ4K::from_float(&crate::qgemv::tests::weights(n, k), &mut blocks);
+            let mut x = crate::qgemv::tests::lcg(11 + m as u64, m * k);
             if m > 2 {
                 x[k..2 * k].iter_mut().for_each(|v| *v = 0.0);
             }
@@ -721,7 +721,7 @@ mod tests {
     /// The tiles this CPU runs, by [`chosen`]'s rule with each switch: AVX2 always, and the
     /// AVX-VNNI and AVX-512 ones where it has them.
     fn here() -> Vec<Tiles> {
-        let has = crate::vlm::qgemv::cpu_has;
+        let has = crate::qgemv::cpu_has;
         let mut tiles = vec![Tiles::Avx2];
         for switch in ["POINTACT_QGEMV_AVX2", ""] {
             if let Some(t) = chosen(has, |k: &str| k == switch).filter(|t| !tiles.contains(t)) {

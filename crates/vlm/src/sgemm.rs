@@ -599,7 +599,7 @@ mod tests {
     /// The tiles this CPU has (every one is tested where it can run).
     fn here() -> Vec<RowKernels> {
         let never = |_: &str| false;
-        match chosen(crate::vlm::qgemv::cpu_has, never) {
+        match chosen(crate::qgemv::cpu_has, never) {
             Some(RowKernels::Avx512) => vec![RowKernels::Avx2, RowKernels::Avx512],
             Some(RowKernels::Avx2) => vec![RowKernels::Avx2],
             None => vec![],

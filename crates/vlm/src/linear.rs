@@ -162,7 +162,7 @@ impl Proj {
 
     /// Makes the weight and bias (when `select` picks `{name}.weight` / `{name}.bias`)
     /// [`Var`]s in place; see `TextModel::make_trainable`.
-    pub(crate) fn make_trainable(
+    pub fn make_trainable(
         &mut self,
         name: &str,
         select: &dyn Fn(&str) -> bool,
@@ -188,7 +188,7 @@ impl Proj {
     }
 
     /// `{name}.weight` (and `.bias`) as they are now.
-    pub(crate) fn named_weights(&self, name: &str) -> candle_core::Result<Vec<(String, Tensor)>> {
+    pub fn named_weights(&self, name: &str) -> candle_core::Result<Vec<(String, Tensor)>> {
         let l = self.dense(name)?;
         let mut out = vec![(format!("{name}.weight"), l.weight().clone())];
         if let Some(b) = l.bias() {
@@ -201,7 +201,7 @@ impl Proj {
     /// optimiser's in-place update shows through). Why: sampling with trained weights builds
     /// an autograd graph per operation, which the KV cache keeps alive for the whole rollout,
     /// and it keeps the decode rows off our kernels ([`dense_forward`]).
-    pub(crate) fn detached(&self) -> Proj {
+    pub fn detached(&self) -> Proj {
         match self {
             Proj::Dense(l) => Proj::Dense(candle_nn::Linear::new(
                 l.weight().detach(),
@@ -405,7 +405,7 @@ impl FusedProj {
     /// of the parts' `{prefix}.{name}.weight` (`.bias`). Why one `Var` for the fused tensor
     /// rather than one per part: the fused weight is what the forward multiplies by; parts
     /// concatenated at load would leave it a stale copy once the optimiser moves them.
-    pub(crate) fn make_trainable(
+    pub fn make_trainable(
         &mut self,
         prefix: &str,
         select: &dyn Fn(&str) -> bool,
@@ -448,7 +448,7 @@ impl FusedProj {
     /// A part with an adapter gives its merged weight `W + (alpha/rank)·B·A` (a snapshot, not
     /// tracked), so that a checkpoint loads in a model without LoRA support.
     /// The same projection and adapters outside autograd ([`Proj::detached`]).
-    pub(crate) fn detached(&self) -> FusedProj {
+    pub fn detached(&self) -> FusedProj {
         FusedProj {
             proj: self.proj.detached(),
             parts: self
@@ -462,7 +462,7 @@ impl FusedProj {
         }
     }
 
-    pub(crate) fn named_weights(
+    pub fn named_weights(
         &self,
         prefix: &str,
     ) -> candle_core::Result<Vec<(String, CheckpointTensor<'_>)>> {
@@ -491,7 +491,7 @@ impl FusedProj {
     /// `{prefix}.{name}` `select` picks, and returns its A and B under their PEFT names. Refused
     /// for a quantized weight (the merged checkpoint needs the dense one) and for a part that
     /// already has an adapter.
-    pub(crate) fn add_lora(
+    pub fn add_lora(
         &mut self,
         prefix: &str,
         select: &dyn Fn(&str) -> bool,
@@ -519,7 +519,7 @@ impl FusedProj {
     }
 
     /// The parts' adapters with the parts' names, in load order.
-    pub(crate) fn adapters(&self) -> impl Iterator<Item = (&str, &Lora)> {
+    pub fn adapters(&self) -> impl Iterator<Item = (&str, &Lora)> {
         self.parts
             .iter()
             .filter_map(|p| p.lora.as_ref().map(|l| (p.name.as_str(), l)))
@@ -650,7 +650,7 @@ pub struct SwiGlu {
 
 impl SwiGlu {
     /// The same MLP outside autograd ([`Proj::detached`]).
-    pub(crate) fn detached(&self) -> SwiGlu {
+    pub fn detached(&self) -> SwiGlu {
         SwiGlu {
             gate_up: self.gate_up.detached(),
             down_proj: self.down_proj.detached(),
@@ -1687,14 +1687,14 @@ mod tests {
             kernel((m, k, n), x, &blocks, &mut dst).unwrap();
             dst
         }
-        let ours = crate::vlm::qgemv::available();
+        let ours = crate::qgemv::available();
         let q4k_kernel: FewRows<BlockQ4K> = if ours {
-            crate::vlm::qgemv::q4k
+            crate::qgemv::q4k
         } else {
             k_quants::matmul
         };
         let q8_0_kernel: FewRows<BlockQ8_0> = if ours {
-            crate::vlm::qgemv::q8_0
+            crate::qgemv::q8_0
         } else {
             k_quants::matmul
         };
@@ -1728,8 +1728,8 @@ mod tests {
                             Quant::Q8_0 => plain(&ws, &xs, (m, k, n), q8_0_kernel),
                             _ => plain(&ws, &xs, (m, k, n), q4k_kernel),
                         }
-                    } else if quant == Quant::Q4K && crate::vlm::qgemm::chosen_here().is_some() {
-                        plain(&ws, &xs, (m, k, n), crate::vlm::qgemm::q4k)
+                    } else if quant == Quant::Q4K && crate::qgemm::chosen_here().is_some() {
+                        plain(&ws, &xs, (m, k, n), crate::qgemm::q4k)
                     } else if (quant == Quant::Q8_0 && !candle_tiles_q8_0())
                         || !candle_tile_shape(n, k)
                     {
@@ -1846,20 +1846,18 @@ mod tests {
             let ours = Proj::Dense(l.clone()).forward(&x).unwrap();
             assert_eq!(ours.dims(), &[1, m, n]);
             let xs: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
-            let want = if m < DENSE_FEW_ROWS && crate::vlm::qgemv::available() {
+            let want = if m < DENSE_FEW_ROWS && crate::qgemv::available() {
                 let mut dst = vec![0f32; m * n];
-                crate::vlm::qgemv::dense((m, k, n), &xs, &ws, &mut dst).unwrap();
+                crate::qgemv::dense((m, k, n), &xs, &ws, &mut dst).unwrap();
                 Tensor::from_vec(dst, (1, m, n), &Device::Cpu)
                     .unwrap()
                     .broadcast_add(&b)
                     .unwrap()
-            } else if let Some(tiles) =
-                crate::vlm::sgemm::chosen_here().filter(|_| m >= DENSE_FEW_ROWS)
+            } else if let Some(tiles) = crate::sgemm::chosen_here().filter(|_| m >= DENSE_FEW_ROWS)
             {
                 let bs: Vec<f32> = b.to_vec1().unwrap();
                 let mut dst = vec![0f32; m * n];
-                crate::vlm::sgemm::matmul_nt(tiles, (m, k, n), &xs, &ws, Some(&bs), &mut dst)
-                    .unwrap();
+                crate::sgemm::matmul_nt(tiles, (m, k, n), &xs, &ws, Some(&bs), &mut dst).unwrap();
                 Tensor::from_vec(dst, (1, m, n), &Device::Cpu).unwrap()
             } else {
                 l.forward(&x).unwrap()

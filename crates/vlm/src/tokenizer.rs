@@ -12,7 +12,7 @@
 //!    as in transformers. Not provided: the `tojson` filter and `strftime_now` (the Qwen2-VL
 //!    template uses neither; a template that does fails with a typed error, not silently).
 //! 2. The single `<|image_pad|>` the template emits is repeated to the number of image tokens
-//!    (`t·gh·gw / merge²`, [`crate::vlm::ProcessedImage::num_image_tokens`]) and the text is
+//!    (`t·gh·gw / merge²`, [`crate::ProcessedImage::num_image_tokens`]) and the text is
 //!    tokenised with the `tokenizers` crate from `tokenizer.json`. Special tokens are *added
 //!    tokens* there, so each pad is one id; this is checked when loading.
 //!
@@ -444,11 +444,7 @@ impl Qwen25Tokenizer {
     }
 
     /// Decodes ids to text, optionally dropping special tokens.
-    pub(crate) fn decode_with(
-        &self,
-        ids: &[u32],
-        skip_special: bool,
-    ) -> Result<String, TokenizerError> {
+    pub fn decode_with(&self, ids: &[u32], skip_special: bool) -> Result<String, TokenizerError> {
         self.tokenizer
             .decode(ids, skip_special)
             .map_err(|e| TokenizerError::Decode(e.to_string()))
@@ -460,7 +456,7 @@ impl Qwen25Tokenizer {
     }
 
     /// A streaming decoder, optionally dropping special tokens.
-    pub(crate) fn stream_with(&self, skip_special: bool) -> TokenStream<'_> {
+    pub fn stream_with(&self, skip_special: bool) -> TokenStream<'_> {
         TokenStream::new(self, skip_special)
     }
 }

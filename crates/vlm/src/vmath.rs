@@ -349,7 +349,7 @@ mod tests {
                     (Tensor::randn(0f32, 1.0, (3, 5, len), &dev).unwrap() * spread as f64).unwrap();
                 let ours = scaled_softmax(&x, scale).unwrap().expect("handled");
                 let want = candle_nn::ops::softmax_last_dim(&(&x * scale as f64).unwrap()).unwrap();
-                let diff = crate::vlm::max_abs_diff(&ours, &want);
+                let diff = crate::max_abs_diff(&ours, &want);
                 assert!(diff <= 1e-6, "len {len} spread {spread}: {diff}");
             }
         }
@@ -374,7 +374,7 @@ mod tests {
             let t = s + past;
             let x = (Tensor::randn(0f32, 1.0, (1, kv_heads, rep * s, t), &dev).unwrap() * 20.0)
                 .unwrap();
-            let mask = crate::vlm::attend::causal_mask(s, past, &dev).unwrap();
+            let mask = crate::attend::causal_mask(s, past, &dev).unwrap();
             let want = (&x * scale as f64)
                 .unwrap()
                 .reshape((1, kv_heads, rep, s, t))
@@ -389,7 +389,7 @@ mod tests {
                 .unwrap()
                 .expect("handled");
             assert_eq!(ours.dims(), want.dims());
-            let diff = crate::vlm::max_abs_diff(&ours, &want);
+            let diff = crate::max_abs_diff(&ours, &want);
             assert!(diff <= 1e-6, "s {s} past {past}: {diff}");
             let o = ours.flatten_all().unwrap().to_vec1::<f32>().unwrap();
             for (r, row) in o.chunks(t).enumerate() {

@@ -209,7 +209,7 @@ mod kernel {
         out: &mut [f32],
     ) {
         #[cfg(target_arch = "x86_64")]
-        if blocked_fits(rep, d) && crate::vlm::qgemv::available() {
+        if blocked_fits(rep, d) && crate::qgemv::available() {
             // SAFETY: AVX2/FMA are here (`available`, the one rule for our CPU kernels);
             // `blocked_fits` holds.
             return unsafe { x86::blocked(q, key, value, (rep, t, d), scale, scores, out) };
@@ -295,7 +295,7 @@ mod kernel {
     ///   transposing reduction gives the 8 heads' scores of that key as one vector
     ///   (`scores[j·8 + r]`);
     /// * softmax across the 8 heads at once, lane-wise, with a polynomial `exp`
-    ///   ([`crate::vlm::vmath`]); the `1/Σ` is applied to the output at the end;
+    ///   ([`crate::vmath`]); the `1/Σ` is applied to the output at the end;
     /// * `p·v` in 16-value chunks of the output, 4 heads at a time, accumulated in registers
     ///   over a block of keys small enough to stay in L1 while all chunks pass over it; the
     ///   value rows are prefetched into L2 while the scores are worked out (without that,
@@ -303,7 +303,7 @@ mod kernel {
     #[cfg(target_arch = "x86_64")]
     pub(super) mod x86 {
         use super::GROUP;
-        use crate::vlm::vmath::x86::exp;
+        use crate::vmath::x86::exp;
         use std::arch::x86_64::*;
 
         /// Keys per block of `p·v`: 32 value rows of the 3B's 128 values are 16 KiB, half of
@@ -502,7 +502,7 @@ mod tests {
             let scale = 1.0 / (d as f64).sqrt();
             let ours = single_query(&q, &k, &v, scale).unwrap().expect("handled");
             let want = general(&q, &k, &v, scale);
-            let diff = crate::vlm::max_abs_diff(&ours, &want);
+            let diff = crate::max_abs_diff(&ours, &want);
             assert!(diff < 1e-5, "b {b} heads {heads} d {d} t {t}: {diff}");
         }
         let q = Tensor::zeros((1, 2, 2, 8), DType::F32, &dev).unwrap();
@@ -536,7 +536,7 @@ mod tests {
     fn causal_prefill_equals_the_masked_attention() {
         let dev = Device::Cpu;
         // `causal_fits` of an f32 CPU tensor.
-        if !crate::vlm::qgemv::available_or_skip() {
+        if !crate::qgemv::available_or_skip() {
             return;
         }
         for (b, kvh, rep, d, s, past) in [
@@ -587,7 +587,7 @@ mod tests {
             );
             let ours = causal_prefill(&q_pos, &k, &v, scale, s, rep).unwrap();
             assert_eq!(ours.dims(), want.dims());
-            let diff = crate::vlm::max_abs_diff(&ours, &want);
+            let diff = crate::max_abs_diff(&ours, &want);
             assert!(
                 diff < 1e-5,
                 "b {b} kvh {kvh} rep {rep} s {s} past {past}: {diff}"
@@ -627,7 +627,7 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn blocked_kernel_equals_the_plain_loops() {
-        if !crate::vlm::qgemv::available_or_skip() {
+        if !crate::qgemv::available_or_skip() {
             return;
         }
         let run = |blocked: bool, q: &[f32], kv: &[f32], (rep, t, d), scale| {

@@ -158,7 +158,7 @@ impl Qwen25Vl {
     }
 
     /// [`Self::prepare`] with the vision tower's output already computed (one tensor per image).
-    pub(crate) fn prepare_with_vision(
+    pub fn prepare_with_vision(
         &self,
         input_ids: &[u32],
         images: &[ImageInput],
@@ -169,7 +169,7 @@ impl Qwen25Vl {
 
     /// [`Self::prepare_with_vision`] with the token embeddings of `text` (a training policy's or
     /// a frozen reference's copy of this model's decoder).
-    pub(crate) fn prepare_with_text(
+    pub fn prepare_with_text(
         &self,
         text: &TextModel,
         input_ids: &[u32],

@@ -425,7 +425,7 @@ mod x86 {
     /// 4-7; scales 4-7 are the low nibbles of bytes 8-11 under the top two bits of bytes 0-3;
     /// mins 4-7 the high nibbles of bytes 8-11 under the top two bits of bytes 4-7.
     #[inline(always)]
-    pub(in crate::vlm) unsafe fn scales_mins(s: *const u8) -> __m128i {
+    pub(crate) unsafe fn scales_mins(s: *const u8) -> __m128i {
         // Bytes 12..16 (the first quants) come along and are dropped.
         let v = _mm_loadu_si128(s as *const __m128i);
         let low = _mm_shuffle_epi8(
@@ -839,7 +839,7 @@ pub(super) mod tests {
     use super::*;
     use candle_core::quantized::k_quants;
 
-    pub(in crate::vlm) fn lcg(seed: u64, n: usize) -> Vec<f32> {
+    pub(crate) fn lcg(seed: u64, n: usize) -> Vec<f32> {
         let mut s = seed;
         (0..n)
             .map(|_| {
@@ -855,7 +855,7 @@ pub(super) mod tests {
     /// Q8_0: random rows, a constant row (all-equal quants), a row with outliers (six-bit
     /// scales at their top values, most int8 quants near zero), a row alternating sign with
     /// an offset (non-zero mins).
-    pub(in crate::vlm) fn weights(n: usize, k: usize) -> Vec<f32> {
+    pub(crate) fn weights(n: usize, k: usize) -> Vec<f32> {
         let mut w = lcg(1, n * k);
         w[..k].iter_mut().for_each(|v| *v = 0.25);
         for (i, v) in w[k..2 * k].iter_mut().enumerate() {

@@ -430,7 +430,7 @@ impl TextModel {
 
     /// Token embeddings `[S, hidden]` for `ids`, in the model's dtype (a bf16 table's rows widen
     /// exactly).
-    pub(crate) fn embed(&self, ids: &[u32]) -> candle_core::Result<Tensor> {
+    pub fn embed(&self, ids: &[u32]) -> candle_core::Result<Tensor> {
         let ids = Tensor::from_slice(ids, ids.len(), &self.device)?;
         self.embed_tokens
             .index_select(&ids, 0)?

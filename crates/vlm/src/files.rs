@@ -271,7 +271,7 @@ pub struct ModelFiles {
     pub tokenizer: PathBuf,
     pub tokenizer_config: Option<PathBuf>,
     /// `chat_template.jinja` if present, else `chat_template.json` (the order
-    /// [`crate::vlm::Qwen25Tokenizer::from_dir`] reads them in).
+    /// [`crate::Qwen25Tokenizer::from_dir`] reads them in).
     pub chat_template: Option<PathBuf>,
     pub preprocessor_config: Option<PathBuf>,
     pub generation_config: Option<PathBuf>,
@@ -418,7 +418,7 @@ fn indexed_total_size(index: &Path) -> Option<u64> {
 
 /// The safetensors files of a model folder: `model.safetensors`, else the shards named by
 /// `model.safetensors.index.json` (each once, sorted; each checked to exist) and the index.
-/// Which file holds which tensor is left to [`crate::vlm::SafetensorsReader::open`], which reads
+/// Which file holds which tensor is left to [`crate::SafetensorsReader::open`], which reads
 /// every shard's own header rather than trusting the index.
 pub fn weight_files(dir: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), FilesError> {
     let optional = |file: &str| Some(dir.join(file)).filter(|p| p.is_file());
