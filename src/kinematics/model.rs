@@ -149,8 +149,28 @@ impl RobotModel {
         let tip_node = chain
             .find_link(&config.tip_link)
             .ok_or_else(|| field_err(toml_file, "tip_link", "not found in the k chain".into()))?;
+        let serial = k::SerialChain::from_end(tip_node);
+        // A joint of the arm that mimics one off the arm (a finger, another branch) cannot be
+        // copied out of the tree: k 0.32's `SerialChain::clone` unwraps the mimic parent's index
+        // in the chain (src/chain.rs, `impl Clone for SerialChain`).
+        let nodes: Vec<&k::Node<f64>> = serial.iter().collect();
+        for n in &nodes {
+            if let Some(m) = n.mimic_parent() {
+                if !nodes.iter().any(|x| **x == m) {
+                    return Err(KinematicsError::Urdf {
+                        file: urdf_file.to_string(),
+                        detail: format!(
+                            "arm joint `{}` mimics `{}`, which is not on the arm's chain to `{}`",
+                            n.joint().name,
+                            m.joint().name,
+                            config.tip_link
+                        ),
+                    });
+                }
+            }
+        }
         // A deep copy: the serial arm must not share joint cells with the tree.
-        let arm = k::SerialChain::from_end(tip_node).clone();
+        let arm = serial.clone();
         let movable: Vec<String> = arm.iter_joints().map(|j| j.name.clone()).collect();
         if movable != config.arm_joints {
             return Err(field_err(
@@ -796,4 +816,31 @@ fn check_urdf(
         });
     }
     Ok(limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URDF: &str = include_str!("../../robot-configs/widowx250/wx250s.urdf");
+    const TOML: &str = include_str!("../../robot-configs/widowx250/robot.toml");
+
+    /// A fixed joint on the arm's chain that carries a `<mimic>` of a finger (the URDF spec
+    /// ignores mimic on fixed joints; `k` records it): copying such a chain out of the tree would
+    /// panic inside `k`, so it is refused with the joints named.
+    #[test]
+    fn a_chain_through_a_mimic_whose_parent_is_off_it_is_refused() {
+        assert!(RobotModel::from_strs(TOML, "robot.toml", URDF, "robot.urdf").is_ok());
+        let joint = r#"<joint name="ee_arm" type="fixed">"#;
+        assert!(URDF.contains(joint));
+        let bad = URDF.replace(
+            joint,
+            &format!(r#"{joint}<mimic joint="left_finger" multiplier="1" offset="0"/>"#),
+        );
+        let err = RobotModel::from_strs(TOML, "robot.toml", &bad, "robot.urdf")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains("`ee_arm` mimics `left_finger`"), "{err}");
+    }
 }
