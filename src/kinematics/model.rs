@@ -838,8 +838,7 @@ mod tests {
             &format!(r#"{joint}<mimic joint="left_finger" multiplier="1" offset="0"/>"#),
         );
         let err = RobotModel::from_strs(TOML, "robot.toml", &bad, "robot.urdf")
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string();
         assert!(err.contains("`ee_arm` mimics `left_finger`"), "{err}");
     }
