@@ -10,18 +10,14 @@
 pub mod bench;
 pub mod bridge;
 pub mod calibrate;
-pub mod camera;
 pub mod executor;
-pub mod geometry;
-pub mod kinematics;
-pub mod planning;
-pub mod pointing;
-pub mod robot;
 pub mod runner;
-pub mod safety;
-pub mod sim;
 pub mod train;
 pub mod viz;
+pub use pointact_core::{camera, geometry, kinematics, planning, safety};
+pub use pointact_pointing as pointing;
+pub use pointact_robot as robot;
+pub use pointact_sim as sim;
 pub use pointact_vlm as vlm;
 
 /// Re-export of the nalgebra that `k` 0.32 is built on (0.30). Every robot-math type in the crate

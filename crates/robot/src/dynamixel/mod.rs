@@ -1,0 +1,81 @@
+//! ROBOTIS DYNAMIXEL servos on a serial bus (Protocol 2.0): the wire format (`proto`), a client
+//! (`bus`), the serial port (`serial`), the WidowX 250 driver (`widowx`) and a bus emulator on a pseudo-terminal (`emulator`).
+//!
+//! The layers are kept apart so that the emulator and the driver share one encoder and decoder
+//! (`proto`) but nothing else: the emulator answers from its own control tables, so a driver bug
+//! cannot be mirrored by an emulator bug built from the same code.
+
+pub mod bus;
+pub mod emulator;
+pub mod proto;
+pub mod serial;
+pub mod widowx;
+
+pub use bus::Bus;
+pub use proto::{ProtocolError, StatusError};
+pub use widowx::WidowX;
+
+/// Everything that can go wrong on the bus or in the WidowX driver. Errors that concern one
+/// servo name it; those that concern a joint name the joint too, since that is what a person at
+/// the robot can find.
+#[derive(Debug, thiserror::Error)]
+pub enum DynamixelError {
+    #[error("cannot open serial port `{port}`: {detail} (is the adapter plugged in, and may this user open it? see docs/hardware.md, WidowX 250)")]
+    Open { port: String, detail: String },
+    #[error("serial port: {0}")]
+    Io(#[from] std::io::Error),
+    /// No status packet (not even part of one) within the bus timeout.
+    #[error("servo {id} did not answer within {timeout_s:.3} s")]
+    Timeout { id: u8, timeout_s: f64 },
+    /// Bytes that are not a valid packet, or a packet that does not answer what was asked.
+    #[error("bad packet while waiting for servo {id}: {source}")]
+    Protocol {
+        id: u8,
+        #[source]
+        source: ProtocolError,
+    },
+    /// The servo answered with an error number.
+    #[error("servo {id} refused the instruction: {error}")]
+    Status {
+        id: u8,
+        #[source]
+        error: StatusError,
+    },
+    /// A servo raised its alert bit; `status` is its Hardware Error Status (control table 70).
+    #[error("joint `{joint}` (servo {id}{}): hardware error {status:#04x}: {}", if *.shadow { ", shadow" } else { "" }, proto::hardware_error::describe(*.status))]
+    Hardware {
+        joint: String,
+        id: u8,
+        shadow: bool,
+        status: u8,
+    },
+    /// A servo is not configured the way the driver settings say (found at connect).
+    #[error("joint `{joint}` (servo {id}): {detail}")]
+    Setup {
+        joint: String,
+        id: u8,
+        detail: String,
+    },
+    /// A joint is not where it was commanded (a servo that refused a goal, or is blocked).
+    #[error("joint `{joint}` (servo {id}) is {error_rad:.3} rad from its goal (allowed {allowed_rad:.3})")]
+    Tracking {
+        joint: String,
+        id: u8,
+        error_rad: f64,
+        allowed_rad: f64,
+    },
+    /// A trajectory or command that does not fit this arm (wrong number of joints).
+    #[error("{0}")]
+    Command(String),
+}
+
+impl From<DynamixelError> for crate::RobotError {
+    fn from(e: DynamixelError) -> Self {
+        use crate::RobotError;
+        match e {
+            DynamixelError::Timeout { timeout_s, .. } => RobotError::Timeout(timeout_s),
+            DynamixelError::Io(e) => RobotError::Disconnected(format!("serial port: {e}")),
+            other => RobotError::Dynamixel(other),
+        }
+    }
+}

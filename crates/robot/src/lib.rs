@@ -1,0 +1,83 @@
+//! pointact's robots behind one trait: the simulator, the xArm controller (`xarm::XarmRobot`), and the
+//! WidowX 250 on its Dynamixel bus (`dynamixel`).
+//!
+//! The trait is async because real drivers wait on sockets and serial ports (tokio); compute stays
+//! synchronous. A `Robot` only accepts motions that passed the `safety` gate (`CheckedTrajectory`,
+//! `CheckedGripper`), so no code path can move a robot without the checks.
+
+pub mod dynamixel;
+pub mod servo;
+pub mod settings;
+pub mod xarm;
+pub use settings::{DriverKind, DriverSettings, DynamixelSettings, SettingsError, XarmSettings};
+
+use std::sync::Arc;
+
+use pointact_core::kinematics::RobotModel;
+use pointact_core::safety::{CheckedGripper, CheckedTrajectory};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RobotError {
+    #[error("connection to the robot lost: {0}")]
+    Disconnected(String),
+    #[error("robot controller error {code}: {detail}")]
+    Controller { code: i32, detail: String },
+    #[error("robot did not answer within {0:.1} s")]
+    Timeout(f64),
+    #[error("robot stopped: {0}")]
+    Stopped(String),
+    /// The servo loop got no new setpoint for `silent_s` and stopped the arm.
+    #[error("robot stopped: no new setpoint for {silent_s:.2} s (the trajectory feed stalled)")]
+    Watchdog { silent_s: f64 },
+    #[error("simulator: {0}")]
+    Sim(String),
+    /// The controller sent bytes the driver cannot read (a malformed or unexpected frame); the
+    /// driver drops the connection, since nothing after such a frame can be trusted.
+    #[error("robot protocol error: {0}")]
+    Protocol(String),
+    /// The driver was given settings that cannot drive this robot (found before anything moved).
+    #[error("robot driver settings: {0}")]
+    Config(String),
+    /// A fault on a Dynamixel bus (WidowX): a servo's hardware error naming its joint, a refused
+    /// instruction, a malformed packet, a servo set up differently from `driver.toml`. Timeouts
+    /// and a lost port are reported as `Timeout` and `Disconnected` like every driver's.
+    #[error("dynamixel bus: {0}")]
+    Dynamixel(dynamixel::DynamixelError),
+}
+
+/// One observed state of the arm: what was executed, as opposed to what was planned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JointState {
+    /// The driver's clock (s): simulation time, or the controller report's stamp; `None` when the
+    /// driver keeps no clock (the state was read once after a command).
+    pub stamp_s: Option<f64>,
+    /// Arm joint positions (rad), in `model().config.arm_joints` order.
+    pub q: Vec<f64>,
+    /// Distance between the fingers (m).
+    pub gripper_width: f64,
+}
+
+/// What every driver offers. Implementations stop the arm before returning any error from a motion.
+// The futures are awaited on the caller's task (no spawning), so they need not be `Send`.
+#[allow(async_fn_in_trait)]
+pub trait Robot {
+    /// The kinematic model the driver was configured with.
+    fn model(&self) -> &Arc<RobotModel>;
+    /// Current arm joint positions (rad), in `model().config.arm_joints` order.
+    async fn joint_positions(&mut self) -> Result<Vec<f64>, RobotError>;
+    /// Current distance between the fingers (m).
+    async fn gripper_width(&mut self) -> Result<f64, RobotError>;
+    /// Follows a checked trajectory to its end.
+    async fn execute(&mut self, trajectory: &CheckedTrajectory) -> Result<(), RobotError>;
+    /// Moves the fingers to a checked width and waits until they stop (closing on an object stops
+    /// early).
+    async fn set_gripper(&mut self, command: CheckedGripper) -> Result<(), RobotError>;
+    /// Stops all motion now.
+    async fn stop(&mut self) -> Result<(), RobotError>;
+    /// The states observed while the commands since the last call ran, oldest first, and forgets
+    /// them. Drivers that receive a state stream (or step a simulation) record it so the executed
+    /// motion can be shown over time; the default records nothing.
+    fn take_states(&mut self) -> Vec<JointState> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,541 @@
+//! Ray-cast RGB-D + segmentation camera for the built-in simulator.
+//!
+//! One ray per pixel through the pixel centre (see [`PinholeCamera`] for the convention), exact
+//! analytic intersection with every primitive that can cover the pixel, nearest hit wins. The
+//! outputs mirror what the real RealSense pipeline hands the rest of the system: sRGB-encoded RGB8,
+//! z-depth in metres with 0 meaning "no data", plus ground-truth instance and part ids that only a
+//! simulator can give (the oracle pointer and the task checks use them).
+//!
+//! Speed comes from culling, not from approximations: each primitive's shape-frame bounding box
+//! (and bounding sphere) is projected to a conservative screen rectangle and only the pixels inside
+//! it are tested, against a per-pixel nearest-depth buffer. [`render_brute_force`] tests every
+//! primitive at every pixel; it exists as the benchmark's peer and as the test oracle, and the two
+//! agree bit for bit.
+//!
+//! Sensor imperfections are opt-in ([`RenderOptions::realsense_like`]): axial depth noise growing
+//! with z², and dropped depth at silhouette edges. Both are driven by a counter-based hash of
+//! (seed, pixel), so a frame is a pure function of scene, camera and options.
+
+mod camera;
+pub mod intersect;
+mod noise;
+mod texture;
+
+use k::nalgebra::{Isometry3, Vector3};
+
+pub use camera::PinholeCamera;
+use intersect::{intersect, local_normal, Surface};
+pub use noise::{linear_to_srgb, srgb_to_linear};
+pub use texture::FaceTexture;
+
+use super::{RenderScene, BACKGROUND_INSTANCE, NO_PART};
+use pointact_core::geometry::Shape;
+
+/// Hits closer to the optical centre than this are ignored (the camera's near plane). Small
+/// enough never to matter for a tabletop camera, large enough to keep a ray that starts on a
+/// surface from hitting it again.
+pub const MIN_DEPTH_M: f64 = 1e-4;
+
+/// Relative depth step between 4-neighbours on different primitives above which the pair counts
+/// as a silhouette for [`RenderOptions::edge_holes`]. Objects in contact (a cup on the table, two
+/// primitives of one object) have steps far below 3 %; an object against what lies behind it has
+/// centimetres to decimetres.
+pub const EDGE_JUMP_RELATIVE: f64 = 0.03;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("invalid camera intrinsics: {0}")]
+    InvalidIntrinsics(String),
+    #[error("cannot build a look-at camera pose: {0}")]
+    DegenerateLookAt(String),
+}
+
+/// How to shade and how much sensor imperfection to add.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderOptions {
+    /// Axial depth noise: σ = `depth_noise` · z² (metres, z in metres). Stereo depth error grows
+    /// with the square of distance (Intel's RMS formula: z² · subpixel / (focal px · baseline)).
+    /// 0 = exact depth.
+    pub depth_noise: f32,
+    /// Probability that a pixel on a silhouette (a 4-neighbour is background, or another
+    /// primitive more than [`EDGE_JUMP_RELATIVE`] nearer or farther) loses its depth (reads 0),
+    /// as stereo cameras do around silhouettes. RGB, instance and part stay: they are ground truth.
+    /// 0 = no holes.
+    pub edge_holes: f32,
+    /// Direction from the surfaces towards the (distant) light, world frame; need not be unit.
+    /// A zero vector leaves only the ambient term.
+    pub light_dir_world: Vector3<f64>,
+    /// Fraction of the albedo seen regardless of orientation, in [0, 1].
+    pub ambient: f32,
+    /// Linear RGB of pixels that hit nothing.
+    pub background: [f32; 3],
+    /// Seed of the noise and the holes; the same seed gives the same frame.
+    pub seed: u64,
+}
+
+impl Default for RenderOptions {
+    /// Clean sensor: exact depth, no holes; light from above, a little from the front-left.
+    fn default() -> Self {
+        RenderOptions {
+            depth_noise: 0.0,
+            edge_holes: 0.0,
+            light_dir_world: Vector3::new(0.3, 0.2, 1.0),
+            ambient: 0.3,
+            background: [0.05, 0.05, 0.05],
+            seed: 0,
+        }
+    }
+}
+
+impl RenderOptions {
+    /// Roughly a RealSense D4xx at 640×480: σ ≈ 2.5 mm at 1 m (Intel's formula with subpixel
+    /// 0.08, ~380 px focal length at 640 px and a 50 mm baseline gives ~4 mm; the D415's longer
+    /// focal length ~2.4 mm), and half of the silhouette pixels without depth.
+    pub fn realsense_like() -> Self {
+        RenderOptions {
+            depth_noise: 0.0025,
+            edge_holes: 0.5,
+            ..Self::default()
+        }
+    }
+
+    /// The sensor model by name: `ideal` (exact depth) or `realsense` ([`Self::realsense_like`]).
+    pub fn sensor(name: &str) -> Option<Self> {
+        match name {
+            "ideal" => Some(Self::default()),
+            "realsense" => Some(Self::realsense_like()),
+            _ => None,
+        }
+    }
+
+    /// The name [`Self::sensor`] knows these options by (`custom` for any other noise).
+    pub fn sensor_name(&self) -> &'static str {
+        let ideal = Self::default();
+        let rs = Self::realsense_like();
+        let same = |o: &Self| o.depth_noise == self.depth_noise && o.edge_holes == self.edge_holes;
+        if same(&ideal) {
+            "ideal"
+        } else if same(&rs) {
+            "realsense"
+        } else {
+            "custom"
+        }
+    }
+}
+
+/// One rendered frame; every buffer is row-major, `width · height` long, index `v · width + u`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderOutput {
+    pub width: u32,
+    pub height: u32,
+    /// RGB8, sRGB-encoded, interleaved.
+    pub rgb: Vec<u8>,
+    /// z-depth along the optical axis in metres (like RealSense, not the ray length); 0 = no data.
+    pub depth_m: Vec<f32>,
+    /// Instance id of the nearest hit (`BACKGROUND_INSTANCE` where nothing was hit).
+    pub instance: Vec<u16>,
+    /// Part id of the nearest hit (`NO_PART` where nothing was hit).
+    pub part: Vec<u8>,
+}
+
+impl RenderOutput {
+    /// Buffer index of pixel `(u, v)`, or `None` outside the image.
+    pub fn index(&self, u: u32, v: u32) -> Option<usize> {
+        (u < self.width && v < self.height).then(|| v as usize * self.width as usize + u as usize)
+    }
+}
+
+/// Renders the scene with screen-space culling (the one to use). A camera that fails
+/// [`PinholeCamera::validate`] (zero focal length, NaN principal point) sees nothing: every pixel
+/// is background.
+pub fn render(
+    scene: &RenderScene,
+    camera: &PinholeCamera,
+    options: &RenderOptions,
+) -> RenderOutput {
+    render_impl(scene, camera, options, true)
+}
+
+/// Same output as [`render`], bit for bit, but every primitive is intersected at every pixel:
+/// the benchmark's peer and the tests' oracle.
+pub fn render_brute_force(
+    scene: &RenderScene,
+    camera: &PinholeCamera,
+    options: &RenderOptions,
+) -> RenderOutput {
+    render_impl(scene, camera, options, false)
+}
+
+/// Per-primitive constants of one frame: the shape-frame ray for pixel ray `(x, y, 1)` is
+/// `origin + t · (dir_x·x + (dir_y·y + dir_z))`, so each pixel costs six multiply-adds before the
+/// intersection itself.
+struct Prepared {
+    shape: Shape,
+    origin: [f64; 3],
+    dir_x: [f64; 3],
+    dir_y: [f64; 3],
+    dir_z: [f64; 3],
+    /// Light direction in the shape frame (unit or zero).
+    light: [f64; 3],
+    /// Finite pose and finite, non-negative sizes; invalid primitives are skipped by both paths
+    /// (they have no well-defined surface to draw).
+    valid: bool,
+    /// Inclusive pixel rectangle that may contain hits, or `None` when nothing can be seen.
+    rect: Option<[usize; 4]>,
+}
+
+/// The ray buffers after the visibility pass.
+struct Visibility {
+    t: Vec<f64>,
+    prim: Vec<u32>,
+    surface: Vec<Surface>,
+}
+
+impl Visibility {
+    /// Nothing hit yet. The start depth is `f64::MAX`, not infinity, so that an infinite "hit"
+    /// (only possible from a degenerate camera) can never win a pixel.
+    fn empty(n: usize) -> Self {
+        Visibility {
+            t: vec![f64::MAX; n],
+            prim: vec![NO_PRIM; n],
+            surface: vec![Surface::None; n],
+        }
+    }
+}
+
+const NO_PRIM: u32 = u32::MAX;
+
+fn render_impl(
+    scene: &RenderScene,
+    camera: &PinholeCamera,
+    options: &RenderOptions,
+    culled: bool,
+) -> RenderOutput {
+    let (w, h) = (camera.intrinsics.width, camera.intrinsics.height);
+    let no_primitives = RenderScene::default();
+    let scene = if camera.validate().is_ok() {
+        scene
+    } else {
+        &no_primitives
+    };
+    // The same per-column / per-row ray coordinates feed both paths, so they see identical rays.
+    let i = &camera.intrinsics;
+    let xs: Vec<f64> = (0..w).map(|u| (u as f64 - i.cx) / i.fx).collect();
+    let ys: Vec<f64> = (0..h).map(|v| (v as f64 - i.cy) / i.fy).collect();
+    let light = options.light_dir_world.normalize();
+    let light = if light.iter().all(|c| c.is_finite()) {
+        light
+    } else {
+        Vector3::zeros()
+    };
+    let camera_from_world = camera.camera_from_world();
+    let prepared: Vec<Prepared> = scene
+        .primitives
+        .iter()
+        .map(|p| {
+            prepare(
+                &p.shape,
+                &p.world_from_shape,
+                &camera_from_world,
+                camera,
+                &light,
+            )
+        })
+        .collect();
+
+    let vis = if culled {
+        visibility_culled(&prepared, &xs, &ys)
+    } else {
+        visibility_brute(&prepared, &xs, &ys)
+    };
+
+    let n = w * h;
+    let mut out = RenderOutput {
+        width: camera.width(),
+        height: camera.height(),
+        rgb: vec![0; 3 * n],
+        depth_m: vec![0.0; n],
+        instance: vec![BACKGROUND_INSTANCE; n],
+        part: vec![NO_PART; n],
+    };
+    let lut = noise::SrgbEncoder::new();
+    let ambient = options.ambient.clamp(0.0, 1.0) as f64;
+    let background = options.background.map(|c| lut.encode(c as f64));
+    for (v, &y) in ys.iter().enumerate() {
+        for (u, &x) in xs.iter().enumerate() {
+            let i = v * w + u;
+            let k = vis.prim[i];
+            if k == NO_PRIM {
+                out.rgb[3 * i..3 * i + 3].copy_from_slice(&background);
+                continue;
+            }
+            let (pp, prim) = (&prepared[k as usize], &scene.primitives[k as usize]);
+            let t = vis.t[i];
+            let d = ray_dir(pp, x, y);
+            let p = [
+                pp.origin[0] + t * d[0],
+                pp.origin[1] + t * d[1],
+                pp.origin[2] + t * d[2],
+            ];
+            let nrm = local_normal(&pp.shape, vis.surface[i], p);
+            let lambert =
+                (nrm[0] * pp.light[0] + nrm[1] * pp.light[1] + nrm[2] * pp.light[2]).max(0.0);
+            let shade = ambient + (1.0 - ambient) * lambert;
+            let albedo = match (&prim.texture, vis.surface[i]) {
+                (Some(tex), Surface::PosZ) => printed_albedo(pp, tex, camera, x, y),
+                _ => None,
+            }
+            .unwrap_or(prim.color);
+            for (o, a) in out.rgb[3 * i..3 * i + 3].iter_mut().zip(albedo) {
+                *o = lut.encode(a as f64 * shade);
+            }
+            out.depth_m[i] = t as f32;
+            out.instance[i] = prim.instance;
+            out.part[i] = prim.part;
+        }
+    }
+    noise::apply_sensor_model(&mut out, &vis.t, &vis.prim, options);
+    out
+}
+
+fn prepare(
+    shape: &Shape,
+    world_from_shape: &Isometry3<f64>,
+    camera_from_world: &Isometry3<f64>,
+    camera: &PinholeCamera,
+    light_world: &Vector3<f64>,
+) -> Prepared {
+    let camera_from_shape = camera_from_world * world_from_shape;
+    let shape_from_camera = camera_from_shape.inverse();
+    let r = shape_from_camera.rotation.to_rotation_matrix();
+    let m = r.matrix();
+    let col = |j: usize| [m[(0, j)], m[(1, j)], m[(2, j)]];
+    let o = shape_from_camera.translation.vector;
+    let l = world_from_shape
+        .rotation
+        .inverse_transform_vector(light_world);
+    let valid = intersect::shape_is_valid(shape) && o.iter().chain(m.iter()).all(|x| x.is_finite());
+    Prepared {
+        shape: *shape,
+        origin: [o.x, o.y, o.z],
+        dir_x: col(0),
+        dir_y: col(1),
+        dir_z: col(2),
+        light: [l.x, l.y, l.z],
+        valid,
+        rect: if valid {
+            screen_rect(shape, &camera_from_shape, camera)
+        } else {
+            None
+        },
+    }
+}
+
+/// Mean albedo of a printed +z face over `supersample²` sub-rays of the pixel whose centre ray is
+/// `(x, y, 1)`; `None` when the shape is not a cuboid, the texture is unusable or no sub-ray hits
+/// the face (the caller falls back to the plain colour).
+fn printed_albedo(
+    pp: &Prepared,
+    tex: &FaceTexture,
+    camera: &PinholeCamera,
+    x: f64,
+    y: f64,
+) -> Option<[f32; 3]> {
+    let Shape::Cuboid { half_extents: h } = pp.shape else {
+        return None;
+    };
+    if !tex.is_valid() {
+        return None;
+    }
+    let n = tex.supersample.max(1) as usize;
+    let mut sum = [0.0f64; 3];
+    let mut hits = 0usize;
+    for j in 0..n {
+        // Sub-ray offsets on a regular grid inside the pixel, in pixels from its centre.
+        let dv = (j as f64 + 0.5) / n as f64 - 0.5;
+        for i in 0..n {
+            let du = (i as f64 + 0.5) / n as f64 - 0.5;
+            let d = ray_dir(
+                pp,
+                x + du / camera.intrinsics.fx,
+                y + dv / camera.intrinsics.fy,
+            );
+            if d[2] == 0.0 {
+                continue;
+            }
+            let t = (h.z - pp.origin[2]) / d[2];
+            if t <= MIN_DEPTH_M {
+                continue;
+            }
+            let px = pp.origin[0] + t * d[0];
+            let py = pp.origin[1] + t * d[1];
+            if let Some(c) = tex.albedo_at(px, py, h.x, h.y) {
+                for k in 0..3 {
+                    sum[k] += c[k] as f64;
+                }
+                hits += 1;
+            }
+        }
+    }
+    (hits > 0).then(|| sum.map(|s| (s / hits as f64) as f32))
+}
+
+#[inline(always)]
+fn ray_dir(pp: &Prepared, x: f64, y: f64) -> [f64; 3] {
+    let row = row_dir(pp, y);
+    [
+        pp.dir_x[0] * x + row[0],
+        pp.dir_x[1] * x + row[1],
+        pp.dir_x[2] * x + row[2],
+    ]
+}
+
+#[inline(always)]
+fn row_dir(pp: &Prepared, y: f64) -> [f64; 3] {
+    [
+        pp.dir_y[0] * y + pp.dir_z[0],
+        pp.dir_y[1] * y + pp.dir_z[1],
+        pp.dir_y[2] * y + pp.dir_z[2],
+    ]
+}
+
+/// Nearest wins; equal depths go to the lower primitive index, so the answer does not depend on
+/// the order primitives are visited in.
+#[inline(always)]
+fn closer(t: f64, k: u32, best_t: f64, best_k: u32) -> bool {
+    t < best_t || (t == best_t && k < best_k)
+}
+
+fn visibility_culled(prepared: &[Prepared], xs: &[f64], ys: &[f64]) -> Visibility {
+    let w = xs.len();
+    let mut vis = Visibility::empty(w * ys.len());
+    for (k, pp) in prepared.iter().enumerate() {
+        let Some([u0, u1, v0, v1]) = pp.rect else {
+            continue;
+        };
+        let k = k as u32;
+        for (v, &y) in ys.iter().enumerate().take(v1 + 1).skip(v0) {
+            let row = row_dir(pp, y);
+            let base = v * w;
+            for (u, &x) in xs.iter().enumerate().take(u1 + 1).skip(u0) {
+                let d = [
+                    pp.dir_x[0] * x + row[0],
+                    pp.dir_x[1] * x + row[1],
+                    pp.dir_x[2] * x + row[2],
+                ];
+                if let Some((t, s)) = intersect(&pp.shape, pp.origin, d, MIN_DEPTH_M) {
+                    let i = base + u;
+                    if closer(t, k, vis.t[i], vis.prim[i]) {
+                        vis.t[i] = t;
+                        vis.prim[i] = k;
+                        vis.surface[i] = s;
+                    }
+                }
+            }
+        }
+    }
+    vis
+}
+
+fn visibility_brute(prepared: &[Prepared], xs: &[f64], ys: &[f64]) -> Visibility {
+    let w = xs.len();
+    let mut vis = Visibility::empty(w * ys.len());
+    for (v, &y) in ys.iter().enumerate() {
+        for (u, &x) in xs.iter().enumerate() {
+            let i = v * w + u;
+            for (k, pp) in prepared.iter().enumerate() {
+                if !pp.valid {
+                    continue;
+                }
+                let d = ray_dir(pp, x, y);
+                if let Some((t, s)) = intersect(&pp.shape, pp.origin, d, MIN_DEPTH_M) {
+                    let k = k as u32;
+                    if closer(t, k, vis.t[i], vis.prim[i]) {
+                        vis.t[i] = t;
+                        vis.prim[i] = k;
+                        vis.surface[i] = s;
+                    }
+                }
+            }
+        }
+    }
+    vis
+}
+
+/// Conservative inclusive pixel rectangle `[u0, u1, v0, v1]` outside which the shape cannot be
+/// hit, or `None` when it is entirely behind the near plane or off-screen.
+///
+/// Two bounds, intersected: the projected corners of the shape-frame bounding box (valid when all
+/// eight are in front of the camera: the projection of a convex set in front of the camera lies in
+/// the hull of its projected corners), and the exact tangent bounds of the bounding sphere (valid
+/// when the sphere is in front). When neither holds the whole image is used. One pixel of margin
+/// absorbs rounding.
+fn screen_rect(
+    shape: &Shape,
+    camera_from_shape: &Isometry3<f64>,
+    cam: &PinholeCamera,
+) -> Option<[usize; 4]> {
+    let c = camera_from_shape.translation.vector;
+    let r = shape.bounding_radius();
+    if c.z + r < MIN_DEPTH_M * 0.5 {
+        return None;
+    }
+    // Bounds on x/z and y/z (normalised image coordinates).
+    let mut bx = [f64::NEG_INFINITY, f64::INFINITY];
+    let mut by = [f64::NEG_INFINITY, f64::INFINITY];
+    let he = shape.local_half_extents();
+    let mut corners_ok = true;
+    let (mut cx0, mut cx1, mut cy0, mut cy1) = (
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    );
+    for sx in [-1.0, 1.0] {
+        for sy in [-1.0, 1.0] {
+            for sz in [-1.0, 1.0] {
+                let p =
+                    camera_from_shape * k::nalgebra::Point3::new(sx * he.x, sy * he.y, sz * he.z);
+                if p.z <= 0.0 {
+                    corners_ok = false;
+                    continue;
+                }
+                let (x, y) = (p.x / p.z, p.y / p.z);
+                cx0 = cx0.min(x);
+                cx1 = cx1.max(x);
+                cy0 = cy0.min(y);
+                cy1 = cy1.max(y);
+            }
+        }
+    }
+    if corners_ok {
+        bx = [cx0, cx1];
+        by = [cy0, cy1];
+    }
+    if c.z > r {
+        let tangent = |a: f64| {
+            let dist = (a * a + c.z * c.z).sqrt();
+            let centre = a.atan2(c.z);
+            let half = (r / dist).asin();
+            [(centre - half).tan(), (centre + half).tan()]
+        };
+        let (sx, sy) = (tangent(c.x), tangent(c.y));
+        bx = [bx[0].max(sx[0]), bx[1].min(sx[1])];
+        by = [by[0].max(sy[0]), by[1].min(sy[1])];
+    }
+    let i = &cam.intrinsics;
+    let u = pixel_range(bx, i.fx, i.cx, i.width)?;
+    let v = pixel_range(by, i.fy, i.cy, i.height)?;
+    Some([u.0, u.1, v.0, v.1])
+}
+
+/// Pixel indices whose centres `(i − c)/f` may fall within `[lo, hi]`, with one pixel of margin.
+fn pixel_range(b: [f64; 2], f: f64, c: f64, n: usize) -> Option<(usize, usize)> {
+    let lo = (f * b[0] + c).floor() - 1.0;
+    let hi = (f * b[1] + c).ceil() + 1.0;
+    let max = n as f64 - 1.0;
+    // NaN bounds (degenerate shapes) fall through to the whole image rather than to nothing.
+    let lo = if lo.is_nan() { 0.0 } else { lo.max(0.0) };
+    let hi = if hi.is_nan() { max } else { hi.min(max) };
+    (lo <= hi).then_some((lo as usize, hi as usize))
+}
