@@ -235,7 +235,8 @@ pub(crate) fn snap_to_object(
     what: &'static str,
     max_width: Option<f64>,
 ) -> Result<([f64; 2], ObjectBlob, Option<Correction>), PerceiveError> {
-    let medoid = super::plan::medoid(answer).ok_or(PerceiveError::NoObject { u: -1.0, v: -1.0 })?;
+    let medoid =
+        super::perceive::medoid(answer).ok_or(PerceiveError::NoObject { u: -1.0, v: -1.0 })?;
     let no_object = || {
         if view.on_robot(medoid) {
             PerceiveError::OnRobot {
@@ -303,7 +304,7 @@ pub(crate) fn snap_to_object(
         .collect();
     let rep = match voters.len() {
         0 => mean,
-        _ => super::plan::medoid(&voters).unwrap_or(medoid),
+        _ => super::perceive::medoid(&voters).unwrap_or(medoid),
     };
     if view.index(rep).is_some_and(|i| blob.pixels.contains(&i)) {
         let moved = rep != medoid;

@@ -51,11 +51,29 @@ pub enum Event<'a> {
     },
     /// The camera's look after the plan ran: did the object end where the plan meant it to
     /// (`executor::verify`)?
-    Verified(&'a super::verify::Verdict),
+    Verified(&'a Verdict),
     /// What the arm did while step `index` ran: the driver's recorded states, or one state read
     /// after the step when the driver records none. Sent whether the step succeeded or not.
     Moved {
         index: usize,
         states: &'a [JointState],
     },
+}
+
+/// The camera's verdict, with a sentence saying why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub verified: bool,
+    pub detail: String,
+}
+
+impl Verdict {
+    pub fn line(&self) -> String {
+        let head = if self.verified {
+            "verified by camera"
+        } else {
+            "not verified"
+        };
+        format!("{head}: {}", self.detail)
+    }
 }

@@ -311,6 +311,22 @@ pub fn planning_world(
 
 /// A 320×240 frame of a synthetic tabletop (exact depth, blank colour) from a camera at `eye`
 /// looking at `target`: the executor's perception tests' input.
+/// The medoid of an answer's points: the one nearest all the others, robust to a stray point.
+pub(crate) fn medoid(points: &[[f64; 2]]) -> Option<[f64; 2]> {
+    points
+        .iter()
+        .min_by(|a, b| {
+            let cost = |p: &[f64; 2]| -> f64 {
+                points
+                    .iter()
+                    .map(|q| ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2)).sqrt())
+                    .sum()
+            };
+            cost(a).total_cmp(&cost(b))
+        })
+        .copied()
+}
+
 #[cfg(test)]
 pub(crate) fn synthetic_frame(
     scene: &crate::geometry::synthetic::TabletopScene,

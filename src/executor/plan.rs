@@ -133,22 +133,6 @@ impl Default for GraspParams {
     }
 }
 
-/// The medoid of an answer's points: the one nearest all the others, robust to a stray point.
-pub(crate) fn medoid(points: &[[f64; 2]]) -> Option<[f64; 2]> {
-    points
-        .iter()
-        .min_by(|a, b| {
-            let cost = |p: &[f64; 2]| -> f64 {
-                points
-                    .iter()
-                    .map(|q| ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2)).sqrt())
-                    .sum()
-            };
-            cost(a).total_cmp(&cost(b))
-        })
-        .copied()
-}
-
 /// Where to grasp an object from above: the centre of its top. The camera sees only the near side
 /// of a round object, so the centroid of the visible top is pulled toward the camera; across the
 /// narrow direction the top of a lying cylinder or a sphere is a parabola in height whose vertex is

@@ -8,8 +8,9 @@ use super::correct::{
     place_free, place_inside, shared_pixels, snap_to_object, Correction, DepthView, PlaceSpot,
 };
 use super::event::Event;
+use super::perceive::medoid;
 use super::perceive::{planning_world, table_height, ObjectBlob, PerceiveError};
-use super::plan::{medoid, Branch, GraspParams, Plan, PlanError, Step, TaskPlanner};
+use super::plan::{Branch, GraspParams, Plan, PlanError, Step, TaskPlanner};
 use super::verify::{expectation, Expectation};
 use super::{parse_instruction, InstructionError, Relation};
 use crate::camera::Frame;

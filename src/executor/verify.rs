@@ -52,8 +52,9 @@ use super::correct::{
     convex_hull, inside_convex, shared_pixels, shares_most, snap_to_object, DepthView,
 };
 use super::event::Event;
+pub use super::event::Verdict;
+use super::perceive::medoid;
 use super::perceive::{ObjectBlob, Table};
-use super::plan::medoid;
 use crate::camera::Frame;
 use crate::kinematics::RobotModel;
 use crate::planning::robot_spheres;
@@ -139,24 +140,6 @@ impl Goal {
             Goal::Inside { target, .. } | Goal::Beside { target, .. } => Some(target),
             Goal::Near { target, .. } => target.as_deref(),
         }
-    }
-}
-
-/// The camera's verdict, with a sentence saying why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
-    pub verified: bool,
-    pub detail: String,
-}
-
-impl Verdict {
-    pub fn line(&self) -> String {
-        let head = if self.verified {
-            "verified by camera"
-        } else {
-            "not verified"
-        };
-        format!("{head}: {}", self.detail)
     }
 }
 

@@ -3,6 +3,7 @@
 //! OpenAI-compatible server (`openai`). Every backend returns the model's raw text, parsed by the
 //! one parser, so a backend can never hand the executor points that skipped validation.
 
+use super::openai::OpenAiError;
 use super::{parse_answer, Ability, ModelImageMap, PointAnswer, PointingError};
 use pointact_core::camera::Frame;
 
@@ -37,7 +38,7 @@ pub enum PointerError {
     Backend(String),
     /// The OpenAI-compatible server could not be used (unreachable, timed out, HTTP error, bad body).
     #[error("openai backend: {0}")]
-    Remote(super::openai::OpenAiError),
+    Remote(OpenAiError),
 }
 
 impl From<PointingError> for PointerError {
@@ -71,5 +72,11 @@ impl<P: Pointer + ?Sized> Pointer for Box<P> {
         instruction: &str,
     ) -> Result<Pointing, PointerError> {
         (**self).point(frame, ability, instruction)
+    }
+}
+
+impl From<OpenAiError> for PointerError {
+    fn from(e: OpenAiError) -> Self {
+        PointerError::Remote(e)
     }
 }

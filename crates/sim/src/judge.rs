@@ -33,9 +33,10 @@
 
 use k::nalgebra::{Isometry3, Point3, Vector3};
 
+use super::beside::{beside_margin, BesideGeometry, Side};
 use super::physics::{ContactWith, SimWorld, Toucher, REST_MOVE_M, REST_TURN_RAD};
-use super::scene::{CameraSpec, Region, SceneObject};
-use super::tasks::{table_area, Episode, Goal, Side};
+use super::scene::{Region, SceneObject};
+use super::tasks::{Episode, Goal};
 use pointact_core::geometry::Shape;
 
 /// Longest the judge waits for the scene to come to rest, s.
@@ -44,10 +45,6 @@ pub const SETTLE_MAX_S: f64 = 3.0;
 const REST_CHECK_S: f64 = 0.2;
 /// Height above a container's rim still counted as inside, m.
 const RIM_ALLOWANCE_M: f64 = 0.01;
-/// Largest gap beside the reference still counted as "next to" it, m.
-const BESIDE_MAX_GAP_M: f64 = 0.25;
-/// Lateral slack beyond the reference's half width, m.
-const BESIDE_LATERAL_SLACK_M: f64 = 0.08;
 /// Supports thinner than this (towels) may be overhung onto the table.
 const THIN_SUPPORT_M: f64 = 0.01;
 /// An obstacle whose centre moved farther than this from its scene pose was hit, m.
@@ -299,76 +296,6 @@ fn on_top(
         }
     }
     Judgement::pass(format!("{name} rests on {support}"))
-}
-
-/// The on-table direction of a side in the camera image, and the direction across it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BesideGeometry {
-    /// Unit vector, in the table plane, pointing to the side.
-    pub dir: Vector3<f64>,
-    /// Unit vector in the table plane perpendicular to `dir`.
-    pub across: Vector3<f64>,
-}
-
-impl BesideGeometry {
-    pub fn new(camera: &CameraSpec, side: Side) -> BesideGeometry {
-        let r = camera.image_right_on_table();
-        let dir = match side {
-            Side::Right => r,
-            Side::Left => -r,
-        };
-        BesideGeometry {
-            dir,
-            across: Vector3::z().cross(&dir),
-        }
-    }
-
-    /// The patch of table where an object put on this side of `refo` (at `pose`) should go:
-    /// 5–20 cm beyond its far edge, as wide as the reference (at least 8 cm), 6 cm tall.
-    pub(crate) fn target_area(
-        &self,
-        refo: &SceneObject,
-        pose: &Isometry3<f64>,
-        table_z: f64,
-    ) -> Region {
-        let (_, hi) = extent_along(refo, pose, &self.dir);
-        let (a0, a1) = extent_along(refo, pose, &self.across);
-        let along = hi + 0.125;
-        let across = (a0 + a1) / 2.0;
-        let c = self.dir * along + self.across * across;
-        table_area(
-            Point3::new(c.x, c.y, table_z),
-            self.dir.y.atan2(self.dir.x),
-            Vector3::new(0.075, ((a1 - a0) / 2.0).max(0.04), 0.03),
-        )
-    }
-}
-
-/// (min, max) of an object's projection on a world direction.
-fn extent_along(o: &SceneObject, pose: &Isometry3<f64>, dir: &Vector3<f64>) -> (f64, f64) {
-    let local = pose.rotation.inverse_transform_vector(dir);
-    let (a, b) = o.local_extent(&local);
-    let c = pose.translation.vector.dot(dir);
-    (c + a, c + b)
-}
-
-/// How well `obj` satisfies "beside `refo`" in metres: the smallest slack of the three conditions
-/// (gap ≥ 0, gap ≤ 25 cm, lateral offset within tolerance); ≥ 0 means satisfied.
-pub(crate) fn beside_margin(
-    geo: &BesideGeometry,
-    obj: &SceneObject,
-    pose: &Isometry3<f64>,
-    refo: &SceneObject,
-    ref_pose: &Isometry3<f64>,
-) -> f64 {
-    let (lo_o, _) = extent_along(obj, pose, &geo.dir);
-    let (_, hi_r) = extent_along(refo, ref_pose, &geo.dir);
-    let gap = lo_o - hi_r;
-    let (o0, o1) = extent_along(obj, pose, &geo.across);
-    let (r0, r1) = extent_along(refo, ref_pose, &geo.across);
-    let lateral = ((o0 + o1) / 2.0 - (r0 + r1) / 2.0).abs();
-    let tol = (r1 - r0) / 2.0 + BESIDE_LATERAL_SLACK_M;
-    gap.min(BESIDE_MAX_GAP_M - gap).min(tol - lateral)
 }
 
 fn beside(

@@ -7,6 +7,7 @@
 //! The world frame of a simulation is the robot base frame (x forward, z up, metres); the table top
 //! is the plane z = `scene.table.height` (usually 0: the robot base stands on the table).
 
+mod beside;
 mod convert;
 pub mod devices;
 pub mod judge;

@@ -926,6 +926,17 @@ fn build_object(o: &ObjectFile, table: &Table) -> Result<SceneObject, (String, S
     Ok(obj)
 }
 
+/// A box region of the table (world frame), `half` its half sizes, bottom on the table.
+pub(crate) fn table_area(center: Point3<f64>, yaw: f64, half: Vector3<f64>) -> Region {
+    Region {
+        frame_from_region: Isometry3::new(
+            center.coords + Vector3::new(0.0, 0.0, half.z),
+            Vector3::z() * yaw,
+        ),
+        shape: Shape::Cuboid { half_extents: half },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

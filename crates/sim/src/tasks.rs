@@ -16,14 +16,14 @@
 
 use std::sync::Arc;
 
-use k::nalgebra::{Isometry3, Point3, Vector3};
+use k::nalgebra::{Point3, Vector3};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::judge::{beside_margin, BesideGeometry};
+pub use super::beside::Side;
+use super::beside::{beside_margin, BesideGeometry};
 use super::physics::{PhysicsError, SimWorld};
 use super::scene::{centroid, table_pose, Rect, Region, Scene, SceneError};
-use pointact_core::geometry::Shape;
 use pointact_core::kinematics::{KinematicsError, RobotModel};
 
 /// Episodes per task in an evaluation (as in SimplerEnv).
@@ -115,13 +115,6 @@ impl Suite {
             .filter(|t| t.suite == self)
             .collect()
     }
-}
-
-/// Which side of a reference object, as seen in the task camera's image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    Left,
-    Right,
 }
 
 /// What must hold at the end of an episode. Judged by `sim::judge` from the settled object poses.
@@ -1026,17 +1019,6 @@ fn layout_ok(scene: &Scene) -> bool {
     scene
         .check_layout(CLEARANCE_M / 2.0, IMAGE_MARGIN_PX)
         .is_ok()
-}
-
-/// A box region of the table (world frame), `half` its half sizes, bottom on the table.
-pub(crate) fn table_area(center: Point3<f64>, yaw: f64, half: Vector3<f64>) -> Region {
-    Region {
-        frame_from_region: Isometry3::new(
-            center.coords + Vector3::new(0.0, 0.0, half.z),
-            Vector3::z() * yaw,
-        ),
-        shape: Shape::Cuboid { half_extents: half },
-    }
 }
 
 #[cfg(test)]

@@ -30,8 +30,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use url::Url;
 
-use super::files::HubOptions;
-
 /// Time to establish a connection (TCP and TLS). A hub or CDN that does not accept within 10 s is
 /// down or unreachable; waiting longer only delays the message.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -729,4 +727,112 @@ pub fn transport_reason(t: &ureq::Transport) -> String {
         (Some(m), None) => format!("{kind}: {m}"),
         (None, None) => kind,
     }
+}
+
+/// The public hub, used unless `HF_ENDPOINT` says otherwise.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+/// How the hub is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubOptions {
+    /// The hub cache root (the folder holding `models--owner--name/`).
+    pub cache_dir: PathBuf,
+    /// Never touch the network (`HF_HUB_OFFLINE`).
+    pub offline: bool,
+    /// Hub URL (`HF_ENDPOINT`, else [`DEFAULT_ENDPOINT`]).
+    pub endpoint: String,
+    /// Branch, tag or commit.
+    pub revision: String,
+    /// Access token (`HF_TOKEN`, else the token file `huggingface-cli login` writes).
+    pub token: Option<String>,
+    /// Show download progress bars.
+    pub progress: bool,
+    /// Limit for establishing each connection ([`DEFAULT_CONNECT_TIMEOUT`]).
+    pub connect_timeout: Duration,
+    /// Longest silence while reading an answer ([`DEFAULT_READ_TIMEOUT`]): a server that stops
+    /// sending ends the download with an error instead of hanging it.
+    pub read_timeout: Duration,
+}
+
+impl HubOptions {
+    /// Options from the environment, as `huggingface_hub` reads it: the cache root is
+    /// `HF_HUB_CACHE` (or the older `HUGGINGFACE_HUB_CACHE`), else `HF_HOME/hub`, else
+    /// `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`; `HF_HUB_OFFLINE`,
+    /// `HF_ENDPOINT`; the token is `HF_TOKEN`, else the file `HF_TOKEN_PATH`, else `HF_HOME/token`
+    /// (where `huggingface-cli login` writes it); `HF_HUB_DOWNLOAD_TIMEOUT` (seconds, a finite
+    /// number > 0) sets both timeouts, as it sets `huggingface_hub`'s one timeout (an unusable value
+    /// is ignored with a warning).
+    pub fn from_env() -> Self {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with the variables looked up through `lookup` (for tests and
+    /// callers that keep their own environment). Empty values count as unset.
+    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let var = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
+        let hf_home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
+            var("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    var("HOME")
+                        .or_else(|| var("USERPROFILE"))
+                        .map(|h| PathBuf::from(h).join(".cache"))
+                })
+                .unwrap_or_else(|| PathBuf::from(".cache"))
+                .join("huggingface")
+        });
+        let cache_dir = var("HF_HUB_CACHE")
+            .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| hf_home.join("hub"));
+        let token_path = var("HF_TOKEN_PATH")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| hf_home.join("token"));
+        let token = var("HF_TOKEN").or_else(|| {
+            std::fs::read_to_string(token_path)
+                .ok()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+        });
+        let timeout = var(TIMEOUT_ENV).and_then(|v| {
+            let secs = v.trim().parse::<f64>().ok().filter(|s| *s > 0.0);
+            let timeout = secs.and_then(|s| Duration::try_from_secs_f64(s).ok());
+            if timeout.is_none() {
+                tracing::warn!(
+                    "{}={v:?} is not a positive number of seconds; using the default timeouts",
+                    TIMEOUT_ENV
+                );
+            }
+            timeout
+        });
+        HubOptions {
+            offline: var("HF_HUB_OFFLINE").is_some_and(|v| env_true(&v)),
+            endpoint: var("HF_ENDPOINT").unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()),
+            revision: "main".to_owned(),
+            token,
+            progress: true,
+            cache_dir,
+            connect_timeout: timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+            read_timeout: timeout.unwrap_or(DEFAULT_READ_TIMEOUT),
+        }
+    }
+
+    /// Cache-only options for a given cache root: no network, no token, revision `main`.
+    pub fn offline(cache_dir: impl Into<PathBuf>) -> Self {
+        HubOptions {
+            cache_dir: cache_dir.into(),
+            offline: true,
+            endpoint: DEFAULT_ENDPOINT.to_owned(),
+            revision: "main".to_owned(),
+            token: None,
+            progress: false,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            read_timeout: DEFAULT_READ_TIMEOUT,
+        }
+    }
+}
+
+/// `huggingface_hub`'s truthy values for boolean environment variables.
+fn env_true(v: &str) -> bool {
+    ["1", "on", "yes", "true"].contains(&v.trim().to_ascii_lowercase().as_str())
 }

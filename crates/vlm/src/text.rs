@@ -23,6 +23,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::config::TextConfig;
+pub use super::linear::TrainableWeight;
 use super::linear::{tensor_bytes, CheckpointTensor, FusedProj, Lora, Proj, Quant, SwiGlu};
 use super::rope::MRope;
 
@@ -864,33 +865,6 @@ impl TextModel {
                     .map(move |(name, lora)| (format!("model.layers.{i}.{sub}.{name}"), lora))
             })
         })
-    }
-}
-
-/// A weight that training updates: the [`Var`] and the checkpoint tensors it holds, each as
-/// `(name, first row, rows)` along the output axis (several for a fused `q|k|v` or `gate|up`).
-#[derive(Debug, Clone)]
-pub struct TrainableWeight {
-    pub var: Var,
-    pub parts: Vec<(String, usize, usize)>,
-}
-
-impl TrainableWeight {
-    pub(crate) fn whole(name: &str, var: Var) -> Self {
-        let rows = var.dims().first().copied().unwrap_or(1);
-        Self {
-            var,
-            parts: vec![(name.to_string(), 0, rows)],
-        }
-    }
-
-    /// One name for the whole `Var` (the checkpoint name, or the parts' joined with `|`).
-    pub fn name(&self) -> String {
-        self.parts
-            .iter()
-            .map(|p| p.0.as_str())
-            .collect::<Vec<_>>()
-            .join("|")
     }
 }
 

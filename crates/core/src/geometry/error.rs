@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::intrinsics::Distortion;
+use super::distortion::Distortion;
 
 /// Errors of the geometry module.
 #[derive(Debug, thiserror::Error)]

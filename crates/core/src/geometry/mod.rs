@@ -22,6 +22,7 @@
 pub mod calibration;
 pub mod cloud;
 pub mod depth;
+mod distortion;
 pub mod ee_delta;
 pub mod error;
 pub mod interp;

@@ -2,11 +2,9 @@
 
 use k::nalgebra::{Isometry3, Translation3, Vector3};
 use rapier3d::parry::query::ShapeCastOptions;
-use rapier3d::prelude::{
-    ColliderHandle, FixedJointBuilder, ImpulseJointHandle, QueryFilter, SharedShape,
-    SpringCoefficients,
-};
+use rapier3d::prelude::{ColliderHandle, FixedJointBuilder, QueryFilter, SpringCoefficients};
 
+use super::finger::Attachment;
 use super::{
     groups, touching_normal, ContactWith, Owner, SimWorld, GROUP_OBJECT, GROUP_ROBOT, GROUP_TABLE,
 };
@@ -27,27 +25,6 @@ const RELEASE_MARGIN: f64 = 0.02;
 /// A closing finger looks this far back from where it is for the first object in its way, so it
 /// notices objects it already overlaps.
 const FINGER_LOOKBACK_M: f64 = 0.004;
-
-/// A gripper finger: the child of a prismatic joint outside the arm chain.
-#[derive(Debug)]
-pub(super) struct Finger {
-    pub(super) link_index: usize,
-    /// Joint axis in the finger frame; the joint value grows as the gripper opens.
-    pub(super) axis: Vector3<f64>,
-    /// Joint travel from closed (opening 0) to open (opening 1), metres.
-    pub(super) travel: f64,
-    /// The finger's colliders in the finger frame, for sweeping it shut.
-    pub(super) shapes: Vec<(SharedShape, Isometry3<f64>)>,
-}
-
-/// An object held by the attach rule.
-#[derive(Debug)]
-pub(super) struct Attachment {
-    pub(super) object: usize,
-    pub(super) joint: ImpulseJointHandle,
-    /// Gripper opening when it attached.
-    pub(super) opening: f64,
-}
 
 impl SimWorld {
     /// Pose of the finger link `i` at opening `o`, for the commanded arm pose.

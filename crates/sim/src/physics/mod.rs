@@ -33,9 +33,10 @@ use super::{
 use pointact_core::geometry::Shape;
 use pointact_core::kinematics::{KinematicsError, RobotModel};
 
+mod finger;
 mod gripper;
 
-use gripper::{Attachment, Finger};
+use finger::{Attachment, Finger};
 pub use gripper::{FINGER_FRICTION, FINGER_SQUEEZE_M};
 
 /// Physics time step: 240 Hz keeps 4 cm blocks stacked and 1 cm finger contacts stable.

@@ -1,0 +1,612 @@
+//! The xArm controller's private TCP protocol, as the official xArm-Python-SDK 1.18.4 speaks it
+//! ("the SDK", tag v1.18.4: `xarm/core/wrapper/uxbus_cmd{,_tcp}.py`,
+//! `xarm/core/config/x_config.py`, `xarm/x3/{base,report}.py`) and as the UFACTORY developer docs
+//! describe it ("UFACTORY", xArm-Developer/ufactory_docs `private_tcp_protocol/*.md`): command
+//! frames on port 502, the unsolicited feedback frame, the RS-485 tunnel to the xArm Gripper, and
+//! the 30002 "rich" and 30000 real-time report frames.
+//!
+//! Everything here is a pure function of bytes: no sockets, no clocks. The client (`robot::xarm`
+//! driver) and the emulator (`robot::xarm::emulator`) share it, so both sides of the wire are
+//! written once and tested against the SDK's golden frames (docs/references.md §2) byte for byte.
+//!
+//! Why the layout of the types: a command frame is `Request` (raw: transaction id, protocol id,
+//! funcode, parameter bytes) and its typed meaning is `Command`; a reply frame is `Response` (raw,
+//! with the status byte) and its typed payload is `Reply`. The raw layer is what the framing and
+//! the transaction matching need; the typed layer is what a driver or an emulator reasons about.
+//! Decoders never panic: short, long or malformed input is a `ProtoError` (fuzzed in
+//! `tests/xarm_proto_fuzz.rs`).
+//!
+//! Byte order (UFACTORY `p05communication-format.md`, the SDK's `xarm/core/utils/bytes_data.py`):
+//! header fields, u16 data and Modbus registers big-endian; every f32
+//! and i32 parameter little-endian.
+
+mod command;
+mod reply;
+mod report;
+mod rtu;
+mod state;
+pub use command::*;
+pub use reply::*;
+pub use report::*;
+pub use rtu::*;
+pub use state::*;
+
+use std::fmt;
+
+use pointact_core::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
+
+/// Bytes before the funcode: transaction id, protocol id, length (all u16 big-endian).
+pub const HEADER_LEN: usize = 6;
+
+/// Protocol identifiers of the header's second field (the SDK's `uxbus_cmd_tcp.py`).
+pub mod prot {
+    /// Standard Modbus TCP on the same port (not used by pointact).
+    pub const MODBUS_TCP: u16 = 0;
+    /// The SDK's optional heartbeat frame `00 00 00 01 00 02 00 00`; a controller ignores it.
+    pub const HEARTBEAT: u16 = 1;
+    /// Private protocol, as first spoken by the SDK.
+    pub const PRIVATE: u16 = 2;
+    /// Private protocol after the SDK's switch (firmware >= 1.8.6); a controller echoes either.
+    pub const PRIVATE_V3: u16 = 3;
+}
+
+/// Register (funcode) numbers, `XCONF.UxbusReg` in the SDK (`x_config.py`).
+pub mod reg {
+    pub const GET_VERSION: u8 = 1;
+    pub const GET_ROBOT_SN: u8 = 2;
+    pub const MOTION_EN: u8 = 11;
+    pub const SET_STATE: u8 = 12;
+    pub const GET_STATE: u8 = 13;
+    pub const GET_CMDNUM: u8 = 14;
+    pub const GET_ERROR: u8 = 15;
+    pub const CLEAN_ERR: u8 = 16;
+    pub const CLEAN_WAR: u8 = 17;
+    pub const SET_MODE: u8 = 19;
+    pub const MOVE_LINE: u8 = 21;
+    pub const MOVE_JOINT: u8 = 23;
+    pub const MOVE_HOME: u8 = 25;
+    pub const MOVE_SERVOJ: u8 = 29;
+    pub const MOVE_SERVO_CART: u8 = 30;
+    pub const SET_TCP_OFFSET: u8 = 35;
+    pub const SET_LOAD_PARAM: u8 = 36;
+    pub const GET_TCP_POSE: u8 = 41;
+    pub const GET_JOINT_POS: u8 = 42;
+    /// Relative move (Cartesian or joint); the SDK's `set_position(relative=True)` on fw >= 1.8.100.
+    pub const MOVE_RELATIVE: u8 = 83;
+    pub const RS485_RTU: u8 = 124;
+    pub const TGPIO_W16B: u8 = 127;
+    pub const TGPIO_R16B: u8 = 128;
+    pub const SET_FEEDBACK_TYPE: u8 = 254;
+    /// Not a register: the funcode of unsolicited feedback frames.
+    pub const FEEDBACK: u8 = 0xFF;
+}
+
+/// RS-485 tunnel hosts (register 124, UFACTORY `p16-rs485-control-on-the-end-effector-124-127.md`).
+pub const RS485_HOST_TOOL: u8 = 9;
+pub const RS485_HOST_CONTROL_BOX: u8 = 11;
+
+/// Tool-board registers reached with TGPIO_R16B / TGPIO_W16B (host 9), as the SDK's
+/// `checkset_modbus_baud` (`xarm/x3/base.py`) uses them.
+pub mod tool_reg {
+    /// Read: index of the tool RS-485 baud rate in `robot::settings::XARM_RS485_BAUDS`.
+    pub const BAUD_INDEX: u16 = 0x0A0B;
+    /// Write: new baud index (applied after a soft reboot).
+    pub const SET_BAUD_INDEX: u16 = 0x1A0B;
+    /// Write 1: soft reboot of the tool board.
+    pub const SOFT_REBOOT: u16 = 0x0607;
+}
+
+/// xArm Gripper Modbus registers (slave 8 behind host 9), the SDK's `xarm/x3/gripper.py`.
+pub mod gripper_reg {
+    /// Default Modbus slave id of the xArm Gripper.
+    pub const SLAVE_ID: u8 = 8;
+    /// Status: bits 0-1 = 0 stopped, 1 moving, 2 object detected.
+    pub const STATUS: u16 = 0x0000;
+    pub const ERROR: u16 = 0x000F;
+    pub const ENABLE: u16 = 0x0100;
+    pub const MODE: u16 = 0x0101;
+    /// Write 1: the current position becomes zero.
+    pub const SET_ZERO: u16 = 0x0108;
+    /// Write 1: clears the gripper's error.
+    pub const CLEAR_ERROR: u16 = 0x0109;
+    /// Speed (r/min).
+    pub const SPEED: u16 = 0x0303;
+    /// Target position: i32 big-endian pulses in two registers (850 open .. 0 closed).
+    pub const TARGET_POSITION: u16 = 0x0700;
+    /// Current position: i32 big-endian pulses in two registers.
+    pub const POSITION: u16 = 0x0702;
+    /// Firmware version major, minor, patch (one register each).
+    pub const VERSION: [u16; 3] = [0x0801, 0x0802, 0x0803];
+    /// Status register values (bits 0-1).
+    pub const STATUS_STOPPED: u16 = 0;
+    pub const STATUS_MOVING: u16 = 1;
+    pub const STATUS_OBJECT: u16 = 2;
+}
+
+/// Feedback-type bits of SET_FEEDBACK_TYPE (254) and of the feedback frame's kind byte.
+pub mod feedback_kind {
+    pub const MOTION_START: u8 = 1;
+    pub const MOTION_FINISH: u8 = 2;
+    pub const TRIGGER: u8 = 4;
+    pub const OTHER_START: u8 = 32;
+    pub const OTHER_FINISH: u8 = 64;
+}
+
+/// Result codes of a feedback frame.
+pub mod feedback_code {
+    pub const SUCCESS: u8 = 0;
+    pub const FAILURE: u8 = 1;
+    pub const DISCARDED: u8 = 2;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// Why bytes are not a valid frame, payload or report. Every decoder returns one of these instead
+/// of panicking.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtoError {
+    #[error("{what}: {got} bytes, need at least {need}")]
+    Short {
+        what: &'static str,
+        got: usize,
+        need: usize,
+    },
+    #[error("{what}: length field says {declared} bytes, {actual} present")]
+    LengthMismatch {
+        what: &'static str,
+        declared: usize,
+        actual: usize,
+    },
+    #[error("{what}: {got} bytes, expected {expected}")]
+    BadLength {
+        what: &'static str,
+        got: usize,
+        expected: &'static str,
+    },
+    #[error("{what}: {got} bytes exceed the largest frame ({max})")]
+    TooLong {
+        what: &'static str,
+        got: usize,
+        max: usize,
+    },
+    #[error("frame header declares an empty body (no funcode)")]
+    EmptyBody,
+    #[error("funcode {got} where {expected} was expected")]
+    Funcode { expected: u8, got: u8 },
+    #[error("funcode {0} is not one this codec knows")]
+    UnknownFuncode(u8),
+    #[error("{field} = {value} is out of range")]
+    Invalid { field: &'static str, value: u64 },
+    #[error("report length changed from {first} to {now} bytes within one stream")]
+    ReportLengthChanged { first: usize, now: usize },
+}
+
+// ---------------------------------------------------------------------------------------------
+// Byte helpers: a bounds-checked reader, and writers
+
+/// Reads fields in order; running past the end is an error, never a panic.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    what: &'static str,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(bytes: &'a [u8], what: &'static str) -> Self {
+        Cursor { bytes, at: 0, what }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ProtoError> {
+        let end = self.at.checked_add(n).filter(|e| *e <= self.bytes.len());
+        match end {
+            Some(end) => {
+                let s = &self.bytes[self.at..end];
+                self.at = end;
+                Ok(s)
+            }
+            None => Err(ProtoError::Short {
+                what: self.what,
+                got: self.bytes.len(),
+                need: self.at.saturating_add(n),
+            }),
+        }
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], ProtoError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, ProtoError> {
+        Ok(self.array::<1>()?[0])
+    }
+    fn u16be(&mut self) -> Result<u16, ProtoError> {
+        Ok(u16::from_be_bytes(self.array()?))
+    }
+    fn i16be(&mut self) -> Result<i16, ProtoError> {
+        Ok(i16::from_be_bytes(self.array()?))
+    }
+    fn u32be(&mut self) -> Result<u32, ProtoError> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+    fn i32be(&mut self) -> Result<i32, ProtoError> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+    fn u64be(&mut self) -> Result<u64, ProtoError> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+    fn f32le(&mut self) -> Result<f32, ProtoError> {
+        Ok(f32::from_le_bytes(self.array()?))
+    }
+    fn f32s<const N: usize>(&mut self) -> Result<[f32; N], ProtoError> {
+        let mut out = [0f32; N];
+        for v in &mut out {
+            *v = self.f32le()?;
+        }
+        Ok(out)
+    }
+    fn u8s<const N: usize>(&mut self) -> Result<[u8; N], ProtoError> {
+        self.array()
+    }
+    fn i16s<const N: usize>(&mut self) -> Result<[i16; N], ProtoError> {
+        let mut out = [0i16; N];
+        for v in &mut out {
+            *v = self.i16be()?;
+        }
+        Ok(out)
+    }
+    fn rest(&mut self) -> &'a [u8] {
+        let s = &self.bytes[self.at.min(self.bytes.len())..];
+        self.at = self.bytes.len();
+        s
+    }
+    fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.at)
+    }
+    fn skip(&mut self, n: usize) -> Result<(), ProtoError> {
+        self.take(n).map(|_| ())
+    }
+}
+
+fn put_f32s(out: &mut Vec<u8>, values: &[f32]) {
+    for v in values {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+fn put_i16s(out: &mut Vec<u8>, values: &[i16]) {
+    for v in values {
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+}
+
+/// Text in a fixed NUL-padded field: bytes up to the first NUL, lossy UTF-8.
+fn fixed_text(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// `text` NUL-padded (or cut) to `len` bytes.
+fn put_fixed_text(out: &mut Vec<u8>, text: &str, len: usize) {
+    let b = text.as_bytes();
+    let n = b.len().min(len);
+    out.extend_from_slice(&b[..n]);
+    out.resize(out.len() + (len - n), 0);
+}
+
+fn expect_len(
+    what: &'static str,
+    got: usize,
+    ok: &[usize],
+    expected: &'static str,
+) -> Result<(), ProtoError> {
+    if ok.contains(&got) {
+        Ok(())
+    } else {
+        Err(ProtoError::BadLength {
+            what,
+            got,
+            expected,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status byte
+
+/// The status byte after the funcode of every reply (UFACTORY `p05communication-format.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Status(pub u8);
+
+impl Status {
+    /// Result invalid / execution failed (SDK code 10).
+    pub const INVALID: u8 = 0x08;
+    /// Not ready to move: state 4 (stopped) or 5 (configuration changed); motion commands are
+    /// discarded until SET_STATE 0.
+    pub const NOT_READY: u8 = 0x10;
+    /// A warning code is set (GET_ERROR tells which).
+    pub const WARNING: u8 = 0x20;
+    /// An error code is set; the arm has stopped.
+    pub const ERROR: u8 = 0x40;
+
+    pub const OK: Status = Status(0);
+
+    pub fn not_ready(self) -> bool {
+        self.0 & Self::NOT_READY != 0
+    }
+    pub fn warning(self) -> bool {
+        self.0 & Self::WARNING != 0
+    }
+    pub fn error(self) -> bool {
+        self.0 & Self::ERROR != 0
+    }
+    pub fn invalid(self) -> bool {
+        self.0 & Self::INVALID != 0
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames
+
+/// Largest body (funcode + parameters) the u16 length field can declare.
+pub const MAX_BODY_LEN: usize = u16::MAX as usize;
+
+/// One command frame, raw: `tid | prot | len | funcode | params`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub tid: u16,
+    pub prot: u16,
+    pub funcode: u8,
+    pub params: Vec<u8>,
+}
+
+impl Request {
+    pub fn encode(&self) -> Result<Vec<u8>, ProtoError> {
+        let body = 1 + self.params.len();
+        if body > MAX_BODY_LEN {
+            return Err(ProtoError::TooLong {
+                what: "request",
+                got: body,
+                max: MAX_BODY_LEN,
+            });
+        }
+        let mut out = Vec::with_capacity(HEADER_LEN + body);
+        out.extend_from_slice(&self.tid.to_be_bytes());
+        out.extend_from_slice(&self.prot.to_be_bytes());
+        out.extend_from_slice(&(body as u16).to_be_bytes());
+        out.push(self.funcode);
+        out.extend_from_slice(&self.params);
+        Ok(out)
+    }
+
+    /// Decodes exactly one frame (as `FrameReader::next_frame` yields them).
+    pub fn decode(frame: &[u8]) -> Result<Request, ProtoError> {
+        let (tid, prot, body) = split_frame(frame, "request")?;
+        let (funcode, params) = body.split_first().ok_or(ProtoError::EmptyBody)?;
+        Ok(Request {
+            tid,
+            prot,
+            funcode: *funcode,
+            params: params.to_vec(),
+        })
+    }
+}
+
+/// One reply frame, raw: `tid | prot | len | funcode | status | payload`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub tid: u16,
+    pub prot: u16,
+    pub funcode: u8,
+    pub status: Status,
+    pub payload: Vec<u8>,
+}
+
+impl Response {
+    /// The reply to `request` (same tid, prot and funcode, as the controller echoes them).
+    pub fn to(request: &Request, status: Status, payload: Vec<u8>) -> Response {
+        Response {
+            tid: request.tid,
+            prot: request.prot,
+            funcode: request.funcode,
+            status,
+            payload,
+        }
+    }
+
+    pub fn encode(&self) -> Result<Vec<u8>, ProtoError> {
+        let body = 2 + self.payload.len();
+        if body > MAX_BODY_LEN {
+            return Err(ProtoError::TooLong {
+                what: "response",
+                got: body,
+                max: MAX_BODY_LEN,
+            });
+        }
+        let mut out = Vec::with_capacity(HEADER_LEN + body);
+        out.extend_from_slice(&self.tid.to_be_bytes());
+        out.extend_from_slice(&self.prot.to_be_bytes());
+        out.extend_from_slice(&(body as u16).to_be_bytes());
+        out.push(self.funcode);
+        out.push(self.status.0);
+        out.extend_from_slice(&self.payload);
+        Ok(out)
+    }
+
+    pub fn decode(frame: &[u8]) -> Result<Response, ProtoError> {
+        let (tid, prot, body) = split_frame(frame, "response")?;
+        match body {
+            [] => Err(ProtoError::EmptyBody),
+            [_] => Err(ProtoError::Short {
+                what: "response body (funcode + status)",
+                got: 1,
+                need: 2,
+            }),
+            [funcode, status, payload @ ..] => Ok(Response {
+                tid,
+                prot,
+                funcode: *funcode,
+                status: Status(*status),
+                payload: payload.to_vec(),
+            }),
+        }
+    }
+}
+
+/// Header fields and body of one complete frame; the length field must match the bytes.
+fn split_frame<'a>(
+    frame: &'a [u8],
+    what: &'static str,
+) -> Result<(u16, u16, &'a [u8]), ProtoError> {
+    let mut c = Cursor::new(frame, what);
+    let tid = c.u16be()?;
+    let prot = c.u16be()?;
+    let len = c.u16be()? as usize;
+    let body = c.rest();
+    if len != body.len() {
+        return Err(ProtoError::LengthMismatch {
+            what,
+            declared: len,
+            actual: body.len(),
+        });
+    }
+    Ok((tid, prot, body))
+}
+
+/// Splits a byte stream (either direction of the command socket) into frames: read the 6-byte
+/// header, then `len` more bytes (the SDK's `recv_proc`, `xarm/core/comm/base.py`). Feed it
+/// whatever the socket returned; it keeps partial frames until the rest arrives.
+#[derive(Debug, Default, Clone)]
+pub struct FrameReader {
+    buf: Vec<u8>,
+}
+
+impl FrameReader {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes held that do not yet form a frame.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next complete frame (header included), `None` until one has fully arrived. A header
+    /// declaring an empty body is an error; its 6 bytes are dropped so the next call moves on, but
+    /// the stream has most likely lost its framing and the connection should be closed.
+    pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, ProtoError> {
+        if self.buf.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let len = u16::from_be_bytes([self.buf[4], self.buf[5]]) as usize;
+        if len == 0 {
+            self.buf.drain(..HEADER_LEN);
+            return Err(ProtoError::EmptyBody);
+        }
+        let total = HEADER_LEN + len;
+        if self.buf.len() < total {
+            return Ok(None);
+        }
+        let rest = self.buf.split_off(total);
+        Ok(Some(std::mem::replace(&mut self.buf, rest)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Feedback frames (funcode 0xFF)
+
+/// Unsolicited frame the controller sends on the command socket when a command it was asked to
+/// report on (SET_FEEDBACK_TYPE) starts or finishes (firmware >= 2.1.0; the SDK's
+/// `example/wrapper/common/3005-task_feedback.py`).
+/// Layout: `tid | prot | len=15 | 0xFF | status | kind | funcode | task u16be | code | µs u64be`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Feedback {
+    /// Transaction id of the command it refers to.
+    pub tid: u16,
+    pub prot: u16,
+    pub status: Status,
+    /// One of `feedback_kind`.
+    pub kind: u8,
+    /// Funcode of the command it refers to.
+    pub funcode: u8,
+    /// The task id the command's reply carried (`Reply::MoveAck::task`).
+    pub task: u16,
+    /// One of `feedback_code`.
+    pub code: u8,
+    /// Controller time stamp (µs).
+    pub time_us: u64,
+}
+
+const FEEDBACK_PAYLOAD_LEN: usize = 13;
+
+impl Feedback {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut payload = Vec::with_capacity(FEEDBACK_PAYLOAD_LEN);
+        payload.push(self.kind);
+        payload.push(self.funcode);
+        payload.extend_from_slice(&self.task.to_be_bytes());
+        payload.push(self.code);
+        payload.extend_from_slice(&self.time_us.to_be_bytes());
+        let r = Response {
+            tid: self.tid,
+            prot: self.prot,
+            funcode: reg::FEEDBACK,
+            status: self.status,
+            payload,
+        };
+        // 15-byte body: always within the length field.
+        r.encode().unwrap_or_default()
+    }
+
+    pub fn from_response(r: &Response) -> Result<Feedback, ProtoError> {
+        if r.funcode != reg::FEEDBACK {
+            return Err(ProtoError::Funcode {
+                expected: reg::FEEDBACK,
+                got: r.funcode,
+            });
+        }
+        let mut c = Cursor::new(&r.payload, "feedback payload");
+        let f = Feedback {
+            tid: r.tid,
+            prot: r.prot,
+            status: r.status,
+            kind: c.u8()?,
+            funcode: c.u8()?,
+            task: c.u16be()?,
+            code: c.u8()?,
+            time_us: c.u64be()?,
+        };
+        if c.remaining() != 0 {
+            return Err(ProtoError::BadLength {
+                what: "feedback payload",
+                got: r.payload.len(),
+                expected: "13",
+            });
+        }
+        Ok(f)
+    }
+}
+
+/// What a client reads from the command socket: a reply to its request, or a feedback frame.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Response(Response),
+    Feedback(Feedback),
+}
+
+impl Incoming {
+    pub fn decode(frame: &[u8]) -> Result<Incoming, ProtoError> {
+        let r = Response::decode(frame)?;
+        if r.funcode == reg::FEEDBACK {
+            Feedback::from_response(&r).map(Incoming::Feedback)
+        } else {
+            Ok(Incoming::Response(r))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
