@@ -2,8 +2,8 @@
 """Counts the items each crate of the workspace lets other crates reach.
 
 An item counts when it is declared `pub` (a function or method, struct, enum, trait, const,
-static, type alias, module, or a `pub use` re-export) and every module around it is `pub` too,
-so a path from outside its crate names it. `pub(crate)`, `pub(super)`, private modules and
+static, type alias, module, or a `pub use` re-export) and every module around it is `pub` too (or
+re-exported whole by `pub use module::*`), so a path from outside its crate names it. `pub(crate)`, `pub(super)`, private modules and
 `#[cfg(test)]` modules are not reachable and do not count; methods of trait impls carry no `pub`
 and do not count either. Fields are not items. The count reads the source with a brace-aware
 scanner (comments, strings and char literals skipped), standard library only.
@@ -60,6 +60,8 @@ def count_file(path, mod_path, reachable, counts, crate_dir):
     pending_test = False
     here_reach, here_mod = reachable, mod_path
     lines = code.split("\n")
+    # A private child module whose items are re-exported whole (`pub use child::*`) is reachable.
+    globbed = set(re.findall(r"^\s*pub\s+use\s+([a-z_][a-z0-9_]*)::\*\s*;", code, re.M))
     for line in lines:
         s = line.strip()
         if s.startswith("#[cfg(test)]"):
@@ -68,7 +70,7 @@ def count_file(path, mod_path, reachable, counts, crate_dir):
         cur_mod = stack[-1][2] if stack else mod_path
         m = MOD_DECL.match(s)
         if m:
-            public = bool(m.group(1)) and not pending_test
+            public = (bool(m.group(1)) or m.group(2) in globbed) and not pending_test
             name = m.group(2)
             if m.group(3) == ";" and not pending_test:
                 base = os.path.dirname(path)
@@ -89,7 +91,7 @@ def count_file(path, mod_path, reachable, counts, crate_dir):
                 depth += opens
                 pending_test = False
                 continue
-        elif ITEM.match(s) and not PUB_RESTRICTED.match(s) and cur_reach:
+        elif ITEM.match(s) and not PUB_RESTRICTED.match(s) and cur_reach and not re.match(r"pub\s+use\s+[a-z_][a-z0-9_]*::\*", s):
             key = "::".join(cur_mod)
             counts[key] = counts.get(key, 0) + (s.count(",") + 1 if s.startswith("pub use") and "{" in s and "}" in s else 1)
         if s and not s.startswith("#"):

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # What one small change costs to rebuild: appends one public function to FILE (default
-# src/executor/task.rs), then times `cargo build --release` and `cargo test --release --no-run`
+# crates/runtime/src/executor/task.rs), then times `cargo build --release` and `cargo test --release --no-run`
 # (both with ARGS, e.g. --features realsense), and puts the file back. Run it twice: the first run
 # also builds whatever was stale. Prints the CPU it ran on, since the seconds mean nothing without it.
 #   usage: scripts/rebuild-cost.sh [FILE] [-- cargo args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-file="${1:-src/executor/task.rs}"
+file="${1:-crates/runtime/src/executor/task.rs}"
 shift || true
 [ "${1:-}" = "--" ] && shift
 [ -f "$file" ] || { echo "no such file: $file" >&2; exit 2; }

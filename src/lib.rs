@@ -10,13 +10,13 @@
 pub mod bench;
 pub mod bridge;
 pub mod calibrate;
-pub mod executor;
 pub mod runner;
 pub mod train;
 pub mod viz;
 pub use pointact_core::{camera, geometry, kinematics, planning, safety};
 pub use pointact_pointing as pointing;
 pub use pointact_robot as robot;
+pub use pointact_runtime::executor;
 pub use pointact_sim as sim;
 pub use pointact_vlm as vlm;
 

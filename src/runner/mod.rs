@@ -21,7 +21,7 @@ pub mod episode;
 pub mod eval;
 pub mod pointer;
 pub mod remote;
-pub mod task;
+pub use pointact_runtime::task;
 
 pub use emulated::{run_episode_xarm, SimXarm};
 pub use episode::{

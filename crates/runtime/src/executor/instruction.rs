@@ -30,7 +30,7 @@ pub struct Intent {
 
 impl Intent {
     /// The REG query for the object ("the red block").
-    pub(crate) fn object_query(&self) -> String {
+    pub fn object_query(&self) -> String {
         format!("the {}", self.object)
     }
 }

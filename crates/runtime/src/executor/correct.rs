@@ -16,10 +16,10 @@
 use k::nalgebra::{Point2, Point3};
 
 use super::perceive::{grip_width, object_blob, ray_to_height, ObjectBlob, PerceiveError, Table};
-use crate::camera::lift::lift;
-use crate::camera::Frame;
-use crate::geometry::RobustDepthOptions;
-use crate::planning::Sphere;
+use pointact_core::camera::lift::lift;
+use pointact_core::camera::Frame;
+use pointact_core::geometry::RobustDepthOptions;
+use pointact_core::planning::Sphere;
 
 /// How far a grasp point may be moved onto an object (px in the image: three standard
 /// deviations of a 16 px pointing error).
@@ -664,7 +664,7 @@ pub(super) fn shares_most(a: &[usize], b: &[usize]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::geometry::synthetic::{SceneBox, TabletopScene};
+    use pointact_core::geometry::synthetic::{SceneBox, TabletopScene};
 
     const FLAT: Table = Table {
         z: 0.0,

@@ -3,18 +3,18 @@
 //! (and one retry from a fresh look when it did not). On any other error after motion began the
 //! robot is stopped before the error is returned.
 
-use crate::camera::{Camera, CameraError, Frame};
 use crate::executor::{
     plan_task, recovery_plan, verify, ArmThen, Branch, Event, Expectation, Looks, Plan, Step,
     TaskError, Verdict,
 };
-use crate::kinematics::RobotModel;
-use crate::planning::{Trajectory, World};
-use crate::pointing::Pointer;
-use crate::robot::{JointState, Robot, RobotError};
-use crate::safety::{
+use pointact_core::camera::{Camera, CameraError, Frame};
+use pointact_core::kinematics::RobotModel;
+use pointact_core::planning::{Trajectory, World};
+use pointact_core::safety::{
     CheckedGripper, CheckedTrajectory, SafetyConfig, SafetyError, SafetyGate, Transit,
 };
+use pointact_pointing::Pointer;
+use pointact_robot::{JointState, Robot, RobotError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

@@ -13,11 +13,11 @@ use super::perceive::{planning_world, table_height, ObjectBlob, PerceiveError};
 use super::plan::{Branch, GraspParams, Plan, PlanError, Step, TaskPlanner};
 use super::verify::{expectation, Expectation};
 use super::{parse_instruction, InstructionError, Relation};
-use crate::camera::Frame;
-use crate::geometry::CropBox;
-use crate::kinematics::RobotModel;
-use crate::planning::{robot_spheres, RrtPlanner, SpheresError, World};
-use crate::pointing::{Ability, Pointer, PointerError};
+use pointact_core::camera::Frame;
+use pointact_core::geometry::CropBox;
+use pointact_core::kinematics::RobotModel;
+use pointact_core::planning::{robot_spheres, RrtPlanner, SpheresError, World};
+use pointact_pointing::{Ability, Pointer, PointerError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
@@ -277,7 +277,7 @@ fn in_workspace(
 /// height, and go home through free space in `world` (the one the failed plan was made in), so
 /// the camera sees the scene again without the arm in front of it.
 pub fn recovery_plan(model: &RobotModel, world: World, q: &[f64]) -> Result<Plan, TaskError> {
-    use crate::planning::MotionPlanner;
+    use pointact_core::planning::MotionPlanner;
     let mut motion = RrtPlanner::new(model, world)?;
     let g = &model.config.gripper;
     let mut steps = vec![Step::Gripper {

@@ -7,11 +7,13 @@ use k::nalgebra::{Isometry3, Point3};
 use super::correct::PlaceSpot;
 use super::perceive::{object_blob, ray_to_height, ObjectBlob, PerceiveError};
 use super::Relation;
-use crate::camera::lift::{lift, LiftError};
-use crate::camera::Frame;
-use crate::geometry::RobustDepthOptions;
-use crate::kinematics::RobotModel;
-use crate::planning::{fold_yaw, top_down, Attached, MotionError, MotionPlanner, Trajectory};
+use pointact_core::camera::lift::{lift, LiftError};
+use pointact_core::camera::Frame;
+use pointact_core::geometry::RobustDepthOptions;
+use pointact_core::kinematics::RobotModel;
+use pointact_core::planning::{
+    fold_yaw, top_down, Attached, MotionError, MotionPlanner, Trajectory,
+};
 
 /// Which executor turns points into motion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

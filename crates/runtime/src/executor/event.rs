@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use super::plan::Plan;
-use crate::camera::Frame;
-use crate::kinematics::RobotModel;
-use crate::pointing::{Ability, Pointing};
-use crate::robot::JointState;
+use pointact_core::camera::Frame;
+use pointact_core::kinematics::RobotModel;
+use pointact_pointing::{Ability, Pointing};
+use pointact_robot::JointState;
 
 #[derive(Debug)]
 pub enum Event<'a> {

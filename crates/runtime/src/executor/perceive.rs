@@ -4,12 +4,12 @@
 
 use k::nalgebra::{Point3, Vector3};
 
-use crate::camera::lift::LiftError;
-use crate::camera::Frame;
-use crate::geometry::{
+use pointact_core::camera::lift::LiftError;
+use pointact_core::camera::Frame;
+use pointact_core::geometry::{
     fit_table_plane, CloudOptions, CropBox, GeometryError, PlaneOptions, RayTable,
 };
-use crate::planning::{cloud_field, CloudWorldOptions, Sphere, World, WorldError};
+use pointact_core::planning::{cloud_field, CloudWorldOptions, Sphere, World, WorldError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PerceiveError {
@@ -329,16 +329,18 @@ pub(crate) fn medoid(points: &[[f64; 2]]) -> Option<[f64; 2]> {
 
 #[cfg(test)]
 pub(crate) fn synthetic_frame(
-    scene: &crate::geometry::synthetic::TabletopScene,
+    scene: &pointact_core::geometry::synthetic::TabletopScene,
     eye: Point3<f64>,
     target: Point3<f64>,
 ) -> Frame {
-    let intrinsics = crate::geometry::Intrinsics::pinhole(320, 240, 300.0, 300.0, 160.0, 120.0);
+    let intrinsics =
+        pointact_core::geometry::Intrinsics::pinhole(320, 240, 300.0, 300.0, 160.0, 120.0);
     let base_from_camera =
-        crate::geometry::synthetic::camera_look_at(eye, target, Vector3::z()).expect("pose");
+        pointact_core::geometry::synthetic::camera_look_at(eye, target, Vector3::z())
+            .expect("pose");
     let rays = RayTable::new(&intrinsics).expect("rays");
     Frame {
-        rgb: crate::camera::RgbImage::new(320, 240),
+        rgb: pointact_core::camera::RgbImage::new(320, 240),
         depth: scene.render(&rays, &base_from_camera),
         intrinsics,
         base_from_camera,
@@ -349,7 +351,7 @@ pub(crate) fn synthetic_frame(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::geometry::synthetic::{SceneBox, TabletopScene};
+    use pointact_core::geometry::synthetic::{SceneBox, TabletopScene};
 
     fn frame_of(scene: &TabletopScene) -> Frame {
         synthetic_frame(

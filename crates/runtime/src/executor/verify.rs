@@ -55,10 +55,10 @@ use super::event::Event;
 pub use super::event::Verdict;
 use super::perceive::medoid;
 use super::perceive::{ObjectBlob, Table};
-use crate::camera::Frame;
-use crate::kinematics::RobotModel;
-use crate::planning::robot_spheres;
-use crate::pointing::{Ability, Pointer};
+use pointact_core::camera::Frame;
+use pointact_core::kinematics::RobotModel;
+use pointact_core::planning::robot_spheres;
+use pointact_pointing::{Ability, Pointer};
 
 /// Fewest risen pixels that make an object seen where it arrived.
 const MIN_ARRIVED: usize = 30;
