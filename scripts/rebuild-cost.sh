@@ -6,9 +6,9 @@
 #   usage: scripts/rebuild-cost.sh [FILE] [-- cargo args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-file="${1:-crates/runtime/src/executor/task.rs}"
-shift || true
-[ "${1:-}" = "--" ] && shift
+file=crates/runtime/src/executor/task.rs
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then file="$1"; shift; fi
+if [ "${1:-}" = "--" ]; then shift; fi
 [ -f "$file" ] || { echo "no such file: $file" >&2; exit 2; }
 cargo build --release "$@" >/dev/null 2>&1 && cargo test --release --no-run "$@" >/dev/null 2>&1 \
   || { echo "the tree does not build as it is; fix that first" >&2; exit 1; }
