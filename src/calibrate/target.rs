@@ -48,6 +48,17 @@ use crate::camera::CameraError;
 /// distance 11, 587 ids), robust to a few bit errors and never confused with another id.
 pub const FAMILY: &str = "tag36h11";
 
+/// The family's code table, from the detector crate itself.
+pub(crate) fn family() -> Result<kornia_apriltag::family::TagFamily, TargetError> {
+    kornia_apriltag::family::TagFamily::tag36_h11()
+        .map_err(|e| TargetError::Detector(e.to_string()))
+}
+
+/// How many ids the family has.
+fn family_size() -> Result<usize, TargetError> {
+    Ok(family()?.code_data.len())
+}
+
 /// What the camera is looking for.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,7 +89,7 @@ impl TagTarget {
                 self.family
             )));
         }
-        let ids = pattern::family_size()?;
+        let ids = family_size()?;
         if usize::from(self.id) >= ids {
             return Err(TargetError::Target(format!(
                 "id {} does not exist in {FAMILY} (ids 0..{ids})",

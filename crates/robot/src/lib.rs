@@ -81,3 +81,15 @@ pub trait Robot {
         Vec::new()
     }
 }
+
+/// A bus error as the `Robot` trait reports it: timeouts and a lost port keep their meaning.
+impl From<dynamixel::DynamixelError> for RobotError {
+    fn from(e: dynamixel::DynamixelError) -> Self {
+        use dynamixel::DynamixelError;
+        match e {
+            DynamixelError::Timeout { timeout_s, .. } => RobotError::Timeout(timeout_s),
+            DynamixelError::Io(e) => RobotError::Disconnected(format!("serial port: {e}")),
+            other => RobotError::Dynamixel(other),
+        }
+    }
+}

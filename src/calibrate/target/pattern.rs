@@ -10,9 +10,8 @@
 use std::sync::Arc;
 
 use k::nalgebra::{Isometry3, Vector3};
-use kornia_apriltag::family::TagFamily;
 
-use super::{TagTarget, TargetError};
+use super::{family, TagTarget, TargetError};
 use crate::geometry::Shape;
 use crate::sim::render::FaceTexture;
 use crate::sim::ToolVisual;
@@ -32,15 +31,6 @@ pub struct TagCells {
     /// Cells per side of the black square (the tag size is this many cells).
     pub width_at_border: usize,
     pub white: Vec<bool>,
-}
-
-fn family() -> Result<TagFamily, TargetError> {
-    TagFamily::tag36_h11().map_err(|e| TargetError::Detector(e.to_string()))
-}
-
-/// How many ids the family has.
-pub(crate) fn family_size() -> Result<usize, TargetError> {
-    Ok(family()?.code_data.len())
 }
 
 /// The cells of tag `id`.

@@ -10,8 +10,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::error::RewardError;
 use super::pystr::{py_strip, re};
-use super::RewardError;
 
 static TYPE_TAG: LazyLock<Regex> = LazyLock::new(|| re(r"(?s)<type>(.*?)</type>"));
 

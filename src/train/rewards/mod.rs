@@ -92,6 +92,7 @@
 //! it with proptest, including megabyte responses.
 
 mod envelope;
+mod error;
 mod grade;
 mod latex;
 mod numpy;
@@ -106,6 +107,7 @@ mod trace;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+pub use error::RewardError;
 pub use grade::grade_answer;
 pub use pyjson::JsonError;
 pub(crate) use pystr::re;
@@ -219,34 +221,6 @@ impl Serialize for Score {
             map.serialize_entry(k, v)?;
         }
         map.end()
-    }
-}
-
-/// Where the released function raises instead of returning a score.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RewardError {
-    /// No `<type>…</type>` in the ground truth (Python: `AttributeError` on `None.group`).
-    #[error("ground truth has no <type>…</type> tag")]
-    MissingType,
-    /// A `<type>` the released dispatch does not know (Python: `ValueError: Unknown type`).
-    #[error("unknown ground-truth type `{0}`")]
-    UnknownType(String),
-    /// The `point_ref` ground-truth payload failed `json.loads`, which the released code calls
-    /// outside its `try` (only when the response has a `<point>` block). Every other task parses
-    /// its ground truth inside a `try`, and every `assert` the released code makes is inside one
-    /// too: those never raise, they zero the task term.
-    #[error("point_ref ground truth: {0}")]
-    GroundTruth(JsonError),
-}
-
-impl RewardError {
-    /// The Python exception class the released code raises here.
-    pub fn python_exception(&self) -> &'static str {
-        match self {
-            RewardError::MissingType => "AttributeError",
-            RewardError::UnknownType(_) => "ValueError",
-            RewardError::GroundTruth(e) => e.python_class(),
-        }
     }
 }
 

@@ -68,14 +68,3 @@ pub enum DynamixelError {
     #[error("{0}")]
     Command(String),
 }
-
-impl From<DynamixelError> for crate::RobotError {
-    fn from(e: DynamixelError) -> Self {
-        use crate::RobotError;
-        match e {
-            DynamixelError::Timeout { timeout_s, .. } => RobotError::Timeout(timeout_s),
-            DynamixelError::Io(e) => RobotError::Disconnected(format!("serial port: {e}")),
-            other => RobotError::Dynamixel(other),
-        }
-    }
-}

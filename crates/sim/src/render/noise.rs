@@ -1,6 +1,6 @@
 //! Colour encoding and the sensor model (depth noise, edge holes), applied after visibility.
 
-use super::{RenderOptions, RenderOutput, EDGE_JUMP_RELATIVE, NO_PRIM};
+use super::options::{RenderOptions, RenderOutput, EDGE_JUMP_RELATIVE, NO_PRIM};
 
 /// Exact linear → sRGB8 encoding without a `powf` per channel: the 255 linear values at which
 /// the rounded sRGB code steps up are computed once, and a pixel's code is the number of steps
