@@ -64,11 +64,12 @@ def load(file, path, modules):
 
 def expand(tree):
     """`a::{b, c::d as e}` → [(["a","b"], "b"), (["a","c","d"], "e")]."""
+    tree = re.sub(r"\s+as\s+", "@", tree)  # `x as y` → `x@y`, before the spaces go
     tree = re.sub(r"\s+", "", tree)
     out = []
     def walk(prefix, t):
-        depth, parts, cur = 0, [], ""
         if t.startswith("{") and t.endswith("}"):
+            depth, parts, cur = 0, [], ""
             for ch in t[1:-1]:
                 if ch == "," and depth == 0:
                     parts.append(cur); cur = ""; continue
@@ -80,13 +81,10 @@ def expand(tree):
         if i >= 0:
             walk(prefix + t[:i].split("::"), t[i + 2:])
             return
-        alias = None
-        if "as" in t and re.search(r"[A-Za-z0-9_]as[A-Za-z_]", t) is None and t.count("as") == 0:
-            pass
-        m = re.match(r"(.*?)as([A-Za-z_][A-Za-z0-9_]*)$", t) if re.search(r"\bas\b", t.replace("as", " as ")) else None
-        segs = t.split("::")
-        if re.match(r"^[A-Za-z0-9_:]+$", t) and not t.endswith("*"):
-            out.append((prefix + segs, segs[-1]))
+        path, _, alias = t.partition("@")
+        if re.match(r"^[A-Za-z0-9_:]+$", path):  # not a glob (`*`), handled apart
+            segs = path.split("::")
+            out.append((prefix + segs, alias or segs[-1]))
     walk([], tree)
     return out
 

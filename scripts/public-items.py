@@ -52,13 +52,12 @@ def strip(text):
             out.append(c); i += 1
     return "".join(out)
 
-def count_file(path, mod_path, reachable, counts, crate_dir):
+def count_file(path, mod_path, reachable, counts):
     """Counts reachable items of the module in `path` (and its child modules)."""
     code = strip(open(path, encoding="utf-8").read())
     # Stack of (depth at which the block opened, reachable inside it, module path).
     stack, depth = [], 0
     pending_test = False
-    here_reach, here_mod = reachable, mod_path
     lines = code.split("\n")
     # A private child module whose items are re-exported whole (`pub use child::*`) is reachable.
     globbed = set(re.findall(r"^\s*pub\s+use\s+([a-z_][a-z0-9_]*)::\*\s*;", code, re.M))
@@ -79,7 +78,7 @@ def count_file(path, mod_path, reachable, counts, crate_dir):
                     base = os.path.join(base, stem)
                 for cand in (os.path.join(base, name + ".rs"), os.path.join(base, name, "mod.rs")):
                     if os.path.exists(cand):
-                        count_file(cand, cur_mod + [name], cur_reach and public, counts, crate_dir)
+                        count_file(cand, cur_mod + [name], cur_reach and public, counts)
                         break
             elif m.group(3) == "{":
                 # An inline module: its items are reachable only through a pub chain.
@@ -115,7 +114,7 @@ def main():
     total = 0
     for name, lib in crates:
         counts = {}
-        count_file(lib, [name.replace("-", "_")], True, counts, os.path.dirname(lib))
+        count_file(lib, [name.replace("-", "_")], True, counts)
         n = sum(counts.values())
         total += n
         print(f"{name:<20} {n:>5}")

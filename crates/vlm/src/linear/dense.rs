@@ -117,7 +117,7 @@ pub(super) fn with_cpu<T: candle_core::WithDType, R>(
 
 /// Which of our kernels a dense f32 product takes ([`dense_forward`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum DenseKernel {
+enum DenseKernel {
     /// [`crate::qgemv::dense`]: few rows, memory-bound.
     Rows,
     /// [`crate::sgemm::matmul_nt`]: many rows, compute-bound.
@@ -132,7 +132,7 @@ pub(super) enum DenseKernel {
 /// the gradient store until the pass ends: a second copy of every frozen weight (15 GB for the
 /// 3B, 1.2 GB for its `lm_head` alone) and a weight-sized product per linear per step. This
 /// op multiplies with the same kernel (the storage's own matmul) and answers only `∂L/∂x`.
-pub(super) fn frozen_forward(
+fn frozen_forward(
     l: &candle_nn::Linear,
     xs: &Tensor,
     m: usize,
@@ -157,18 +157,18 @@ pub(super) fn frozen_forward(
 /// A bf16-kept `w` ([`keeps_bf16`]) is widened for each product and dropped after it: the
 /// graph keeps the weight as stored, so a training pass does not hold an f32 copy of every
 /// frozen weight until its backward pass.
-pub(super) struct FrozenRhs {
+struct FrozenRhs {
     pub(super) w: Tensor,
 }
 
 impl FrozenRhs {
     /// `w` in the type it computes in (a transient f32 copy of a bf16-kept weight).
-    pub(super) fn computed(&self) -> candle_core::Result<Tensor> {
+    fn computed(&self) -> candle_core::Result<Tensor> {
         self.w.to_dtype(computed_in(self.w.dtype()))
     }
 
     /// The product on one backend: the storage's own matmul, the kernel `Tensor::matmul` runs.
-    pub(super) fn forward_on<S: candle_core::backend::BackendStorage>(
+    fn forward_on<S: candle_core::backend::BackendStorage>(
         &self,
         x: &S,
         layout: &candle_core::Layout,

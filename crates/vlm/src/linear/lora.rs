@@ -108,7 +108,7 @@ impl Lora {
 
 /// PEFT's key for an adapter matrix: the `PeftModel` holds the transformers model as
 /// `base_model.model`, and saved adapters drop the adapter name (`default`).
-pub(super) fn peft_name(module: &str, matrix: &str) -> String {
+fn peft_name(module: &str, matrix: &str) -> String {
     format!("base_model.model.{module}.lora_{matrix}.weight")
 }
 

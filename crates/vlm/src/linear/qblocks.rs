@@ -49,7 +49,7 @@ pub(super) fn candle_tiles_q8_0() -> bool {
     *TILES.get_or_init(candle_tiles_q8_0_now)
 }
 
-pub(super) fn candle_tiles_q8_0_now() -> bool {
+fn candle_tiles_q8_0_now() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         matches!(
@@ -117,7 +117,7 @@ pub(super) type FewRows<T> =
     fn((usize, usize, usize), &[f32], &[T], &mut [f32]) -> candle_core::Result<()>;
 
 /// How a quantized product of [`PACKED_MIN_ROWS`] rows or more runs.
-pub(super) enum ManyRows<T> {
+enum ManyRows<T> {
     /// Our kernel over the blocks ([`crate::qgemm`]).
     Ours(FewRows<T>),
     /// Candle's repacked tiles on a temporary `QTensor` copy of the blocks.
@@ -172,7 +172,7 @@ pub(super) fn block_bytes<T: GgmlType>(blocks: &[T]) -> &[u8] {
 }
 
 /// The raw bytes of ggml blocks, writable.
-pub(super) fn block_bytes_mut<T: GgmlType>(blocks: &mut [T]) -> &mut [u8] {
+fn block_bytes_mut<T: GgmlType>(blocks: &mut [T]) -> &mut [u8] {
     // SAFETY: as in `block_bytes`; and the fields are integers and f16s (a `u16` inside), for
     // which every byte pattern is a valid value, so any bytes written make valid blocks.
     unsafe {
@@ -183,7 +183,7 @@ pub(super) fn block_bytes_mut<T: GgmlType>(blocks: &mut [T]) -> &mut [u8] {
 impl<T: GgmlType + 'static> QRows<T> {
     /// Stacks the ggml block bytes of `parts` (`U8` tensors `[rows, bytes per row]`, on the
     /// CPU) into one `[n, k]` matrix.
-    pub(super) fn from_bytes(parts: &[Tensor], n: usize, k: usize) -> candle_core::Result<Arc<Self>>
+    fn from_bytes(parts: &[Tensor], n: usize, k: usize) -> candle_core::Result<Arc<Self>>
     where
         T: crate::heap::ZeroBits,
     {
@@ -238,7 +238,7 @@ impl<T: GgmlType + 'static> QRows<T> {
     /// `xs` `[..., k]` → `[..., n]`, in `xs`'s dtype; fewer than [`PACKED_MIN_ROWS`] rows go
     /// through `few_rows` (a `k_quants::matmul`-shaped kernel over our blocks), more as
     /// `many_rows` says.
-    pub(super) fn forward(
+    fn forward(
         &self,
         xs: &Tensor,
         few_rows: FewRows<T>,

@@ -18,7 +18,7 @@ impl Coord {
             Coord::Tool => 1,
         }
     }
-    pub(super) fn from_byte(b: u8) -> Result<Coord, ProtoError> {
+    fn from_byte(b: u8) -> Result<Coord, ProtoError> {
         match b {
             0 => Ok(Coord::Base),
             1 => Ok(Coord::Tool),
@@ -583,7 +583,7 @@ impl Command {
     }
 }
 
-pub(super) fn bool_byte(b: u8, field: &'static str) -> Result<bool, ProtoError> {
+fn bool_byte(b: u8, field: &'static str) -> Result<bool, ProtoError> {
     match b {
         0 => Ok(false),
         1 => Ok(true),

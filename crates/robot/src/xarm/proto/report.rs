@@ -9,7 +9,7 @@ pub const RICH_REPORT_MIN_LEN: usize = 245;
 /// The full 30002 frame of current firmware (the SDK's `_Report30002DataStructure`).
 pub const RICH_REPORT_LEN: usize = 587;
 /// Old firmware sends 245 bytes with 233 in the length field; the SDK accepts that pair.
-pub(super) const RICH_REPORT_OLD_DECLARED: usize = 233;
+const RICH_REPORT_OLD_DECLARED: usize = 233;
 /// The 30000 real-time frame.
 pub const RT_REPORT_LEN: usize = 804;
 /// Longest report frame a `ReportReader` accepts: bounds memory when the stream is garbage.
@@ -70,7 +70,7 @@ pub struct RichTail {
 }
 
 /// Byte where the decoded part of the tail ends.
-pub(super) const RICH_TAIL_END: usize = 312;
+const RICH_TAIL_END: usize = 312;
 
 /// The 30002 "rich" report (5 Hz), the SDK's `_Report30002DataStructure`. Fields after byte 312
 /// (I/O, F/T sensor, reduced mode, ...) are not decoded and encode as zeros.
@@ -96,7 +96,7 @@ pub struct RichReport {
     pub tail: Option<RichTail>,
 }
 
-pub(super) fn check_status_fields(s: &ArmStatus) -> Result<(), ProtoError> {
+fn check_status_fields(s: &ArmStatus) -> Result<(), ProtoError> {
     // The SDK closes the report socket on these (`xarm/x3/base.py`, `__handle_report_normal`).
     for (field, value, max) in [
         ("report state", s.state, 9),
@@ -114,7 +114,7 @@ pub(super) fn check_status_fields(s: &ArmStatus) -> Result<(), ProtoError> {
     Ok(())
 }
 
-pub(super) fn put_status(out: &mut Vec<u8>, s: &ArmStatus) {
+fn put_status(out: &mut Vec<u8>, s: &ArmStatus) {
     out.push((s.state & 0x0F) | (s.mode << 4));
     out.extend_from_slice(&s.cmdnum.to_be_bytes());
     put_f32s(out, &s.joints);
@@ -127,7 +127,7 @@ pub(super) fn put_status(out: &mut Vec<u8>, s: &ArmStatus) {
     put_f32s(out, &s.gravity);
 }
 
-pub(super) fn read_status(c: &mut Cursor) -> Result<ArmStatus, ProtoError> {
+fn read_status(c: &mut Cursor) -> Result<ArmStatus, ProtoError> {
     let sm = c.u8()?;
     Ok(ArmStatus {
         state: sm & 0x0F,
@@ -148,14 +148,14 @@ pub(super) fn read_status(c: &mut Cursor) -> Result<ArmStatus, ProtoError> {
     })
 }
 
-pub(super) fn put_bounds(out: &mut Vec<u8>, b: &MotionBounds) {
+fn put_bounds(out: &mut Vec<u8>, b: &MotionBounds) {
     put_f32s(
         out,
         &[b.jerk, b.min_acc, b.max_acc, b.min_speed, b.max_speed],
     );
 }
 
-pub(super) fn read_bounds(c: &mut Cursor) -> Result<MotionBounds, ProtoError> {
+fn read_bounds(c: &mut Cursor) -> Result<MotionBounds, ProtoError> {
     let [jerk, min_acc, max_acc, min_speed, max_speed] = c.f32s::<5>()?;
     Ok(MotionBounds {
         jerk,
@@ -167,11 +167,7 @@ pub(super) fn read_bounds(c: &mut Cursor) -> Result<MotionBounds, ProtoError> {
 }
 
 /// The report length a frame declares in its first 4 bytes, checked against the bytes present.
-pub(super) fn report_length(
-    frame: &[u8],
-    what: &'static str,
-    min: usize,
-) -> Result<(), ProtoError> {
+fn report_length(frame: &[u8], what: &'static str, min: usize) -> Result<(), ProtoError> {
     let mut c = Cursor::new(frame, what);
     let declared = c.u32be()? as usize;
     if frame.len() < min {
@@ -454,7 +450,7 @@ impl RtReport {
 #[derive(Debug, Default, Clone)]
 pub struct ReportReader {
     pub(super) buf: Vec<u8>,
-    pub(super) first_len: Option<usize>,
+    first_len: Option<usize>,
 }
 
 impl ReportReader {
