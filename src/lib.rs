@@ -1,18 +1,16 @@
 //! pointact: robot manipulation by pointing.
 //!
 //! Data flows one way: `camera` → `pointing` → `geometry` → `executor` → `safety` → `robot`.
-//! Each module owns one pipeline stage and says in its own doc comment what it holds; a module may
-//! use those below it in this flow, never those above. Around the pipeline: `vlm` (the model the
-//! pointer runs: the crate `pointact-vlm`, which imports nothing of ours, re-exported here), `kinematics` and `planning` (used by the executor and the safety gate), `sim` (a
-//! world to run in), `runner` (the task loop), `bridge` (a policy server for evaluators), `train`
-//! (rewards and the GRPO trainer), `calibrate` (hand-eye), `viz` (rerun logging) and `bench`.
+//! Each stage lives in a crate of the workspace, and this crate re-exports them under one name so
+//! that a user (and the tests) write `pointact::robot`, `pointact::executor`, … The crates, bottom
+//! up: `pointact-vlm` (the model the pointer runs; imports nothing of ours), `pointact-core`
+//! (`geometry`, `kinematics`, `camera`, `planning`, `safety`), `pointact-robot` (drivers,
+//! emulators, the servo loop), `pointact-pointing`, `pointact-sim` (a world to run in) and
+//! `pointact-runtime` (the executor and the task loop, which cannot see the simulator), then
+//! `pointact-apps` (`runner`: simulated episodes and suites; `bridge`; `train`; `calibrate`;
+//! `viz`). The benchmarks (`pointact-bench`) belong to the binary, not to this library.
 
-pub mod bench;
-pub mod bridge;
-pub mod calibrate;
-pub mod runner;
-pub mod train;
-pub mod viz;
+pub use pointact_apps::{bridge, calibrate, runner, train, viz};
 pub use pointact_core::{camera, geometry, kinematics, planning, safety};
 pub use pointact_pointing as pointing;
 pub use pointact_robot as robot;

@@ -15,7 +15,7 @@ use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 use indicatif::ProgressBar;
-use pointact::bench::vlm::{bandwidth, gguf, llama};
+use pointact_bench::vlm::{bandwidth, gguf, llama};
 mod common;
 
 use pointact::vlm::{

@@ -428,8 +428,8 @@ fn culled_renderer_equals_brute_force_bit_for_bit() {
     assert!(out.instance.iter().all(|&i| i == BACKGROUND_INSTANCE));
     assert!(out.depth_m.iter().all(|&d| d == 0.0));
     // The benchmark scene too, at full resolution.
-    let s = pointact::bench::render::typical_scene(3);
-    let cam = pointact::bench::render::typical_camera(5).unwrap();
+    let s = pointact_bench::render::typical_scene(3);
+    let cam = pointact_bench::render::typical_camera(5).unwrap();
     assert!(render(&s, &cam, &clean()) == render_brute_force(&s, &cam, &clean()));
 }
 
@@ -666,8 +666,8 @@ fn edge_holes_appear_only_on_silhouettes() {
 
 #[test]
 fn realsense_preset_is_noisy_but_reproducible() {
-    let s = pointact::bench::render::typical_scene(1);
-    let cam = pointact::bench::render::typical_camera(0).unwrap();
+    let s = pointact_bench::render::typical_scene(1);
+    let cam = pointact_bench::render::typical_camera(0).unwrap();
     let opts = RenderOptions::realsense_like();
     assert!(opts.depth_noise > 0.0 && opts.edge_holes > 0.0);
     let a = render(&s, &cam, &opts);

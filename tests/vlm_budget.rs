@@ -3,7 +3,7 @@
 //! processor's pretrained `max_pixels` (the 12 MP photo case that aborted) does not fit the default
 //! budget while Embodied-R1's evaluation resolution does.
 
-use pointact::bench::vlm::checkpoint::config_json;
+use pointact_bench::vlm::checkpoint::config_json;
 use pointact::pointing::qwen::DEFAULT_ACTIVATION_BUDGET;
 use pointact::vlm::budget::{activation_bytes, pixels_within, PROMPT_ALLOWANCE};
 use pointact::vlm::image_map::{ER1_EVAL_MAX_PIXELS, FACTOR, PRETRAINED_MAX_PIXELS};

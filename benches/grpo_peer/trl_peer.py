@@ -1,5 +1,5 @@
 """The peer of `pointact bench grpo`: TRL's GRPOTrainer on the same tiny Qwen2.5-VL, image, prompt,
-group size, completion length, reward and thread count as our trainer (src/train/grpo).
+group size, completion length, reward and thread count as our trainer (crates/apps/src/train/grpo).
 
 Usage: python3 trl_peer.py REQUEST.json   (REQUEST.json is written by `pointact bench grpo`; the
 caller sets OMP_NUM_THREADS / MKL_NUM_THREADS and this script calls torch.set_num_threads.)

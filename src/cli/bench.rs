@@ -256,7 +256,7 @@ pub struct VlmBenchCli {
     #[arg(long)]
     layers: Option<usize>,
     /// Input image size, WIDTHxHEIGHT.
-    #[arg(long, default_value = "640x480", value_parser = pointact::bench::vlm::parse_size)]
+    #[arg(long, default_value = "640x480", value_parser = pointact_bench::vlm::parse_size)]
     image: (u32, u32),
     /// Measure our side only (no transformers).
     #[arg(long)]
@@ -284,7 +284,7 @@ pub struct VlmBenchCli {
     #[arg(long)]
     json: bool,
     /// Seed of the random weights.
-    #[arg(long, default_value_t = pointact::bench::vlm::checkpoint::DEFAULT_SEED)]
+    #[arg(long, default_value_t = pointact_bench::vlm::checkpoint::DEFAULT_SEED)]
     seed: u64,
     /// Quantize at every load instead of using the quantized weights cached in the checkpoint
     /// folder (the first quantized run writes them; later runs time loading them).
@@ -315,7 +315,7 @@ pub struct VlmWorkerCli {
 pub fn run(which: BenchCommand) -> Result<ExitCode> {
     match which {
         BenchCommand::Ik(a) => {
-            let report = pointact::bench::ik::run(&pointact::bench::ik::IkBenchArgs {
+            let report = pointact_bench::ik::run(&pointact_bench::ik::IkBenchArgs {
                 robot: a.robot,
                 n: a.n,
                 seed: a.seed,
@@ -325,7 +325,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Cloud(a) => {
-            let report = pointact::bench::cloud::run(&pointact::bench::cloud::CloudBenchArgs {
+            let report = pointact_bench::cloud::run(&pointact_bench::cloud::CloudBenchArgs {
                 iters: a.iters,
                 python: a.python,
             })?;
@@ -333,7 +333,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Render(a) => {
-            let report = pointact::bench::render::run(&pointact::bench::render::RenderBenchArgs {
+            let report = pointact_bench::render::run(&pointact_bench::render::RenderBenchArgs {
                 frames: a.frames,
             })?;
             println!("{report}");
@@ -341,7 +341,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
         }
         BenchCommand::Vlm(a) => bench_vlm(a),
         BenchCommand::Qgemm(a) => {
-            use pointact::bench::qgemm;
+            use pointact_bench::qgemm;
             let report = qgemm::run(&qgemm::QgemmBenchArgs {
                 rows: a.rows as usize,
                 shapes: qgemm::SHAPES_3B.to_vec(),
@@ -351,7 +351,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Servo(a) => {
-            use pointact::bench::servo;
+            use pointact_bench::servo;
             let args = servo::ServoBenchArgs {
                 robot: a.robot,
                 rate_hz: a.rate_hz,
@@ -364,7 +364,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
         }
         BenchCommand::Bridge(a) => bench_bridge(a),
         BenchCommand::Plan(a) => {
-            let report = pointact::bench::plan::run(&pointact::bench::plan::PlanBenchArgs {
+            let report = pointact_bench::plan::run(&pointact_bench::plan::PlanBenchArgs {
                 per_family: a.per_family as usize,
                 seed: a.seed,
                 time_limit_s: a.time_limit.max(0.01),
@@ -376,7 +376,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Rewards(a) => {
-            use pointact::bench::rewards::{run, RewardsBenchArgs};
+            use pointact_bench::rewards::{run, RewardsBenchArgs};
             let report = run(&RewardsBenchArgs {
                 items: a.items as usize,
                 seed: a.seed,
@@ -390,7 +390,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
         }
         BenchCommand::Grpo(a) => bench_grpo(a),
         BenchCommand::VlmWorker(a) => {
-            let m = pointact::bench::vlm::worker::run(
+            let m = pointact_bench::vlm::worker::run(
                 &a.request,
                 (a.quant, a.vision_quant),
                 a.device,
@@ -403,7 +403,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
 }
 
 fn bench_grpo(a: GrpoBenchCli) -> Result<ExitCode> {
-    use pointact::bench::grpo;
+    use pointact_bench::grpo;
     if let Some(request) = a.worker {
         let m = grpo::worker(&request)?;
         println!("{}", serde_json::to_string(&m)?);
@@ -433,7 +433,7 @@ fn bench_grpo(a: GrpoBenchCli) -> Result<ExitCode> {
 }
 
 fn bench_bridge(a: BridgeBenchCli) -> Result<ExitCode> {
-    use pointact::bench::bridge::{self, BridgeTarget};
+    use pointact_bench::bridge::{self, BridgeTarget};
     use pointact::executor::Branch;
     use pointact::runner::pointer::SessionPointer;
     use pointact::sim::oracle::OracleOptions;
@@ -464,7 +464,7 @@ fn bench_bridge(a: BridgeBenchCli) -> Result<ExitCode> {
 }
 
 fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
-    use pointact::bench::vlm;
+    use pointact_bench::vlm;
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

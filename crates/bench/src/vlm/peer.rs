@@ -8,7 +8,7 @@ use super::worker::Measured;
 use super::VlmBenchError;
 
 /// The peer script (it installs its own venv when torch or transformers are missing).
-const PEER: &str = include_str!("../../../benches/vlm_peer.py");
+const PEER: &str = include_str!("../../../../benches/vlm_peer.py");
 
 /// `--peer-mkl-intel`: a shared object with one function, preloaded into the peer, that answers
 /// MKL's CPU-vendor check with "Intel".

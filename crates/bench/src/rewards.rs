@@ -154,7 +154,7 @@ fn run_peer(
         let _ = writeln!(text, "{}", json!({"response": r, "ground_truth": g}));
     }
     std::fs::write(&items, text)?;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/rewards_peer/score.py");
+    let script = crate::workspace_root().join("benches/rewards_peer/score.py");
     let out = Command::new(&args.python)
         .arg(&script)
         .arg("--reference")

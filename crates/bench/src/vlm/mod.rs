@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::vlm::{
+use pointact_vlm::{
     resize_bicubic_pil, ConfigError, DeviceError, DeviceSpec, ImageProcessor, ModelError,
     ProcessorError, Quant, WeightsError,
 };
@@ -91,7 +91,7 @@ pub enum VlmBenchError {
     #[error("bench vlm: {0}")]
     Weights(#[from] WeightsError),
     #[error("bench vlm: {0}")]
-    Files(#[from] crate::vlm::FilesError),
+    Files(#[from] pointact_vlm::FilesError),
     #[error("bench vlm: {0}")]
     Model(#[from] ModelError),
     #[error("bench vlm: {0}")]
@@ -126,7 +126,7 @@ pub fn default_dir(layers: Option<usize>) -> PathBuf {
 /// A reason to skip an f32 run whose weights alone (`need` bytes) would not fit in the memory
 /// available now: on a shared machine an out-of-memory kill can hit someone else's process.
 fn memory_guard(need: u64) -> Option<String> {
-    let avail = crate::vlm::budget::mem_available_bytes()?;
+    let avail = pointact_vlm::budget::mem_available_bytes()?;
     (avail < need + need / 10).then(|| {
         format!(
             "needs ~{:.1} GB for its f32 weights, {:.1} GB available (free memory, or use --layers)",
@@ -354,7 +354,7 @@ fn measure(
     let peer = transformers.measured();
     // The bench checkpoint is bf16: our loader keeps its dense weights so where it can.
     let dense_bf16 =
-        args.device.is_cpu() && crate::vlm::linear::keeps_bf16(&candle_core::Device::Cpu);
+        args.device.is_cpu() && pointact_vlm::linear::keeps_bf16(&candle_core::Device::Cpu);
     let ours = ours
         .into_iter()
         .map(|(quant, outcome)| {

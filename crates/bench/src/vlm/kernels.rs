@@ -28,7 +28,7 @@
 
 use serde::Serialize;
 
-use crate::vlm::qgemv::RowKernels;
+use pointact_vlm::qgemv::RowKernels;
 
 /// The CPU and the kernels its products take.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -97,12 +97,12 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
         "gemm scalar".to_owned()
     };
     let q4k = x86
-        .then(|| crate::vlm::qgemm::chosen(has, &env))
+        .then(|| pointact_vlm::qgemm::chosen(has, &env))
         .flatten()
         .map(|t| format!("pointact {} q4k tiles", t.name()));
     let many_rows = match (
         q4k,
-        x86.then(|| crate::vlm::linear::candle_quant_tier(has, &env).map(|t| t.name()))
+        x86.then(|| pointact_vlm::linear::candle_quant_tier(has, &env).map(|t| t.name()))
             .flatten(),
     ) {
         (Some(q4k), Some("avx2") | None) => {
@@ -121,7 +121,7 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
     };
     // Decode's few-row products: ours where `vlm::qgemv::row_kernels` allows them.
     let rows = if x86 {
-        crate::vlm::qgemv::row_kernels(has, &env)
+        pointact_vlm::qgemv::row_kernels(has, &env)
     } else {
         None
     };
@@ -131,11 +131,11 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
         None => "ggml per-block dot products",
     };
     let tiles = if x86 {
-        crate::vlm::sgemm::chosen(has, &env)
+        pointact_vlm::sgemm::chosen(has, &env)
     } else {
         None
     };
-    let held = if crate::vlm::linear::keeps_bf16_with(rows, tiles, &env) {
+    let held = if pointact_vlm::linear::keeps_bf16_with(rows, tiles, &env) {
         "; dense weights held bf16 as stored"
     } else {
         ""
@@ -161,10 +161,10 @@ pub fn detect() -> CpuKernels {
     let (f32_gemm, quantized) = describe(
         &features,
         cfg!(target_arch = "x86_64"),
-        crate::vlm::qgemv::switch_on,
+        pointact_vlm::qgemv::switch_on,
     );
     CpuKernels {
-        cpu: crate::bench::servo::cpu_model(),
+        cpu: crate::servo::cpu_model(),
         vendor: cpuinfo("vendor_id"),
         features,
         f32_gemm,

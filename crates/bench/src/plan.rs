@@ -581,7 +581,7 @@ fn run_ompl(
     dir: &Path,
     time_limit_s: f64,
 ) -> Result<(String, PlannerStats, PlannerStats), String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/plan_peer");
+    let root = crate::workspace_root().join("benches/plan_peer");
     eprintln!("peer      setting up OMPL (benches/plan_peer/setup.sh) ...");
     let setup = Command::new("bash")
         .arg(root.join("setup.sh"))

@@ -16,7 +16,7 @@ use serde::Serialize;
 use candle_core::quantized::GgmlDType;
 
 use super::gguf::plan;
-use crate::vlm::{Quant, TextConfig};
+use pointact_vlm::{Quant, TextConfig};
 
 /// Elements per array (256 MiB of 4-byte words).
 const WORDS: usize = 64 << 20;
@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn the_3b_q4k_decoder_reads_about_1_8_gb_per_token() {
         let json = super::super::checkpoint::config_json(None).to_string();
-        let cfg = crate::vlm::Qwen25VlConfig::from_json_str(&json).unwrap();
+        let cfg = pointact_vlm::Qwen25VlConfig::from_json_str(&json).unwrap();
         let q4k = bytes_per_token(&cfg.text, Quant::Q4K, false) as f64 / 1e9;
         // 36 layers of Q4K (4.5 bits/weight) + a Q4K lm_head of 151 936 × 2048.
         assert!((1.7..1.85).contains(&q4k), "{q4k} GB");

@@ -18,9 +18,9 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 
 /// The peer's files, embedded so the binary works from any folder.
-const SETUP: &str = include_str!("../../../benches/llama_peer/setup.sh");
-const PACKAGE: &str = include_str!("../../../benches/llama_peer/package.json");
-const BENCH: &str = include_str!("../../../benches/llama_peer/bench.mjs");
+const SETUP: &str = include_str!("../../../../benches/llama_peer/setup.sh");
+const PACKAGE: &str = include_str!("../../../../benches/llama_peer/package.json");
+const BENCH: &str = include_str!("../../../../benches/llama_peer/bench.mjs");
 /// The install folder's environment override (also read by `setup.sh` and the tests).
 pub const PEER_ENV: &str = "POINTACT_LLAMA_PEER";
 /// New tokens of the untimed warm-up, as ours.

@@ -63,7 +63,7 @@ pub struct Row {
 }
 
 pub struct QgemmBenchReport {
-    pub cpu: crate::bench::vlm::kernels::CpuKernels,
+    pub cpu: crate::vlm::kernels::CpuKernels,
     pub tiles: &'static str,
     /// Our f32 tiles here (`vlm::sgemm::chosen`), if any.
     pub f32_tiles: Option<&'static str>,
@@ -126,8 +126,8 @@ fn agree(
 }
 
 pub fn run(args: &QgemmBenchArgs) -> Result<QgemmBenchReport, QgemmBenchError> {
-    let tiles = crate::vlm::qgemm::chosen_here().ok_or(QgemmBenchError::NotChosen)?;
-    let f32_tiles = crate::vlm::sgemm::chosen_here();
+    let tiles = pointact_vlm::qgemm::chosen_here().ok_or(QgemmBenchError::NotChosen)?;
+    let f32_tiles = pointact_vlm::sgemm::chosen_here();
     let m = args.rows;
     let mut rows = Vec::new();
     for (i, &(k, n)) in args.shapes.iter().enumerate() {
@@ -137,7 +137,7 @@ pub fn run(args: &QgemmBenchArgs) -> Result<QgemmBenchReport, QgemmBenchError> {
         let xt = Tensor::from_vec(x.clone(), (m, k), &Device::Cpu)?;
         let (ours_ms, ours) = best(args.reps, || {
             let mut dst = vec![0f32; m * n];
-            crate::vlm::qgemm::q4k((m, k, n), &x, &blocks, &mut dst)?;
+            pointact_vlm::qgemm::q4k((m, k, n), &x, &blocks, &mut dst)?;
             Ok(dst)
         })?;
         let (candle_ms, candle) = best(args.reps, || {
@@ -151,7 +151,7 @@ pub fn run(args: &QgemmBenchArgs) -> Result<QgemmBenchReport, QgemmBenchError> {
             Some(t) => {
                 let (ms, out) = best(args.reps, || {
                     let mut dst = vec![0f32; m * n];
-                    crate::vlm::sgemm::matmul_nt(t, (m, k, n), &x, &dense, None, &mut dst)?;
+                    pointact_vlm::sgemm::matmul_nt(t, (m, k, n), &x, &dense, None, &mut dst)?;
                     Ok(dst)
                 })?;
                 (Some(ms), Some(out))
@@ -184,7 +184,7 @@ pub fn run(args: &QgemmBenchArgs) -> Result<QgemmBenchReport, QgemmBenchError> {
         });
     }
     Ok(QgemmBenchReport {
-        cpu: crate::bench::vlm::kernels::detect(),
+        cpu: crate::vlm::kernels::detect(),
         tiles: tiles.name(),
         f32_tiles: f32_tiles.map(|t| t.name()),
         rows,
@@ -246,7 +246,7 @@ mod tests {
     /// (a disagreement is an error, which this would surface).
     #[test]
     fn a_small_run_reports_every_shape() {
-        if crate::vlm::qgemm::chosen_here().is_none() {
+        if pointact_vlm::qgemm::chosen_here().is_none() {
             eprintln!("skipped: our tiles do not run here");
             return;
         }
@@ -271,7 +271,7 @@ mod tests {
         assert!(report
             .rows
             .iter()
-            .all(|r| r.f32_ours_ms.is_some() == crate::vlm::sgemm::chosen_here().is_some()));
+            .all(|r| r.f32_ours_ms.is_some() == pointact_vlm::sgemm::chosen_here().is_some()));
         assert!(report.to_string().contains("q4k tiles"));
     }
 

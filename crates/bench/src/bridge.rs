@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use k::nalgebra::Isometry3;
 
 use super::servo::cpu_model;
-use crate::bridge::protocol::{encode_client, ClientMessage, ServerMessage};
-use crate::bridge::{BridgeClient, BridgeServer, SessionConfig};
+use pointact_apps::bridge::protocol::{encode_client, ClientMessage, ServerMessage};
+use pointact_apps::bridge::{BridgeClient, BridgeServer, SessionConfig};
 use crate::camera::{Camera, Frame};
 use crate::kinematics::RobotModel;
 use crate::runner::prepare_episode;

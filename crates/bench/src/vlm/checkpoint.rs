@@ -26,8 +26,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::VlmBenchError;
-use crate::vlm::files::WEIGHTS_INDEX_FILE as SHARD_INDEX_FILE;
-use crate::vlm::{ImageProcessorConfig, Qwen25VlConfig};
+use pointact_vlm::files::WEIGHTS_INDEX_FILE as SHARD_INDEX_FILE;
+use pointact_vlm::{ImageProcessorConfig, Qwen25VlConfig};
 
 /// Seed of the benchmark's weights unless `--seed` says otherwise.
 pub const DEFAULT_SEED: u64 = 0x3B_5EED;

@@ -7,7 +7,7 @@
 //! `qwen2vl.attention.layer_norm_rms_epsilon` (its RMSNorm runs with eps 0), while `qwen2` does.
 //! Speed is the same either way.
 //!
-//! Same ggml type for the same weight as ours ([`crate::vlm::linear`]), so that the comparison
+//! Same ggml type for the same weight as ours ([`pointact_vlm::linear`]), so that the comparison
 //! is of kernels, not of formats: every linear of a layer and `lm_head` in the `Quant`'s blocks
 //! when its input width is a multiple of the block size (dense F32 otherwise, as ours); norms and
 //! biases F32; the embedding table F32, because ours gathers its rows in f32. A tied `lm_head`
@@ -31,7 +31,7 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use super::VlmBenchError;
-use crate::vlm::{weight_files, Quant, Qwen25VlConfig, SafetensorsReader, TextConfig, TokenIds};
+use pointact_vlm::{weight_files, Quant, Qwen25VlConfig, SafetensorsReader, TextConfig, TokenIds};
 
 /// The llama.cpp architecture written (see the module doc for why not `qwen2vl`).
 pub const ARCH: &str = "qwen2";

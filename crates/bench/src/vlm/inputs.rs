@@ -20,7 +20,7 @@ use crate::pointing::Ability;
 use crate::sim::devices::{SharedWorld, SimCamera};
 use crate::sim::render::RenderOptions;
 use crate::sim::tasks;
-use crate::vlm::{resize_bicubic_pil, TokenIds};
+use pointact_vlm::{resize_bicubic_pil, TokenIds};
 
 /// `<|im_start|>` and `<|im_end|>` (Qwen2 tokenizer; not in `config.json`).
 pub const IM_START: u32 = 151_644;
@@ -164,7 +164,7 @@ pub fn warmup_prompt(image_tokens: usize, tokens: &TokenIds) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vlm::Qwen25VlConfig;
+    use pointact_vlm::Qwen25VlConfig;
 
     #[test]
     fn prompt_has_the_embodied_r1_layout() {

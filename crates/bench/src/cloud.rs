@@ -21,7 +21,7 @@ use crate::geometry::{
 use crate::nalgebra::{Isometry3, Point3, Vector3};
 
 /// The numpy peer, embedded so the binary does not depend on the source tree.
-const NUMPY_PEER: &str = include_str!("../../benches/cloud_numpy.py");
+const NUMPY_PEER: &str = include_str!("../../../benches/cloud_numpy.py");
 
 /// Options of `pointact bench cloud`.
 pub struct CloudBenchArgs {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::inputs::{Query, Request};
 use super::VlmBenchError;
-use crate::vlm::{
+use pointact_vlm::{
     generate_reusing, qcache, weight_files, CacheOptions, CacheOutcome, DeviceSpec,
     GenerationConfig, ImageInput, ImageProcessor, PromptCache, Quant, Qwen25Vl, Qwen25VlConfig,
     SafetensorsReader, Sampling,
@@ -159,7 +159,7 @@ pub fn run(
     }
 
     let mut frame = PromptCache::new();
-    let mut ask = |q: &Query, reuse: bool| -> Result<crate::vlm::Generation, VlmBenchError> {
+    let mut ask = |q: &Query, reuse: bool| -> Result<pointact_vlm::Generation, VlmBenchError> {
         let img = image::open(&q.image).map_err(|e| VlmBenchError::Image {
             path: q.image.clone(),
             reason: e.to_string(),
@@ -199,7 +199,7 @@ pub fn run(
     let task = if req.task.is_empty() {
         None
     } else {
-        let model_ms = |g: &crate::vlm::Generation| {
+        let model_ms = |g: &pointact_vlm::Generation| {
             (g.timings.vision_s + g.timings.prefill_s + g.timings.decode_s) * 1e3
         };
         let t0 = Instant::now();

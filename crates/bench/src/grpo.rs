@@ -48,7 +48,7 @@ const NO_STOP: u32 = u32::MAX;
 
 /// The tiny fixture model (random weights, 1024-token tokenizer).
 pub fn default_model() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen25vl_tiny")
+    crate::workspace_root().join("tests/fixtures/qwen25vl_tiny")
 }
 
 /// Options of `pointact bench grpo`.
@@ -364,7 +364,7 @@ fn work_dir() -> anyhow::Result<PathBuf> {
 /// Runs `benches/grpo_peer/setup.sh` (venv and pinned packages, first run only) and returns its
 /// Python; `Err` says why there is none (reported, not fatal).
 fn setup_peer() -> Result<String, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/grpo_peer/setup.sh");
+    let script = crate::workspace_root().join("benches/grpo_peer/setup.sh");
     eprintln!(
         "bench grpo: setting up the TRL peer ({}) ...",
         script.display()
@@ -399,7 +399,7 @@ fn parse_last_line(stdout: &[u8]) -> Result<Measured, String> {
 
 /// Runs the TRL peer on `request` with `threads` threads.
 fn run_peer(python: &str, request: &Path, threads: usize) -> Result<Measured, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/grpo_peer/trl_peer.py");
+    let script = crate::workspace_root().join("benches/grpo_peer/trl_peer.py");
     let n = threads.to_string();
     let out = Command::new(python)
         .arg(&script)

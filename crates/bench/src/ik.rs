@@ -169,7 +169,7 @@ fn run_tracik_peer(
     targets: &[JointsAndPose],
     nominal: &[f64],
 ) -> Result<SolverStats, String> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/ik_peer.py");
+    let script = crate::workspace_root().join("benches/ik_peer.py");
     if !script.exists() {
         return Err(format!("{} not found", script.display()));
     }

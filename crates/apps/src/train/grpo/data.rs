@@ -1127,7 +1127,7 @@ mod tests {
     #[test]
     fn alias_keys_are_read() {
         // Any existing file serves as the image; an absolute path is taken as it is.
-        let image = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+        let image = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
         let image = serde_json::to_string(&image).unwrap_or_default();
         let base = Path::new("/nonexistent");
         let line = format!(

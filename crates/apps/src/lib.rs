@@ -1,0 +1,23 @@
+//! pointact's applications, above the task runtime and the simulator: `runner` (simulated
+//! episodes and suites, the bridge's episodes, the emulated path), `bridge` (a policy server and
+//! client for evaluators such as SimplerEnv), `train` (rewards and the GRPO trainer), `calibrate`
+//! (hand-eye) and `viz` (rerun logging).
+//!
+//! Why a crate of its own: these are the callers of the loop; nothing below them (the runtime, the
+//! simulator, the drivers, the model) may import them, and the compiler now holds that.
+
+pub mod bridge;
+pub mod calibrate;
+pub mod runner;
+pub mod train;
+pub mod viz;
+
+// The layers below under the names the modules use (`crate::robot`, `crate::sim`, …).
+use pointact_core::{camera, geometry, kinematics, planning, safety};
+use pointact_pointing as pointing;
+use pointact_robot as robot;
+use pointact_runtime::executor;
+use pointact_sim as sim;
+use pointact_vlm as vlm;
+/// The nalgebra that `k` 0.32 is built on (0.30): one nalgebra in every signature.
+use k::nalgebra;
