@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use clap::Parser;
 use common::openai_mock::{completion, Mock, Reply};
-use pointact::bridge::{BridgeClient, BridgeServer, SessionConfig};
+use pointact::bridge::remote::PolicyStatus;
+use pointact::bridge::{BridgeClient, BridgeServer, SessionConfig, SessionPointers};
 use pointact::camera::Camera;
 use pointact::kinematics::RobotModel;
 use pointact::pointing::{
@@ -22,7 +23,7 @@ use pointact::pointing::{
 };
 use pointact::runner::pointer::SessionPointer;
 use pointact::runner::prepare_episode;
-use pointact::runner::remote::{run_remote_episode, PolicyStatus, RemoteOptions};
+use pointact::runner::remote::{run_remote_episode, RemoteOptions};
 use pointact::sim::devices::SimCamera;
 use pointact::sim::oracle::{OracleOptions, OraclePointer};
 use pointact::sim::tasks;

@@ -28,6 +28,10 @@ use pointact::bridge::protocol::{
     encode_metadata, encode_server, ClientMessage, Images, Metadata, ServerMessage,
     PROTOCOL_VERSION,
 };
+use pointact::bridge::remote::{
+    Action, ControlMode, EpisodeStart, LabelledObject, Labels, ObjectRole, Observation,
+    PolicyStatus, RemoteError, RemotePolicy, DELTA_EE_MODE, JOINT_POS_MODE,
+};
 use pointact::bridge::wire::{self, NdArray, Value};
 use pointact::bridge::{BridgeClient, BridgeServer, SessionConfig};
 use pointact::camera::{Frame, RgbImage};
@@ -35,11 +39,7 @@ use pointact::geometry::{DepthImage, Intrinsics};
 use pointact::kinematics::RobotModel;
 use pointact::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 use pointact::runner::pointer::SessionPointer;
-use pointact::runner::remote::{
-    run_remote_episode, run_remote_suite, Action, ControlMode, EpisodeStart, LabelledObject,
-    Labels, ObjectRole, Observation, PolicyStatus, RemoteError, RemoteOptions, RemotePolicy,
-    DELTA_EE_MODE, JOINT_POS_MODE,
-};
+use pointact::runner::remote::{run_remote_episode, run_remote_suite, RemoteOptions};
 use pointact::runner::{run_suite, EpisodeOptions, EvalReport};
 use pointact::sim::tasks::{Episode, Suite};
 use serde_json::Value as Json;

@@ -3,9 +3,9 @@
 
 use std::f64::consts::PI;
 
-use pointact_bench::ik::{random_targets, MAX_POSITION_ERROR_M, MAX_ROTATION_ERROR_RAD};
 use pointact::kinematics::{pose_error, IkError, IkOptions, IkSolver, KinematicsError, RobotModel};
 use pointact::nalgebra::{Isometry3, Matrix3, Rotation3, Translation3, UnitQuaternion, Vector3};
+use pointact_bench::ik::{random_targets, MAX_POSITION_ERROR_M, MAX_ROTATION_ERROR_RAD};
 
 fn manifest(p: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(p)

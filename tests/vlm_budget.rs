@@ -3,12 +3,12 @@
 //! processor's pretrained `max_pixels` (the 12 MP photo case that aborted) does not fit the default
 //! budget while Embodied-R1's evaluation resolution does.
 
-use pointact_bench::vlm::checkpoint::config_json;
 use pointact::pointing::qwen::DEFAULT_ACTIVATION_BUDGET;
 use pointact::vlm::budget::{activation_bytes, pixels_within, PROMPT_ALLOWANCE};
 use pointact::vlm::image_map::{ER1_EVAL_MAX_PIXELS, FACTOR, PRETRAINED_MAX_PIXELS};
 use pointact::vlm::vision::attention_chunk_rows;
 use pointact::vlm::Qwen25VlConfig;
+use pointact_bench::vlm::checkpoint::config_json;
 
 fn full_3b() -> Qwen25VlConfig {
     Qwen25VlConfig::from_json_str(&config_json(None).to_string()).unwrap()

@@ -433,10 +433,10 @@ fn bench_grpo(a: GrpoBenchCli) -> Result<ExitCode> {
 }
 
 fn bench_bridge(a: BridgeBenchCli) -> Result<ExitCode> {
-    use pointact_bench::bridge::{self, BridgeTarget};
     use pointact::executor::Branch;
     use pointact::runner::pointer::SessionPointer;
     use pointact::sim::oracle::OracleOptions;
+    use pointact_bench::bridge::{self, BridgeTarget};
 
     let target = match a.server {
         Some(addr) => BridgeTarget::External(addr),

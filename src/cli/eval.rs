@@ -90,9 +90,10 @@ pub struct EvalBridgeCli {
 }
 
 fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
+    use pointact::bridge::remote::ControlMode;
     use pointact::bridge::{BridgeClient, BridgeServer};
     use pointact::runner::pointer::SessionPointer;
-    use pointact::runner::remote::{run_remote_suite, ControlMode, RemoteOptions};
+    use pointact::runner::remote::{run_remote_suite, RemoteOptions};
 
     let suite = Suite::parse(&a.suite)?;
     let control_mode = ControlMode::from_name(&a.control_mode)

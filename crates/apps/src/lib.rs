@@ -13,11 +13,11 @@ pub mod train;
 pub mod viz;
 
 // The layers below under the names the modules use (`crate::robot`, `crate::sim`, …).
+/// The nalgebra that `k` 0.32 is built on (0.30): one nalgebra in every signature.
+use k::nalgebra;
 use pointact_core::{camera, geometry, kinematics, planning, safety};
 use pointact_pointing as pointing;
 use pointact_robot as robot;
 use pointact_runtime::executor;
 use pointact_sim as sim;
 use pointact_vlm as vlm;
-/// The nalgebra that `k` 0.32 is built on (0.30): one nalgebra in every signature.
-use k::nalgebra;

@@ -32,17 +32,17 @@ use std::time::{Duration, Instant};
 use k::nalgebra::Isometry3;
 
 use super::servo::cpu_model;
-use pointact_apps::bridge::protocol::{encode_client, ClientMessage, ServerMessage};
-use pointact_apps::bridge::{BridgeClient, BridgeServer, SessionConfig};
 use crate::camera::{Camera, Frame};
 use crate::kinematics::RobotModel;
 use crate::runner::prepare_episode;
-use crate::runner::remote::{
-    labels_for, ControlMode, EpisodeStart, Labels, Observation, PolicyStatus, RemotePolicy,
-    SimplerController,
-};
+use crate::runner::remote::{labels_for, SimplerController};
 use crate::sim::devices::SimCamera;
 use crate::sim::tasks::Suite;
+use pointact_apps::bridge::protocol::{encode_client, ClientMessage, ServerMessage};
+use pointact_apps::bridge::remote::{
+    ControlMode, EpisodeStart, Labels, Observation, PolicyStatus, RemotePolicy,
+};
+use pointact_apps::bridge::{BridgeClient, BridgeServer, SessionConfig};
 
 /// The goal on the server's p99 latency, first observations excluded (ms).
 pub const GOAL_P99_SERVER_MS: f64 = 5.0;
@@ -326,7 +326,7 @@ pub fn run(args: BridgeBenchArgs) -> Result<BridgeBenchReport, BridgeBenchError>
             let s = InProcessServer::start(config)?;
             let target = format!(
                 "in-process server ws://{}/ (pointer {}, robot {}): a multi-thread runtime (a \
-                 worker per core, as `serve bridge`), one blocking thread per open episode",
+                 worker per core, as `serve bridge`), each episode a task of it (no thread of its own)",
                 s.addr, s.pointer, s.robot
             );
             (s.addr.to_string(), Some(s), target)

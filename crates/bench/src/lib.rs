@@ -18,10 +18,10 @@ pub mod vlm;
 // The layers under the names the modules use (`crate::robot`, `crate::runner`, …).
 use k::nalgebra;
 use pointact_apps::{runner, train};
-use pointact_runtime::executor;
 use pointact_core::{camera, geometry, kinematics, planning, safety};
 use pointact_pointing as pointing;
 use pointact_robot as robot;
+use pointact_runtime::executor;
 use pointact_sim as sim;
 
 /// The workspace root, where the peers' scripts (`benches/`) and the fixtures (`tests/fixtures/`)

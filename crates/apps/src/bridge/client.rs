@@ -13,8 +13,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use super::protocol::{
     decode_metadata, decode_server, encode_client, ClientMessage, Metadata, ServerMessage,
 };
+use super::remote::{Action, EpisodeStart, Observation, RemoteError, RemotePolicy};
 use super::wire::{self, MAX_FRAME_BYTES};
-use crate::runner::remote::{Action, EpisodeStart, Observation, RemoteError, RemotePolicy};
 
 /// One connection to a bridge server: one episode.
 pub struct BridgeClient {

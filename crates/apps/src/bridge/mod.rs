@@ -10,15 +10,19 @@
 //! | [`server`] | [`BridgeServer`]: connections, one episode each, errors kept per connection |
 //! | [`client`] | [`BridgeClient`]: the evaluator's end in Rust (`eval bridge`, `bench bridge`) |
 //!
-//! The observation and action types are the runner's (`runner::remote`): the server and our
-//! evaluator share them, and the runner's `run_remote_episode` is the evaluator side.
+//! | [`remote`] | the observation, the action and the episode's start: what both ends share |
+//!
+//! The bridge imports neither the simulator nor the runner: the pointer of each session comes from
+//! a [`session::SessionPointers`] it is handed, and the evaluator side on the built-in simulator
+//! (`runner::remote::run_remote_episode`) lives above it.
 
 pub mod client;
 pub mod protocol;
+pub mod remote;
 pub mod server;
 pub mod session;
 pub mod wire;
 
 pub use client::BridgeClient;
 pub use server::BridgeServer;
-pub use session::SessionConfig;
+pub use session::{SessionConfig, SessionPointers};

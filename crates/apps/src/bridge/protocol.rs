@@ -18,14 +18,14 @@
 use bytes::Bytes;
 use k::nalgebra::{Isometry3, Matrix3, Matrix4, Rotation3, Translation3, UnitQuaternion};
 
+use super::remote::{
+    Action, ControlMode, EpisodeStart, LabelledObject, Labels, ObjectRole, Observation,
+    PolicyStatus,
+};
 use super::wire::{self, Dtype, NdArray, Value, WireError};
 use crate::camera::{Frame, RgbImage};
 use crate::geometry::ee_delta::{pose_from_wxyz, pose_to_wxyz};
 use crate::geometry::{DepthImage, Intrinsics};
-use crate::runner::remote::{
-    Action, ControlMode, EpisodeStart, LabelledObject, Labels, ObjectRole, Observation,
-    PolicyStatus,
-};
 
 /// Protocol revision in the metadata; bumped when a message changes incompatibly.
 pub const PROTOCOL_VERSION: i64 = 1;

@@ -22,9 +22,9 @@ use super::protocol::{
     decode_client_with, encode_metadata, encode_server, ClientMessage, Images, Metadata,
     ServerMessage,
 };
+use super::remote::{Action, EpisodeStart, Observation, PolicyStatus};
 use super::session::{hold_after, spawn_episode, EpisodeEnd, EpisodeLink, SessionConfig};
 use super::wire::MAX_FRAME_BYTES;
-use crate::runner::remote::{Action, EpisodeStart, Observation, PolicyStatus};
 
 /// A bound server, not yet serving.
 pub struct BridgeServer {

@@ -1,4 +1,5 @@
-//! One evaluator episode on the server: the runner's `run_task` with the evaluator as the world.
+//! One evaluator episode on the server: the task loop (`pointact_runtime::task::run_task`) with the
+//! evaluator as the world.
 //!
 //! The evaluator's observations are the camera ([`BridgeCamera`]: the frame of the observation now
 //! waiting for an answer) and the robot's state ([`BridgeRobot`]); the robot's commands become the
@@ -9,31 +10,53 @@
 //! `run` on a robot that happens to be a simulator elsewhere, and the same bad-input rules hold:
 //! a failed plan, a refused step or a lost connection ends in a held arm and a stated reason.
 //!
-//! The episode runs on its own blocking thread ([`spawn_episode`]), so a pointer that computes for
-//! seconds (a model on the CPU) never stalls the runtime that serves the other connections; it
-//! talks to the connection's task through two channels, one observation in, one action out.
+//! The episode is a task of the server's runtime ([`spawn_episode`]) that talks to its connection's
+//! task through two channels, one observation in, one action out: an episode waiting for the
+//! evaluator holds no thread. Its steps are computed off the runtime's workers ([`OffWorkers`]):
+//! pointing and planning take tens of milliseconds with the oracle and seconds with a model on the
+//! CPU, and must not stall the connections that share the worker, so each poll of the episode runs
+//! under `tokio::task::block_in_place`, which hands the worker's other tasks to another thread for
+//! as long as the poll computes.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use k::nalgebra::Point3;
 use tokio::sync::mpsc;
 
+use super::remote::{
+    Action, ControlMode, EpisodeStart, Observation, PolicyStatus, GRIPPER_ACTION_RANGE,
+};
 use crate::camera::{Camera, CameraError, Frame};
 use crate::executor::{Branch, Event};
 use crate::geometry::ee_delta::{delta_for, EeDelta};
 use crate::kinematics::{pose_error, RobotModel};
+use crate::pointing::{Pointer, PointerError};
 use crate::robot::{Robot, RobotError};
-use crate::runner::pointer::SessionPointer;
-use crate::runner::remote::{
-    Action, ControlMode, EpisodeStart, Observation, PolicyStatus, GRIPPER_ACTION_RANGE,
-};
-use crate::runner::run_task;
 use crate::safety::{CheckedGripper, CheckedTrajectory, SafetyConfig};
+use pointact_runtime::task::run_task;
+
+/// Where each session's pointer comes from: the server is handed one (the CLI's choice of the
+/// oracle over the evaluator's labels, or a place in one shared model's queue), so the bridge
+/// knows no backend and reads no simulator.
+pub trait SessionPointers: Send + Sync {
+    /// The backend's name, for the server's metadata and logs.
+    fn name(&self) -> &str;
+    /// The pointer of the episode `episode_id` of `task`, whose first observation is `first`.
+    fn for_session(
+        &self,
+        first: &Observation,
+        task: &str,
+        episode_id: u64,
+    ) -> Result<Box<dyn Pointer + Send>, PointerError>;
+}
 
 /// What every session of a server shares.
 #[derive(Clone)]
 pub struct SessionConfig {
-    pub pointer: SessionPointer,
+    pub pointer: Arc<dyn SessionPointers>,
     /// The evaluator's arm (SimplerEnv's WidowX: `widowx250`, whose tip link is SimplerEnv's
     /// `ee_gripper_link`).
     pub model: Arc<RobotModel>,
@@ -47,9 +70,9 @@ pub struct SessionConfig {
 }
 
 impl SessionConfig {
-    pub fn new(pointer: SessionPointer, model: Arc<RobotModel>) -> Self {
+    pub fn new(pointer: impl SessionPointers + 'static, model: Arc<RobotModel>) -> Self {
         SessionConfig {
-            pointer,
+            pointer: Arc::new(pointer),
             model,
             branch: Branch::Affordance,
             safety: SafetyConfig::default(),
@@ -72,18 +95,17 @@ pub struct EpisodeLink {
     pub actions: mpsc::Receiver<Action>,
 }
 
-/// Starts `start`'s episode on a blocking thread of the current runtime; it waits for the first
-/// observation. The handle yields how it ended.
+/// Starts `start`'s episode as a task of the current runtime; it waits for the first observation.
+/// The handle yields how it ended.
 pub fn spawn_episode(
     start: EpisodeStart,
     config: SessionConfig,
 ) -> (EpisodeLink, tokio::task::JoinHandle<EpisodeEnd>) {
     let (obs_tx, obs_rx) = mpsc::channel(1);
     let (act_tx, act_rx) = mpsc::channel(1);
-    let handle = tokio::runtime::Handle::current();
-    let join = tokio::task::spawn_blocking(move || {
-        handle.block_on(run_episode(start, config, obs_rx, act_tx))
-    });
+    let join = tokio::spawn(OffWorkers(Box::pin(run_episode(
+        start, config, obs_rx, act_tx,
+    ))));
     (
         EpisodeLink {
             observations: obs_tx,
@@ -150,6 +172,26 @@ async fn run_episode(
             detail: format!("plan of {} steps executed", o.plan.steps.len()),
         },
         Err(e) => failed(e.to_string()),
+    }
+}
+
+/// A future polled off the runtime's workers (see the module's doc): on a multi-thread runtime
+/// each poll runs under `block_in_place`; on a current-thread runtime (where that is not allowed,
+/// and nothing else would run meanwhile anyway) it is polled directly.
+struct OffWorkers<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for OffWorkers<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let inner = self.0.as_mut();
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi_thread {
+            tokio::task::block_in_place(|| inner.poll(cx))
+        } else {
+            inner.poll(cx)
+        }
     }
 }
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use k::nalgebra::Point3;
 
-use super::remote::{Labels, ObjectRole, Observation};
+use crate::bridge::remote::{Labels, ObjectRole, Observation};
+use crate::bridge::session::SessionPointers;
 use crate::camera::Frame;
 use crate::executor::GraspParams;
 use crate::pointing::{
@@ -69,8 +70,10 @@ impl SessionPointer {
             ),
         })
     }
+}
 
-    pub fn name(&self) -> &str {
+impl SessionPointers for SessionPointer {
+    fn name(&self) -> &str {
         match self {
             SessionPointer::Oracle(_) => "oracle",
             SessionPointer::Shared(p) => p.name(),
@@ -81,7 +84,7 @@ impl SessionPointer {
     /// or the oracle over the evaluator's segmentation (refused when it sent none, or named no
     /// object the task moves). The oracle's noise is seeded per episode (`task`, `episode_id`), so
     /// that its pixel errors differ between episodes instead of repeating the same draws in each.
-    pub fn for_session(
+    fn for_session(
         &self,
         first: &Observation,
         task: &str,
