@@ -45,13 +45,13 @@ use pointact_apps::bridge::remote::{
 use pointact_apps::bridge::{BridgeClient, BridgeServer, SessionConfig};
 
 /// The goal on the server's p99 latency, first observations excluded (ms).
-pub const GOAL_P99_SERVER_MS: f64 = 5.0;
+pub(crate) const GOAL_P99_SERVER_MS: f64 = 5.0;
 
 /// Where the kinematic evaluator's fingers stop when commanded narrower (finger joint, m): a
 /// 26 mm object between the pads (the WidowX's fingers stand at 0.015 closed and 0.037 open, the
 /// pad gap being twice the joint above 0.015). The server closes to 0.015 on a grasp and checks
 /// that the fingers stopped above 1 mm of gap.
-pub const OBJECT_FINGER_M: f64 = 0.028;
+pub(crate) const OBJECT_FINGER_M: f64 = 0.028;
 
 /// Which server to load.
 pub enum BridgeTarget {
@@ -200,18 +200,18 @@ impl PhaseStats {
     }
 
     /// Every request answered, every answer to its own step, no error.
-    pub fn lossless(&self) -> bool {
+    pub(crate) fn lossless(&self) -> bool {
         self.sent == self.received && self.reordered == 0 && self.errors == 0
     }
 
     /// Observations answered per second, all connections together.
-    pub fn messages_per_s(&self) -> f64 {
+    pub(crate) fn messages_per_s(&self) -> f64 {
         self.actions as f64 / self.seconds.max(1e-9)
     }
 }
 
 /// Nearest-rank percentile of `v` (`p` in 0..=100); `None` when empty.
-pub fn percentile(v: &[f64], p: f64) -> Option<f64> {
+pub(crate) fn percentile(v: &[f64], p: f64) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
@@ -234,7 +234,7 @@ pub struct BridgeBenchReport {
 }
 
 impl BridgeBenchReport {
-    pub fn p99_server_ms(&self) -> Option<f64> {
+    pub(crate) fn p99_server_ms(&self) -> Option<f64> {
         percentile(&self.load.server_ms, 99.0)
     }
 

@@ -42,7 +42,7 @@ use crate::train::grpo::rollout::RolloutConfig;
 use crate::train::grpo::trainer::{GrpoOptions, GrpoTrainer, Sample, Scorer, Tune};
 
 /// The question after the image (both sides render it with the model's chat template).
-pub const QUESTION: &str = "Point to the red block.";
+pub(crate) const QUESTION: &str = "Point to the red block.";
 /// Never a token id: ours then stops on nothing and every completion is `max_new_tokens` long.
 const NO_STOP: u32 = u32::MAX;
 
@@ -80,7 +80,7 @@ pub struct GrpoBenchArgs {
 
 /// What both sides read (`request.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Request {
+pub(crate) struct Request {
     pub model_dir: PathBuf,
     pub image: PathBuf,
     pub question: String,
@@ -121,7 +121,7 @@ pub struct Measured {
 }
 
 impl Measured {
-    pub fn steps_per_s(&self) -> f64 {
+    pub(crate) fn steps_per_s(&self) -> f64 {
         self.steps as f64 / self.seconds
     }
 

@@ -42,7 +42,7 @@ pub struct SolverStats {
 }
 
 impl SolverStats {
-    pub fn success_rate(&self) -> f64 {
+    pub(crate) fn success_rate(&self) -> f64 {
         self.success as f64 / self.n.max(1) as f64
     }
     fn from_times(name: String, success: usize, mut times_ms: Vec<f64>) -> Self {
@@ -71,7 +71,7 @@ pub struct IkBenchReport {
 }
 
 /// A joint vector and the tip pose it produces.
-pub type JointsAndPose = (Vec<f64>, Isometry3<f64>);
+pub(crate) type JointsAndPose = (Vec<f64>, Isometry3<f64>);
 
 /// Random reachable targets: FK of joint vectors uniform within the limits (fixed seed).
 pub fn random_targets(

@@ -94,12 +94,12 @@ pub struct PlanBenchReport {
 }
 
 /// A scene: its world and a name.
-pub struct BenchScene {
+pub(crate) struct BenchScene {
     pub name: String,
     pub world: World,
 }
 
-pub struct BenchProblem {
+pub(crate) struct BenchProblem {
     pub name: String,
     pub family: &'static str,
     pub scene: usize,
@@ -148,7 +148,7 @@ fn free_pose(
 }
 
 /// The fixed problem set: `per_family` problems in each of four families.
-pub fn problems(
+pub(crate) fn problems(
     model: &RobotModel,
     checker: &mut Checker,
     per_family: usize,
@@ -468,7 +468,7 @@ fn row_major(m: &k::nalgebra::Matrix4<f64>) -> Vec<f64> {
 
 /// Writes `problems.json` (and one `.f32` distance field per cloud scene) in the format
 /// `benches/plan_peer/model.py` reads.
-pub fn export(
+pub(crate) fn export(
     model: &RobotModel,
     checker: &Checker,
     scenes: &[BenchScene],

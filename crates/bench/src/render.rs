@@ -22,7 +22,7 @@ use crate::sim::{
 };
 
 /// The bar the simulator needs to run closed-loop tasks at camera rate on one core.
-pub const GOAL_FRAMES_PER_S: f64 = 10.0;
+pub(crate) const GOAL_FRAMES_PER_S: f64 = 10.0;
 
 /// Options of `pointact bench render`.
 pub struct RenderBenchArgs {
@@ -47,7 +47,7 @@ pub struct Timing {
 }
 
 impl Timing {
-    pub fn frames_per_s(&self) -> f64 {
+    pub(crate) fn frames_per_s(&self) -> f64 {
         self.frames as f64 / self.seconds
     }
 }

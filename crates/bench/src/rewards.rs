@@ -189,7 +189,7 @@ fn run_peer(
 }
 
 /// A deterministic batch: (response, ground truth) pairs over every task type.
-pub fn batch(n: usize, seed: u64) -> Vec<(String, String)> {
+pub(crate) fn batch(n: usize, seed: u64) -> Vec<(String, String)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n).map(|_| item(&mut rng)).collect()
 }

@@ -62,7 +62,7 @@ pub struct ServoRow {
 
 impl ServoRow {
     /// Setpoints per second over the streamed span.
-    pub fn achieved_hz(&self) -> f64 {
+    pub(crate) fn achieved_hz(&self) -> f64 {
         let total: f64 = self.stats.periods_s.iter().sum();
         if total > 0.0 {
             self.stats.periods_s.len() as f64 / total
@@ -83,7 +83,7 @@ pub struct ServoBenchReport {
 }
 
 /// The CPU model, from /proc/cpuinfo where there is one.
-pub fn cpu_model() -> String {
+pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {

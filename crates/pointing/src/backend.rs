@@ -108,7 +108,7 @@ pub struct ModelOptions {
 impl ModelOptions {
     /// Checks every number before a model is loaded or a server asked: finite, in range, the
     /// range and the flag in the message.
-    pub fn validate(&self) -> Result<(), PointerError> {
+    pub(crate) fn validate(&self) -> Result<(), PointerError> {
         let bad = |flag: &str, value: String, range: &str| {
             Err(PointerError::Backend(format!(
                 "--{flag} {value} is outside {range}"
@@ -169,7 +169,7 @@ impl ModelOptions {
     }
 
     /// The local backend's settings.
-    pub fn qwen_options(&self) -> QwenOptions {
+    pub(crate) fn qwen_options(&self) -> QwenOptions {
         QwenOptions {
             quant: self.quant,
             vision_quant: self.vision_quant,
@@ -203,7 +203,7 @@ impl ModelOptions {
     }
 
     /// The remote backend's settings.
-    pub fn openai_config(&self) -> Result<OpenAiConfig, PointerError> {
+    pub(crate) fn openai_config(&self) -> Result<OpenAiConfig, PointerError> {
         let base = OpenAiConfig::new(&self.endpoint, &self.model);
         let seconds = |flag: &str, secs: f64| {
             Duration::try_from_secs_f64(secs)

@@ -47,7 +47,7 @@ impl<P: Pointer> Pointer for Consensus<P> {
 }
 
 /// Index of the answer with the least summed distance to the others.
-pub fn medoid_index(answers: &[Vec<[f64; 2]>], trace: bool) -> Option<usize> {
+pub(crate) fn medoid_index(answers: &[Vec<[f64; 2]>], trace: bool) -> Option<usize> {
     let mean = |a: &[[f64; 2]]| {
         let n = a.len().max(1) as f64;
         [

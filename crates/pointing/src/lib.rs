@@ -31,16 +31,16 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod ability;
-pub mod backend;
+pub(crate) mod ability;
+pub(crate) mod backend;
 pub mod consensus;
 pub mod openai;
 pub mod overlay;
-pub mod parse;
-pub mod pointer;
-pub mod queue;
+pub(crate) mod parse;
+pub(crate) mod pointer;
+pub(crate) mod queue;
 pub mod qwen;
-pub mod report;
+pub(crate) mod report;
 
 pub use ability::{
     Ability, ParseAbilityError, INSTRUCTION_PLACEHOLDER, OFG_TEMPLATE, REG_TEMPLATE, RRG_TEMPLATE,

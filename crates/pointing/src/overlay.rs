@@ -11,7 +11,7 @@ use image::{Rgb, RgbImage};
 use super::Ability;
 
 /// Colour per ability (REG blue, RRG magenta, OFG orange, VTG yellow).
-pub fn ability_colour(ability: Ability) -> Rgb<u8> {
+pub(crate) fn ability_colour(ability: Ability) -> Rgb<u8> {
     match ability {
         Ability::Reg => Rgb([40, 120, 255]),
         Ability::Rrg => Rgb([230, 40, 230]),

@@ -7,7 +7,6 @@
 //! `<|im_end|>`, and the reply through the one answer parser. Points come back in the frame's
 //! pixels via the processor's resize map.
 
-use std::path::Path;
 use std::time::Instant;
 
 use image::RgbImage;
@@ -54,7 +53,7 @@ pub const DEFAULT_ACTIVATION_BUDGET: u64 = 8 << 30;
 
 /// The processor's `max_pixels` was lowered so that one image fits the activation budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PixelCap {
+pub(crate) struct PixelCap {
     /// `max_pixels` of the preprocessor config.
     pub configured: u64,
     /// `max_pixels` in use.
@@ -177,7 +176,6 @@ pub struct QwenPointer {
     files: ModelFiles,
     on_text: Option<TextSink>,
     last: Option<QwenReply>,
-    pixel_cap: Option<PixelCap>,
     /// The last frame's vision rows and prompt keys/values: the next question about the same
     /// frame (a task asks REG, RRG, OFG or VTG about one frame) starts from them.
     frame: PromptCache,
@@ -253,8 +251,7 @@ impl QwenPointer {
             })?;
         let quant_cache = cache.finish();
         // After loading, so the memory the weights took is no longer counted as available.
-        let pixel_cap = cap_pixels(&cfg, &mut pcfg, &options)?;
-        if let Some(cap) = &pixel_cap {
+        if let Some(cap) = &cap_pixels(&cfg, &mut pcfg, &options)? {
             tracing::warn!("{cap}");
         }
         let processor = ImageProcessor::new(pcfg)?;
@@ -276,7 +273,6 @@ impl QwenPointer {
             on_text: None,
             last: None,
             frame: PromptCache::new(),
-            pixel_cap,
             quant_cache,
         })
     }
@@ -300,23 +296,10 @@ impl QwenPointer {
         &self.quant_cache
     }
 
-    /// Whether (and why) images are downscaled below the preprocessor's `max_pixels`.
-    pub fn pixel_cap(&self) -> Option<&PixelCap> {
-        self.pixel_cap.as_ref()
-    }
-
     /// Streams decoded text pieces to `f` as tokens are generated (e.g. to the terminal).
     pub fn with_text_stream(mut self, f: impl FnMut(&str) + Send + 'static) -> Self {
         self.on_text = Some(Box::new(f));
         self
-    }
-
-    pub fn model_dir(&self) -> &Path {
-        &self.files.dir
-    }
-
-    pub fn options(&self) -> &QwenOptions {
-        &self.options
     }
 
     /// Forgets the last frame: the next question runs the vision tower and the whole prompt

@@ -181,7 +181,7 @@ pub async fn follow<S: ServoSink>(
 
 /// Commands a stop and returns `cause` (a failed stop is added to the message: the caller must
 /// know the arm may still be moving). Public so drivers stop the same way outside the loop.
-pub async fn stop_then<S: ServoSink>(sink: &mut S, cause: RobotError) -> RobotError {
+pub(crate) async fn stop_then<S: ServoSink>(sink: &mut S, cause: RobotError) -> RobotError {
     match sink.stop().await {
         Ok(()) => cause,
         Err(e) => RobotError::Stopped(format!("{cause}; and the stop command failed: {e}")),

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use pointact_core::kinematics::RobotConfig;
 
 /// Name of the settings file inside a robot folder (next to `robot.toml`).
-pub const DRIVER_FILE: &str = "driver.toml";
+pub(crate) const DRIVER_FILE: &str = "driver.toml";
 
 /// Driver settings compiled into the binary, so `pointact` runs from any folder: (robot, driver.toml).
 /// The robot names are those of `kinematics::BUILTIN_ROBOTS`.
@@ -42,7 +42,7 @@ pub const BUILTIN_DRIVERS: &[(&str, &str)] = &[
 
 /// Longest timeout accepted (s). Nothing in either protocol waits this long; a larger number is
 /// almost always milliseconds written into a seconds field, and would also leave the arm unwatched.
-pub const MAX_TIMEOUT_S: f64 = 60.0;
+pub(crate) const MAX_TIMEOUT_S: f64 = 60.0;
 
 /// Errors name the file and the key at fault: the usual cause is a hand-edited file.
 #[derive(Debug, thiserror::Error)]
@@ -157,14 +157,14 @@ pub struct XarmMotion {
 /// Hardware ceilings of the xArm 6 (UFACTORY `private_tcp_protocol/p04robot-specifications.md`),
 /// used to refuse settings the controller would clamp or reject: TCP speed 1 m/s, TCP
 /// acceleration 50 m/s², joint speed 180°/s, joint acceleration 20 rad/s².
-pub const XARM_MAX_TCP_SPEED: f64 = 1.0;
-pub const XARM_MAX_TCP_ACCELERATION: f64 = 50.0;
-pub const XARM_MAX_JOINT_SPEED: f64 = std::f64::consts::PI;
-pub const XARM_MAX_JOINT_ACCELERATION: f64 = 20.0;
+pub(crate) const XARM_MAX_TCP_SPEED: f64 = 1.0;
+pub(crate) const XARM_MAX_TCP_ACCELERATION: f64 = 50.0;
+pub(crate) const XARM_MAX_JOINT_SPEED: f64 = std::f64::consts::PI;
+pub(crate) const XARM_MAX_JOINT_ACCELERATION: f64 = 20.0;
 
 /// Baud rates the controller can set on its RS-485 buses: the list whose index the tool-baud
 /// register 0x0A0B holds (xArm-Python-SDK v1.18.4 `UxbusCmd.BAUDRATES`: index 11 = 2 Mbps).
-pub const XARM_RS485_BAUDS: [u32; 13] = [
+pub(crate) const XARM_RS485_BAUDS: [u32; 13] = [
     4800, 9600, 19200, 38400, 57600, 115200, 230400, 460800, 921600, 1000000, 1500000, 2000000,
     2500000,
 ];
@@ -231,7 +231,7 @@ pub const DYNAMIXEL_BAUDS: [u32; 8] = [
 ];
 
 /// Highest unicast servo id in Protocol 2.0 (254 is broadcast, 253 reserved).
-pub const DYNAMIXEL_MAX_ID: u8 = 252;
+pub(crate) const DYNAMIXEL_MAX_ID: u8 = 252;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -320,13 +320,13 @@ pub struct DynamixelGripper {
 }
 
 impl DynamixelGripper {
-    pub fn motion_timeout(&self) -> Duration {
+    pub(crate) fn motion_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.motion_timeout_s)
     }
 }
 
 /// Largest Goal PWM of an X-series servo (PWM Limit's maximum, 885 = 100 %).
-pub const DYNAMIXEL_MAX_PWM: u16 = 885;
+pub(crate) const DYNAMIXEL_MAX_PWM: u16 = 885;
 
 // ---------------------------------------------------------------------------------------------
 // Loading
@@ -545,7 +545,7 @@ fn check_positive_at_most(field: &str, v: f64, max: f64, unit: &str) -> Result<(
 
 /// An IP address, or a hostname by RFC 1123 (labels of letters, digits and hyphens). A `host:port`
 /// is refused with a hint: the ports are separate keys.
-pub fn check_address(address: &str) -> Result<(), String> {
+pub(crate) fn check_address(address: &str) -> Result<(), String> {
     if address.is_empty() {
         return Err("is empty".into());
     }
@@ -693,16 +693,16 @@ impl XarmSettings {
 }
 
 impl XarmNetwork {
-    pub fn connect_timeout(&self) -> Duration {
+    pub(crate) fn connect_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.connect_timeout_s)
     }
     pub fn command_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.command_timeout_s)
     }
-    pub fn motion_enable_timeout(&self) -> Duration {
+    pub(crate) fn motion_enable_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.motion_enable_timeout_s)
     }
-    pub fn report_timeout(&self) -> Duration {
+    pub(crate) fn report_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.report_timeout_s)
     }
 }
@@ -831,7 +831,7 @@ impl DynamixelBus {
 }
 
 impl XarmGripper {
-    pub fn motion_timeout(&self) -> Duration {
+    pub(crate) fn motion_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.motion_timeout_s)
     }
 }

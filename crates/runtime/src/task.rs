@@ -62,7 +62,7 @@ pub struct RunOutcome {
 
 /// How many times a task is planned and tried: once, and once more after a grasp that closed on
 /// nothing (the arm goes home, the camera looks again, the pointer is asked again).
-pub const ATTEMPTS: usize = 2;
+pub(crate) const ATTEMPTS: usize = 2;
 
 /// Runs `instruction` with `branch`. `safety.dry_run` plans and checks without moving. `approve`
 /// sees every checked plan before its first motion (a physical arm asks its user; the simulator
@@ -165,7 +165,7 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
 
 /// How long the arm stands still between the two looks after a plan (s): an object still
 /// swinging in the hand, rolling or settling changes the depth in that time.
-pub const LOOK_INTERVAL_S: f64 = 0.5;
+pub(crate) const LOOK_INTERVAL_S: f64 = 0.5;
 
 /// After the plan: two new frames [`LOOK_INTERVAL_S`] apart (the arm held still in between, a
 /// checked hold), and the executor's check of the second against the planning frame (`before`:

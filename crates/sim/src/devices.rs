@@ -97,7 +97,7 @@ impl std::fmt::Debug for SharedWorld {
 /// Sees the world after every simulation step a `SimRobot` command takes, with the arm's state
 /// then: how a demonstration recorder keeps every state and scene snapshots while the runner
 /// drives the arm as usual.
-pub type StepObserver = Box<dyn FnMut(&SimWorld, &JointState) + Send>;
+pub(crate) type StepObserver = Box<dyn FnMut(&SimWorld, &JointState) + Send>;
 
 pub struct SimRobot {
     world: SharedWorld,

@@ -40,7 +40,7 @@ use super::tasks::{Episode, Goal};
 use pointact_core::geometry::Shape;
 
 /// Longest the judge waits for the scene to come to rest, s.
-pub const SETTLE_MAX_S: f64 = 3.0;
+pub(crate) const SETTLE_MAX_S: f64 = 3.0;
 /// How long the goal object must then stay put (moving under 2 mm, turning under 0.02 rad), s.
 const REST_CHECK_S: f64 = 0.2;
 /// Height above a container's rim still counted as inside, m.
@@ -48,9 +48,9 @@ const RIM_ALLOWANCE_M: f64 = 0.01;
 /// Supports thinner than this (towels) may be overhung onto the table.
 const THIN_SUPPORT_M: f64 = 0.01;
 /// An obstacle whose centre moved farther than this from its scene pose was hit, m.
-pub const OBSTACLE_MOVE_M: f64 = 0.01;
+pub(crate) const OBSTACLE_MOVE_M: f64 = 0.01;
 /// An obstacle whose up axis turned farther than this from its scene pose was tipped, rad.
-pub const OBSTACLE_TIP_RAD: f64 = 0.1;
+pub(crate) const OBSTACLE_TIP_RAD: f64 = 0.1;
 
 /// The verdict, with a sentence saying why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +88,7 @@ pub fn judge(world: &mut SimWorld, episode: &Episode) -> Judgement {
 }
 
 /// Why the obstacles fail the episode (touched by the robot, moved or tipped), or `None`.
-pub fn obstacle_problem(world: &SimWorld, obstacles: &[String]) -> Option<String> {
+pub(crate) fn obstacle_problem(world: &SimWorld, obstacles: &[String]) -> Option<String> {
     for name in obstacles {
         let (Some(o), Some(pose), Some(start)) = (
             world.object(name),
@@ -123,7 +123,7 @@ pub fn obstacle_problem(world: &SimWorld, obstacles: &[String]) -> Option<String
 }
 
 /// Settles `world` and judges `goal` (see the module doc for each rule).
-pub fn judge_goal(world: &mut SimWorld, goal: &Goal) -> Judgement {
+pub(crate) fn judge_goal(world: &mut SimWorld, goal: &Goal) -> Judgement {
     world.settle(SETTLE_MAX_S);
     let object = goal.object();
     let (Some(obj), Some(before)) = (world.object(object).cloned(), world.object_pose(object))

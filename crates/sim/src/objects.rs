@@ -17,7 +17,7 @@ use pointact_core::geometry::Shape;
 /// metres; optional fields have defaults that look like the everyday object.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ObjectKind {
+pub(crate) enum ObjectKind {
     /// A box standing on the table (blocks, cartons): full edge lengths.
     Block { size: [f64; 3] },
     /// An upright closed cylinder (cans, bottles).
@@ -103,7 +103,7 @@ pub enum ObjectKind {
 /// length along z). `xyz`/`rpy` place it in the object frame.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PrimitiveSpec {
+pub(crate) struct PrimitiveSpec {
     pub shape: String,
     pub size: Option<[f64; 3]>,
     pub radius: Option<f64>,
@@ -301,7 +301,7 @@ fn round_container(radius: f64, height: f64, wall: f64, base: f64) -> Built {
 
 impl ObjectKind {
     /// Short name of the kind, for messages.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             ObjectKind::Block { .. } => "block",
             ObjectKind::Cylinder { .. } => "cylinder",

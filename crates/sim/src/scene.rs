@@ -128,7 +128,7 @@ pub struct Table {
 
 impl Table {
     /// The table as a primitive (box), for physics and rendering.
-    pub fn primitive(&self) -> (Shape, Isometry3<f64>) {
+    pub(crate) fn primitive(&self) -> (Shape, Isometry3<f64>) {
         let shape = Shape::Cuboid {
             half_extents: Vector3::new(
                 self.size[0] / 2.0,
@@ -217,7 +217,7 @@ impl TryFrom<CameraFile> for CameraSpec {
 
 impl CameraSpec {
     /// A camera at `eye` looking at `target`, image "up" toward `up`. Errors name what is wrong.
-    pub fn new(
+    pub(crate) fn new(
         eye: Point3<f64>,
         target: Point3<f64>,
         up: Vector3<f64>,
@@ -292,12 +292,6 @@ pub struct Region {
 }
 
 impl Region {
-    /// Whether a point, given in the region's parent frame, lies inside.
-    pub fn contains(&self, p: &Point3<f64>) -> bool {
-        self.shape
-            .contains_local(&self.frame_from_region.inverse_transform_point(p))
-    }
-
     /// The same region expressed in a frame where the parent frame sits at `a_from_frame`.
     pub fn transformed(&self, a_from_frame: &Isometry3<f64>) -> Region {
         Region {
@@ -357,13 +351,6 @@ impl SceneObject {
         self.parts
             .get(usize::from(id).checked_sub(1)?)
             .map(String::as_str)
-    }
-
-    /// Whether `phrase` names this object (its name with `_` as spaces, or an alias; any case).
-    pub fn answers_to(&self, phrase: &str) -> bool {
-        let p = phrase.trim().to_lowercase();
-        p == self.name.replace('_', " ").to_lowercase()
-            || self.aliases.iter().any(|a| a.to_lowercase() == p)
     }
 
     /// Extent of the object along a unit direction `dir` given in the object frame: (min, max) of
@@ -509,22 +496,6 @@ impl Scene {
         Scene::from_toml_str(&text, &path.display().to_string())
     }
 
-    /// A built-in scene name, else a path to a scene file.
-    pub fn resolve(name_or_path: &str) -> Result<Scene, SceneError> {
-        if BUILTIN_SCENES.iter().any(|(n, _)| *n == name_or_path) {
-            return Scene::builtin(name_or_path);
-        }
-        let p = Path::new(name_or_path);
-        if p.is_file() {
-            Scene::load(p)
-        } else {
-            Err(SceneError::UnknownScene {
-                name: name_or_path.to_string(),
-                known: builtin_names(),
-            })
-        }
-    }
-
     /// Parses and checks a scene; `file` names the source in errors.
     pub fn from_toml_str(text: &str, file: &str) -> Result<Scene, SceneError> {
         let raw: SceneFile = toml::from_str(text).map_err(|e| SceneError::Toml {
@@ -594,19 +565,11 @@ impl Scene {
     pub fn object(&self, name: &str) -> Option<&SceneObject> {
         self.objects.iter().find(|o| o.name == name)
     }
-
-    /// Objects an instruction phrase may mean (by name or alias).
-    pub fn objects_answering(&self, phrase: &str) -> Vec<&SceneObject> {
-        self.objects
-            .iter()
-            .filter(|o| o.answers_to(phrase))
-            .collect()
-    }
 }
 
 /// Where a scene's objects stand is unusable: each names the object(s) and what to change.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum LayoutError {
+pub(crate) enum LayoutError {
     #[error(
         "`{a}` and `{b}` overlap on the table (their footprints{grown} intersect): both rest on \
          the table top, so one would be inside the other; move them apart"
@@ -643,7 +606,7 @@ impl Scene {
     /// table, and each object's centre projecting into the image at least `margin_px` from its
     /// border. A file scene is checked with no margins when it is read; the task layouts sampled
     /// from it use margins so that episodes stay graspable and seen.
-    pub fn check_layout(&self, grow_m: f64, margin_px: f64) -> Result<(), LayoutError> {
+    pub(crate) fn check_layout(&self, grow_m: f64, margin_px: f64) -> Result<(), LayoutError> {
         let rects: Vec<Rect> = self
             .objects
             .iter()

@@ -41,7 +41,7 @@ const IMAGE_MARGIN_PX: f64 = 40.0;
 const MAX_TRIES: usize = 5000;
 /// Obstacles of clutter tasks keep at least this far from the robot at its home pose (a sphere
 /// cover of its collision geometry, fingers open), so the arm starts well clear of them, m.
-pub const HOME_CLEARANCE_M: f64 = 0.04;
+pub(crate) const HOME_CLEARANCE_M: f64 = 0.04;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
@@ -848,7 +848,8 @@ impl TaskSpec {
     /// within [`HOME_CLEARANCE_M`] of the robot at its home pose, or hides the object's top or the
     /// place point behind an obstacle from the camera; `None` when it does none of these. Poses are
     /// the scene's (as laid out, before physics). Every sampled episode passes.
-    pub fn obstacle_problem(&self, ep: &Episode) -> Result<Option<String>, TaskError> {
+    #[cfg(test)]
+    pub(crate) fn obstacle_problem(&self, ep: &Episode) -> Result<Option<String>, TaskError> {
         Ok(self.obstacle_problem_with(ep, &home_cover(&ep.robot)?))
     }
 
@@ -925,7 +926,7 @@ impl TaskSpec {
 /// Spheres (centre, radius; world frame) covering every collision primitive of `robot` at its
 /// home pose with the fingers open: rows of spheres along each primitive's longest axis, each
 /// wide enough to cover the cross-section.
-pub fn home_cover(robot: &str) -> Result<Vec<(Point3<f64>, f64)>, TaskError> {
+pub(crate) fn home_cover(robot: &str) -> Result<Vec<(Point3<f64>, f64)>, TaskError> {
     let model = RobotModel::builtin(robot)?;
     let poses = model.link_poses(model.home(), 1.0)?;
     let mut out = Vec::new();

@@ -21,18 +21,18 @@ use candle_core::{DType, Device, Storage, Tensor};
 
 /// Query positions per block of [`causal_prefill`]: 64 positions of 8 query heads are 512 rows
 /// per product, and a 545-token prompt computes 56 % of the square (vs 100 % unblocked).
-pub const CAUSAL_BLOCK: usize = 64;
+pub(crate) const CAUSAL_BLOCK: usize = 64;
 
 /// Whether [`causal_prefill`] takes `xs`'s pass: f32 on the CPU where the vectorised softmax
 /// runs ([`super::vmath::causal_scaled_softmax`]).
-pub fn causal_fits(xs: &Tensor) -> bool {
+pub(crate) fn causal_fits(xs: &Tensor) -> bool {
     matches!(xs.device(), Device::Cpu) && xs.dtype() == DType::F32 && super::qgemv::available()
 }
 
 /// The additive causal mask `[s, past + s]` (f32) of `s` new positions after `past` cached
 /// ones: 0 where position `i` may see key `j` (`j ≤ past + i`), −∞ after it. What the unblocked
 /// path (training, and inference off the CPU) adds to the scores.
-pub fn causal_mask(s: usize, past: usize, device: &Device) -> candle_core::Result<Tensor> {
+pub(crate) fn causal_mask(s: usize, past: usize, device: &Device) -> candle_core::Result<Tensor> {
     let t = past + s;
     let data: Vec<f32> = (0..s)
         .flat_map(|i| (0..t).map(move |j| if j > past + i { f32::NEG_INFINITY } else { 0.0 }))
@@ -50,7 +50,7 @@ pub fn causal_mask(s: usize, past: usize, device: &Device) -> candle_core::Resul
 /// unblocked product computed the whole `s × t` square and the softmax zeroed half of it
 /// (`perf` of a q4k prefill of the 3B, 2 threads, AVX-512: candle's gemm microkernel was
 /// 5.7 % of the samples). Errors where [`causal_fits`] is false.
-pub fn causal_prefill(
+pub(crate) fn causal_prefill(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
@@ -96,7 +96,7 @@ pub fn causal_prefill(
 /// `[b, kv_heads, t, d]` (any strides with contiguous rows, as the cache's views have), →
 /// `[b, 1, heads·d]` f32. `None` when the inputs are not that (other device or dtype, more
 /// query positions, strided rows): the caller takes the general path.
-pub fn single_query(
+pub(crate) fn single_query(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,

@@ -116,9 +116,9 @@ fn default_tokens_per_second() -> usize {
 }
 
 /// RMSNorm epsilon of every vision norm (hard-coded to 1e-6 in transformers, not in the file).
-pub const VISION_RMS_NORM_EPS: f64 = 1e-6;
+pub(crate) const VISION_RMS_NORM_EPS: f64 = 1e-6;
 /// θ of the vision tower's 2-D rotary embedding (hard-coded in transformers).
-pub const VISION_ROPE_THETA: f32 = 10_000.0;
+pub(crate) const VISION_ROPE_THETA: f32 = 10_000.0;
 
 impl VisionConfig {
     /// Per-head width of the vision attention.
@@ -148,7 +148,7 @@ impl VisionConfig {
     }
 
     /// Checks the invariants the vision tower relies on.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         for (field, v) in [
             ("vision_config.depth", self.depth),
             ("vision_config.hidden_size", self.hidden_size),
@@ -388,7 +388,7 @@ impl Qwen25VlConfig {
     }
 
     /// Checks the invariants of both parts and that they fit together.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.text.validate()?;
         self.vision.validate()?;
         if self.vision.out_hidden_size != self.text.hidden_size {
@@ -426,7 +426,7 @@ impl Qwen25VlConfig {
 
 impl TextConfig {
     /// Checks head counts, the M-RoPE sections and the activation.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         for (field, v) in [
             ("vocab_size", self.vocab_size),
             ("hidden_size", self.hidden_size),

@@ -22,15 +22,15 @@ use super::hub::{self, HubClient, HubError};
 pub use super::hub::{HubOptions, DEFAULT_ENDPOINT};
 
 /// `config.json`: the model configuration (required).
-pub const CONFIG_FILE: &str = "config.json";
+pub(crate) const CONFIG_FILE: &str = "config.json";
 /// Single-file weights.
-pub const WEIGHTS_FILE: &str = "model.safetensors";
+pub(crate) const WEIGHTS_FILE: &str = "model.safetensors";
 /// Index of sharded weights.
 pub const WEIGHTS_INDEX_FILE: &str = "model.safetensors.index.json";
 /// The tokenizer (required).
-pub const TOKENIZER_FILE: &str = "tokenizer.json";
+pub(crate) const TOKENIZER_FILE: &str = "tokenizer.json";
 /// Optional side files, fetched from the hub when the repo has them.
-pub const OPTIONAL_FILES: [&str; 5] = [
+pub(crate) const OPTIONAL_FILES: [&str; 5] = [
     "preprocessor_config.json",
     "chat_template.json",
     "chat_template.jinja",

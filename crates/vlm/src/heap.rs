@@ -25,7 +25,7 @@ const TRIM_THRESHOLD: i32 = 512 << 20;
 /// Sets the heap policy above once per process; later calls do nothing. Returns whether the C
 /// library took both settings (false off glibc, or if glibc refused a value: then its default
 /// policy stays, which is only slower).
-pub fn keep_freed_pages() -> bool {
+pub(crate) fn keep_freed_pages() -> bool {
     static TAKEN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *TAKEN.get_or_init(set)
 }
@@ -49,7 +49,7 @@ fn set() -> bool {
 /// # Safety
 /// An implementor must be plain data whose every field is zero-valid (integers, floats,
 /// `half`'s types, arrays and `repr(C)` structs of them) and have no `Drop`.
-pub unsafe trait ZeroBits: Sized {}
+pub(crate) unsafe trait ZeroBits: Sized {}
 // SAFETY: integers and IEEE floats are zero-valid.
 unsafe impl ZeroBits for u8 {}
 // SAFETY: as above.
@@ -76,7 +76,7 @@ const HUGE_PAGE: usize = 2 << 20;
 /// marked `MADV_HUGEPAGE` before the first touch, so the fill faults it in 2 MiB at a time
 /// where the kernel's transparent huge pages allow (`madvise` mode included). Only a hint: a
 /// kernel that declines gives the same buffer with small pages.
-pub fn zeroed<T: ZeroBits>(n: usize) -> Vec<T> {
+pub(crate) fn zeroed<T: ZeroBits>(n: usize) -> Vec<T> {
     let layout = std::alloc::Layout::array::<T>(n).expect("buffer size overflows");
     if layout.size() == 0 {
         return Vec::new();

@@ -32,16 +32,16 @@ use url::Url;
 
 /// Time to establish a connection (TCP and TLS). A hub or CDN that does not accept within 10 s is
 /// down or unreachable; waiting longer only delays the message.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest silence between two reads once connected. Generous (30 s) because a CDN may pause
 /// before the first byte of a multi-gigabyte file; a transfer that keeps moving, however slowly, is
 /// never cut (the progress bar shows its rate).
-pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// What [`HubError`]s name as the file while the revision's file list is being fetched.
 pub const FILE_LIST: &str = "the file list";
 /// The variable `huggingface_hub` reads for its download timeout (seconds); here it sets both
 /// timeouts, as it does there.
-pub const TIMEOUT_ENV: &str = "HF_HUB_DOWNLOAD_TIMEOUT";
+pub(crate) const TIMEOUT_ENV: &str = "HF_HUB_DOWNLOAD_TIMEOUT";
 /// Redirects followed for one file (the hub uses one to the CDN, and relative ones for renamed
 /// repos); more is a loop.
 const MAX_REDIRECTS: usize = 10;
@@ -172,14 +172,14 @@ impl std::fmt::Debug for HubClient {
 }
 
 /// The cache folder of a model repo: `models--ORG--NAME`.
-pub fn repo_folder(cache_dir: &Path, repo_id: &str) -> PathBuf {
+pub(crate) fn repo_folder(cache_dir: &Path, repo_id: &str) -> PathBuf {
     cache_dir.join(format!("models--{}", repo_id.replace('/', "--")))
 }
 
 /// The snapshot folder a revision resolves to in the cache, if it exists: `refs/<revision>` names
 /// the commit; a revision that is itself a commit needs no ref (as in `huggingface_hub`). Whether
 /// the folder holds every file is for the caller to check.
-pub fn cached_snapshot(cache_dir: &Path, repo_id: &str, revision: &str) -> Option<PathBuf> {
+pub(crate) fn cached_snapshot(cache_dir: &Path, repo_id: &str, revision: &str) -> Option<PathBuf> {
     let repo_dir = repo_folder(cache_dir, repo_id);
     let commit = match std::fs::read_to_string(repo_dir.join("refs").join(revision)) {
         Ok(c) => c.trim().to_owned(),
@@ -226,7 +226,7 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 impl HubClient {
     /// A client for `opts`' endpoint, token, cache, timeouts and progress setting. No request is
     /// made.
-    pub fn new(opts: &HubOptions) -> Result<Self, HubError> {
+    pub(crate) fn new(opts: &HubOptions) -> Result<Self, HubError> {
         let bad = |reason: String| HubError::BadEndpoint {
             endpoint: opts.endpoint.clone(),
             reason,
@@ -257,7 +257,7 @@ impl HubClient {
     }
 
     /// The snapshot folder of `commit` in the cache (it may not exist yet).
-    pub fn snapshot_dir(&self, repo_id: &str, commit: &str) -> PathBuf {
+    pub(crate) fn snapshot_dir(&self, repo_id: &str, commit: &str) -> PathBuf {
         repo_folder(&self.cache_dir, repo_id)
             .join("snapshots")
             .join(commit)
@@ -265,7 +265,7 @@ impl HubClient {
 
     /// Asks the hub which commit `revision` is and which files it has, and records the commit in
     /// `refs/<revision>` (unless the revision is the commit itself).
-    pub fn revision(&self, repo_id: &str, revision: &str) -> Result<RepoRevision, HubError> {
+    pub(crate) fn revision(&self, repo_id: &str, revision: &str) -> Result<RepoRevision, HubError> {
         let mut segments = vec!["api", "models"];
         segments.extend(repo_id.split('/'));
         segments.extend(["revision", revision]);
@@ -312,7 +312,12 @@ impl HubClient {
 
     /// The snapshot path of `file` at `commit`, downloaded unless it is already there. Draws a
     /// progress bar on stderr while the body arrives (when enabled in the options).
-    pub fn fetch(&self, repo_id: &str, commit: &str, file: &str) -> Result<PathBuf, HubError> {
+    pub(crate) fn fetch(
+        &self,
+        repo_id: &str,
+        commit: &str,
+        file: &str,
+    ) -> Result<PathBuf, HubError> {
         let plain = !file.is_empty()
             && Path::new(file)
                 .components()
@@ -762,7 +767,7 @@ impl HubOptions {
     /// (where `huggingface-cli login` writes it); `HF_HUB_DOWNLOAD_TIMEOUT` (seconds, a finite
     /// number > 0) sets both timeouts, as it sets `huggingface_hub`'s one timeout (an unusable value
     /// is ignored with a warning).
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         Self::from_vars(|k| std::env::var(k).ok())
     }
 

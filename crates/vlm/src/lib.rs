@@ -59,27 +59,27 @@
 //! dense f32 model runs on a CUDA GPU through candle's CUDA backend (the same ops; [`attend`]'s
 //! CPU decode path steps aside for candle's); quantized weights stay CPU-only.
 
-pub mod attend;
+pub(crate) mod attend;
 pub mod budget;
-pub mod config;
-pub mod device;
+pub(crate) mod config;
+pub(crate) mod device;
 pub mod files;
 pub mod generate;
-pub mod heap;
+pub(crate) mod heap;
 pub mod hub;
 pub mod image_map;
 pub mod linear;
-pub mod model;
-pub mod processor;
+pub(crate) mod model;
+pub(crate) mod processor;
 pub mod qcache;
 pub mod qgemm;
 pub mod qgemv;
-pub mod rope;
+pub(crate) mod rope;
 pub mod sgemm;
-pub mod text;
-pub mod tokenizer;
+pub(crate) mod text;
+pub(crate) mod tokenizer;
 pub mod vision;
-pub mod vmath;
+pub(crate) mod vmath;
 pub mod weights;
 
 pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig};

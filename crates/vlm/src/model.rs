@@ -107,10 +107,6 @@ impl Qwen25Vl {
         })
     }
 
-    pub fn config(&self) -> &Qwen25VlConfig {
-        &self.cfg
-    }
-
     pub fn device(&self) -> &Device {
         self.text.device()
     }
@@ -139,7 +135,7 @@ impl Qwen25Vl {
     }
 
     /// The vision tower's output for each image (one tensor of merged rows per image).
-    pub fn vision_rows(&self, images: &[ImageInput]) -> Result<Vec<Tensor>, ModelError> {
+    pub(crate) fn vision_rows(&self, images: &[ImageInput]) -> Result<Vec<Tensor>, ModelError> {
         let _ = super::heap::keep_freed_pages();
         images
             .iter()
@@ -248,7 +244,7 @@ impl Qwen25Vl {
     /// ([`Self::prompt_kv`]): only the rest of the prompt runs. Positions are causal (a token's
     /// M-RoPE index depends on the tokens before it only), so the reused part is what a full
     /// prefill would compute, up to float rounding. Returns the last position's logits `[vocab]`.
-    pub fn prefill_after(
+    pub(crate) fn prefill_after(
         &mut self,
         prefix: &[(Tensor, Tensor)],
         reuse: usize,
@@ -272,7 +268,7 @@ impl Qwen25Vl {
 
     /// The keys and values of the prompt now in the cache (views, see
     /// [`TextModel::cache_prefix`]), for [`Self::prefill_after`].
-    pub fn prompt_kv(&self) -> Result<Vec<(Tensor, Tensor)>, ModelError> {
+    pub(crate) fn prompt_kv(&self) -> Result<Vec<(Tensor, Tensor)>, ModelError> {
         let positions = self.positions.as_ref().ok_or(ModelError::EmptyPrompt)?;
         Ok(self.text.cache_prefix(positions.len())?)
     }

@@ -262,7 +262,7 @@ impl ImageProcessorConfig {
     }
 
     /// Checks the values the processor relies on (positive sizes, finite mean, non-zero std).
-    pub fn validate(&self) -> Result<(), ProcessorError> {
+    pub(crate) fn validate(&self) -> Result<(), ProcessorError> {
         let positive = |key, v: u32| {
             if v == 0 {
                 Err(ProcessorError::InvalidConfig {
@@ -314,12 +314,12 @@ impl ImageProcessorConfig {
     }
 
     /// The side multiple `smart_resize` enforces: `patch_size · merge_size`.
-    pub fn factor(&self) -> u32 {
+    pub(crate) fn factor(&self) -> u32 {
         self.patch_size * self.merge_size
     }
 
     /// Values per patch row of `pixel_values`: `3 · temporal_patch_size · patch_size²`.
-    pub fn patch_dim(&self) -> usize {
+    pub(crate) fn patch_dim(&self) -> usize {
         3 * self.temporal_patch_size as usize * (self.patch_size as usize).pow(2)
     }
 
@@ -427,7 +427,7 @@ impl ImageProcessor {
     }
 
     /// The size an `original` image is resized to (what the model will see).
-    pub fn model_size(&self, original: ImageSize) -> Result<ImageSize, ProcessorError> {
+    pub(crate) fn model_size(&self, original: ImageSize) -> Result<ImageSize, ProcessorError> {
         if original.width == 0 || original.height == 0 {
             return Err(ProcessorError::EmptyImage {
                 width: original.width,

@@ -61,7 +61,7 @@ const _: () = assert!(std::mem::size_of::<BlockQ8_0>() == Q8_0_BYTES);
 
 /// Whether this CPU runs [`q4k`], [`q8_0`] and [`dense`] (AVX2, FMA and F16C); the caller uses
 /// candle's kernel otherwise.
-pub fn available() -> bool {
+pub(crate) fn available() -> bool {
     row_kernels(cpu_has, |_| false).is_some()
 }
 
@@ -117,7 +117,7 @@ pub fn switch_on(name: &str) -> bool {
 
 /// Whether this CPU has `feature`, spelled as /proc/cpuinfo spells it (the spelling
 /// [`row_kernels`] and `linear::candle_quant_tier` take); false for names not listed here.
-pub fn cpu_has(feature: &str) -> bool {
+pub(crate) fn cpu_has(feature: &str) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         match feature {
@@ -241,7 +241,7 @@ impl Q8_0Row {
 
 /// `dst[i·n + c] = Σ lhs[i·k + ..] · w[c]` for the `m` rows of `lhs` (`[m, k]`) and the `n`
 /// Q4K rows of `w` (`[n, k/256]` blocks). Call only where [`available`] holds.
-pub fn q4k(
+pub(crate) fn q4k(
     mkn: (usize, usize, usize),
     lhs: &[f32],
     w: &[BlockQ4K],
@@ -273,7 +273,7 @@ fn q4k_on(
 }
 
 /// As [`q4k`], for Q8_0 rows (`[n, k/32]` blocks).
-pub fn q8_0(
+pub(crate) fn q8_0(
     mkn: (usize, usize, usize),
     lhs: &[f32],
     w: &[BlockQ8_0],
@@ -313,7 +313,7 @@ impl DenseElem for half::bf16 {
 
 /// As [`q4k`], for dense rows (`w` `[n, k]`, row-major, f32 or bf16): `dst = lhs · wᵀ`. Call
 /// only where [`available`] holds.
-pub fn dense<W: DenseElem>(
+pub(crate) fn dense<W: DenseElem>(
     mkn: (usize, usize, usize),
     lhs: &[f32],
     w: &[W],

@@ -44,12 +44,8 @@ pub struct RopeIndex {
 
 impl RopeIndex {
     /// Number of prompt positions.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ids[0].len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ids[0].is_empty()
     }
 
     /// The (equal) position id of generated token `k` (0-based).
@@ -178,7 +174,7 @@ pub struct MRope {
 }
 
 impl MRope {
-    pub fn new(head_dim: usize, theta: f64, sections: &[usize]) -> Self {
+    pub(crate) fn new(head_dim: usize, theta: f64, sections: &[usize]) -> Self {
         let half = head_dim / 2;
         let inv_freq = (0..half)
             .map(|j| (1.0 / theta.powf(2.0 * j as f64 / head_dim as f64)) as f32)
@@ -197,10 +193,6 @@ impl MRope {
     pub(crate) fn round_to_bf16(&mut self) -> candle_core::Result<()> {
         self.inv_freq = round_to_bf16(std::mem::take(&mut self.inv_freq))?;
         Ok(())
-    }
-
-    pub fn inv_freq(&self) -> &[f32] {
-        &self.inv_freq
     }
 
     /// `(cos, sin)`, each `[len, head_dim/2]` f32, for positions `ids[axis][start..start+len]`.

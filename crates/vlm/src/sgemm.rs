@@ -36,7 +36,7 @@ use super::qgemv::{DenseElem, RowKernels};
 /// 2048, 1564 × 1280 × 6840 and 1564 × 3420 × 1280 (2 threads, AVX-512 EPYC): one panel per
 /// work item with `KC` ≈ 2048 (384 KiB of packed panel) ran 413–458 GFLOP/s, ahead of
 /// 256 × 8 panels per item (361–416), 1024 × 2 (383–431) and 768 × 2 (384–438).
-pub const KC: usize = 2048;
+pub(crate) const KC: usize = 2048;
 
 /// The rule: our tiles at the width our row kernels take ([`super::qgemv::row_kernels`]: one
 /// rule for the CPU, `POINTACT_QGEMV_AVX2=1` included; [`RowKernels::Avx512`] → 8 × 48 on

@@ -387,23 +387,15 @@ impl TextModel {
         })
     }
 
-    pub fn config(&self) -> &TextConfig {
-        &self.cfg
-    }
-
-    pub fn device(&self) -> &Device {
+    pub(crate) fn device(&self) -> &Device {
         &self.device
     }
 
     /// The rotary frequencies rounded to bf16, as a transformers module that was cast to bf16 has
     /// them (the fixture's golden run). See [`MRope::round_to_bf16`].
-    pub fn with_bf16_rotary_freqs(mut self) -> candle_core::Result<Self> {
+    pub(crate) fn with_bf16_rotary_freqs(mut self) -> candle_core::Result<Self> {
         self.rope.round_to_bf16()?;
         Ok(self)
-    }
-
-    pub fn rope(&self) -> &MRope {
-        &self.rope
     }
 
     /// Bytes held by the decoder's weights. A tied dense `lm_head` shares the embedding table's
@@ -446,7 +438,7 @@ impl TextModel {
     }
 
     /// Positions already in the cache.
-    pub fn cached_len(&self) -> usize {
+    pub(crate) fn cached_len(&self) -> usize {
         self.caches.first().map_or(0, KvCache::current_seq_len)
     }
 
@@ -696,7 +688,7 @@ impl TextModel {
     /// runs on while training: with trainable weights every operation would record its graph,
     /// which the KV cache keeps alive for the whole rollout, and decode rows would miss our
     /// kernels (see [`Proj::detached`]).
-    pub fn detached(&self) -> TextModel {
+    pub(crate) fn detached(&self) -> TextModel {
         let embed_tokens = self.embed_tokens.detach();
         let lm_head = if self.tied_head() {
             Proj::Dense(candle_nn::Linear::new(embed_tokens.clone(), None))

@@ -42,15 +42,15 @@ use super::config::TokenIds;
 pub const QWEN2_VL_CHAT_TEMPLATE: &str = "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n{% else %}{% for content in message['content'] %}{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}<|vision_start|><|image_pad|><|vision_end|>{% elif content['type'] == 'video' or 'video' in content %}{% set video_count.value = video_count.value + 1 %}{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}<|vision_start|><|video_pad|><|vision_end|>{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
 /// Special-token strings of the Qwen2-VL family (interface strings, must match exactly).
-pub mod special {
-    pub const IM_START: &str = "<|im_start|>";
-    pub const IM_END: &str = "<|im_end|>";
-    pub const ENDOFTEXT: &str = "<|endoftext|>";
-    pub const VISION_START: &str = "<|vision_start|>";
-    pub const VISION_END: &str = "<|vision_end|>";
-    pub const VISION_PAD: &str = "<|vision_pad|>";
-    pub const IMAGE_PAD: &str = "<|image_pad|>";
-    pub const VIDEO_PAD: &str = "<|video_pad|>";
+pub(crate) mod special {
+    pub(crate) const IM_START: &str = "<|im_start|>";
+    pub(crate) const IM_END: &str = "<|im_end|>";
+    pub(crate) const ENDOFTEXT: &str = "<|endoftext|>";
+    pub(crate) const VISION_START: &str = "<|vision_start|>";
+    pub(crate) const VISION_END: &str = "<|vision_end|>";
+    pub(crate) const VISION_PAD: &str = "<|vision_pad|>";
+    pub(crate) const IMAGE_PAD: &str = "<|image_pad|>";
+    pub(crate) const VIDEO_PAD: &str = "<|video_pad|>";
 }
 
 /// Why a tokenizer cannot be loaded or a prompt cannot be built or decoded.
@@ -198,11 +198,6 @@ impl Qwen25Tokenizer {
         self.chat_template = template.into();
         self.template_source = TemplateSource::Custom;
         self
-    }
-
-    /// The chat template in use.
-    pub fn chat_template(&self) -> &str {
-        &self.chat_template
     }
 
     /// Where [`chat_template`](Self::chat_template) came from.
@@ -361,7 +356,7 @@ impl Qwen25Tokenizer {
 
     /// Expands the one `<|image_pad|>` of a rendered prompt to `n_image_tokens` copies and
     /// tokenises the result, as `Qwen2_5_VLProcessor` does.
-    pub fn encode_prompt(
+    pub(crate) fn encode_prompt(
         &self,
         rendered: &str,
         n_image_tokens: usize,

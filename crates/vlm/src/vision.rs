@@ -292,7 +292,7 @@ impl VisionAttention {
 /// two chunks) mapped about 1.9 GB of fresh pages per frame (the scores, their scaled copy, the
 /// softmax): `clear_page_erms` was 6.2 % of the vision tower's samples on the 2-core AVX-512 AMD
 /// (`perf record` of `bench vlm --quant q4k`), 0.7 % at this size.
-pub const ATTENTION_CHUNK_BYTES: usize = 30 << 20;
+pub(crate) const ATTENTION_CHUNK_BYTES: usize = 30 << 20;
 
 /// Query rows per attention chunk for a segment of `len` keys: as many as fit
 /// [`ATTENTION_CHUNK_BYTES`], at least one, at most `len`.
@@ -454,10 +454,6 @@ impl Qwen25VisionModel {
         })
     }
 
-    pub fn config(&self) -> &VisionConfig {
-        &self.cfg
-    }
-
     /// Rounds the rotary frequencies to bf16 (and back to f32), as transformers has them after
     /// the module was cast with `.to(torch.bfloat16)`: `inv_freq` is a buffer, so the cast rounds
     /// it and casting back to f32 does not restore it. The fixture's golden run did exactly that
@@ -474,7 +470,7 @@ impl Qwen25VisionModel {
     }
 
     /// Bytes held by the tower's weights (for memory reports: peak RSS against model size).
-    pub fn weight_bytes(&self) -> usize {
+    pub(crate) fn weight_bytes(&self) -> usize {
         let blocks: usize = self
             .blocks
             .iter()
@@ -515,7 +511,7 @@ impl Qwen25VisionModel {
 
     /// Rotary angles `[N, head_dim/2]` (f32): `[row·inv_freq, col·inv_freq]` per patch, in the
     /// processor's patch order.
-    pub fn rot_pos_emb(&self, grid_thw: &[[usize; 3]]) -> Result<Tensor, VisionError> {
+    pub(crate) fn rot_pos_emb(&self, grid_thw: &[[usize; 3]]) -> Result<Tensor, VisionError> {
         let pos = patch_positions(&self.cfg, grid_thw)?;
         let k = self.inv_freq.len();
         let mut data = Vec::with_capacity(pos.len() * 2 * k);

@@ -17,7 +17,7 @@ use candle_core::{DType, Device, Storage, Tensor};
 /// contiguous (the two halves of a fused gate/up product are), outside autograd; `None` when
 /// the inputs are not that (the caller takes candle's ops). Within 1e-6 relative of candle's
 /// `gate.silu()? * up` (`tests`): only `exp` differs.
-pub fn silu_mul(gate: &Tensor, up: &Tensor) -> candle_core::Result<Option<Tensor>> {
+pub(crate) fn silu_mul(gate: &Tensor, up: &Tensor) -> candle_core::Result<Option<Tensor>> {
     if gate.dims() != up.dims() || !plain_f32(gate) || !plain_f32(up) {
         return Ok(None);
     }
@@ -70,7 +70,7 @@ fn rows_out(
 /// `candle_nn::ops::softmax_last_dim(&(x * scale)?)` (`tests`): `exp` and the order of the sum
 /// differ. The scale is applied in the same pass, so the scaled scores are never a tensor of
 /// their own.
-pub fn scaled_softmax(x: &Tensor, scale: f32) -> candle_core::Result<Option<Tensor>> {
+pub(crate) fn scaled_softmax(x: &Tensor, scale: f32) -> candle_core::Result<Option<Tensor>> {
     softmax_rows(x, scale, |_, len| len)
 }
 
@@ -80,7 +80,7 @@ pub fn scaled_softmax(x: &Tensor, scale: f32) -> candle_core::Result<Option<Tens
 /// Why not the mask tensor: adding it, scaling, and the softmax were three passes over the
 /// scores, each a tensor of its own (the text decoder's prompt: 16 heads × 545² scores per
 /// layer), and the masked keys went through `exp` to become 0.
-pub fn causal_scaled_softmax(
+pub(crate) fn causal_scaled_softmax(
     x: &Tensor,
     scale: f32,
     seen: impl Fn(usize) -> usize + Sync,
@@ -194,7 +194,7 @@ pub(crate) mod x86 {
     /// `e^0 = 1`) and SiLU (`x / (1 + e^−x)`, where either end gives 0 or `x` to f32 precision)
     /// do not see the difference. NaN stays NaN.
     #[inline(always)]
-    pub unsafe fn exp(x: __m256) -> __m256 {
+    pub(crate) unsafe fn exp(x: __m256) -> __m256 {
         // The constants first: `max_ps(c, x)` / `min_ps(c, x)` are `x` when `x` is NaN.
         let x = _mm256_min_ps(
             _mm256_set1_ps(88.0),

@@ -119,7 +119,7 @@ impl NameScheme {
     ];
 
     /// `(stored prefix, canonical prefix)` pairs of this layout.
-    pub fn prefixes(self) -> &'static [(&'static str, &'static str)] {
+    pub(crate) fn prefixes(self) -> &'static [(&'static str, &'static str)] {
         match self {
             NameScheme::Transformers => &[
                 ("model.", "model."),
@@ -170,7 +170,7 @@ impl NameScheme {
     }
 
     /// All layouts and their prefixes, for error messages.
-    pub fn expected() -> String {
+    pub(crate) fn expected() -> String {
         NameScheme::ALL
             .iter()
             .map(|s| {
@@ -628,12 +628,12 @@ impl SafetensorsReader {
     }
 
     /// The progress bar given to [`Self::with_progress`].
-    pub fn progress(&self) -> Option<&ProgressBar> {
+    pub(crate) fn progress(&self) -> Option<&ProgressBar> {
         self.progress.as_ref()
     }
 
     /// The weights files, in the order given to [`Self::open`].
-    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+    pub(crate) fn paths(&self) -> impl Iterator<Item = &Path> {
         self.files.iter().map(|(p, _)| p.as_path())
     }
 
@@ -665,7 +665,7 @@ impl SafetensorsReader {
 /// (`linear::keeps_bf16`), a stacked name included (bf16 where every part is): they widen in
 /// registers. Backends without this name (candle's) answer `contains_tensor` with false, and
 /// the caller asks for the plain name.
-pub const AS_STORED: &str = ".as_stored";
+pub(crate) const AS_STORED: &str = ".as_stored";
 
 /// Elements per piece of a tensor that one rayon task widens (4 MiB of f32: enough to spread a
 /// layer over the threads).

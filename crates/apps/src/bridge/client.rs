@@ -27,7 +27,7 @@ pub struct BridgeClient {
 }
 
 /// `ws://HOST:PORT[/PATH]`, or `HOST:PORT` meaning `ws://HOST:PORT/`.
-pub fn server_url(addr: &str) -> String {
+pub(crate) fn server_url(addr: &str) -> String {
     if addr.starts_with("ws://") || addr.starts_with("wss://") {
         addr.to_string()
     } else {

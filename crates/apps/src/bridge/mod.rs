@@ -16,11 +16,11 @@
 //! a [`session::SessionPointers`] it is handed, and the evaluator side on the built-in simulator
 //! (`runner::remote::run_remote_episode`) lives above it.
 
-pub mod client;
+pub(crate) mod client;
 pub mod protocol;
 pub mod remote;
-pub mod server;
-pub mod session;
+pub(crate) mod server;
+pub(crate) mod session;
 pub mod wire;
 
 pub use client::BridgeClient;

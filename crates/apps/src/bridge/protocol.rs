@@ -32,7 +32,7 @@ pub const PROTOCOL_VERSION: i64 = 1;
 
 /// Largest image the server accepts (pixels per side): far above any camera a policy sees, far
 /// below what would let one frame claim gigabytes once converted.
-pub const MAX_IMAGE_SIDE: usize = 4096;
+pub(crate) const MAX_IMAGE_SIDE: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProtocolError {
@@ -71,7 +71,7 @@ pub enum ClientMessage {
 }
 
 impl ClientMessage {
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ClientMessage::Reset(_) => "reset",
             ClientMessage::Infer(_) => "infer",

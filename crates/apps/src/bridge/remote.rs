@@ -16,7 +16,7 @@ pub const DELTA_EE_MODE: &str = "arm_pd_ee_target_delta_pose_align2_gripper_pd_j
 pub const JOINT_POS_MODE: &str = "arm_pd_joint_pos_gripper_pd_joint_pos";
 
 /// Finger joint targets the stock gripper controller maps `[-1, 1]` onto (m; +1 = open).
-pub const GRIPPER_ACTION_RANGE: (f64, f64) = (0.014, 0.038);
+pub(crate) const GRIPPER_ACTION_RANGE: (f64, f64) = (0.014, 0.038);
 
 /// How actions drive the arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +45,7 @@ impl ControlMode {
     }
 
     /// Entries in one action.
-    pub fn action_len(self) -> usize {
+    pub(crate) fn action_len(self) -> usize {
         match self {
             ControlMode::DeltaEe => 7,
             ControlMode::JointPos => 8,
@@ -87,7 +87,7 @@ pub enum ObjectRole {
 }
 
 impl ObjectRole {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ObjectRole::Source => "source",
             ObjectRole::Target => "target",
@@ -95,7 +95,7 @@ impl ObjectRole {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         match name {
             "source" => Some(ObjectRole::Source),
             "target" => Some(ObjectRole::Target),
@@ -138,7 +138,7 @@ pub struct Observation {
 
 impl Observation {
     /// The TCP in the robot-base frame.
-    pub fn base_from_tcp(&self) -> Isometry3<f64> {
+    pub(crate) fn base_from_tcp(&self) -> Isometry3<f64> {
         self.world_from_base.inverse() * self.world_from_tcp
     }
 }
@@ -155,7 +155,7 @@ pub enum PolicyStatus {
 }
 
 impl PolicyStatus {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             PolicyStatus::Moving => "moving",
             PolicyStatus::Done => "done",
@@ -163,7 +163,7 @@ impl PolicyStatus {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         match name {
             "moving" => Some(PolicyStatus::Moving),
             "done" => Some(PolicyStatus::Done),

@@ -84,20 +84,20 @@ impl SessionConfig {
 
 /// How an episode ended, for the last answers and the `ended` message.
 #[derive(Debug, Clone, PartialEq)]
-pub struct EpisodeEnd {
+pub(crate) struct EpisodeEnd {
     pub status: PolicyStatus,
     pub detail: String,
 }
 
 /// The connection's ends of an episode's channels.
-pub struct EpisodeLink {
+pub(crate) struct EpisodeLink {
     pub observations: mpsc::Sender<Arc<Observation>>,
     pub actions: mpsc::Receiver<Action>,
 }
 
 /// Starts `start`'s episode as a task of the current runtime; it waits for the first observation.
 /// The handle yields how it ended.
-pub fn spawn_episode(
+pub(crate) fn spawn_episode(
     start: EpisodeStart,
     config: SessionConfig,
 ) -> (EpisodeLink, tokio::task::JoinHandle<EpisodeEnd>) {
@@ -403,7 +403,7 @@ impl Robot for BridgeRobot {
 
 /// The answer that holds the arm after the episode ended (or failed): no arm delta (the
 /// controller keeps its target) or the last joint targets, and the gripper as last commanded.
-pub fn hold_after(
+pub(crate) fn hold_after(
     mode: ControlMode,
     last: Option<&Action>,
     now: &Observation,

@@ -38,17 +38,17 @@ use rmp::Marker;
 /// Most bytes of array data (all `data` fields of tagged arrays together) in one frame: an
 /// observation with a 640×480 RGB image and a float depth map is about 2.1 MB, so 64 MiB leaves
 /// room for several cameras without letting one client pin gigabytes.
-pub const MAX_PAYLOAD_BYTES: usize = 64 << 20;
+pub(crate) const MAX_PAYLOAD_BYTES: usize = 64 << 20;
 /// Most bytes in one frame: the array payload plus 1 MiB for everything else.
-pub const MAX_FRAME_BYTES: usize = MAX_PAYLOAD_BYTES + (1 << 20);
+pub(crate) const MAX_FRAME_BYTES: usize = MAX_PAYLOAD_BYTES + (1 << 20);
 /// Deepest nesting of arrays and maps (a tagged array counts two: its map and its shape). Real
 /// messages are a few levels deep; the bound keeps the recursive decoder's stack small.
 pub const MAX_DEPTH: usize = 64;
 /// Most dimensions of an array (images are 3-D, batches of them 4-D).
-pub const MAX_DIMS: usize = 8;
+pub(crate) const MAX_DIMS: usize = 8;
 /// Most msgpack values in one frame: a decoded value takes tens of bytes, so a frame of one-byte
 /// nils could otherwise grow ~50 times in memory.
-pub const MAX_VALUES: usize = 1 << 20;
+pub(crate) const MAX_VALUES: usize = 1 << 20;
 
 /// The bounds [`decode_with`] enforces; [`Limits::DEFAULT`] is what [`decode`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,7 +195,7 @@ impl Dtype {
     }
 
     /// Bytes per element.
-    pub fn itemsize(self) -> usize {
+    pub(crate) fn itemsize(self) -> usize {
         match self {
             Dtype::Bool | Dtype::U8 | Dtype::I8 => 1,
             Dtype::U16 | Dtype::I16 => 2,
@@ -384,7 +384,7 @@ impl NdArray {
 
     /// The elements as `T`, which must be this array's dtype (no silent conversion: a server that
     /// expects float32 depth should hear that it got float64). [`NdArray::cast_f64`] widens.
-    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, WireError> {
+    pub(crate) fn to_vec<T: Element>(&self) -> Result<Vec<T>, WireError> {
         if self.dtype != T::DTYPE {
             return Err(WireError::DtypeMismatch {
                 have: self.dtype,
@@ -583,7 +583,7 @@ impl Value {
     }
 
     /// Whether this is `key` as str or as bin.
-    pub fn is_key(&self, key: &str) -> bool {
+    pub(crate) fn is_key(&self, key: &str) -> bool {
         match self {
             Value::Str(s) => s == key,
             Value::Bin(b) => b == key.as_bytes(),
@@ -591,7 +591,7 @@ impl Value {
         }
     }
 
-    pub fn is_nil(&self) -> bool {
+    pub(crate) fn is_nil(&self) -> bool {
         matches!(self, Value::Nil)
     }
 
@@ -637,14 +637,14 @@ impl Value {
         }
     }
 
-    pub fn as_array(&self) -> Option<&[Value]> {
+    pub(crate) fn as_array(&self) -> Option<&[Value]> {
         match self {
             Value::Array(a) => Some(a),
             _ => None,
         }
     }
 
-    pub fn as_map(&self) -> Option<&[(Value, Value)]> {
+    pub(crate) fn as_map(&self) -> Option<&[(Value, Value)]> {
         match self {
             Value::Map(m) => Some(m),
             _ => None,
@@ -659,7 +659,7 @@ impl Value {
     }
 
     /// The kind of value, for error messages.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Value::Nil => "nil",
             Value::Bool(true) => "true",

@@ -275,7 +275,7 @@ pub fn calibration_path(dir: &Path, camera: &str) -> Result<PathBuf, CalibrateEr
 
 /// The `[meta]` table of a hand-eye result: method, sample count, residuals (summary and per
 /// sample), the solved `gripper_from_target` (to check against the mount drawing) and the date.
-pub fn solution_meta(solution: &HandEyeSolution, date_utc: &str) -> toml::Table {
+pub(crate) fn solution_meta(solution: &HandEyeSolution, date_utc: &str) -> toml::Table {
     let r = &solution.residuals;
     let mut res = toml::Table::new();
     res.insert("rotation_rms_deg".into(), r.rotation_rms_deg.into());
@@ -489,19 +489,19 @@ impl Default for SanityLimits {
 
 /// An input translation longer than this (metres) is taken for millimetres: no robot reaches
 /// 10 m and no tag is seen from 10 m, while a pose in millimetres is hundreds of "metres".
-pub const MILLIMETRES_ABOVE_M: f64 = 10.0;
+pub(crate) const MILLIMETRES_ABOVE_M: f64 = 10.0;
 
 /// An input translation longer than this (metres) is no unit mix-up but a broken number.
-pub const ABSURD_ABOVE_M: f64 = 1e6;
+pub(crate) const ABSURD_ABOVE_M: f64 = 1e6;
 
 /// Rotation RMS (degrees) below which the rotations count as consistent when naming the mistake:
 /// rotations do not depend on the tag size or the units, translations do.
-pub const ROTATION_FINE_DEG: f64 = 1.0;
+pub(crate) const ROTATION_FINE_DEG: f64 = 1.0;
 
 /// A sample whose residual is over its limit and over this many times the median residual is an
 /// outlier when naming the mistake: few outliers mean a local fault (a bad detection, one
 /// mismatched pair), not a global one.
-pub const OUTLIER_TIMES_MEDIAN: f64 = 3.0;
+pub(crate) const OUTLIER_TIMES_MEDIAN: f64 = 3.0;
 
 /// One limit a result broke.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -705,7 +705,7 @@ pub fn check_plausible(
 /// 5. rotation RMS over its limit → [`LikelyMistake::OutOfOrder`]: a camera pose paired with
 ///    another robot pose is off in rotation by the whole tilt between the two, in most samples;
 /// 6. otherwise [`LikelyMistake::Unknown`].
-pub fn likely_mistake(
+pub(crate) fn likely_mistake(
     samples: &[HandEyeSample],
     solution: &HandEyeSolution,
     limits: &SanityLimits,
@@ -831,7 +831,7 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), CalibrateError> {
 }
 
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (std only: no date crate for one stamp).
-pub fn utc_now() -> String {
+pub(crate) fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

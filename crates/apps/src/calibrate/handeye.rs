@@ -60,29 +60,29 @@ use crate::nalgebra::{
 
 /// Fewest samples: two motions with non-parallel axes need three poses (OpenCV says the same;
 /// use 10–20 in practice).
-pub const MIN_SAMPLES: usize = 3;
+pub(crate) const MIN_SAMPLES: usize = 3;
 
 /// The largest gripper rotation between any two samples must reach this. Below it every motion
 /// axis is mostly noise. This is the floor that rejects unusable data, not a quality target:
 /// good data tilts the target 20–40° between poses.
-pub const MIN_ROTATION_DEG: f64 = 10.0;
+pub(crate) const MIN_ROTATION_DEG: f64 = 10.0;
 
 /// Motions (sample pairs) turning less than this are left out of the axis-spread check: their
 /// axis is too noisy to count.
-pub const AXIS_MOTION_MIN_DEG: f64 = 5.0;
+pub(crate) const AXIS_MOTION_MIN_DEG: f64 = 5.0;
 
 /// The rotation axes of two motions must differ by at least this much. With every axis
 /// parallel, the camera's rotation about that axis and its position along it are not
 /// observable, and residuals do not show it (the tag offset absorbs the error), so this is
 /// rejected up front rather than reported as a fit.
-pub const MIN_AXIS_SPREAD_DEG: f64 = 10.0;
+pub(crate) const MIN_AXIS_SPREAD_DEG: f64 = 10.0;
 
 /// Tsai-Lenz: rotations of `X` above this are re-solved in a pre-rotated frame (module docs).
 ///
 /// High enough that ordinary cameras (up to ~150°) get the plain method, identical to OpenCV's
 /// (the pre-rotated solve weights the equations differently and moves a noisy estimate by up to
 /// ~0.1°, measured on the golden fixture); low enough that `tan(φ/2)` stays below ~4.
-pub const TSAI_REPARAMETRISE_ABOVE_DEG: f64 = 150.0;
+pub(crate) const TSAI_REPARAMETRISE_ABOVE_DEG: f64 = 150.0;
 
 /// Tsai-Lenz: below this ratio of smallest to largest singular value the direct system counts as
 /// badly conditioned and is re-solved in a pre-rotated frame too.
@@ -93,15 +93,15 @@ const UNIT_TOLERANCE: f64 = 1e-6;
 
 /// OpenCV ≥ 4.10 Tsai pair filter: a motion whose `2 sin(θ/2)` is below this (θ < ~17.25°) is
 /// skipped.
-pub const OPENCV_PAIR_FILTER_MIN: f64 = 0.3;
+pub(crate) const OPENCV_PAIR_FILTER_MIN: f64 = 0.3;
 
 /// OpenCV ≥ 4.10 Tsai pair filter: a motion whose `2 sin(θ/2)` is above this (θ > ~116.42°) is
 /// skipped.
-pub const OPENCV_PAIR_FILTER_MAX: f64 = 1.7;
+pub(crate) const OPENCV_PAIR_FILTER_MAX: f64 = 1.7;
 
 /// OpenCV ≥ 4.10 Tsai pair filter: fewer motions than this left after filtering is a failure
 /// (OpenCV: `if (idx < 2)`).
-pub const OPENCV_PAIR_FILTER_MIN_MOTIONS: usize = 2;
+pub(crate) const OPENCV_PAIR_FILTER_MIN_MOTIONS: usize = 2;
 
 /// One robot pose and the target pose the camera saw there.
 #[derive(Clone, Debug, PartialEq)]
@@ -123,7 +123,7 @@ pub enum Method {
 
 impl Method {
     /// Name written to `[meta]` and printed: `tsai-lenz` or `park-martin`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Method::TsaiLenz => "tsai-lenz",
             Method::ParkMartin => "park-martin",

@@ -12,7 +12,7 @@
 //! (`tests/calibrate_handeye.rs`, fixture script `tests/fixtures/gen_handeye_golden.py`).
 
 pub mod file;
-pub mod handeye;
+pub(crate) mod handeye;
 pub mod sim;
 pub mod target;
 

@@ -32,21 +32,19 @@
 //! * PnP alone with 0.1 px corner noise: RMS 0.4–2.1 mm and 0.1–0.8° from 0.4 m to 1.0 m; noiseless,
 //!   under 0.05 mm and 0.005° with or without Brown-Conrady distortion.
 
-pub mod detect;
+pub(crate) mod detect;
 pub mod pattern;
 pub mod pnp;
 pub mod session;
 pub mod views;
 
 pub use detect::{TagDetection, TagDetector};
-pub use pnp::{solve_tag_pose, TagPose};
-pub use views::{CalibrationView, SkippedView, TargetObservation};
 
 use crate::camera::CameraError;
 
 /// The only family the target uses: the usual calibration family (36 bits, minimum Hamming
 /// distance 11, 587 ids), robust to a few bit errors and never confused with another id.
-pub const FAMILY: &str = "tag36h11";
+pub(crate) const FAMILY: &str = "tag36h11";
 
 /// The family's code table, from the detector crate itself.
 pub(crate) fn family() -> Result<kornia_apriltag::family::TagFamily, TargetError> {

@@ -214,7 +214,7 @@ pub async fn run_episode_with<C: Camera, P: Pointer>(
 }
 
 /// The episode's camera: its sensor model, and its calibration error if any.
-pub fn sim_camera(world: &SharedWorld, options: &EpisodeOptions) -> SimCamera {
+pub(crate) fn sim_camera(world: &SharedWorld, options: &EpisodeOptions) -> SimCamera {
     let camera = SimCamera::new(world.clone(), options.render.clone());
     if options.calib_error_mm != 0.0 || options.calib_error_deg != 0.0 {
         camera.with_pose_error(calibration_error(

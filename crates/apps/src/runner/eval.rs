@@ -35,7 +35,7 @@ pub struct EpisodeRecord {
 
 /// How the closed loop's own verdicts compare with the judge's, over a report's episodes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CameraTally {
+pub(crate) struct CameraTally {
     /// Judged failures refused before any motion (a typed error: the run knew).
     pub refused: usize,
     /// Judged failures that ran and that the camera called "not verified" (caught).
@@ -50,7 +50,7 @@ pub struct CameraTally {
 }
 
 impl CameraTally {
-    pub fn failures(&self) -> usize {
+    pub(crate) fn failures(&self) -> usize {
         self.refused + self.caught + self.false_claims + self.stopped
     }
 }
@@ -219,7 +219,7 @@ impl EvalReport {
     }
 
     /// The camera's verdicts against the judge's.
-    pub fn camera_tally(&self) -> CameraTally {
+    pub(crate) fn camera_tally(&self) -> CameraTally {
         let mut t = CameraTally::default();
         for e in &self.episodes {
             match (e.success, e.verified) {

@@ -16,8 +16,8 @@
 //! server's) drives these futures, and they are `Send` so a multi-threaded runtime can run
 //! several episodes at once.
 
-pub mod emulated;
-pub mod episode;
+pub(crate) mod emulated;
+pub(crate) mod episode;
 pub mod eval;
 pub mod pointer;
 pub mod remote;

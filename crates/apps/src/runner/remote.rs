@@ -120,7 +120,7 @@ impl SimplerController {
     }
 
     /// The gripper opening (0 closed .. 1 open) a finger target stands for.
-    pub fn finger_to_opening(&self, finger: f64) -> f64 {
+    pub(crate) fn finger_to_opening(&self, finger: f64) -> f64 {
         let g = &self.model.config.gripper;
         g.opening_for_width(g.width_for_units(finger))
     }

@@ -56,16 +56,16 @@ use regex::Regex;
 
 // Python's `str.isspace()` / `strip()`, shared with the released Embodied-R1 rewards.
 use super::rewards::re;
-pub use super::rewards::{is_py_space, py_strip};
+pub(crate) use super::rewards::{is_py_space, py_strip};
 use crate::pointing::openai::{OpenAiError, OpenAiPointer};
 use crate::pointing::qwen::QwenPointer;
 
 /// Weight of `choice_accuracy` in the released training scripts.
-pub const ACCURACY_WEIGHT: f64 = 0.7;
+pub(crate) const ACCURACY_WEIGHT: f64 = 0.7;
 /// Weight of ms-swift's `format`.
-pub const FORMAT_WEIGHT: f64 = 0.1;
+pub(crate) const FORMAT_WEIGHT: f64 = 0.1;
 /// Weight of the logic-consistency reward.
-pub const CONSISTENCY_WEIGHT: f64 = 0.2;
+pub(crate) const CONSISTENCY_WEIGHT: f64 = 0.2;
 
 /// The reference model's system message (interface string: must match exactly; note the hyphen,
 /// which the client's unused default lacks).
@@ -76,7 +76,7 @@ pub const REFERENCE_MAX_TOKENS: usize = 10;
 pub const REFERENCE_TEMPERATURE: f64 = 0.1;
 
 /// The options a letter may take (`VALID_OPTIONS`).
-pub const VALID_OPTIONS: &str = "ABCDEFGH";
+pub(crate) const VALID_OPTIONS: &str = "ABCDEFGH";
 
 /// Why the reference model gave no reply. Every failure is treated like the released client's
 /// failures: the answer is then taken from the think text ([`extract_answer_from_think`]).
@@ -301,7 +301,7 @@ pub fn choice_accuracy(completion: &str, solution: &str) -> f64 {
 
 /// `extract_think_content`: the first `<think>…</think>` block (DOTALL), stripped; `""` when
 /// there is none.
-pub fn extract_think_content(text: &str) -> &str {
+pub(crate) fn extract_think_content(text: &str) -> &str {
     THINK_TAG
         .captures(text)
         .and_then(|c| c.get(1))
@@ -431,7 +431,11 @@ pub fn extract_answer_from_think(think: &str) -> String {
 /// The letter the reference model picks for `question` and `think`
 /// (`call_local_model_for_inference`): its normalised reply, or the think text's own answer when
 /// the call fails or the reply is empty. May be a non-letter (an upper-cased reply).
-pub fn reference_answer(question: &str, think: &str, reference: &mut dyn ReferenceModel) -> String {
+pub(crate) fn reference_answer(
+    question: &str,
+    think: &str,
+    reference: &mut dyn ReferenceModel,
+) -> String {
     let user = reference_prompt(question, think);
     match reference.reply(
         REFERENCE_SYSTEM,

@@ -32,8 +32,8 @@ use crate::sim::tasks;
 
 /// The pixel limits Embodied-R1 trained with (`min_pixels`, `max_pixels` of its data pipeline):
 /// the policy's points are in the image resized within them.
-pub const TRAIN_MIN_PIXELS: u64 = 512 * 512;
-pub const TRAIN_MAX_PIXELS: u64 = 1280 * 1280;
+pub(crate) const TRAIN_MIN_PIXELS: u64 = 512 * 512;
+pub(crate) const TRAIN_MAX_PIXELS: u64 = 1280 * 1280;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EnvRewardError {

@@ -89,7 +89,7 @@ use crate::sim::tasks;
 use crate::sim::RenderScene;
 
 /// The task type of the records and of the ground-truth envelope.
-pub const TASK_TYPE: &str = "robot_r1";
+pub(crate) const TASK_TYPE: &str = "robot_r1";
 /// Default minimum distance between position options, m (see the module docs).
 pub const DEFAULT_DELTA_M: f64 = 0.04;
 /// Option letters.
@@ -108,13 +108,13 @@ pub enum QuestionKind {
 }
 
 impl QuestionKind {
-    pub const ALL: [QuestionKind; 3] = [
+    pub(crate) const ALL: [QuestionKind; 3] = [
         QuestionKind::Waypoint,
         QuestionKind::State,
         QuestionKind::Movement,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             QuestionKind::Waypoint => "waypoint",
             QuestionKind::State => "state",
@@ -373,7 +373,7 @@ pub fn record_demonstration(
 /// ARM-style keyframes of a recorded stream (see the module docs): where the gripper command
 /// changed (once the fingers are done), where the arm came to rest, and the last state. Sorted,
 /// without duplicates; never holds index 0.
-pub fn keyframes(states: &[DemoState], stop_speed: f64, min_rest_s: f64) -> Vec<usize> {
+pub(crate) fn keyframes(states: &[DemoState], stop_speed: f64, min_rest_s: f64) -> Vec<usize> {
     let n = states.len();
     if n < 2 {
         return Vec::new();
@@ -432,7 +432,7 @@ pub fn keyframes(states: &[DemoState], stop_speed: f64, min_rest_s: f64) -> Vec<
 }
 
 /// The first keyframe after state `t` at least `min_move_m` from it.
-pub fn next_waypoint(
+pub(crate) fn next_waypoint(
     states: &[DemoState],
     keyframes: &[usize],
     t: usize,
@@ -495,7 +495,7 @@ pub fn format_xyz(p: [f64; 3]) -> String {
 
 /// Where distractor positions come from: the workspace box above the table, where IK reaches
 /// with the gripper pointing down.
-pub struct Workspace {
+pub(crate) struct Workspace {
     pub min: [f64; 3],
     pub max: [f64; 3],
     orientation: k::nalgebra::UnitQuaternion<f64>,
@@ -505,7 +505,7 @@ pub struct Workspace {
 
 impl Workspace {
     /// The model's workspace box, cut at `table_z` from below; TCP orientation = at home.
-    pub fn new(model: &RobotModel, table_z: f64) -> Result<Self, RobotR1Error> {
+    pub(crate) fn new(model: &RobotModel, table_z: f64) -> Result<Self, RobotR1Error> {
         let ws = &model.config.workspace;
         let home = model.home().to_vec();
         let orientation = model
@@ -534,7 +534,7 @@ impl Workspace {
     }
 
     /// Whether the TCP can be at `p` pointing down.
-    pub fn reachable(&mut self, p: [f64; 3]) -> bool {
+    pub(crate) fn reachable(&mut self, p: [f64; 3]) -> bool {
         let target = Isometry3::from_parts(Translation3::new(p[0], p[1], p[2]), self.orientation);
         self.ik.solve(&target, &self.home).is_ok()
     }
@@ -544,7 +544,7 @@ impl Workspace {
     }
 
     /// `count` reachable positions at least `delta` from each of `avoid` and from each other.
-    pub fn distractors(
+    pub(crate) fn distractors(
         &mut self,
         avoid: &[[f64; 3]],
         count: usize,
@@ -577,7 +577,7 @@ impl Workspace {
 
 /// One question with its options.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Question {
+pub(crate) struct Question {
     pub kind: QuestionKind,
     /// The full prompt (metadata, question, options, answer format).
     pub prompt: String,
@@ -590,13 +590,13 @@ pub struct Question {
 }
 
 impl Question {
-    pub fn answer_letter(&self) -> char {
+    pub(crate) fn answer_letter(&self) -> char {
         LETTERS[self.correct]
     }
 }
 
 /// What every prompt of one demonstration shares.
-pub struct PromptContext<'a> {
+pub(crate) struct PromptContext<'a> {
     pub instruction: &'a str,
     pub table_center: [f64; 3],
     pub gripper_open_width: f64,
@@ -657,7 +657,7 @@ fn shuffled<T: Clone>(truth: T, others: Vec<T>, rng: &mut ChaCha8Rng) -> (Vec<T>
 
 /// The question of `kind` about state `t` (and its next waypoint `k`, needed for waypoint and
 /// movement questions).
-pub fn make_question(
+pub(crate) fn make_question(
     kind: QuestionKind,
     ctx: &PromptContext<'_>,
     current: &DemoState,
@@ -819,7 +819,7 @@ fn check(options: &QuestionOptions) -> Result<(), RobotR1Error> {
 
 /// A question about one sampled moment of a demonstration.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlacedQuestion {
+pub(crate) struct PlacedQuestion {
     /// Index into [`Demonstration::frames`].
     pub frame: usize,
     pub question: Question,
@@ -830,7 +830,7 @@ pub struct PlacedQuestion {
 }
 
 /// The questions of one recorded demonstration, with the frames they are about.
-pub fn questions_for(
+pub(crate) fn questions_for(
     demo: &Demonstration,
     options: &QuestionOptions,
 ) -> Result<Vec<PlacedQuestion>, RobotR1Error> {
@@ -1001,7 +1001,7 @@ static ANSWER_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
 
 /// The correct letter of a `<type>robot_r1</type>X` ground truth (any type name is accepted;
 /// the payload after the first tag, normalised like an answer, must be one letter A–H).
-pub fn ground_truth_letter(ground_truth: &str) -> Result<char, RobotR1Error> {
+pub(crate) fn ground_truth_letter(ground_truth: &str) -> Result<char, RobotR1Error> {
     let bad = || RobotR1Error::GroundTruth(ground_truth.to_owned());
     let whole = TYPE_TAG.find(ground_truth).ok_or_else(bad)?;
     let letter = normalize_choice(py_strip(&ground_truth[whole.end()..]));
@@ -1014,7 +1014,7 @@ pub fn ground_truth_letter(ground_truth: &str) -> Result<char, RobotR1Error> {
 
 /// The letter a response answers (Embodied-R's normaliser on its first answer block, or on the
 /// whole response without one); may be a non-letter.
-pub fn response_letter(response: &str) -> String {
+pub(crate) fn response_letter(response: &str) -> String {
     match ANSWER_BLOCK.captures(response).and_then(|c| c.get(1)) {
         Some(inner) => normalize_choice(inner.as_str()),
         None => normalize_choice(response),

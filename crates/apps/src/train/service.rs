@@ -175,7 +175,7 @@ fn respond(status: StatusCode, body: String) -> Response<Full<Bytes>> {
 /// Scores a `/score` body: one result per item, in order, each as JSON text (a score dict keeps
 /// the released key order, which a `serde_json::Value` map would sort); `Err` only when the body
 /// is not an object with an `items` array (or has too many items).
-pub fn score_body(body: &[u8], max_items: usize) -> Result<Vec<String>, String> {
+pub(crate) fn score_body(body: &[u8], max_items: usize) -> Result<Vec<String>, String> {
     let (text, lossy) = match std::str::from_utf8(body) {
         Ok(t) => (std::borrow::Cow::Borrowed(t), false),
         Err(_) => (String::from_utf8_lossy(body), true),

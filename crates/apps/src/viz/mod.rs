@@ -49,62 +49,62 @@ pub use off::Viz;
 use std::path::PathBuf;
 
 /// Default address of a viewer started with `rerun` (gRPC proxy on loopback).
-pub const DEFAULT_CONNECT_URL: &str = "rerun+http://127.0.0.1:9876/proxy";
+pub(crate) const DEFAULT_CONNECT_URL: &str = "rerun+http://127.0.0.1:9876/proxy";
 
 /// Entity paths, in one place (the module table above lists them; it is the public contract).
 #[cfg_attr(not(feature = "viz"), allow(dead_code))]
 pub(crate) mod paths {
-    pub const WORLD: &str = "world";
-    pub const CAMERA: &str = "world/camera";
-    pub const PINHOLE: &str = "world/camera/image";
-    pub const RGB: &str = "world/camera/image/rgb";
-    pub const DEPTH: &str = "world/camera/image/depth";
-    pub const CLOUD: &str = "world/cloud";
-    pub const TABLE: &str = "world/table";
-    pub const GRASP: &str = "world/targets/grasp";
-    pub const PLACE: &str = "world/targets/place";
-    pub const TRACE_3D: &str = "world/targets/trace";
-    pub const PLAN_TCP: &str = "world/plan/tcp";
-    pub const PLAN_STEPS: &str = "plan/steps";
-    pub const LOG: &str = "log";
-    pub const GRIPPER_WIDTH: &str = "robot/gripper_width";
-    pub const EVAL_SUCCESS: &str = "eval/success";
+    pub(crate) const WORLD: &str = "world";
+    pub(crate) const CAMERA: &str = "world/camera";
+    pub(crate) const PINHOLE: &str = "world/camera/image";
+    pub(crate) const RGB: &str = "world/camera/image/rgb";
+    pub(crate) const DEPTH: &str = "world/camera/image/depth";
+    pub(crate) const CLOUD: &str = "world/cloud";
+    pub(crate) const TABLE: &str = "world/table";
+    pub(crate) const GRASP: &str = "world/targets/grasp";
+    pub(crate) const PLACE: &str = "world/targets/place";
+    pub(crate) const TRACE_3D: &str = "world/targets/trace";
+    pub(crate) const PLAN_TCP: &str = "world/plan/tcp";
+    pub(crate) const PLAN_STEPS: &str = "plan/steps";
+    pub(crate) const LOG: &str = "log";
+    pub(crate) const GRIPPER_WIDTH: &str = "robot/gripper_width";
+    pub(crate) const EVAL_SUCCESS: &str = "eval/success";
 
     /// The answer's 2D points for one ability (`reg`, `rrg`, `ofg`, `vtg`).
-    pub fn points_2d(ability: &str) -> String {
+    pub(crate) fn points_2d(ability: &str) -> String {
         format!("world/camera/image/points/{ability}")
     }
     /// A depth check's move of an answered point (arrow from the answer to where it went).
-    pub fn correction(what: &str) -> String {
+    pub(crate) fn correction(what: &str) -> String {
         format!("world/camera/image/corrections/{}", what.replace(' ', "_"))
     }
     /// The answer's 2D trace (VTG).
-    pub fn trace_2d(ability: &str) -> String {
+    pub(crate) fn trace_2d(ability: &str) -> String {
         format!("world/camera/image/trace/{ability}")
     }
     /// Query and reasoning of one ability.
-    pub fn pointing(ability: &str) -> String {
+    pub(crate) fn pointing(ability: &str) -> String {
         format!("pointing/{ability}")
     }
     /// One link of one robot (its pose; the geometry sits below it).
-    pub fn link(robot: &str, link: &str) -> String {
+    pub(crate) fn link(robot: &str, link: &str) -> String {
         format!("world/robot/{robot}/{link}")
     }
     /// An executed joint position.
-    pub fn joint(joint: &str) -> String {
+    pub(crate) fn joint(joint: &str) -> String {
         format!("robot/joints/{joint}")
     }
     /// A planned joint position.
-    pub fn planned_joint(joint: &str) -> String {
+    pub(crate) fn planned_joint(joint: &str) -> String {
         format!("plan/joints/{joint}")
     }
     /// Seconds spent in a stage.
-    pub fn timing(stage: &str) -> String {
+    pub(crate) fn timing(stage: &str) -> String {
         format!("timings/{stage}")
     }
     /// A training metric (`train grpo`): `train/reward`, `train/point_rec/reward`,
     /// `eval/point_rec/reward`, ….
-    pub fn training(name: &str) -> String {
+    pub(crate) fn training(name: &str) -> String {
         format!("train/{name}")
     }
 }
@@ -113,13 +113,13 @@ pub(crate) mod paths {
 #[cfg_attr(not(feature = "viz"), allow(dead_code))]
 pub(crate) mod timelines {
     /// The camera's and the robot's clock (simulation time in the simulator), seconds.
-    pub const SIM_TIME: &str = "sim_time";
+    pub(crate) const SIM_TIME: &str = "sim_time";
     /// Seconds since the plan starts, for planned joint positions.
-    pub const PLAN_TIME: &str = "plan_time";
+    pub(crate) const PLAN_TIME: &str = "plan_time";
     /// Episode number of an evaluation.
-    pub const EPISODE: &str = "episode";
+    pub(crate) const EPISODE: &str = "episode";
     /// Update number of a training run.
-    pub const TRAIN_STEP: &str = "train_step";
+    pub(crate) const TRAIN_STEP: &str = "train_step";
 }
 
 /// Where the recording goes (`--rerun`).

@@ -21,7 +21,7 @@ use pointact_vlm::{Quant, TextConfig};
 /// Elements per array (256 MiB of 4-byte words).
 const WORDS: usize = 64 << 20;
 /// Timed repetitions; the best counts (the first pass also pays page faults: it is not timed).
-pub const REPEATS: usize = 5;
+pub(crate) const REPEATS: usize = 5;
 
 /// What was measured, GB/s (10⁹ bytes per second).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -33,12 +33,12 @@ pub struct Bandwidth {
 
 impl Bandwidth {
     /// The bandwidth the ceiling is computed with (the larger figure).
-    pub fn limit_gb_s(&self) -> f64 {
+    pub(crate) fn limit_gb_s(&self) -> f64 {
         self.read_gb_s.max(self.triad_gb_s)
     }
 
     /// Decode tokens/s if every token only had to read `bytes_per_token` at [`Self::limit_gb_s`].
-    pub fn ceiling_tok_s(&self, bytes_per_token: u64) -> f64 {
+    pub(crate) fn ceiling_tok_s(&self, bytes_per_token: u64) -> f64 {
         self.limit_gb_s() * 1e9 / bytes_per_token as f64
     }
 }
@@ -74,7 +74,7 @@ fn best(mut pass: impl FnMut()) -> f64 {
 
 /// Measures read and triad bandwidth with `threads` threads, each on its own contiguous part
 /// of the arrays (about a second; 768 MiB held meanwhile).
-pub fn measure(threads: usize) -> Bandwidth {
+pub(crate) fn measure(threads: usize) -> Bandwidth {
     let threads = threads.max(1);
     let per = WORDS.div_ceil(threads);
     let b: Vec<f32> = (0..WORDS).map(|i| (i % 1024) as f32).collect();

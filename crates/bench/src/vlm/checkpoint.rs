@@ -113,7 +113,7 @@ pub fn config_json(layers: Option<usize>) -> serde_json::Value {
 }
 
 /// Qwen2.5-VL-Instruct's `preprocessor_config.json`, from the crate's own values.
-pub fn preprocessor_json() -> serde_json::Value {
+pub(crate) fn preprocessor_json() -> serde_json::Value {
     let c = ImageProcessorConfig::qwen25vl_instruct();
     serde_json::json!({
         "min_pixels": c.min_pixels,
@@ -171,7 +171,7 @@ impl TensorSpec {
         TensorSpec { name, shape, init }
     }
 
-    pub fn elem_count(&self) -> usize {
+    pub(crate) fn elem_count(&self) -> usize {
         self.shape.iter().product()
     }
 
@@ -182,7 +182,7 @@ impl TensorSpec {
 
 /// Every tensor of a Qwen2.5-VL checkpoint with `cfg`'s sizes, in transformers 4.51.3's names
 /// (`visual.*`, `model.*`); no `lm_head.weight` when the embeddings are tied, as in the 3B file.
-pub fn tensor_specs(cfg: &Qwen25VlConfig) -> Vec<TensorSpec> {
+pub(crate) fn tensor_specs(cfg: &Qwen25VlConfig) -> Vec<TensorSpec> {
     let (v, t) = (&cfg.vision, &cfg.text);
     let mut specs = Vec::new();
     let mut add = |name: String, shape: Vec<usize>| specs.push(TensorSpec::new(name, shape));
@@ -303,7 +303,7 @@ struct Marker {
 
 /// A ready checkpoint folder.
 #[derive(Debug, Clone)]
-pub struct Checkpoint {
+pub(crate) struct Checkpoint {
     pub dir: PathBuf,
     pub config: Qwen25VlConfig,
     /// Shards, in order.
@@ -342,7 +342,7 @@ fn plan_shards(specs: &[TensorSpec]) -> (Vec<usize>, usize) {
 
 /// Makes sure `dir` holds the benchmark checkpoint for `seed` and `layers` (generating it when
 /// the marker is missing or differs) and returns it. `bar` shows generation progress in bytes.
-pub fn ensure(
+pub(crate) fn ensure(
     dir: &Path,
     seed: u64,
     layers: Option<usize>,

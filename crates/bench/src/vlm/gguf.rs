@@ -34,9 +34,9 @@ use super::VlmBenchError;
 use pointact_vlm::{weight_files, Quant, Qwen25VlConfig, SafetensorsReader, TextConfig, TokenIds};
 
 /// The llama.cpp architecture written (see the module doc for why not `qwen2vl`).
-pub const ARCH: &str = "qwen2";
+pub(crate) const ARCH: &str = "qwen2";
 /// Names the writer; a cached file with another value is rewritten.
-pub const WRITER: &str = "pointact-bench-vlm-gguf-v1";
+pub(crate) const WRITER: &str = "pointact-bench-vlm-gguf-v1";
 const WRITER_KEY: &str = "pointact.writer";
 /// Merges of the minimal tokenizer (byte-level symbols, `Ġ` = space).
 const MERGES: [(&str, &str); 5] = [("Ġ", "t"), ("Ġ", "a"), ("h", "e"), ("i", "n"), ("r", "e")];
@@ -57,7 +57,7 @@ pub struct Planned {
 
 impl Planned {
     /// Bytes of the tensor in its type.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         let n: usize = self.shape.iter().product();
         (n / self.dtype.block_size() * self.dtype.type_size()) as u64
     }
@@ -207,7 +207,7 @@ fn vocab(n_vocab: usize, ids: &TokenIds) -> (Vec<String>, Vec<i32>, Option<u32>,
 }
 
 /// The key-value metadata llama.cpp needs for `cfg` (exact value types matter: it checks them).
-pub fn metadata(cfg: &TextConfig, ids: &TokenIds) -> Vec<(String, Value)> {
+pub(crate) fn metadata(cfg: &TextConfig, ids: &TokenIds) -> Vec<(String, Value)> {
     let u32v = |x: usize| Value::U32(x as u32);
     let key = |k: &str| format!("{ARCH}.{k}");
     let (tokens, types, bos, eos) = vocab(cfg.vocab_size, ids);
@@ -329,7 +329,7 @@ pub struct GgufFile {
 }
 
 /// `DIR/llama-{quant}.gguf`, next to the checkpoint it is made from.
-pub fn path_for(model_dir: &Path, quant: Quant) -> PathBuf {
+pub(crate) fn path_for(model_dir: &Path, quant: Quant) -> PathBuf {
     model_dir.join(format!("llama-{quant}.gguf"))
 }
 
@@ -359,7 +359,7 @@ fn fresh(gguf: &Path, model_dir: &Path) -> bool {
 }
 
 /// The GGUF of `model_dir` in `quant`: reused when fresh, written otherwise.
-pub fn ensure(
+pub(crate) fn ensure(
     model_dir: &Path,
     quant: Quant,
     bar: &ProgressBar,

@@ -156,7 +156,7 @@ fn describe(features: &[String], x86: bool, env: impl Fn(&str) -> bool) -> (Stri
 }
 
 /// This machine's CPU and kernels.
-pub fn detect() -> CpuKernels {
+pub(crate) fn detect() -> CpuKernels {
     let features = cpuinfo_flags();
     let (f32_gemm, quantized) = describe(
         &features,

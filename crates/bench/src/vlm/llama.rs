@@ -59,7 +59,7 @@ struct Request<'a> {
 }
 
 /// `$POINTACT_LLAMA_PEER`, else `~/.cache/pointact/llama-peer` (where `setup.sh` installs).
-pub fn default_peer_dir() -> PathBuf {
+pub(crate) fn default_peer_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os(PEER_ENV) {
         return PathBuf::from(dir);
     }
@@ -71,7 +71,7 @@ pub fn default_peer_dir() -> PathBuf {
 
 /// Why there is no peer.
 #[derive(Debug, Clone, PartialEq)]
-pub enum SetupError {
+pub(crate) enum SetupError {
     /// node or npm is missing or too old (the column is skipped).
     Missing(String),
     /// The install failed (the column failed).
@@ -80,7 +80,7 @@ pub enum SetupError {
 
 /// Installs the peer when needed (`setup.sh`: the pinned packages into [`default_peer_dir`], a
 /// no-op when present) and returns its folder. `work` receives the script and `package.json`.
-pub fn setup(work: &Path) -> Result<PathBuf, SetupError> {
+pub(crate) fn setup(work: &Path) -> Result<PathBuf, SetupError> {
     let failed = |e: String| SetupError::Failed(e);
     let dir = work.join("llama_peer");
     std::fs::create_dir_all(&dir)

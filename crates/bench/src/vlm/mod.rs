@@ -19,11 +19,11 @@
 pub mod bandwidth;
 pub mod checkpoint;
 pub mod gguf;
-pub mod inputs;
-pub mod kernels;
+pub(crate) mod inputs;
+pub(crate) mod kernels;
 pub mod llama;
-pub mod peer;
-pub mod report;
+pub(crate) mod peer;
+pub(crate) mod report;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
@@ -34,7 +34,7 @@ use pointact_vlm::{
     resize_bicubic_pil, ConfigError, DeviceError, DeviceSpec, ImageProcessor, ModelError,
     ProcessorError, Quant, WeightsError,
 };
-pub use report::{LlamaColumn, OursColumn, Outcome, VlmBenchReport};
+pub(crate) use report::{LlamaColumn, OursColumn, Outcome, VlmBenchReport};
 
 /// Options of `pointact bench vlm`.
 #[derive(Debug, Clone)]
@@ -111,7 +111,7 @@ pub enum VlmBenchError {
 
 /// `~/.cache/pointact/bench-vlm-3b`, or `…-3b-L{n}` for a cut model (so quick runs do not
 /// overwrite the full checkpoint).
-pub fn default_dir(layers: Option<usize>) -> PathBuf {
+pub(crate) fn default_dir(layers: Option<usize>) -> PathBuf {
     let base = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir)

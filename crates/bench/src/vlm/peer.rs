@@ -49,7 +49,7 @@ fn mkl_intel_shim(work_dir: &Path) -> Result<std::path::PathBuf, String> {
 /// Runs the peer on `request` with `python` (with MKL's Intel code path forced where
 /// `mkl_intel`, [`MKL_INTEL_SHIM`]); `Err` says why it could not measure (printed in the
 /// report, not fatal: our side's numbers still stand).
-pub fn run(
+pub(crate) fn run(
     python: &str,
     work_dir: &Path,
     request: &Path,

@@ -12,23 +12,23 @@ use super::llama::LlamaMeasured;
 use super::worker::Measured;
 
 /// Parity smoke check: how many of the first generated tokens are compared.
-pub const COMPARE_TOKENS: usize = 8;
+pub(crate) const COMPARE_TOKENS: usize = 8;
 /// Goals printed next to the numbers (not asserted: timings vary from machine to machine).
-pub const GOAL_F32_VS_TRANSFORMERS: f64 = 1.0;
-pub const GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32: f64 = 3.0;
+pub(crate) const GOAL_F32_VS_TRANSFORMERS: f64 = 1.0;
+pub(crate) const GOAL_QUANT_DECODE_VS_TRANSFORMERS_F32: f64 = 3.0;
 /// A quantized prefill over transformers' f32 prefill (int8 products where the CPU has them).
-pub const GOAL_QUANT_PREFILL_VS_TRANSFORMERS_F32: f64 = 2.0;
+pub(crate) const GOAL_QUANT_PREFILL_VS_TRANSFORMERS_F32: f64 = 2.0;
 /// Seconds to load a quantized model from the quantized-weights cache next to the checkpoint.
-pub const GOAL_QUANT_LOAD_FROM_CACHE_S: f64 = 10.0;
-pub const GOAL_PEAK_RSS_OVER_WEIGHTS: f64 = 1.2;
+pub(crate) const GOAL_QUANT_LOAD_FROM_CACHE_S: f64 = 10.0;
+pub(crate) const GOAL_PEAK_RSS_OVER_WEIGHTS: f64 = 1.2;
 /// `--task`: a task's questions reusing the frame, over the same questions asked cold.
-pub const GOAL_TASK_WARM_OVER_COLD: f64 = 0.6;
+pub(crate) const GOAL_TASK_WARM_OVER_COLD: f64 = 0.6;
 /// `--task`: seconds from a frame to the first question's reply, at Q4K on 2 threads.
-pub const GOAL_FRAME_TO_REPLY_S: f64 = 20.0;
+pub(crate) const GOAL_FRAME_TO_REPLY_S: f64 = 20.0;
 /// Ours ÷ llama.cpp decode tok/s at the same weight format.
-pub const GOAL_DECODE_VS_LLAMA: f64 = 1.0;
+pub(crate) const GOAL_DECODE_VS_LLAMA: f64 = 1.0;
 /// Our decode tok/s as a share of the bandwidth limit ([`Bandwidth::ceiling_tok_s`]).
-pub const GOAL_DECODE_OF_LIMIT: f64 = 0.6;
+pub(crate) const GOAL_DECODE_OF_LIMIT: f64 = 0.6;
 
 /// What happened to one column (`M`: what its side measures).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -46,7 +46,7 @@ pub enum Outcome<M = Measured> {
 }
 
 impl<M> Outcome<M> {
-    pub fn measured(&self) -> Option<&M> {
+    pub(crate) fn measured(&self) -> Option<&M> {
         match self {
             Outcome::Measured(m) => Some(m),
             _ => None,
@@ -66,7 +66,7 @@ pub struct Ratios {
 }
 
 impl Ratios {
-    pub fn of(ours: &Measured, peer: &Measured) -> Self {
+    pub(crate) fn of(ours: &Measured, peer: &Measured) -> Self {
         Ratios {
             vision: peer.vision_ms / ours.vision_ms,
             prefill: peer.prefill_ms / ours.prefill_ms,
@@ -90,7 +90,7 @@ pub struct Agreement {
 }
 
 impl Agreement {
-    pub fn of(ours: &[u32], peer: &[u32]) -> Self {
+    pub(crate) fn of(ours: &[u32], peer: &[u32]) -> Self {
         let pairs: Vec<(u32, u32)> = ours
             .iter()
             .copied()
@@ -165,7 +165,7 @@ pub struct LoadRounds {
 
 impl LoadRounds {
     /// Sets each side's `load_s` to its best load.
-    pub fn apply(&self, transformers: &mut Measured, ours: &mut Measured) {
+    pub(crate) fn apply(&self, transformers: &mut Measured, ours: &mut Measured) {
         let best = |v: &[f64], or: f64| v.iter().copied().fold(or, f64::min);
         transformers.load_s = best(&self.transformers, transformers.load_s);
         ours.load_s = best(&self.ours, ours.load_s);

@@ -22,7 +22,7 @@ use pointact_vlm::{
 };
 
 /// The hidden subcommand that runs one configuration (`pointact bench vlm-worker`).
-pub const WORKER_ARGS: [&str; 2] = ["bench", "vlm-worker"];
+pub(crate) const WORKER_ARGS: [&str; 2] = ["bench", "vlm-worker"];
 
 /// What one side measured for one configuration; the Python peer prints the same fields.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,7 +62,7 @@ pub struct Measured {
 impl Measured {
     /// The answer to a load-only request ([`Request::load_only`](super::inputs::Request)):
     /// the load time, every other figure zero.
-    pub fn load_only(load_s: f64) -> Self {
+    pub(crate) fn load_only(load_s: f64) -> Self {
         Measured {
             load_s,
             vision_ms: 0.0,
@@ -99,7 +99,7 @@ pub struct TaskTiming {
 }
 
 /// Peak resident set size of this process (`VmHWM`), bytes.
-pub fn peak_rss_bytes() -> Option<u64> {
+pub(crate) fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -248,7 +248,7 @@ pub fn run(
 /// The parent side: runs [`run`] for `quant` (text, vision) in a child process of this binary
 /// and parses its JSON line. A child that fails (killed for memory, a bug) is an `Err` with its
 /// exit status.
-pub fn spawn(
+pub(crate) fn spawn(
     request: &Path,
     (quant, vision_quant): (Quant, Quant),
     device: DeviceSpec,

@@ -62,7 +62,7 @@ use super::{Camera, CameraError, Frame, RgbImage};
 use crate::geometry::{DepthImage, Intrinsics};
 
 /// What a client sends to ask for one frame (followed by its `u32` wire version).
-pub const REQUEST_MAGIC: [u8; 4] = *b"PAF?";
+pub(crate) const REQUEST_MAGIC: [u8; 4] = *b"PAF?";
 /// First bytes of a frame answer.
 pub const FRAME_MAGIC: [u8; 4] = *b"PAFF";
 /// First bytes of an error answer.
@@ -71,7 +71,7 @@ pub const ERROR_MAGIC: [u8; 4] = *b"PAFE";
 pub const WIRE_VERSION: u32 = 1;
 /// Largest accepted header. A real one is under 1 KiB; the cap only bounds what a broken peer can
 /// make us buffer.
-pub const MAX_HEADER_BYTES: u32 = 64 * 1024;
+pub(crate) const MAX_HEADER_BYTES: u32 = 64 * 1024;
 /// Largest accepted error message (longer ones are cut by the server).
 pub const MAX_MESSAGE_BYTES: u32 = 64 * 1024;
 /// Largest width or height of a served frame, pixels: the crate's image limit (the simulator's

@@ -15,7 +15,7 @@ use super::{Camera, CameraError, Frame};
 use crate::geometry::{CameraCalibration, DepthImage};
 
 /// Camera sources the CLI knows, for the message of an unusable spec.
-pub const KNOWN_SCHEMES: &str = "replay:DIR (recorded frames), sim[:TASK] (the simulator's camera), realsense[:SERIAL] (feature `realsense`), tcp:HOST:PORT (a frame server, e.g. `pointact emulate xarm --sim`)";
+pub(crate) const KNOWN_SCHEMES: &str = "replay:DIR (recorded frames), sim[:TASK] (the simulator's camera), realsense[:SERIAL] (feature `realsense`), tcp:HOST:PORT (a frame server, e.g. `pointact emulate xarm --sim`)";
 
 /// Errors of reading recorded frames; each names the file or folder it is about.
 #[derive(Debug, thiserror::Error)]

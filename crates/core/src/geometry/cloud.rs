@@ -251,13 +251,13 @@ impl RayTable {
     }
 
     /// The intrinsics the table was built for.
-    pub fn intrinsics(&self) -> &Intrinsics {
+    pub(crate) fn intrinsics(&self) -> &Intrinsics {
         &self.intrinsics
     }
 
     /// The normalised ray `(x, y)` of integer pixel `(u, v)` (the point at depth `d` is
     /// `(d x, d y, d)`); `None` outside the image.
-    pub fn ray(&self, u: usize, v: usize) -> Option<[f32; 2]> {
+    pub(crate) fn ray(&self, u: usize, v: usize) -> Option<[f32; 2]> {
         if u >= self.intrinsics.width || v >= self.intrinsics.height {
             return None;
         }

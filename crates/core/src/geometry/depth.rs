@@ -71,7 +71,7 @@ impl DepthImage {
     }
 
     /// Checks that the buffer holds exactly `width * height` values.
-    pub fn check(&self) -> Result<(), GeometryError> {
+    pub(crate) fn check(&self) -> Result<(), GeometryError> {
         let expected = self.width.saturating_mul(self.height);
         if self.data.len() != expected {
             return Err(GeometryError::BufferLength {
@@ -166,7 +166,7 @@ impl RobustDepthOptions {
     }
 
     /// Checks the ranges documented on the fields.
-    pub fn validate(&self) -> Result<(), GeometryError> {
+    pub(crate) fn validate(&self) -> Result<(), GeometryError> {
         if self.window == 0 || self.window.is_multiple_of(2) {
             return Err(GeometryError::InvalidOption {
                 field: "window",

@@ -128,11 +128,6 @@ impl SePath {
         Ok(path)
     }
 
-    /// The waypoints.
-    pub fn waypoints(&self) -> &[Pose] {
-        &self.poses
-    }
-
     /// Normalised parameter of each waypoint (0 for the first, 1 for the last).
     pub fn waypoint_params(&self) -> Vec<f64> {
         let total = self.total_knot();

@@ -20,15 +20,15 @@
 //! | [`synthetic`] | analytic tabletop depth images for tests and benchmarks, [`camera_look_at`] |
 
 pub mod calibration;
-pub mod cloud;
-pub mod depth;
+pub(crate) mod cloud;
+pub(crate) mod depth;
 mod distortion;
 pub mod ee_delta;
-pub mod error;
+pub(crate) mod error;
 pub mod interp;
-pub mod intrinsics;
-pub mod normals;
-pub mod plane;
+pub(crate) mod intrinsics;
+pub(crate) mod normals;
+pub(crate) mod plane;
 mod shape;
 pub mod synthetic;
 

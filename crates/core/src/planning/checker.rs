@@ -15,7 +15,7 @@ use crate::geometry::Shape;
 use crate::kinematics::{KinematicsError, RobotModel};
 
 /// Name a held object goes by in contacts.
-pub const HELD: &str = "held object";
+pub(crate) const HELD: &str = "held object";
 
 /// What is in contact at one configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -221,7 +221,10 @@ pub struct Checker {
 }
 
 impl Checker {
-    pub fn new(model: &RobotModel, spheres: &SphereModel) -> Result<Checker, KinematicsError> {
+    pub(crate) fn new(
+        model: &RobotModel,
+        spheres: &SphereModel,
+    ) -> Result<Checker, KinematicsError> {
         let tree = LinkTree::new(model)?;
         // A node is grounded when no arm joint lies between it and the root.
         let mut moving = vec![false; tree.nodes().len()];
@@ -313,7 +316,7 @@ impl Checker {
     }
 
     /// Carry `attached` on the tip from now on (None: the hand is empty).
-    pub fn set_attached(&mut self, attached: Option<Attached>) {
+    pub(crate) fn set_attached(&mut self, attached: Option<Attached>) {
         let held: Vec<Sphere> = attached.iter().flat_map(|a| a.spheres.clone()).collect();
         self.reach = joint_reach(&self.tree, &self.bodies[..self.links], self.tip, &held);
         self.bodies.truncate(self.links);
@@ -326,7 +329,7 @@ impl Checker {
     }
 
     /// Sets the world padding (m, ≥ 0.0005); see [`Checker::edge_steps`].
-    pub fn set_padding(&mut self, padding: f64) {
+    pub(crate) fn set_padding(&mut self, padding: f64) {
         self.padding = if padding.is_finite() {
             padding.max(GATE_PADDING)
         } else {
@@ -336,7 +339,7 @@ impl Checker {
 
     /// Test the depth cloud exactly (see [`DistanceField::sphere_hits_exact`]); the planner uses
     /// the fast bound, the gate the exact test, which accepts every pose the bound accepts.
-    pub fn set_exact_cloud(&mut self, exact: bool) {
+    pub(crate) fn set_exact_cloud(&mut self, exact: bool) {
         self.exact_cloud = exact;
     }
 
@@ -352,7 +355,7 @@ impl Checker {
     /// Checks on the straight joint-space segment `a → b` (ends included: this many steps) so that
     /// no sphere moves more than twice the padding between two checks: with every check clear by
     /// the padding, every pose in between is clear with the unpadded spheres.
-    pub fn edge_steps(&self, a: &[f64], b: &[f64]) -> usize {
+    pub(crate) fn edge_steps(&self, a: &[f64], b: &[f64]) -> usize {
         let travel: f64 = a
             .iter()
             .zip(b)
@@ -363,10 +366,6 @@ impl Checker {
         // keeps GATE_PADDING of clearance, so the gate's own re-check (at that padding) passes.
         let step = 2.0 * (self.padding - GATE_PADDING).max(GATE_PADDING);
         ((travel / step).ceil() as usize).max(1)
-    }
-
-    pub fn attached(&self) -> Option<&Attached> {
-        self.attached.as_ref()
     }
 
     pub fn tree(&self) -> &LinkTree {
@@ -391,7 +390,7 @@ impl Checker {
 
     /// The first contact at joints `q` with the fingers at `opening` (0..1), or None when clear.
     /// `q` must be finite and of the arm's length (planners only make such configurations).
-    pub fn first_contact(&mut self, q: &[f64], opening: f64, world: &World) -> Option<Hit> {
+    pub(crate) fn first_contact(&mut self, q: &[f64], opening: f64, world: &World) -> Option<Hit> {
         self.scan(q, opening, world)
     }
 
@@ -555,10 +554,10 @@ impl Checker {
 }
 
 /// Default world padding (m): spheres move at most 9 mm between edge checks.
-pub const DEFAULT_PADDING: f64 = 0.005;
+pub(crate) const DEFAULT_PADDING: f64 = 0.005;
 /// The padding the safety gate re-checks with (m): it samples at the servo period, where spheres
 /// move a fraction of a millimetre, so a half-millimetre margin is enough.
-pub const GATE_PADDING: f64 = 0.0005;
+pub(crate) const GATE_PADDING: f64 = 0.0005;
 
 /// Upper bound, per arm joint, of the distance from the joint to any sphere centre it moves:
 /// the sphere's offset in its link plus every joint offset (and finger travel) between the link
@@ -881,7 +880,7 @@ mod tests {
 
     #[test]
     fn bound_first_scan_agrees_with_sphere_by_sphere() {
-        use crate::planning::DistanceField;
+        use crate::planning::field::DistanceField;
         use rand::{Rng, SeedableRng};
         let (model, mut c) = xarm();
         let spheres = SphereModel::for_model(&model).expect("spheres");

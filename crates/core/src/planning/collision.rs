@@ -111,7 +111,7 @@ pub enum Contact {
 }
 
 impl ArmCollisionModel {
-    pub fn new(model: &RobotModel) -> Self {
+    pub(crate) fn new(model: &RobotModel) -> Self {
         let fixed = fixed_links(model);
         let link_shapes: Vec<LinkShape> = model
             .collision_shapes()

@@ -29,7 +29,7 @@ pub struct DistanceField {
 
 impl DistanceField {
     /// The transform of `occupied` (same layout as the distances).
-    pub fn from_occupancy(
+    pub(crate) fn from_occupancy(
         origin: Point3<f64>,
         voxel: f64,
         dims: [usize; 3],
@@ -95,7 +95,8 @@ impl DistanceField {
     }
 
     /// The cell holding `p`, if inside the grid.
-    pub fn cell_of(&self, p: &Point3<f64>) -> Option<[usize; 3]> {
+    #[cfg(test)]
+    pub(crate) fn cell_of(&self, p: &Point3<f64>) -> Option<[usize; 3]> {
         let rel = (p - self.origin) / self.voxel;
         let mut idx = [0usize; 3];
         for a in 0..3 {
@@ -113,17 +114,17 @@ impl DistanceField {
     }
 
     /// Distance stored at cell `c` (m).
-    pub fn at(&self, c: [usize; 3]) -> f64 {
+    pub(crate) fn at(&self, c: [usize; 3]) -> f64 {
         self.dist[self.index(c)] as f64
     }
 
     /// Whether cell `c` is occupied.
-    pub fn is_occupied(&self, c: [usize; 3]) -> bool {
+    pub(crate) fn is_occupied(&self, c: [usize; 3]) -> bool {
         self.dist[self.index(c)] == 0.0
     }
 
     /// Centre of cell `c`.
-    pub fn center(&self, c: [usize; 3]) -> Point3<f64> {
+    pub(crate) fn center(&self, c: [usize; 3]) -> Point3<f64> {
         self.origin
             + Vector3::new(c[0] as f64 + 0.5, c[1] as f64 + 0.5, c[2] as f64 + 0.5) * self.voxel
     }
@@ -142,7 +143,7 @@ impl DistanceField {
     /// Whether a sphere may touch an occupied cell (conservative, see the module docs). The bound
     /// holds from any cell by the triangle inequality, so a sphere centred outside the grid is
     /// judged from the nearest cell: large spheres (a link's bound) poking into the grid count.
-    pub fn sphere_hits(&self, c: &Point3<f64>, r: f64) -> bool {
+    pub(crate) fn sphere_hits(&self, c: &Point3<f64>, r: f64) -> bool {
         let cell = self.nearest_cell(c);
         let d = self.at(cell);
         let half_diag = self.voxel * 0.5 * 3f64.sqrt();
@@ -155,7 +156,7 @@ impl DistanceField {
     /// then, only where it fails, the cubes within reach. The safety gate uses this: the fast test
     /// is a lower bound that jumps at cell boundaries, so a path the planner checked with it can
     /// sample worse between checks than it truly is; the exact distance cannot.
-    pub fn sphere_hits_exact(&self, c: &Point3<f64>, r: f64) -> bool {
+    pub(crate) fn sphere_hits_exact(&self, c: &Point3<f64>, r: f64) -> bool {
         if !self.sphere_hits(c, r) {
             return false;
         }

@@ -53,7 +53,7 @@ pub struct LinkTree {
 
 impl LinkTree {
     /// Flattens `model`'s URDF. Every link reachable from the root becomes a node.
-    pub fn new(model: &RobotModel) -> Result<LinkTree, KinematicsError> {
+    pub(crate) fn new(model: &RobotModel) -> Result<LinkTree, KinematicsError> {
         let urdf = &model.urdf;
         let arm = &model.config.arm_joints;
         let is_child = |l: &str| urdf.joints.iter().any(|j| j.child.link == l);
@@ -117,19 +117,19 @@ impl LinkTree {
     }
 
     /// Index of the node of `link`.
-    pub fn index_of(&self, link: &str) -> Option<usize> {
+    pub(crate) fn index_of(&self, link: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.link == link)
     }
 
     /// Number of arm joints `q` must hold.
-    pub fn dof(&self) -> usize {
+    pub(crate) fn dof(&self) -> usize {
         self.dof
     }
 
     /// Base-frame pose of every node (same order as [`LinkTree::nodes`]) at arm joints `q` and
     /// gripper opening `opening` (0 closed … 1 open), written into `out` (resized as needed).
     /// `q` must hold [`LinkTree::dof`] finite values (the caller checks; this is the inner loop).
-    pub fn poses_into(&self, q: &[f64], opening: f64, out: &mut Vec<Isometry3<f64>>) {
+    pub(crate) fn poses_into(&self, q: &[f64], opening: f64, out: &mut Vec<Isometry3<f64>>) {
         out.clear();
         let g = if opening.is_finite() {
             opening.clamp(0.0, 1.0)
@@ -168,7 +168,7 @@ impl LinkTree {
     }
 
     /// [`LinkTree::poses_into`] into a new vector.
-    pub fn poses(&self, q: &[f64], opening: f64) -> Vec<Isometry3<f64>> {
+    pub(crate) fn poses(&self, q: &[f64], opening: f64) -> Vec<Isometry3<f64>> {
         let mut out = Vec::with_capacity(self.nodes.len());
         self.poses_into(q, opening, &mut out);
         out

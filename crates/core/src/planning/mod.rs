@@ -14,22 +14,20 @@
 //! * `trajectory`: joint-space paths and their time parameterisation under velocity and
 //!   acceleration limits ([`Trajectory`], the type the safety gate checks).
 
-pub mod checker;
-pub mod collision;
-pub mod field;
+pub(crate) mod checker;
+pub(crate) mod collision;
+pub(crate) mod field;
 pub mod fk;
-pub mod motion;
-pub mod rrt;
-pub mod spheres;
+pub(crate) mod motion;
+pub(crate) mod rrt;
+pub(crate) mod spheres;
 mod trajectory;
-pub mod world;
+pub(crate) mod world;
 
 pub use checker::{Attached, Checker, Hit};
 pub use collision::{
     link_spheres, robot_spheres, shape_spheres, ArmCollisionModel, Contact, Obstacle, Sphere,
 };
-pub use field::DistanceField;
-pub use fk::LinkTree;
 pub use motion::{fold_yaw, top_down, DirectPlanner, MotionError, MotionPlanner, RrtPlanner};
 pub use rrt::{path_length, rrt_connect, RrtError, RrtOptions, RrtPath};
 pub use spheres::{Allowed, SphereModel, SpheresError};

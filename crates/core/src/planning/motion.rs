@@ -268,11 +268,6 @@ impl<'a> RrtPlanner<'a> {
     pub fn world(&self) -> &World {
         &self.world
     }
-
-    /// What the hand holds now.
-    pub fn held(&self) -> Option<&Attached> {
-        self.checker.attached()
-    }
 }
 
 impl MotionPlanner for RrtPlanner<'_> {

@@ -26,7 +26,7 @@ use crate::geometry::Shape;
 use crate::kinematics::RobotModel;
 
 /// Random configurations sampled to find the link pairs that never touch.
-pub const SELF_SAMPLES: usize = 20_000;
+pub(crate) const SELF_SAMPLES: usize = 20_000;
 /// Most spheres one primitive gets.
 const MAX_PER_SHAPE: usize = 64;
 
@@ -103,13 +103,13 @@ pub struct SphereModel {
 /// A sphere cover of one primitive, in the primitive's frame: every point of the solid lies in
 /// some sphere. Rows of spheres along cylinders and capsules (each covering a slab of the cross
 /// section), a grid over boxes (cells no longer than the box's smallest side, at most 4 per axis).
-pub fn fit_shape(shape: &Shape) -> Vec<Sphere> {
+pub(crate) fn fit_shape(shape: &Shape) -> Vec<Sphere> {
     cover(shape, false)
 }
 
 /// A cover for a held object's box: cells half the box's smallest side (so the cover reaches at
 /// most ~40 % of that half-side beyond the box), at most 128 spheres.
-pub fn fit_held(shape: &Shape) -> Vec<Sphere> {
+pub(crate) fn fit_held(shape: &Shape) -> Vec<Sphere> {
     cover_with(shape, 0.5, 0.5, 8.0, 128)
 }
 
@@ -252,7 +252,7 @@ impl SphereModel {
 
     /// The committed model of a built-in robot, or `spheres.toml` beside the URDF of a robot loaded
     /// from a folder; a robot without one is fitted now (the same model, a second or so later).
-    pub fn for_model(model: &RobotModel) -> Result<SphereModel, SpheresError> {
+    pub(crate) fn for_model(model: &RobotModel) -> Result<SphereModel, SpheresError> {
         if let Some(rest) = model.source.strip_prefix("built-in ") {
             if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == rest) {
                 return SphereModel::parse(
@@ -277,7 +277,11 @@ impl SphereModel {
     }
 
     /// Reads the stored form (see [`SphereModel::to_toml`]).
-    pub fn parse(model: &RobotModel, text: &str, file: &str) -> Result<SphereModel, SpheresError> {
+    pub(crate) fn parse(
+        model: &RobotModel,
+        text: &str,
+        file: &str,
+    ) -> Result<SphereModel, SpheresError> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct FileLink {
@@ -393,7 +397,7 @@ impl SphereModel {
     }
 
     /// Whether the pair of links (by node index) is checked for self-collision.
-    pub fn checks_pair(&self, a: &str, b: &str) -> bool {
+    pub(crate) fn checks_pair(&self, a: &str, b: &str) -> bool {
         let (a, b) = if a <= b { (a, b) } else { (b, a) };
         !self.allowed.iter().any(|(x, y, _)| x == a && y == b)
     }

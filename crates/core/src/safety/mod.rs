@@ -151,10 +151,6 @@ impl<'a> SafetyGate<'a> {
         }
     }
 
-    pub fn model(&self) -> &RobotModel {
-        self.model
-    }
-
     /// Checks `traj` at the robot's servo period against `current_q` (the robot's joints now) and
     /// `obstacles`; `gripper_opening` (0..1) places the fingers for the clearance checks.
     pub fn check(
@@ -296,7 +292,7 @@ impl<'a> SafetyGate<'a> {
     }
 
     /// Table clearance and obstacle checks for one joint configuration, with planning's model.
-    pub fn check_pose(
+    pub(crate) fn check_pose(
         &self,
         t: f64,
         q: &[f64],

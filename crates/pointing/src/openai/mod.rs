@@ -44,7 +44,7 @@ use pointact_vlm::hub::{is_timeout, transport_io, transport_reason};
 
 /// The environment variable an API key is taken from when none is given (the OpenAI convention;
 /// vLLM's `--api-key` checks the same bearer token).
-pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
+pub(crate) const API_KEY_ENV: &str = "OPENAI_API_KEY";
 /// How to reach the server and how to decode. Build with [`OpenAiConfig::new`] and override fields.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenAiConfig {
@@ -157,13 +157,8 @@ impl OpenAiPointer {
         })
     }
 
-    /// The configuration in use.
-    pub fn config(&self) -> &OpenAiConfig {
-        &self.config
-    }
-
     /// The JSON body for one request: image first, then the prompt (Embodied-R1's order).
-    pub fn request_body(
+    pub(crate) fn request_body(
         &self,
         image: &RgbImage,
         ability: Ability,
@@ -283,7 +278,7 @@ impl Pointer for OpenAiPointer {
 
 impl OpenAiPointer {
     /// Asks about a bare image (no depth needed): what `pointact point` uses.
-    pub fn ask(
+    pub(crate) fn ask(
         &mut self,
         image: &RgbImage,
         ability: Ability,
@@ -302,7 +297,7 @@ impl OpenAiPointer {
 impl OpenAiPointer {
     /// The JSON body of a text-only chat request: a system and a user message, no image, and only
     /// the sampling fields given (no repetition penalty: the server's default applies).
-    pub fn text_request_body(
+    pub(crate) fn text_request_body(
         &self,
         system: &str,
         user: &str,

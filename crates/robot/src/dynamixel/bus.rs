@@ -29,12 +29,8 @@ impl<P: AsyncRead + AsyncWrite + Unpin> Bus<P> {
         }
     }
 
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     /// Sends one instruction packet, after dropping anything unread.
-    pub async fn send(&mut self, packet: &Packet) -> Result<(), DynamixelError> {
+    pub(crate) async fn send(&mut self, packet: &Packet) -> Result<(), DynamixelError> {
         self.drain().await?;
         self.port.write_all(&packet.encode()).await?;
         self.port.flush().await?;
@@ -59,7 +55,7 @@ impl<P: AsyncRead + AsyncWrite + Unpin> Bus<P> {
     /// packets are skipped (adapters that echo the line return our own request first). A status
     /// carrying an error number is returned as `DynamixelError::Status`; the alert bit is left to
     /// the caller (`Status::alert`), since the data that came with it is still valid.
-    pub async fn receive(&mut self, id: u8) -> Result<Status, DynamixelError> {
+    pub(crate) async fn receive(&mut self, id: u8) -> Result<Status, DynamixelError> {
         let timeout = self.timeout;
         let status = match tokio::time::timeout(timeout, self.receive_any()).await {
             Ok(r) => r?,
@@ -130,7 +126,7 @@ impl<P: AsyncRead + AsyncWrite + Unpin> Bus<P> {
     }
 
     /// READ one control table item.
-    pub async fn read(&mut self, id: u8, item: Item) -> Result<Status, DynamixelError> {
+    pub(crate) async fn read(&mut self, id: u8, item: Item) -> Result<Status, DynamixelError> {
         self.send(&proto::read(id, item.address, item.size)).await?;
         let s = self.receive(id).await?;
         check_len(&s, item, proto::instruction::READ)?;
@@ -158,7 +154,7 @@ impl<P: AsyncRead + AsyncWrite + Unpin> Bus<P> {
     }
 
     /// SYNC_READ one item from several servos: their statuses, in `ids` order.
-    pub async fn sync_read(
+    pub(crate) async fn sync_read(
         &mut self,
         item: Item,
         ids: &[u8],
@@ -177,7 +173,7 @@ impl<P: AsyncRead + AsyncWrite + Unpin> Bus<P> {
     /// SYNC_WRITE `len` bytes at `address` to several servos (no answer comes back). `address`
     /// and `len` may span consecutive items (profile acceleration, velocity and goal position in
     /// one packet).
-    pub async fn sync_write(
+    pub(crate) async fn sync_write(
         &mut self,
         address: u16,
         len: u16,
@@ -220,7 +216,7 @@ fn check_len(s: &Status, item: Item, instruction: u8) -> Result<(), DynamixelErr
 /// Little-endian value of a status's data, sign-extended from its size (Present Position and
 /// Goal PWM are signed). The bus checks every reply's size against its item first, so the
 /// fallback 0 is never reached with data from a servo.
-pub fn signed(data: &[u8]) -> i32 {
+pub(crate) fn signed(data: &[u8]) -> i32 {
     match *data {
         [a] => a as i8 as i32,
         [a, b] => i16::from_le_bytes([a, b]) as i32,

@@ -532,7 +532,7 @@ impl BusState {
     }
 
     /// Moves every servo to `now`; shadows take their primary's position.
-    pub fn advance(&mut self, now: Instant) {
+    pub(crate) fn advance(&mut self, now: Instant) {
         let dt = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = now;
         let gripper = self.gripper_id;

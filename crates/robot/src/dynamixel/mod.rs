@@ -5,7 +5,7 @@
 //! (`proto`) but nothing else: the emulator answers from its own control tables, so a driver bug
 //! cannot be mirrored by an emulator bug built from the same code.
 
-pub mod bus;
+pub(crate) mod bus;
 pub mod emulator;
 pub mod proto;
 pub mod serial;

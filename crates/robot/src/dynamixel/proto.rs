@@ -12,7 +12,7 @@
 
 /// `FF FF FD 00`: three header bytes and the reserved byte, which the e-Manual counts as part of
 /// the header (it is never `FD`, so `FF FF FD FD` inside a body can be told apart from a header).
-pub const HEADER: [u8; 4] = [0xFF, 0xFF, 0xFD, 0x00];
+pub(crate) const HEADER: [u8; 4] = [0xFF, 0xFF, 0xFD, 0x00];
 
 /// Header (4) + id (1) + length (2): the bytes before the instruction.
 pub const PREFIX_LEN: usize = 7;
@@ -60,69 +60,69 @@ pub mod table {
     }
 
     // EEPROM area: writable only with torque off.
-    pub const MODEL_NUMBER: Item = item(0, 2);
-    pub const FIRMWARE_VERSION: Item = item(6, 1);
-    pub const ID: Item = item(7, 1);
-    pub const BAUD_RATE: Item = item(8, 1);
-    pub const RETURN_DELAY_TIME: Item = item(9, 1);
+    pub(crate) const MODEL_NUMBER: Item = item(0, 2);
+    pub(crate) const FIRMWARE_VERSION: Item = item(6, 1);
+    pub(crate) const ID: Item = item(7, 1);
+    pub(crate) const BAUD_RATE: Item = item(8, 1);
+    pub(crate) const RETURN_DELAY_TIME: Item = item(9, 1);
     /// Bit 0: reverse mode; bit 2: profile configuration (0 velocity-based, 1 time-based).
     pub const DRIVE_MODE: Item = item(10, 1);
     pub const OPERATING_MODE: Item = item(11, 1);
     /// Secondary (shadow) id: the servo also executes packets sent to this id, without replying.
     pub const SECONDARY_ID: Item = item(12, 1);
-    pub const PROTOCOL_TYPE: Item = item(13, 1);
-    pub const PWM_LIMIT: Item = item(36, 2);
-    pub const VELOCITY_LIMIT: Item = item(44, 4);
+    pub(crate) const PROTOCOL_TYPE: Item = item(13, 1);
+    pub(crate) const PWM_LIMIT: Item = item(36, 2);
+    pub(crate) const VELOCITY_LIMIT: Item = item(44, 4);
     pub const MAX_POSITION_LIMIT: Item = item(48, 4);
-    pub const MIN_POSITION_LIMIT: Item = item(52, 4);
-    pub const SHUTDOWN: Item = item(63, 1);
+    pub(crate) const MIN_POSITION_LIMIT: Item = item(52, 4);
+    pub(crate) const SHUTDOWN: Item = item(63, 1);
     // RAM area.
     pub const TORQUE_ENABLE: Item = item(64, 1);
-    pub const LED: Item = item(65, 1);
-    pub const STATUS_RETURN_LEVEL: Item = item(68, 1);
+    pub(crate) const LED: Item = item(65, 1);
+    pub(crate) const STATUS_RETURN_LEVEL: Item = item(68, 1);
     pub const HARDWARE_ERROR_STATUS: Item = item(70, 1);
     pub const GOAL_PWM: Item = item(100, 2);
-    pub const GOAL_CURRENT: Item = item(102, 2);
-    pub const GOAL_VELOCITY: Item = item(104, 4);
+    pub(crate) const GOAL_CURRENT: Item = item(102, 2);
+    pub(crate) const GOAL_VELOCITY: Item = item(104, 4);
     pub const PROFILE_ACCELERATION: Item = item(108, 4);
     pub const PROFILE_VELOCITY: Item = item(112, 4);
     pub const GOAL_POSITION: Item = item(116, 4);
     pub const MOVING: Item = item(122, 1);
-    pub const PRESENT_PWM: Item = item(124, 2);
+    pub(crate) const PRESENT_PWM: Item = item(124, 2);
     /// Present Current on XM servos; Present Load on XL servos (same address and size).
     pub const PRESENT_CURRENT: Item = item(126, 2);
-    pub const PRESENT_VELOCITY: Item = item(128, 4);
+    pub(crate) const PRESENT_VELOCITY: Item = item(128, 4);
     pub const PRESENT_POSITION: Item = item(132, 4);
 
     /// Drive Mode bit 0: the servo turns the other way (positions mirrored).
-    pub const DRIVE_MODE_REVERSE: u8 = 0x01;
+    pub(crate) const DRIVE_MODE_REVERSE: u8 = 0x01;
     /// Drive Mode bit 2: profile registers hold times (ms) instead of velocity/acceleration.
-    pub const DRIVE_MODE_TIME_BASED: u8 = 0x04;
+    pub(crate) const DRIVE_MODE_TIME_BASED: u8 = 0x04;
 
     /// Operating Mode values.
     pub const MODE_CURRENT: u8 = 0;
     pub const MODE_VELOCITY: u8 = 1;
     pub const MODE_POSITION: u8 = 3;
-    pub const MODE_EXTENDED_POSITION: u8 = 4;
-    pub const MODE_CURRENT_BASED_POSITION: u8 = 5;
+    pub(crate) const MODE_EXTENDED_POSITION: u8 = 4;
+    pub(crate) const MODE_CURRENT_BASED_POSITION: u8 = 5;
     pub const MODE_PWM: u8 = 16;
 
     /// Profile Velocity / Velocity Limit unit: 0.229 rev/min.
-    pub const VELOCITY_UNIT_RPM: f64 = 0.229;
+    pub(crate) const VELOCITY_UNIT_RPM: f64 = 0.229;
     /// Profile Acceleration unit: 214.577 rev/min².
-    pub const ACCELERATION_UNIT_RPM2: f64 = 214.577;
+    pub(crate) const ACCELERATION_UNIT_RPM2: f64 = 214.577;
 }
 
 /// Hardware Error Status bits (control table 70; Shutdown 63 uses the same bits).
 pub mod hardware_error {
-    pub const INPUT_VOLTAGE: u8 = 0x01;
+    pub(crate) const INPUT_VOLTAGE: u8 = 0x01;
     pub const OVERHEATING: u8 = 0x04;
-    pub const MOTOR_ENCODER: u8 = 0x08;
-    pub const ELECTRICAL_SHOCK: u8 = 0x10;
+    pub(crate) const MOTOR_ENCODER: u8 = 0x08;
+    pub(crate) const ELECTRICAL_SHOCK: u8 = 0x10;
     pub const OVERLOAD: u8 = 0x20;
 
     /// The names of the bits set in `status`, for messages ("overload, overheating").
-    pub fn describe(status: u8) -> String {
+    pub(crate) fn describe(status: u8) -> String {
         let names = [
             (INPUT_VOLTAGE, "input voltage"),
             (OVERHEATING, "overheating"),
@@ -278,7 +278,7 @@ pub const ALERT_BIT: u8 = 0x80;
 
 impl StatusError {
     /// The error number carried in an error byte, if any (the alert bit is not an error number).
-    pub fn from_byte(byte: u8) -> Option<StatusError> {
+    pub(crate) fn from_byte(byte: u8) -> Option<StatusError> {
         Some(match byte & !ALERT_BIT {
             0 => return None,
             1 => StatusError::ResultFail,
@@ -395,7 +395,7 @@ impl Status {
         Packet::new(self.id, instruction::STATUS, params)
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         self.clone().into_packet().encode()
     }
 }
@@ -593,7 +593,7 @@ impl Decoder {
 
     /// Forgets everything buffered (before a new request, so a late reply to an abandoned one
     /// cannot be taken for the answer).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.buf.clear();
     }
 

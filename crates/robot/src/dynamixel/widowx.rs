@@ -45,19 +45,19 @@ use pointact_core::safety::{CheckedGripper, CheckedTrajectory};
 /// Profile velocity and acceleration are set this much above what a step needs, so a servo that
 /// fell behind (its own acceleration ramp, load) can catch up within the next steps instead of
 /// lagging further at every one.
-pub const PROFILE_HEADROOM: f64 = 1.25;
+pub(crate) const PROFILE_HEADROOM: f64 = 1.25;
 
 /// How far (rad) a joint may be from its goal, beyond the length of the current step, before the
 /// motion counts as failed: a refused goal (a SYNC_WRITE is not answered, so a Data Limit error
 /// is only visible this way) or a blocked joint.
-pub const TRACKING_TOLERANCE_RAD: f64 = 0.1;
+pub(crate) const TRACKING_TOLERANCE_RAD: f64 = 0.1;
 
 /// How close (rad) every joint must come to the trajectory's end before `execute` returns.
 /// About 13 ticks: above a loaded servo's steady-state error, below anything a grasp would notice.
-pub const SETTLE_TOLERANCE_RAD: f64 = 0.02;
+pub(crate) const SETTLE_TOLERANCE_RAD: f64 = 0.02;
 
 /// Finger position (m) within which the gripper counts as at its target.
-pub const GRIPPER_TOLERANCE_M: f64 = 0.0005;
+pub(crate) const GRIPPER_TOLERANCE_M: f64 = 0.0005;
 
 /// A servo that moved at most this many ticks over `STALL_POLLS` polls has stalled.
 const STALL_TICKS: i32 = 2;
@@ -73,14 +73,14 @@ const MODE_BLOCK: table::Item = table::Item {
 /// carriage through a link of length L, so the carriage sits at x = r·sin θ + √(L² − r²·cos² θ)
 /// from the servo axis along its slide, for servo angle θ.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GripperLinkage {
+pub(crate) struct GripperLinkage {
     pub horn_radius: f64,
     pub arm_length: f64,
 }
 
 impl GripperLinkage {
     /// Finger position (m) at servo angle `angle` (rad).
-    pub fn finger_position(&self, angle: f64) -> f64 {
+    pub(crate) fn finger_position(&self, angle: f64) -> f64 {
         let (r, l) = (self.horn_radius, self.arm_length);
         let c = r * angle.cos();
         r * angle.sin() + (l * l - c * c).max(0.0).sqrt()
@@ -88,7 +88,7 @@ impl GripperLinkage {
 
     /// Servo angle (rad, in −π/2..π/2) that puts the finger at `finger` (m): from
     /// (x − r·sin θ)² = L² − r²·cos² θ, sin θ = (x² + r² − L²) / (2·x·r).
-    pub fn servo_angle(&self, finger: f64) -> f64 {
+    pub(crate) fn servo_angle(&self, finger: f64) -> f64 {
         let (r, l) = (self.horn_radius, self.arm_length);
         ((finger * finger + r * r - l * l) / (2.0 * finger * r))
             .clamp(-1.0, 1.0)
@@ -98,7 +98,7 @@ impl GripperLinkage {
 
 /// How the arm servos read their profile registers (Drive Mode bit 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProfileKind {
+pub(crate) enum ProfileKind {
     /// Profile Velocity in 0.229 rev/min, Profile Acceleration in 214.577 rev/min².
     Velocity,
     /// Profile Velocity is the move's duration (ms), Profile Acceleration its ramp time (ms).
@@ -107,7 +107,12 @@ pub enum ProfileKind {
 
 /// (Profile Acceleration, Profile Velocity) for one streamed step of `step_rad` in `dt` seconds
 /// on a joint allowed `acc_limit` rad/s². Never 0: 0 means "unlimited" to the servo.
-pub fn profile_registers(kind: ProfileKind, step_rad: f64, dt: f64, acc_limit: f64) -> (u32, u32) {
+pub(crate) fn profile_registers(
+    kind: ProfileKind,
+    step_rad: f64,
+    dt: f64,
+    acc_limit: f64,
+) -> (u32, u32) {
     match kind {
         ProfileKind::Velocity => {
             let rpm = step_rad.abs() / dt * PROFILE_HEADROOM * 60.0 / std::f64::consts::TAU;
@@ -167,7 +172,7 @@ impl WidowX<SerialPort> {
 impl<P: AsyncRead + AsyncWrite + Unpin> WidowX<P> {
     /// Checks every servo (present, no hardware error, configured as `settings` says), then
     /// turns torque on holding the present position, so the arm does not move at connect.
-    pub async fn start(
+    pub(crate) async fn start(
         port: P,
         settings: &DynamixelSettings,
         model: Arc<RobotModel>,

@@ -244,7 +244,7 @@ async fn open(settings: &XarmSettings, port: u16, what: &str) -> Result<TcpStrea
 }
 
 /// The controller's error as a typed robot error, with its meaning.
-pub fn controller_error(e: ControllerError) -> RobotError {
+pub(crate) fn controller_error(e: ControllerError) -> RobotError {
     RobotError::Controller {
         code: i32::from(e.code()),
         detail: e.meaning().to_string(),
@@ -252,7 +252,7 @@ pub fn controller_error(e: ControllerError) -> RobotError {
 }
 
 /// A controller warning (a refused command) as a typed robot error.
-pub fn controller_warning(w: ControllerWarning) -> RobotError {
+pub(crate) fn controller_warning(w: ControllerWarning) -> RobotError {
     RobotError::Controller {
         code: i32::from(w.code()),
         detail: format!("warning {w} (the command was refused)"),
@@ -373,7 +373,7 @@ impl XarmClient {
         self.dof
     }
 
-    pub fn settings(&self) -> &XarmSettings {
+    pub(crate) fn settings(&self) -> &XarmSettings {
         &self.settings
     }
 
@@ -398,7 +398,7 @@ impl XarmClient {
     }
 
     /// `Ok` while the command socket and both report streams work.
-    pub fn check_links(&self) -> Result<(), RobotError> {
+    pub(crate) fn check_links(&self) -> Result<(), RobotError> {
         self.link.check()?;
         self.rt.check()?;
         self.rich.check()
@@ -406,7 +406,7 @@ impl XarmClient {
 
     /// `e`, or — when the command socket is gone — the loss itself, naming `e`: whatever failed
     /// afterwards (a stop that could not be sent) follows from the loss.
-    pub fn lost_link(&self, e: RobotError) -> RobotError {
+    pub(crate) fn lost_link(&self, e: RobotError) -> RobotError {
         match (&self.link.lost, e) {
             (None, e) => e,
             (Some(_), e @ (RobotError::Disconnected(_) | RobotError::Protocol(_))) => e,
@@ -459,7 +459,7 @@ impl XarmClient {
         self.clean_warn().await
     }
 
-    pub async fn clean_warn(&mut self) -> Result<(), RobotError> {
+    pub(crate) async fn clean_warn(&mut self) -> Result<(), RobotError> {
         self.request(Command::CleanWarn).await?;
         Ok(())
     }
@@ -511,7 +511,7 @@ impl XarmClient {
     }
 
     /// GET_CMDNUM: motions queued or running.
-    pub async fn cmdnum(&mut self) -> Result<u16, RobotError> {
+    pub(crate) async fn cmdnum(&mut self) -> Result<u16, RobotError> {
         match self.request(Command::GetCmdnum).await?.1 {
             Reply::Cmdnum(n) => Ok(n),
             other => Err(self.unexpected("GET_CMDNUM", &other)),
@@ -557,7 +557,7 @@ impl XarmClient {
     /// The controller's error (or else its warning) as a typed error; `None` when it has
     /// neither. A warning is cleared once read: it refused one command and must not make the
     /// next one look refused too.
-    pub async fn fault(&mut self) -> Result<Option<RobotError>, RobotError> {
+    pub(crate) async fn fault(&mut self) -> Result<Option<RobotError>, RobotError> {
         match self.error_warn().await? {
             (Some(e), _) => Ok(Some(controller_error(e))),
             (None, Some(w)) => {
@@ -568,21 +568,13 @@ impl XarmClient {
         }
     }
 
-    /// `Err` with the controller's error or warning, if it has one.
-    pub async fn check_error(&mut self) -> Result<(), RobotError> {
-        match self.fault().await? {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-
     /// SET_STATE 4: stop now and drop every queued motion.
-    pub async fn stop(&mut self) -> Result<(), RobotError> {
+    pub(crate) async fn stop(&mut self) -> Result<(), RobotError> {
         self.set_state(set_state::STOP).await
     }
 
     /// Stops the arm (best effort) and returns `cause`; see `servo::stop_then`.
-    pub async fn stop_then(&mut self, cause: RobotError) -> RobotError {
+    pub(crate) async fn stop_then(&mut self, cause: RobotError) -> RobotError {
         if self.link.lost.is_some() {
             return self.lost_link(cause);
         }
@@ -752,7 +744,7 @@ impl XarmClient {
     /// How long to wait for a motion the ideal trapezoid says takes `estimate_s`: twice that
     /// (the controller slows lines where a joint would be too fast, and clamps speeds) plus one
     /// command timeout for it to start.
-    pub fn motion_timeout(&self, estimate_s: f64) -> Duration {
+    pub(crate) fn motion_timeout(&self, estimate_s: f64) -> Duration {
         let s = 2.0 * estimate_s.max(0.0) + self.settings.network.command_timeout_s;
         Duration::from_secs_f64(s)
     }
@@ -760,7 +752,7 @@ impl XarmClient {
     /// Polls GET_STATE (as the SDK's `wait_move`) until the controller is idle with nothing
     /// queued on two polls in a row. A controller error, a stop, a dead link or `timeout` stops
     /// the arm and is returned.
-    pub async fn wait_motion(&mut self, timeout: Duration) -> Result<(), RobotError> {
+    pub(crate) async fn wait_motion(&mut self, timeout: Duration) -> Result<(), RobotError> {
         let deadline = Instant::now() + timeout;
         let mut settled = 0;
         loop {
@@ -818,15 +810,6 @@ impl XarmClient {
     // -----------------------------------------------------------------------------------------
     // Servo streaming (mode 1)
 
-    /// MOVE_SERVOJ: the newest joint target (rad), applied at once (servo mode). On a fault the
-    /// arm is stopped before the error is returned.
-    pub async fn servo_joints(&mut self, q: &[f64]) -> Result<(), RobotError> {
-        match self.servo_joints_target(q).await {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.stop_then(e).await),
-        }
-    }
-
     /// MOVE_SERVO_CART: the newest TCP target `base_from_tcp` (m), applied at once (servo mode).
     pub async fn servo_cartesian(&mut self, pose: &Isometry3<f64>) -> Result<(), RobotError> {
         let m = &self.settings.motion;
@@ -869,7 +852,7 @@ impl XarmClient {
     /// Waits (at most `timeout`) until the real-time report's actual joints are within `tol`
     /// (rad) of `q`; returns them as last seen. Used before leaving servo mode, which stops the
     /// arm where it is.
-    pub async fn settle(
+    pub(crate) async fn settle(
         &mut self,
         q: &[f64],
         tol: f64,
@@ -895,14 +878,14 @@ impl XarmClient {
     // Recording (`Robot::take_states`)
 
     /// Starts keeping every real-time state until `stop_recording`.
-    pub fn start_recording(&mut self) {
+    pub(crate) fn start_recording(&mut self) {
         lock(&self.recording).on = true;
     }
 
     /// Ends the recording with one more state: the newest real-time joints with the newest
     /// gripper width, so the last state shows where the command left the arm and the fingers
     /// (a width read after the last real-time frame would otherwise be missing).
-    pub fn stop_recording(&mut self) {
+    pub(crate) fn stop_recording(&mut self) {
         let latest = self.latest_rt();
         let mut rec = lock(&self.recording);
         if let Some(r) = latest.filter(|_| rec.on) {
@@ -917,7 +900,7 @@ impl XarmClient {
     }
 
     /// The states recorded so far, oldest first, and forgets them.
-    pub fn take_states(&mut self) -> Vec<JointState> {
+    pub(crate) fn take_states(&mut self) -> Vec<JointState> {
         let mut r = lock(&self.recording);
         if r.dropped > 0 {
             tracing::warn!(

@@ -19,7 +19,7 @@ use pointact_core::safety::{CheckedGripper, CheckedTrajectory};
 /// How far (rad, any joint) the arm may end from a trajectory's end. The controller tracks
 /// servo targets to a small fraction of this; more means the arm did not follow (a stop, a
 /// collision, a target it refused).
-pub const END_TOLERANCE_RAD: f64 = 0.01;
+pub(crate) const END_TOLERANCE_RAD: f64 = 0.01;
 
 /// An xArm 6 (or any xArm the model describes) behind its controller.
 pub struct XarmRobot {

@@ -3,12 +3,12 @@
 //! client (`client`, with the report streams in `report` and the xArm Gripper in `gripper`) and the
 //! `Robot` implementation on top of it (`driver::XarmRobot`).
 
-pub mod client;
-pub mod driver;
+pub(crate) mod client;
+pub(crate) mod driver;
 pub mod emulator;
 mod gripper;
 pub mod proto;
-pub mod report;
+pub(crate) mod report;
 
 pub use client::XarmClient;
 pub use driver::XarmRobot;

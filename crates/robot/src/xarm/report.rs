@@ -25,11 +25,11 @@ use crate::{JointState, RobotError};
 
 /// Most states one recording keeps: ten minutes at 250 Hz. A caller that never takes its states
 /// must not grow the process without bound; later states are dropped (and counted).
-pub const MAX_RECORDED_STATES: usize = 150_000;
+pub(crate) const MAX_RECORDED_STATES: usize = 150_000;
 
 /// Why a report stream stopped being usable.
 #[derive(Debug, Clone, PartialEq)]
-pub enum LinkFault {
+pub(crate) enum LinkFault {
     /// No complete frame for this many seconds.
     Silent(f64),
     /// The socket closed or failed.
@@ -40,7 +40,7 @@ pub enum LinkFault {
 
 /// What a report task publishes.
 #[derive(Debug, Clone)]
-pub struct LinkState<R> {
+pub(crate) struct LinkState<R> {
     /// The newest frame and when it arrived.
     pub latest: Option<(Arc<R>, Instant)>,
     /// Frames decoded so far.
@@ -59,7 +59,7 @@ impl<R> Default for LinkState<R> {
 }
 
 /// One report stream: its reader task and what it last saw.
-pub struct ReportStream<R> {
+pub(crate) struct ReportStream<R> {
     /// Names the stream in errors ("real-time report (port 30000)").
     what: String,
     timeout: Duration,
@@ -69,7 +69,7 @@ pub struct ReportStream<R> {
 
 impl<R: Send + Sync + 'static> ReportStream<R> {
     /// Starts reading `stream`; `on_frame` sees every decoded frame on the reader task.
-    pub fn spawn(
+    pub(crate) fn spawn(
         what: String,
         stream: TcpStream,
         timeout: Duration,
@@ -88,7 +88,7 @@ impl<R: Send + Sync + 'static> ReportStream<R> {
 
     /// Waits until the first frame arrived (or the link faulted). The task itself faults the link
     /// after `timeout` of silence; the outer bound only guards against a starved task.
-    pub async fn first_frame(&mut self) -> Result<(), RobotError> {
+    pub(crate) async fn first_frame(&mut self) -> Result<(), RobotError> {
         let bound = self.timeout * 2 + Duration::from_millis(100);
         // `Ok(true)`: a frame or a fault was published; `Ok(false)`: the task ended without
         // publishing one (aborted or panicked).
@@ -111,7 +111,7 @@ impl<R: Send + Sync + 'static> ReportStream<R> {
     /// `Ok` while the stream delivers frames; the fault as a typed error once it does not. A
     /// frame older than the timeout counts as silence even before the task noticed (a starved
     /// runtime must not hide a dead link).
-    pub fn check(&self) -> Result<(), RobotError> {
+    pub(crate) fn check(&self) -> Result<(), RobotError> {
         let l = self.rx.borrow();
         if let Some(f) = &l.fault {
             return Err(self.fault_error(f));
@@ -137,13 +137,8 @@ impl<R: Send + Sync + 'static> ReportStream<R> {
     }
 
     /// The newest frame, if any arrived.
-    pub fn latest(&self) -> Option<Arc<R>> {
+    pub(crate) fn latest(&self) -> Option<Arc<R>> {
         self.rx.borrow().latest.as_ref().map(|(r, _)| r.clone())
-    }
-
-    /// Frames decoded so far.
-    pub fn frames(&self) -> u64 {
-        self.rx.borrow().frames
     }
 }
 
@@ -207,7 +202,7 @@ async fn read_reports<R>(
 
 /// Executed states recorded from the real-time stream while a motion runs.
 #[derive(Debug, Default)]
-pub struct Recording {
+pub(crate) struct Recording {
     pub on: bool,
     pub states: Vec<JointState>,
     /// States not kept because `MAX_RECORDED_STATES` was reached.
@@ -217,7 +212,7 @@ pub struct Recording {
 }
 
 impl Recording {
-    pub fn push(&mut self, state: JointState) {
+    pub(crate) fn push(&mut self, state: JointState) {
         if !self.on {
             return;
         }
@@ -230,9 +225,9 @@ impl Recording {
 }
 
 /// The recording shared between the real-time task and the client.
-pub type SharedRecording = Arc<Mutex<Recording>>;
+pub(crate) type SharedRecording = Arc<Mutex<Recording>>;
 
-pub fn lock(r: &SharedRecording) -> MutexGuard<'_, Recording> {
+pub(crate) fn lock(r: &SharedRecording) -> MutexGuard<'_, Recording> {
     // Every update is a plain push or assignment: a panic elsewhere leaves it usable.
     r.lock().unwrap_or_else(|p| p.into_inner())
 }

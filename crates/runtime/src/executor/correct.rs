@@ -23,7 +23,7 @@ use pointact_core::planning::Sphere;
 
 /// How far a grasp point may be moved onto an object (px in the image: three standard
 /// deviations of a 16 px pointing error).
-pub const SNAP_RADIUS_PX: f64 = 48.0;
+pub(crate) const SNAP_RADIUS_PX: f64 = 48.0;
 /// An object segment has at least this many pixels (fewer: depth noise on the table).
 const MIN_SEGMENT: usize = 30;
 /// Pixels within this distance of the robot's spheres are the robot (m).
@@ -80,7 +80,7 @@ pub(crate) struct DepthView<'a> {
 
 impl<'a> DepthView<'a> {
     /// `robot`: the arm's spheres where it stands now (its pixels are not objects).
-    pub fn new(frame: &'a Frame, table: Table, robot: &[Sphere]) -> Self {
+    pub(crate) fn new(frame: &'a Frame, table: Table, robot: &[Sphere]) -> Self {
         let (table_z, min_height) = (table.z, table.min_object_height);
         let (w, h) = (frame.depth.width, frame.depth.height);
         let mut points = Vec::with_capacity(w * h);
@@ -126,13 +126,13 @@ impl<'a> DepthView<'a> {
 
     /// The base-frame point of pixel `i` and its height above the table, unless the pixel has no
     /// depth or shows the robot.
-    pub fn seen(&self, i: usize) -> Option<(Point3<f64>, f64)> {
+    pub(crate) fn seen(&self, i: usize) -> Option<(Point3<f64>, f64)> {
         let p = self.points.get(i).copied().flatten()?;
         (!self.robot[i]).then(|| (p, p.z - self.table_z))
     }
 
     /// Pixels in the image (`width · height`).
-    pub fn pixel_count(&self) -> usize {
+    pub(crate) fn pixel_count(&self) -> usize {
         self.points.len()
     }
 
@@ -148,7 +148,7 @@ impl<'a> DepthView<'a> {
 
     /// Where an answered pixel points in the base frame: its own depth (median of a window), or
     /// where its ray meets the table when it has none.
-    pub fn locate(&self, px: [f64; 2]) -> Result<Point3<f64>, PerceiveError> {
+    pub(crate) fn locate(&self, px: [f64; 2]) -> Result<Point3<f64>, PerceiveError> {
         match lift(self.frame, px, &RobustDepthOptions::surface()) {
             Ok(p) => Ok(p),
             Err(_) => ray_to_height(self.frame, px, self.table_z),
@@ -352,7 +352,7 @@ fn distance(view: &DepthView<'_>, a: [f64; 2], b: [f64; 2]) -> f64 {
 /// Where to place: the pixel whose depth gives the surface height, and the horizontal spot when
 /// it differs from that pixel's own.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PlaceSpot {
+pub(crate) struct PlaceSpot {
     pub px: [f64; 2],
     pub xy: Option<Point2<f64>>,
 }

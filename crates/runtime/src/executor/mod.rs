@@ -4,11 +4,11 @@
 //! nothing: the runner passes its plan through the safety gate to a robot.
 
 pub mod correct;
-pub mod event;
+pub(crate) mod event;
 pub mod instruction;
 pub mod perceive;
 pub mod plan;
-pub mod task;
+pub(crate) mod task;
 pub mod verify;
 
 pub use event::Event;

@@ -100,7 +100,7 @@ pub(crate) fn table_height(frame: &Frame, crop: CropBox) -> Result<Table, Percei
 
 /// The object under a pixel, cut out of the depth image.
 #[derive(Debug, Clone)]
-pub struct ObjectBlob {
+pub(crate) struct ObjectBlob {
     /// Base-frame points of the object surface seen by the camera.
     pub points: Vec<Point3<f64>>,
     /// The image pixels of `points` (index `v · width + u`, same order).
@@ -109,17 +109,14 @@ pub struct ObjectBlob {
     pub top_z: f64,
     /// Centroid of the points.
     pub centroid: Point3<f64>,
-    /// Yaw (rad, base frame) of the longest horizontal axis.
-    pub major_yaw: f64,
     /// Horizontal direction (yaw, rad) across which the object is narrowest: the fingers should
     /// close along it. Found by sweeping the footprint's width over directions (calipers), which
     /// is well defined for square blocks where the principal axes are not.
     pub narrow_yaw: f64,
     /// The footprint width along `narrow_yaw` (m).
     pub narrow_width: f64,
-    /// Spread along the major and minor horizontal axes (m, 2·√eigenvalue·√3: a box's width).
+    /// Spread along the major horizontal axis (m, 2·√eigenvalue·√3: a box's length).
     pub major_extent: f64,
-    pub minor_extent: f64,
 }
 
 /// Region-grows from `px` over neighbouring pixels whose 3D points stand more than `min_height`
@@ -205,11 +202,10 @@ pub(crate) fn object_blob(
         syy += d.y * d.y;
     }
     let (sxx, sxy, syy) = (sxx / n, sxy / n, syy / n);
-    let major_yaw = 0.5 * (2.0 * sxy).atan2(sxx - syy);
     let tr = sxx + syy;
     let det = sxx * syy - sxy * sxy;
     let disc = (tr * tr / 4.0 - det).max(0.0).sqrt();
-    let (l1, l2) = (tr / 2.0 + disc, (tr / 2.0 - disc).max(0.0));
+    let l1 = tr / 2.0 + disc;
     // Near the seed: the top of the part being grasped, not of the whole object.
     let top_z = points
         .iter()
@@ -222,9 +218,7 @@ pub(crate) fn object_blob(
         narrow_width,
         top_z: if top_z.is_finite() { top_z } else { sp.z },
         centroid,
-        major_yaw,
         major_extent: 2.0 * (3.0 * l1).sqrt(),
-        minor_extent: 2.0 * (3.0 * l2).sqrt(),
         points,
         pixels,
     })
@@ -276,7 +270,7 @@ fn narrowest_direction(points: &[Point3<f64>]) -> (f64, f64) {
 /// The world the planner and the gate check free-space moves against: the table, and the frame's
 /// cloud inside `crop` (every second pixel) as a distance field (`planning::cloud_field`), without
 /// the robot's own points and without `remove` (the object about to be grasped).
-pub fn planning_world(
+pub(crate) fn planning_world(
     frame: &Frame,
     table_z: f64,
     crop: CropBox,

@@ -292,7 +292,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
     }
 
     /// Affordance branch: grasp at `grasp_px`, place at `place` (None: pick up and hold).
-    pub fn affordance(
+    pub(crate) fn affordance(
         &mut self,
         frame: &Frame,
         grasp_px: [f64; 2],
@@ -366,7 +366,7 @@ impl<'a, M: MotionPlanner> TaskPlanner<'a, M> {
     /// (at `end_xy` when a depth check moved the place).
     /// With a pick-up intent the trace is a lift: every later point sits on a straight rise of
     /// `pick_up_lift` and the object stays in the hand. A named part is grasped at the point itself.
-    pub fn trace(
+    pub(crate) fn trace(
         &mut self,
         frame: &Frame,
         trace_px: &[[f64; 2]],

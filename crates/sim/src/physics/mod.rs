@@ -26,7 +26,7 @@ use rapier3d::prelude::{
 };
 
 use super::convert::{from_pose, from_vec, to_pose, to_shared_shape, volume};
-use super::scene::{Region, Scene, SceneObject};
+use super::scene::{Scene, SceneObject};
 use super::{
     Primitive, RenderScene, FIRST_OBJECT_INSTANCE, NO_PART, ROBOT_INSTANCE, TABLE_INSTANCE,
 };
@@ -37,14 +37,14 @@ mod finger;
 mod gripper;
 
 use finger::{Attachment, Finger};
-pub use gripper::{FINGER_FRICTION, FINGER_SQUEEZE_M};
+pub(crate) use gripper::FINGER_FRICTION;
 
 /// Physics time step: 240 Hz keeps 4 cm blocks stacked and 1 cm finger contacts stable.
-pub const DEFAULT_DT: f64 = 1.0 / 240.0;
+pub(crate) const DEFAULT_DT: f64 = 1.0 / 240.0;
 /// Largest move of an object in a 0.1 s window that still counts as resting, m.
-pub const REST_MOVE_M: f64 = 0.0005;
+pub(crate) const REST_MOVE_M: f64 = 0.0005;
 /// Largest turn of an object in a 0.1 s window that still counts as resting, rad.
-pub const REST_TURN_RAD: f64 = 0.005;
+pub(crate) const REST_TURN_RAD: f64 = 0.005;
 /// Consecutive resting windows `settle` waits for.
 const REST_WINDOWS: u32 = 3;
 
@@ -56,7 +56,7 @@ fn pose_still(a: &Isometry3<f64>, b: &Isometry3<f64>) -> bool {
 
 /// Surfaces closer than this count as touching (rapier also keeps "speculative" contacts between
 /// shapes still apart, which must not count).
-pub const TOUCH_DISTANCE_M: f64 = 0.001;
+pub(crate) const TOUCH_DISTANCE_M: f64 = 0.001;
 const GROUP_TABLE: Group = Group::GROUP_1;
 const GROUP_OBJECT: Group = Group::GROUP_2;
 const GROUP_ROBOT: Group = Group::GROUP_3;
@@ -381,11 +381,6 @@ impl SimWorld {
         self.dt
     }
 
-    /// Number of steps taken.
-    pub fn steps(&self) -> u64 {
-        self.steps
-    }
-
     /// Sets the robot's joint targets and gripper opening (0 closed … 1 open) for the next steps.
     /// The arm links reach the pose at the end of the next step (kinematic bodies, so keep each
     /// change small: what moves per step moves objects it hits); the fingers travel toward the
@@ -585,13 +580,6 @@ impl SimWorld {
             .map(|b| from_pose(b.position()))
     }
 
-    /// Linear and angular velocity of an object (world frame).
-    pub fn object_velocity(&self, name: &str) -> Option<(Vector3<f64>, Vector3<f64>)> {
-        let i = self.index(name)?;
-        let b = self.pw.bodies.get(self.objects[i].body)?;
-        Some((from_vec(b.linvel()), from_vec(b.angvel())))
-    }
-
     /// Pose of an object when the world was built.
     pub(crate) fn initial_pose(&self, name: &str) -> Option<Isometry3<f64>> {
         self.index(name).map(|i| self.objects[i].initial)
@@ -632,13 +620,6 @@ impl SimWorld {
         self.scene.object(object)?.part_id(part)
     }
 
-    /// An object's place region (container inside, or the slab over its top) in world coordinates,
-    /// at the object's current pose.
-    pub fn place_region_world(&self, name: &str) -> Option<Region> {
-        let pose = self.object_pose(name)?;
-        Some(self.scene.object(name)?.place_region().transformed(&pose))
-    }
-
     /// World-axis-aligned bounds of an object at its current pose: (min, max).
     pub fn object_aabb(&self, name: &str) -> Option<(Point3<f64>, Point3<f64>)> {
         let obj = self.scene.object(name)?;
@@ -656,17 +637,6 @@ impl SimWorld {
             hi[axis] = c + b;
         }
         Some((Point3::from(lo), Point3::from(hi)))
-    }
-
-    /// Current world pose of every robot link with geometry (fingers at their actual opening).
-    pub fn link_poses(&self) -> Vec<(String, Isometry3<f64>)> {
-        self.links
-            .iter()
-            .filter_map(|l| {
-                let b = self.pw.bodies.get(l.body)?;
-                Some((l.link.clone(), from_pose(b.position())))
-            })
-            .collect()
     }
 
     /// Everything touching an object now (surfaces within `TOUCH_DISTANCE_M` after the last step),
@@ -737,11 +707,6 @@ impl SimWorld {
     pub fn mount_on_tool(&mut self, visual: ToolVisual) -> usize {
         self.tool_visuals.push(visual);
         self.tool_visuals.len()
-    }
-
-    /// Removes every tool visual.
-    pub fn clear_tool_visuals(&mut self) {
-        self.tool_visuals.clear();
     }
 
     /// What the camera sees now: the table, the objects (with part ids), the robot links and what

@@ -4,14 +4,12 @@
 //! brute-force paths, which both call these functions with bit-identical inputs, get bit-identical
 //! answers (no fused multiply-add, no reordering).
 
-use k::nalgebra::{Point3, Vector3};
-
 use pointact_core::geometry::Shape;
 
 /// Which piece of a shape's surface a ray hit; enough, with the hit point, to recover the outward
 /// normal without a second intersection. One byte, so the renderer keeps one per pixel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Surface {
+pub(crate) enum Surface {
     /// No hit (background).
     None,
     /// Box face with outward normal −x, +x, −y, +y, −z, +z.
@@ -41,35 +39,6 @@ const BOX_FACES: [Surface; 6] = [
     Surface::NegZ,
     Surface::PosZ,
 ];
-
-/// A hit: ray parameter and outward unit normal, both in the frame the ray was given in.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RayHit {
-    pub t: f64,
-    pub normal: Vector3<f64>,
-}
-
-/// First crossing of the ray `origin + t·dir` (shape frame; `dir` need not be unit) with the
-/// shape's surface for `t > t_min`. From outside a solid that is the entry point; from inside a
-/// box, cylinder or sphere it is the exit point (inside a capsule it is the first crossing of one
-/// of its pieces, which may be an internal one). Shape sizes must be finite and non-negative
-/// ([`shape_is_valid`]); other inputs give unspecified (but non-panicking) answers.
-pub fn intersect_local(
-    shape: &Shape,
-    origin: &Point3<f64>,
-    dir: &Vector3<f64>,
-    t_min: f64,
-) -> Option<RayHit> {
-    let o = [origin.x, origin.y, origin.z];
-    let d = [dir.x, dir.y, dir.z];
-    let (t, surface) = intersect(shape, o, d, t_min)?;
-    let p = [o[0] + t * d[0], o[1] + t * d[1], o[2] + t * d[2]];
-    let n = local_normal(shape, surface, p);
-    Some(RayHit {
-        t,
-        normal: Vector3::new(n[0], n[1], n[2]),
-    })
-}
 
 /// Whether the shape's sizes are finite and non-negative, which the intersection routines assume.
 pub(crate) fn shape_is_valid(shape: &Shape) -> bool {

@@ -17,7 +17,7 @@
 //! (seed, pixel), so a frame is a pure function of scene, camera and options.
 
 mod camera;
-pub mod intersect;
+pub(crate) mod intersect;
 mod noise;
 mod options;
 mod texture;
@@ -37,7 +37,7 @@ use pointact_core::geometry::Shape;
 /// Hits closer to the optical centre than this are ignored (the camera's near plane). Small
 /// enough never to matter for a tabletop camera, large enough to keep a ray that starts on a
 /// surface from hitting it again.
-pub const MIN_DEPTH_M: f64 = 1e-4;
+pub(crate) const MIN_DEPTH_M: f64 = 1e-4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {

@@ -8,7 +8,7 @@ use super::*;
 /// n=11008` (6 copies, out of cache): 1 row 4.4 → 3.0 ms, 4 rows 10.9 → 4.4 ms (gemm's few-row
 /// path packs the activations and falls to 8 GB/s), 8 rows 12.2 → 7.3 ms, 15 rows 13.7 →
 /// 12.3 ms; at 32 rows gemm's tiles win (17.8 against 26.3 ms).
-pub const DENSE_FEW_ROWS: usize = 12;
+pub(crate) const DENSE_FEW_ROWS: usize = 12;
 
 /// Weights of fewer elements stay with `gemm`: they sit in the cache, and the pool's dispatch
 /// costs more than the product (64×64, one row: 1.5 µs gemm, 2.1 µs ours; 128×1024: 30 →

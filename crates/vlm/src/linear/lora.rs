@@ -22,7 +22,7 @@ impl Lora {
     /// PEFT's `reset_lora_parameters`: A is `kaiming_uniform_(a=√5)`, i.e. uniform on
     /// `[−1/√in, 1/√in)` (gain `√(2/(1+5))`, bound `√3·gain/√in`), drawn from `rng` row by
     /// row; B is zero.
-    pub fn new(
+    pub(crate) fn new(
         in_dim: usize,
         out_dim: usize,
         rank: usize,
@@ -48,21 +48,21 @@ impl Lora {
         })
     }
 
-    pub fn rank(&self) -> usize {
+    pub(crate) fn rank(&self) -> usize {
         self.a.dims()[0]
     }
 
-    pub fn alpha(&self) -> f64 {
+    pub(crate) fn alpha(&self) -> f64 {
         self.alpha
     }
 
     /// `alpha / rank`, PEFT's `scaling` (without rsLoRA).
-    pub fn scale(&self) -> f64 {
+    pub(crate) fn scale(&self) -> f64 {
         self.alpha / self.rank() as f64
     }
 
     /// `(alpha/rank)·(x·Aᵀ)·Bᵀ` for `xs` `[..., in]`.
-    pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         let down = candle_nn::Linear::new(self.a.clone(), None).forward(xs)?;
         candle_nn::Linear::new(self.b.clone(), None)
             .forward(&down)?
@@ -70,7 +70,7 @@ impl Lora {
     }
 
     /// `(alpha/rank)·B·A` `[out, in]`: what merging adds to the base weight.
-    pub fn delta(&self) -> candle_core::Result<Tensor> {
+    pub(crate) fn delta(&self) -> candle_core::Result<Tensor> {
         self.b.matmul(&self.a)?.affine(self.scale(), 0.0)
     }
 
@@ -98,7 +98,7 @@ impl Lora {
     }
 
     /// A and B of the adapter on `module` under their PEFT names, as they are now.
-    pub fn peft_weights(&self, module: &str) -> [(String, Tensor); 2] {
+    pub(crate) fn peft_weights(&self, module: &str) -> [(String, Tensor); 2] {
         [
             (peft_name(module, "A"), self.a.clone()),
             (peft_name(module, "B"), self.b.clone()),

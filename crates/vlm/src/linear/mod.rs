@@ -40,7 +40,7 @@ pub enum Proj {
 impl Proj {
     /// Reads `weight` `[out, in]` (and `bias` `[out]` when `bias`) under `vb` and stores it in
     /// `quant` when the input width fits the block size, dense otherwise.
-    pub fn load(
+    pub(crate) fn load(
         in_dim: usize,
         out_dim: usize,
         bias: bool,
@@ -109,7 +109,7 @@ impl Proj {
 
     /// Makes the weight and bias (when `select` picks `{name}.weight` / `{name}.bias`)
     /// [`Var`]s in place; see `TextModel::make_trainable`.
-    pub fn make_trainable(
+    pub(crate) fn make_trainable(
         &mut self,
         name: &str,
         select: &dyn Fn(&str) -> bool,
@@ -135,7 +135,7 @@ impl Proj {
     }
 
     /// `{name}.weight` (and `.bias`) as they are now.
-    pub fn named_weights(&self, name: &str) -> candle_core::Result<Vec<(String, Tensor)>> {
+    pub(crate) fn named_weights(&self, name: &str) -> candle_core::Result<Vec<(String, Tensor)>> {
         let l = self.dense(name)?;
         let mut out = vec![(format!("{name}.weight"), l.weight().clone())];
         if let Some(b) = l.bias() {
@@ -148,7 +148,7 @@ impl Proj {
     /// optimiser's in-place update shows through). Why: sampling with trained weights builds
     /// an autograd graph per operation, which the KV cache keeps alive for the whole rollout,
     /// and it keeps the decode rows off our kernels ([`dense_forward`]).
-    pub fn detached(&self) -> Proj {
+    pub(crate) fn detached(&self) -> Proj {
         match self {
             Proj::Dense(l) => Proj::Dense(candle_nn::Linear::new(
                 l.weight().detach(),
@@ -171,13 +171,8 @@ impl Proj {
         Ok(())
     }
 
-    /// Whether the weight is stored quantized.
-    pub fn is_quantized(&self) -> bool {
-        matches!(self, Proj::Quantized { .. })
-    }
-
     /// Bytes held by the weight and bias, as stored (quantized blocks count at their size).
-    pub fn weight_bytes(&self) -> usize {
+    pub(crate) fn weight_bytes(&self) -> usize {
         match self {
             Proj::Dense(l) => linear_bytes(l),
             Proj::Quantized { w, bias } => w.bytes() + bias.as_ref().map_or(0, tensor_bytes),
@@ -229,7 +224,7 @@ impl CheckpointTensor<'_> {
 /// Each part may carry a [`Lora`] adapter, added to that part's output only: PEFT adapts
 /// `q_proj`, `k_proj` and `v_proj` as separate modules, and the fused base weight stays as it is.
 #[derive(Debug, Clone)]
-pub struct FusedProj {
+pub(crate) struct FusedProj {
     proj: Proj,
     parts: Vec<Part>,
 }
@@ -246,7 +241,7 @@ struct Part {
 impl FusedProj {
     /// Reads `<name>.weight` `[out, in]` (and `<name>.bias`) for each `(name, out)` under `vb`
     /// and concatenates them in that order.
-    pub fn load(
+    pub(crate) fn load(
         in_dim: usize,
         parts: &[(&str, usize)],
         bias: bool,
@@ -318,7 +313,7 @@ impl FusedProj {
 
     /// The outputs of each part, in load order: views into one result, plus the part's adapter
     /// where it has one.
-    pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Vec<Tensor>> {
+    pub(crate) fn forward(&self, xs: &Tensor) -> candle_core::Result<Vec<Tensor>> {
         let y = self.proj.forward(xs)?;
         let mut start = 0;
         self.parts
@@ -335,7 +330,7 @@ impl FusedProj {
     }
 
     /// The output of a one-part projection (the whole product: no copy).
-    pub fn forward_one(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn forward_one(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         let mut outs = self.forward(xs)?;
         match outs.len() {
             1 => Ok(outs.remove(0)),
@@ -344,7 +339,7 @@ impl FusedProj {
     }
 
     /// Bytes of the weight and bias as stored, and of the adapters.
-    pub fn weight_bytes(&self) -> usize {
+    pub(crate) fn weight_bytes(&self) -> usize {
         self.proj.weight_bytes() + self.adapters().map(|(_, l)| l.bytes()).sum::<usize>()
     }
 
@@ -352,7 +347,7 @@ impl FusedProj {
     /// of the parts' `{prefix}.{name}.weight` (`.bias`). Why one `Var` for the fused tensor
     /// rather than one per part: the fused weight is what the forward multiplies by; parts
     /// concatenated at load would leave it a stale copy once the optimiser moves them.
-    pub fn make_trainable(
+    pub(crate) fn make_trainable(
         &mut self,
         prefix: &str,
         select: &dyn Fn(&str) -> bool,
@@ -395,7 +390,7 @@ impl FusedProj {
     /// A part with an adapter gives its merged weight `W + (alpha/rank)·B·A` (a snapshot, not
     /// tracked), so that a checkpoint loads in a model without LoRA support.
     /// The same projection and adapters outside autograd ([`Proj::detached`]).
-    pub fn detached(&self) -> FusedProj {
+    pub(crate) fn detached(&self) -> FusedProj {
         FusedProj {
             proj: self.proj.detached(),
             parts: self
@@ -409,7 +404,7 @@ impl FusedProj {
         }
     }
 
-    pub fn named_weights(
+    pub(crate) fn named_weights(
         &self,
         prefix: &str,
     ) -> candle_core::Result<Vec<(String, CheckpointTensor<'_>)>> {
@@ -438,7 +433,7 @@ impl FusedProj {
     /// `{prefix}.{name}` `select` picks, and returns its A and B under their PEFT names. Refused
     /// for a quantized weight (the merged checkpoint needs the dense one) and for a part that
     /// already has an adapter.
-    pub fn add_lora(
+    pub(crate) fn add_lora(
         &mut self,
         prefix: &str,
         select: &dyn Fn(&str) -> bool,
@@ -466,7 +461,7 @@ impl FusedProj {
     }
 
     /// The parts' adapters with the parts' names, in load order.
-    pub fn adapters(&self) -> impl Iterator<Item = (&str, &Lora)> {
+    pub(crate) fn adapters(&self) -> impl Iterator<Item = (&str, &Lora)> {
         self.parts
             .iter()
             .filter_map(|p| p.lora.as_ref().map(|l| (p.name.as_str(), l)))
@@ -476,7 +471,7 @@ impl FusedProj {
 /// `down(silu(gate(x)) * up(x))`, the MLP of both Qwen2.5-VL towers (`mlp.gate_proj`,
 /// `mlp.up_proj`, `mlp.down_proj`; biases in the vision tower only), gate and up fused.
 #[derive(Debug, Clone)]
-pub struct SwiGlu {
+pub(crate) struct SwiGlu {
     /// Visible to the decoder, which walks its linears for training, checkpoints and LoRA.
     pub(crate) gate_up: FusedProj,
     pub(crate) down_proj: FusedProj,
@@ -487,7 +482,7 @@ pub struct SwiGlu {
 
 impl SwiGlu {
     /// The same MLP outside autograd ([`Proj::detached`]).
-    pub fn detached(&self) -> SwiGlu {
+    pub(crate) fn detached(&self) -> SwiGlu {
         SwiGlu {
             gate_up: self.gate_up.detached(),
             down_proj: self.down_proj.detached(),
@@ -503,7 +498,7 @@ impl SwiGlu {
     /// and resumed training run no longer equalled an uninterrupted one (`tests/grpo_run.rs`: a
     /// weight 1e-5 apart after 4 steps). The decoder asks per pass instead
     /// ([`Self::forward_act`]).
-    pub fn fused_activation(mut self) -> Self {
+    pub(crate) fn fused_activation(mut self) -> Self {
         self.fused_act = true;
         self
     }
@@ -511,7 +506,7 @@ impl SwiGlu {
     /// Reads `gate_proj`, `up_proj` (`[inter, hidden]`) and `down_proj` (`[hidden, inter]`) under
     /// `vb`. Each is stored in `quant` where its input width fits the block size (3B vision:
     /// `down_proj`'s 3420 does not, so it stays f32).
-    pub fn load(
+    pub(crate) fn load(
         hidden: usize,
         inter: usize,
         bias: bool,
@@ -531,7 +526,7 @@ impl SwiGlu {
         })
     }
 
-    pub fn weight_bytes(&self) -> usize {
+    pub(crate) fn weight_bytes(&self) -> usize {
         self.gate_up.weight_bytes() + self.down_proj.weight_bytes()
     }
 
@@ -541,7 +536,7 @@ impl SwiGlu {
     /// its inference kernels: its training passes, tracked or not, all take candle's ops, so
     /// their log-probabilities stay equal to the bit; and a LoRA model's inference pass (its
     /// adapters tracked) runs the same kernels as the base model's.
-    pub fn forward_act(&self, xs: &Tensor, inference: bool) -> candle_core::Result<Tensor> {
+    pub(crate) fn forward_act(&self, xs: &Tensor, inference: bool) -> candle_core::Result<Tensor> {
         let [gate, up]: [Tensor; 2] = self
             .gate_up
             .forward(xs)?

@@ -129,7 +129,7 @@ enum ManyRows<T> {
 /// Rows at or above which a quantized product takes the many-row kernels (see [`QBlocks`]).
 /// Set for candle's tiles; ours ([`crate::qgemm`]) already beat the row kernels from about 16
 /// rows (`k=2048, n=11008`, AVX-512 EPYC), not yet measured elsewhere, so it stays.
-pub const PACKED_MIN_ROWS: usize = 32;
+pub(crate) const PACKED_MIN_ROWS: usize = 32;
 
 /// Quantizes `w` `[n, k]` row by row, in parallel (each row is whole blocks: `k` fits).
 pub(super) fn quantize_rows<T: GgmlType>(w: &Tensor) -> candle_core::Result<Arc<QRows<T>>> {
@@ -340,7 +340,7 @@ impl QBlocks {
     }
 
     /// Bytes of the blocks.
-    pub fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         match self {
             QBlocks::Q8_0(r) => r.bytes(),
             QBlocks::Q4K(r) => r.bytes(),

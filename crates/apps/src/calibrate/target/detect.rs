@@ -133,7 +133,7 @@ impl TagDetector {
 /// The detector reports corners with pixel centres at `+0.5` (the AprilTag C library's
 /// convention, which the port keeps: pixel `i` spans `[i, i + 1)`); ours are at integers.
 /// Measured on rendered tags: the mean corner offset was (+0.50, +0.50) px before this shift.
-pub const DETECTOR_PIXEL_OFFSET: f64 = 0.5;
+pub(crate) const DETECTOR_PIXEL_OFFSET: f64 = 0.5;
 
 /// Linear-light luminance (Rec. 709 weights on the decoded sRGB values), scaled to 8 bits.
 ///

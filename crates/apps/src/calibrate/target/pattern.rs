@@ -17,11 +17,11 @@ use crate::sim::render::FaceTexture;
 use crate::sim::ToolVisual;
 
 /// Albedo of the printed white and black (matte paper and toner, linear RGB).
-pub const WHITE: [f32; 3] = [0.85, 0.85, 0.85];
-pub const BLACK: [f32; 3] = [0.03, 0.03, 0.03];
+pub(crate) const WHITE: [f32; 3] = [0.85, 0.85, 0.85];
+pub(crate) const BLACK: [f32; 3] = [0.03, 0.03, 0.03];
 
 /// Sub-rays per pixel side when the simulator draws a tag (16 rays per pixel on the plate).
-pub const SIM_SUPERSAMPLE: u8 = 4;
+pub(crate) const SIM_SUPERSAMPLE: u8 = 4;
 
 /// The tag's cells, row-major from the top-left of the printed tag; `true` is white.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,7 +76,7 @@ pub fn tag_cells(id: u16) -> Result<TagCells, TargetError> {
 
 impl TagCells {
     /// The cells as a printed face texture (row 0 at the top, as [`FaceTexture`] lays it out).
-    pub fn texture(&self, supersample: u8) -> FaceTexture {
+    pub(crate) fn texture(&self, supersample: u8) -> FaceTexture {
         FaceTexture {
             cols: self.total_width,
             rows: self.total_width,

@@ -67,7 +67,7 @@ pub fn solve_tag_pose(
 
 /// `camera_from_target` of a planar target from ≥ 4 points: `object[i]` (the target's plane
 /// z = 0, metres) is seen at `pixels[i]`.
-pub fn solve_planar_pose(
+pub(crate) fn solve_planar_pose(
     object: &[Point2<f64>],
     pixels: &[[f64; 2]],
     intrinsics: &Intrinsics,

@@ -26,9 +26,9 @@ use crate::geometry::calibration::ROTATION_TOLERANCE;
 /// The session's index file.
 pub const POSES_FILE: &str = "poses.json";
 /// `format` field of [`POSES_FILE`].
-pub const FORMAT: &str = "pointact.hand_eye_session";
+pub(crate) const FORMAT: &str = "pointact.hand_eye_session";
 /// `version` field of [`POSES_FILE`].
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// What the views were taken with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

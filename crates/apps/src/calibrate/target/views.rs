@@ -115,7 +115,7 @@ pub fn default_tcp_from_target(model: &RobotModel, offset_m: f64) -> Isometry3<f
 /// normal. The tilt signs alternate over the views so every set has rotation about both axes.
 /// Seeded: the same arguments give the same poses.
 #[allow(clippy::too_many_arguments)]
-pub fn view_poses(
+pub(crate) fn view_poses(
     camera_eye: &Point3<f64>,
     centre: &Point3<f64>,
     half_extent: &Vector3<f64>,

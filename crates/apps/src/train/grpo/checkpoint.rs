@@ -58,7 +58,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
 }
 
 /// The folder name of step `step`'s checkpoint.
-pub fn checkpoint_name(step: u64) -> String {
+pub(crate) fn checkpoint_name(step: u64) -> String {
     format!("checkpoint-{step:06}")
 }
 

@@ -95,9 +95,9 @@ use crate::vlm::{resize_bicubic_pil, DEFAULT_MIN_PIXELS, ER1_EVAL_MAX_PIXELS};
 /// The JSONL file [`generate`] writes in its output folder.
 pub const JSONL_NAME: &str = "records.jsonl";
 /// The folder of the frames, beside the JSONL.
-pub const IMAGES_DIR: &str = "images";
+pub(crate) const IMAGES_DIR: &str = "images";
 /// Where EasyR1 puts the image in a problem.
-pub const IMAGE_MARKER: &str = "<image>";
+pub(crate) const IMAGE_MARKER: &str = "<image>";
 /// The `min_pixels` of the saved frames: the Qwen2-VL processor's own default (56·56), so a small
 /// `max_pixels` (tests) is never below it.
 pub const MIN_PIXELS: u64 = DEFAULT_MIN_PIXELS;
@@ -105,7 +105,7 @@ pub const MIN_PIXELS: u64 = DEFAULT_MIN_PIXELS;
 /// released model is evaluated at.
 pub const DEFAULT_MAX_PIXELS: u64 = ER1_EVAL_MAX_PIXELS;
 /// Fewest visible pixels a REG/OFG target needs (in the frame): a sliver is no fair question.
-pub const MIN_MASK_PIXELS: usize = 25;
+pub(crate) const MIN_MASK_PIXELS: usize = 25;
 /// A format-correct response that makes the released `score` read every ground truth it reads
 /// outside its `try` (`point_ref` only reads it when the response has a `<point>` block).
 const PROBE_RESPONSE: &str = "<think></think><answer><point>[[0, 0]]</point></answer>";
@@ -126,7 +126,7 @@ pub enum RecordKind {
 
 impl RecordKind {
     /// The `<type>` string.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             RecordKind::Released(t) => t.name(),
             RecordKind::Env => "env",
@@ -135,7 +135,7 @@ impl RecordKind {
     }
 
     /// The kind a `<type>` string names (exact, as the released dispatch).
-    pub fn from_name(name: &str) -> Option<RecordKind> {
+    pub(crate) fn from_name(name: &str) -> Option<RecordKind> {
         match name {
             "env" => Some(RecordKind::Env),
             n if n == robot_r1::TASK_TYPE => Some(RecordKind::RobotR1),
@@ -187,12 +187,12 @@ pub struct RecordLine {
 }
 
 /// The problem text EasyR1 expects for a question about one image.
-pub fn problem_text(question: &str) -> String {
+pub(crate) fn problem_text(question: &str) -> String {
     format!("{IMAGE_MARKER}{question}")
 }
 
 /// The question a problem asks: its `<image>` markers removed, trimmed.
-pub fn question_of(problem: &str) -> String {
+pub(crate) fn question_of(problem: &str) -> String {
     problem.replace(IMAGE_MARKER, "").trim().to_string()
 }
 
@@ -252,7 +252,7 @@ pub enum SkipReason {
 
 impl SkipReason {
     /// The words after "skipped N records".
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             SkipReason::InvalidJson => "with invalid JSON (or not an object)",
             SkipReason::MissingProblem => "with no problem",
@@ -272,7 +272,7 @@ pub struct SkipTally {
 }
 
 impl SkipTally {
-    pub fn add(&mut self, reason: SkipReason, line: usize) {
+    pub(crate) fn add(&mut self, reason: SkipReason, line: usize) {
         let entry = self.by_reason.entry(reason).or_insert((0, line));
         entry.0 += 1;
     }
@@ -294,7 +294,7 @@ impl SkipTally {
     }
 
     /// `(reason, count, first line)`, in [`SkipReason`] order.
-    pub fn iter(&self) -> impl Iterator<Item = (SkipReason, usize, usize)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (SkipReason, usize, usize)> + '_ {
         self.by_reason.iter().map(|(r, (n, l))| (*r, *n, *l))
     }
 }
@@ -354,7 +354,7 @@ pub fn load_records(path: &Path) -> Result<(Vec<Record>, SkipTally), DataError> 
 }
 
 /// One line to a record, or why not. `fallback_id` names a line without an `id`.
-pub fn parse_line(line: &str, base: &Path, fallback_id: &str) -> Result<Record, SkipReason> {
+pub(crate) fn parse_line(line: &str, base: &Path, fallback_id: &str) -> Result<Record, SkipReason> {
     let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(line) else {
         return Err(SkipReason::InvalidJson);
     };
@@ -1017,7 +1017,7 @@ fn face_points(region: &Region) -> (Vec<Point3<f64>>, Vec<Point3<f64>>) {
 /// The convex hull of the pixels where `keep` holds (each pixel its whole square, centres at
 /// integer coordinates), and how many pixels that is. Only the leftmost and rightmost pixel of
 /// each row can be hull vertices, so only their corners are hulled.
-pub fn mask_hull(
+pub(crate) fn mask_hull(
     width: usize,
     height: usize,
     keep: impl Fn(usize) -> bool,
@@ -1043,7 +1043,7 @@ pub fn mask_hull(
 
 /// Andrew's monotone chain: the hull's vertices counter-clockwise (in y-up terms), collinear
 /// points dropped.
-pub fn convex_hull(mut pts: Vec<[f64; 2]>) -> Vec<[f64; 2]> {
+pub(crate) fn convex_hull(mut pts: Vec<[f64; 2]>) -> Vec<[f64; 2]> {
     pts.sort_by(|a, b| a[0].total_cmp(&b[0]).then(a[1].total_cmp(&b[1])));
     pts.dedup();
     if pts.len() < 3 {

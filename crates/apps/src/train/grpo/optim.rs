@@ -50,7 +50,7 @@ pub struct AdamW {
 }
 
 impl AdamW {
-    pub fn new(vars: Vec<(String, Var)>, options: AdamWOptions) -> Result<Self> {
+    pub(crate) fn new(vars: Vec<(String, Var)>, options: AdamWOptions) -> Result<Self> {
         let moments = vars
             .iter()
             .map(|(_, v)| {
@@ -70,7 +70,7 @@ impl AdamW {
 
     /// One update at learning rate `lr` with `grads` (by parameter name; a parameter without a
     /// gradient is left alone, as PyTorch leaves a `None` grad).
-    pub fn step(&mut self, grads: &HashMap<String, Tensor>, lr: f64) -> Result<()> {
+    pub(crate) fn step(&mut self, grads: &HashMap<String, Tensor>, lr: f64) -> Result<()> {
         self.steps += 1;
         let o = self.options;
         let t = self.steps as i32;
@@ -91,7 +91,7 @@ impl AdamW {
     }
 
     /// The state to checkpoint: `{name}.exp_avg` and `{name}.exp_avg_sq` per parameter.
-    pub fn state(&self) -> Vec<(String, Tensor)> {
+    pub(crate) fn state(&self) -> Vec<(String, Tensor)> {
         self.vars
             .iter()
             .zip(&self.moments)
@@ -134,7 +134,10 @@ impl AdamW {
 /// The global L2 norm of `grads`; when it exceeds `max_norm`, every gradient is scaled by
 /// `max_norm / norm` (PyTorch's `clip_grad_norm_`, which EasyR1 and TRL call). Returns the norm
 /// before clipping (non-finite when a gradient is).
-pub fn clip_grad_norm(grads: &mut HashMap<String, Tensor>, max_norm: Option<f64>) -> Result<f64> {
+pub(crate) fn clip_grad_norm(
+    grads: &mut HashMap<String, Tensor>,
+    max_norm: Option<f64>,
+) -> Result<f64> {
     // Summed in name order: a HashMap's order differs between runs, and a resumed run must
     // report the same norm to the last bit.
     let mut names: Vec<&String> = grads.keys().collect();
@@ -174,7 +177,7 @@ pub enum Schedule {
 
 impl Schedule {
     /// The learning rate of update number `step` (0-based) for a peak `lr`.
-    pub fn lr(self, lr: f64, step: u64) -> f64 {
+    pub(crate) fn lr(self, lr: f64, step: u64) -> f64 {
         let warm = |w: u64| {
             if w > 0 && step < w {
                 (step + 1) as f64 / w as f64

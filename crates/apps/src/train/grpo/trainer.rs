@@ -259,7 +259,7 @@ impl GrpoTrainer {
         &self.params
     }
 
-    pub fn optimizer(&self) -> &AdamW {
+    pub(crate) fn optimizer(&self) -> &AdamW {
         &self.optim
     }
 

@@ -108,10 +108,9 @@ mod trace;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 pub use error::RewardError;
-pub use grade::grade_answer;
-pub use pyjson::JsonError;
+pub(crate) use grade::grade_answer;
 pub(crate) use pystr::re;
-pub use pystr::{is_py_space, point_format, py_strip, thinking_format};
+pub(crate) use pystr::{is_py_space, point_format, py_strip, thinking_format};
 
 use pyjson::{loads, Value};
 use pystr::{first_answer_block, first_point_block};
@@ -165,7 +164,7 @@ impl TaskType {
     }
 
     /// The type a `<type>` string names (exact, case-sensitive, as the released `==` chain).
-    pub fn from_name(name: &str) -> Option<TaskType> {
+    pub(crate) fn from_name(name: &str) -> Option<TaskType> {
         TaskType::ALL.into_iter().find(|t| t.name() == name)
     }
 }
@@ -199,7 +198,7 @@ impl Score {
     }
 
     /// `score[name]`.
-    pub fn get(&self, name: &str) -> Option<f64> {
+    pub(crate) fn get(&self, name: &str) -> Option<f64> {
         self.components
             .iter()
             .find(|(k, _)| *k == name)
@@ -249,7 +248,11 @@ fn payload_dict(payload: &str) -> Option<Value> {
 
 /// Scores one response for a known task; `payload` is the ground truth after its `<type>` tag,
 /// stripped (what `parse_ground_truth` returns).
-pub fn score_task(task: TaskType, response: &str, payload: &str) -> Result<Score, RewardError> {
+pub(crate) fn score_task(
+    task: TaskType,
+    response: &str,
+    payload: &str,
+) -> Result<Score, RewardError> {
     let think = thinking_format(response);
     let s = match task {
         TaskType::GeneralQa | TaskType::SpatialQa => {

@@ -212,11 +212,6 @@ impl RealSenseCamera {
         &self.info
     }
 
-    /// The colour stream's intrinsics, which the aligned depth shares.
-    pub fn intrinsics(&self) -> &Intrinsics {
-        &self.intrinsics
-    }
-
     fn label(&self) -> String {
         format!("{} (serial {})", self.info.name, self.info.serial)
     }

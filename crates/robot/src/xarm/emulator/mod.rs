@@ -19,7 +19,6 @@ mod tool;
 pub use arm::{ArmReading, EmulatedArm, KinematicArm};
 pub use controller::{ConnId, Controller, ControllerConfig, MAX_QUEUE};
 pub use thread::EmulatorThread;
-pub use tool::{GRIPPER_BAUD_INDEX, GRIPPER_OPEN_PULSES};
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -162,7 +161,7 @@ impl Emulator {
     }
 
     /// The controller model, for inspection (tests).
-    pub fn controller(&self) -> Arc<Mutex<Controller>> {
+    pub(crate) fn controller(&self) -> Arc<Mutex<Controller>> {
         self.controller.clone()
     }
 

@@ -63,7 +63,7 @@ pub struct MoveLine {
 impl MoveLine {
     /// The SDK's `set_position` on current firmware: common form, base frame, roll/pitch/yaw, no
     /// blending (golden frame in docs/references.md §2).
-    pub fn to(pose: [f32; 6], speed: f32, acc: f32) -> MoveLine {
+    pub(crate) fn to(pose: [f32; 6], speed: f32, acc: f32) -> MoveLine {
         MoveLine {
             pose,
             speed,
@@ -121,7 +121,7 @@ pub struct MoveRelative {
 impl MoveRelative {
     /// The SDK's `set_position(..., relative=True)`: a Cartesian offset (x, y, z mm; roll, pitch,
     /// yaw rad) in the base frame, no blending.
-    pub fn linear(offset: [f32; 6], speed: f32, acc: f32) -> MoveRelative {
+    pub(crate) fn linear(offset: [f32; 6], speed: f32, acc: f32) -> MoveRelative {
         let mut o = [0f32; 7];
         o[..6].copy_from_slice(&offset);
         MoveRelative {
@@ -247,20 +247,6 @@ impl Command {
             TgpioWrite16 { .. } => reg::TGPIO_W16B,
             SetFeedbackType(_) => reg::SET_FEEDBACK_TYPE,
         }
-    }
-
-    /// Whether this command queues or starts a motion (refused while not ready: status bit 0x10,
-    /// UFACTORY `p05communication-format.md`).
-    pub fn is_motion(&self) -> bool {
-        matches!(
-            self,
-            Command::MoveLine(_)
-                | Command::MoveJoint(_)
-                | Command::MoveHome(_)
-                | Command::MoveRelative(_)
-                | Command::ServoJoint(_)
-                | Command::ServoCartesian(_)
-        )
     }
 
     pub fn encode_params(&self) -> Vec<u8> {

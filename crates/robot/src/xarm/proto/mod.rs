@@ -36,14 +36,14 @@ use std::fmt;
 use pointact_core::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 
 /// Bytes before the funcode: transaction id, protocol id, length (all u16 big-endian).
-pub const HEADER_LEN: usize = 6;
+pub(crate) const HEADER_LEN: usize = 6;
 
 /// Protocol identifiers of the header's second field (the SDK's `uxbus_cmd_tcp.py`).
 pub mod prot {
     /// Standard Modbus TCP on the same port (not used by pointact).
-    pub const MODBUS_TCP: u16 = 0;
+    pub(crate) const MODBUS_TCP: u16 = 0;
     /// The SDK's optional heartbeat frame `00 00 00 01 00 02 00 00`; a controller ignores it.
-    pub const HEARTBEAT: u16 = 1;
+    pub(crate) const HEARTBEAT: u16 = 1;
     /// Private protocol, as first spoken by the SDK.
     pub const PRIVATE: u16 = 2;
     /// Private protocol after the SDK's switch (firmware >= 1.8.6); a controller echoes either.
@@ -82,7 +82,7 @@ pub mod reg {
 }
 
 /// RS-485 tunnel hosts (register 124, UFACTORY `p16-rs485-control-on-the-end-effector-124-127.md`).
-pub const RS485_HOST_TOOL: u8 = 9;
+pub(crate) const RS485_HOST_TOOL: u8 = 9;
 pub const RS485_HOST_CONTROL_BOX: u8 = 11;
 
 /// Tool-board registers reached with TGPIO_R16B / TGPIO_W16B (host 9), as the SDK's
@@ -97,35 +97,35 @@ pub mod tool_reg {
 }
 
 /// xArm Gripper Modbus registers (slave 8 behind host 9), the SDK's `xarm/x3/gripper.py`.
-pub mod gripper_reg {
+pub(crate) mod gripper_reg {
     /// Default Modbus slave id of the xArm Gripper.
-    pub const SLAVE_ID: u8 = 8;
+    pub(crate) const SLAVE_ID: u8 = 8;
     /// Status: bits 0-1 = 0 stopped, 1 moving, 2 object detected.
-    pub const STATUS: u16 = 0x0000;
-    pub const ERROR: u16 = 0x000F;
-    pub const ENABLE: u16 = 0x0100;
-    pub const MODE: u16 = 0x0101;
+    pub(crate) const STATUS: u16 = 0x0000;
+    pub(crate) const ERROR: u16 = 0x000F;
+    pub(crate) const ENABLE: u16 = 0x0100;
+    pub(crate) const MODE: u16 = 0x0101;
     /// Write 1: the current position becomes zero.
-    pub const SET_ZERO: u16 = 0x0108;
+    pub(crate) const SET_ZERO: u16 = 0x0108;
     /// Write 1: clears the gripper's error.
-    pub const CLEAR_ERROR: u16 = 0x0109;
+    pub(crate) const CLEAR_ERROR: u16 = 0x0109;
     /// Speed (r/min).
-    pub const SPEED: u16 = 0x0303;
+    pub(crate) const SPEED: u16 = 0x0303;
     /// Target position: i32 big-endian pulses in two registers (850 open .. 0 closed).
-    pub const TARGET_POSITION: u16 = 0x0700;
+    pub(crate) const TARGET_POSITION: u16 = 0x0700;
     /// Current position: i32 big-endian pulses in two registers.
-    pub const POSITION: u16 = 0x0702;
+    pub(crate) const POSITION: u16 = 0x0702;
     /// Firmware version major, minor, patch (one register each).
-    pub const VERSION: [u16; 3] = [0x0801, 0x0802, 0x0803];
+    pub(crate) const VERSION: [u16; 3] = [0x0801, 0x0802, 0x0803];
     /// Status register values (bits 0-1).
-    pub const STATUS_STOPPED: u16 = 0;
-    pub const STATUS_MOVING: u16 = 1;
-    pub const STATUS_OBJECT: u16 = 2;
+    pub(crate) const STATUS_STOPPED: u16 = 0;
+    pub(crate) const STATUS_MOVING: u16 = 1;
+    pub(crate) const STATUS_OBJECT: u16 = 2;
 }
 
 /// Feedback-type bits of SET_FEEDBACK_TYPE (254) and of the feedback frame's kind byte.
 pub mod feedback_kind {
-    pub const MOTION_START: u8 = 1;
+    pub(crate) const MOTION_START: u8 = 1;
     pub const MOTION_FINISH: u8 = 2;
     pub const TRIGGER: u8 = 4;
     pub const OTHER_START: u8 = 32;
@@ -136,7 +136,7 @@ pub mod feedback_kind {
 pub mod feedback_code {
     pub const SUCCESS: u8 = 0;
     pub const FAILURE: u8 = 1;
-    pub const DISCARDED: u8 = 2;
+    pub(crate) const DISCARDED: u8 = 2;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -322,25 +322,22 @@ impl Status {
     pub const INVALID: u8 = 0x08;
     /// Not ready to move: state 4 (stopped) or 5 (configuration changed); motion commands are
     /// discarded until SET_STATE 0.
-    pub const NOT_READY: u8 = 0x10;
+    pub(crate) const NOT_READY: u8 = 0x10;
     /// A warning code is set (GET_ERROR tells which).
-    pub const WARNING: u8 = 0x20;
+    pub(crate) const WARNING: u8 = 0x20;
     /// An error code is set; the arm has stopped.
-    pub const ERROR: u8 = 0x40;
+    pub(crate) const ERROR: u8 = 0x40;
 
     pub const OK: Status = Status(0);
 
-    pub fn not_ready(self) -> bool {
+    pub(crate) fn not_ready(self) -> bool {
         self.0 & Self::NOT_READY != 0
     }
-    pub fn warning(self) -> bool {
+    pub(crate) fn warning(self) -> bool {
         self.0 & Self::WARNING != 0
     }
-    pub fn error(self) -> bool {
+    pub(crate) fn error(self) -> bool {
         self.0 & Self::ERROR != 0
-    }
-    pub fn invalid(self) -> bool {
-        self.0 & Self::INVALID != 0
     }
 }
 
@@ -348,7 +345,7 @@ impl Status {
 // Frames
 
 /// Largest body (funcode + parameters) the u16 length field can declare.
-pub const MAX_BODY_LEN: usize = u16::MAX as usize;
+pub(crate) const MAX_BODY_LEN: usize = u16::MAX as usize;
 
 /// One command frame, raw: `tid | prot | len | funcode | params`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use super::*;
 
 /// Length of the GET_VERSION and GET_ROBOT_SN payloads.
-pub const TEXT_REPLY_LEN: usize = 40;
+pub(crate) const TEXT_REPLY_LEN: usize = 40;
 
 /// A typed reply payload (what follows the status byte).
 #[derive(Debug, Clone, PartialEq)]
@@ -193,7 +193,7 @@ pub fn parse_version(text: &str) -> Result<FirmwareVersion, ProtoError> {
 
 /// A wire pose (x, y, z mm; roll, pitch, yaw rad, applied about fixed x, then y, then z: the
 /// controller's and nalgebra's convention) as `base_from_tcp` in metres.
-pub fn pose_from_wire(p: &[f32; 6]) -> Isometry3<f64> {
+pub(crate) fn pose_from_wire(p: &[f32; 6]) -> Isometry3<f64> {
     let t = Translation3::new(
         p[0] as f64 / 1000.0,
         p[1] as f64 / 1000.0,
@@ -204,7 +204,7 @@ pub fn pose_from_wire(p: &[f32; 6]) -> Isometry3<f64> {
 }
 
 /// Like `pose_from_wire`, with the orientation as an axis-angle vector (rad).
-pub fn pose_from_wire_axis_angle(p: &[f32; 6]) -> Isometry3<f64> {
+pub(crate) fn pose_from_wire_axis_angle(p: &[f32; 6]) -> Isometry3<f64> {
     let t = Translation3::new(
         p[0] as f64 / 1000.0,
         p[1] as f64 / 1000.0,
@@ -216,7 +216,7 @@ pub fn pose_from_wire_axis_angle(p: &[f32; 6]) -> Isometry3<f64> {
 
 /// Joint angles (rad) in the wire's 7-slot layout (MOVE_JOINT, SERVOJ, GET_JOINT_POS): a 6-axis arm
 /// leaves the seventh slot 0, as the SDK does.
-pub fn joints_to_wire(q: &[f64]) -> [f32; 7] {
+pub(crate) fn joints_to_wire(q: &[f64]) -> [f32; 7] {
     let mut out = [0f32; 7];
     for (o, v) in out.iter_mut().zip(q) {
         *o = *v as f32;
@@ -225,7 +225,7 @@ pub fn joints_to_wire(q: &[f64]) -> [f32; 7] {
 }
 
 /// `base_from_tcp` (m) as a wire pose (mm, roll/pitch/yaw rad).
-pub fn pose_to_wire(pose: &Isometry3<f64>) -> [f32; 6] {
+pub(crate) fn pose_to_wire(pose: &Isometry3<f64>) -> [f32; 6] {
     let t = pose.translation.vector * 1000.0;
     let (r, p, y) = pose.rotation.euler_angles();
     [

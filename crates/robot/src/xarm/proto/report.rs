@@ -5,7 +5,7 @@ use super::*;
 /// Length of the 30001 "normal" report, and of the common head of the 30002 "rich" one.
 pub const NORMAL_REPORT_LEN: usize = 145;
 /// The shortest 30002 frame the SDK accepts (it reads bytes 145..245 unconditionally).
-pub const RICH_REPORT_MIN_LEN: usize = 245;
+pub(crate) const RICH_REPORT_MIN_LEN: usize = 245;
 /// The full 30002 frame of current firmware (the SDK's `_Report30002DataStructure`).
 pub const RICH_REPORT_LEN: usize = 587;
 /// Old firmware sends 245 bytes with 233 in the length field; the SDK accepts that pair.
@@ -13,7 +13,7 @@ const RICH_REPORT_OLD_DECLARED: usize = 233;
 /// The 30000 real-time frame.
 pub const RT_REPORT_LEN: usize = 804;
 /// Longest report frame a `ReportReader` accepts: bounds memory when the stream is garbage.
-pub const MAX_REPORT_LEN: usize = 4096;
+pub(crate) const MAX_REPORT_LEN: usize = 4096;
 
 /// The fields every state report starts with (30001 and the head of 30002), the SDK's
 /// `_Report30001DataStructure` (`xarm/x3/report.py`).
@@ -462,7 +462,7 @@ impl ReportReader {
         self.buf.extend_from_slice(bytes);
     }
 
-    pub fn buffered(&self) -> usize {
+    pub(crate) fn buffered(&self) -> usize {
         self.buf.len()
     }
 

@@ -3,20 +3,19 @@
 use super::*;
 
 /// Modbus function codes the xArm Gripper uses.
-pub mod modbus_fn {
-    pub const READ_HOLDING: u8 = 0x03;
-    pub const WRITE_MULTIPLE: u8 = 0x10;
+pub(crate) mod modbus_fn {
+    pub(crate) const READ_HOLDING: u8 = 0x03;
+    pub(crate) const WRITE_MULTIPLE: u8 = 0x10;
     /// Set on the function code of an exception reply.
-    pub const EXCEPTION: u8 = 0x80;
+    pub(crate) const EXCEPTION: u8 = 0x80;
 }
 
 /// Modbus exception codes.
-pub mod modbus_exception {
-    pub const ILLEGAL_FUNCTION: u8 = 0x01;
-    pub const ILLEGAL_ADDRESS: u8 = 0x02;
-    pub const ILLEGAL_VALUE: u8 = 0x03;
+pub(crate) mod modbus_exception {
+    pub(crate) const ILLEGAL_FUNCTION: u8 = 0x01;
+    pub(crate) const ILLEGAL_ADDRESS: u8 = 0x02;
     /// The gateway's target device did not answer (no device with that id, or a baud mismatch).
-    pub const TARGET_NO_RESPONSE: u8 = 0x0B;
+    pub(crate) const TARGET_NO_RESPONSE: u8 = 0x0B;
 }
 
 /// A Modbus-RTU request PDU as tunnelled by register 124 (slave id first, no CRC).
@@ -33,7 +32,7 @@ pub enum RtuRequest {
 }
 
 impl RtuRequest {
-    pub fn slave(&self) -> u8 {
+    pub(crate) fn slave(&self) -> u8 {
         match self {
             RtuRequest::ReadHolding { slave, .. } | RtuRequest::WriteMultiple { slave, .. } => {
                 *slave
@@ -184,7 +183,7 @@ impl RtuReply {
 }
 
 /// Splits an i32 (gripper position) into the two big-endian registers the gripper uses.
-pub fn i32_to_registers(v: i32) -> [u16; 2] {
+pub(crate) fn i32_to_registers(v: i32) -> [u16; 2] {
     let b = v.to_be_bytes();
     [
         u16::from_be_bytes([b[0], b[1]]),
@@ -193,7 +192,7 @@ pub fn i32_to_registers(v: i32) -> [u16; 2] {
 }
 
 /// Joins two registers (high first) into an i32.
-pub fn registers_to_i32(r: [u16; 2]) -> i32 {
+pub(crate) fn registers_to_i32(r: [u16; 2]) -> i32 {
     let h = r[0].to_be_bytes();
     let l = r[1].to_be_bytes();
     i32::from_be_bytes([h[0], h[1], l[0], l[1]])

@@ -22,7 +22,7 @@ pub enum RobotState {
 }
 
 impl RobotState {
-    pub fn from_u8(v: u8) -> Option<RobotState> {
+    pub(crate) fn from_u8(v: u8) -> Option<RobotState> {
         use RobotState::*;
         Some(match v {
             0 => Starting,
@@ -36,7 +36,7 @@ impl RobotState {
         })
     }
     /// Whether motion commands would be discarded (status bit 0x10).
-    pub fn not_ready(self) -> bool {
+    pub(crate) fn not_ready(self) -> bool {
         matches!(self, RobotState::Stopped | RobotState::ConfigChanged)
     }
 }
@@ -44,11 +44,11 @@ impl RobotState {
 /// SET_STATE values.
 pub mod set_state {
     /// Start / resume: ready for motion.
-    pub const START: u8 = 0;
-    pub const PAUSE: u8 = 3;
+    pub(crate) const START: u8 = 0;
+    pub(crate) const PAUSE: u8 = 3;
     /// Stop now and drop every queued command.
     pub const STOP: u8 = 4;
-    pub const DECELERATE_STOP: u8 = 6;
+    pub(crate) const DECELERATE_STOP: u8 = 6;
 }
 
 /// SET_MODE values (UFACTORY `p08-system-state-11-20.md`,
@@ -69,7 +69,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub fn from_u8(v: u8) -> Option<Mode> {
+    pub(crate) fn from_u8(v: u8) -> Option<Mode> {
         use Mode::*;
         Some(match v {
             0 => Position,
@@ -158,7 +158,7 @@ pub enum ControllerError {
 
 impl ControllerError {
     /// `None` for 0 (no error).
-    pub fn from_code(code: u8) -> Option<ControllerError> {
+    pub(crate) fn from_code(code: u8) -> Option<ControllerError> {
         use ControllerError::*;
         Some(match code {
             0 => return None,
@@ -200,7 +200,7 @@ impl ControllerError {
         })
     }
 
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         use ControllerError::*;
         match self {
             EmergencyStop => 1,
@@ -240,7 +240,7 @@ impl ControllerError {
     }
 
     /// What the code means, in the SDK's words (shortened).
-    pub fn meaning(self) -> &'static str {
+    pub(crate) fn meaning(self) -> &'static str {
         use ControllerError::*;
         match self {
             EmergencyStop => "the emergency stop button on the control box is pushed in",
@@ -306,7 +306,7 @@ pub enum ControllerWarning {
 }
 
 impl ControllerWarning {
-    pub fn from_code(code: u8) -> Option<ControllerWarning> {
+    pub(crate) fn from_code(code: u8) -> Option<ControllerWarning> {
         use ControllerWarning::*;
         Some(match code {
             0 => return None,
@@ -319,7 +319,7 @@ impl ControllerWarning {
         })
     }
 
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         use ControllerWarning::*;
         match self {
             CacheFull => 11,
@@ -331,7 +331,7 @@ impl ControllerWarning {
         }
     }
 
-    pub fn meaning(self) -> &'static str {
+    pub(crate) fn meaning(self) -> &'static str {
         use ControllerWarning::*;
         match self {
             CacheFull => "the controller's command cache is full",
