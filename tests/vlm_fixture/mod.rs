@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use pointact::vlm::{Qwen25VisionModel, Qwen25VlConfig};
+use pointact_vlm::{Qwen25VisionModel, Qwen25VlConfig};
 
 pub const REL_TOL: f32 = 1e-4;
 

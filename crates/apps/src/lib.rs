@@ -21,3 +21,10 @@ use pointact_robot as robot;
 use pointact_runtime::executor;
 use pointact_sim as sim;
 use pointact_vlm as vlm;
+
+#[cfg(test)]
+mod tests;
+
+// The tests name the library as its users do (`pointact::runner`, `pointact::sim`, …).
+#[cfg(test)]
+extern crate self as pointact;

@@ -15,3 +15,6 @@ pub mod safety;
 /// Re-export of the nalgebra that `k` 0.32 is built on (0.30). Every robot-math type comes from
 /// here so that there is exactly one nalgebra in the public API.
 pub use k::nalgebra;
+
+#[cfg(test)]
+mod tests;

@@ -57,3 +57,6 @@ pub use pointact_vlm::image_map::{
 pub use pointer::{Pointer, PointerError, Pointing};
 pub use queue::{PointerQueue, QueuedPointer};
 pub use report::PointReport;
+
+#[cfg(test)]
+mod tests;

@@ -93,3 +93,6 @@ impl From<dynamixel::DynamixelError> for RobotError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

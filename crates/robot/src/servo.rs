@@ -38,7 +38,7 @@ pub trait ServoSink {
 
 /// What the feed sends the loop.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Setpoint {
+pub(crate) enum Setpoint {
     /// The next joint setpoint.
     Joints(Vec<f64>),
     /// The trajectory is complete: the loop returns after the setpoints before it.
@@ -105,7 +105,7 @@ impl ServoStats {
 
 /// Runs the loop until the feed sends [`Setpoint::End`] (then `Ok`), the watchdog fires, the feed
 /// is dropped, or the sink fails — in each failure case after commanding a stop.
-pub async fn servo_loop<S: ServoSink>(
+pub(crate) async fn servo_loop<S: ServoSink>(
     sink: &mut S,
     timing: &ServoTiming,
     feed: &mut mpsc::Receiver<Setpoint>,

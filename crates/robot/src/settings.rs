@@ -193,7 +193,7 @@ pub struct XarmGripper {
 
 impl XarmGripper {
     /// Index of `baud` in `XARM_RS485_BAUDS`, the value register 0x0A0B holds.
-    pub fn baud_index(&self) -> Option<usize> {
+    pub(crate) fn baud_index(&self) -> Option<usize> {
         XARM_RS485_BAUDS.iter().position(|b| *b == self.baud)
     }
 }
@@ -258,7 +258,7 @@ pub struct DynamixelPosition {
 
 impl DynamixelPosition {
     /// Joint angle (rad) for a Present Position reading.
-    pub fn radians(&self, ticks: i32) -> f64 {
+    pub(crate) fn radians(&self, ticks: i32) -> f64 {
         (ticks as f64 - self.center_ticks as f64) * std::f64::consts::TAU
             / self.ticks_per_revolution as f64
     }
@@ -394,7 +394,7 @@ pub fn builtin(name: &str) -> Result<DriverSettings, SettingsError> {
 
 impl DriverSettings {
     /// Parses and validates the text of a `driver.toml`; `file` names it in errors.
-    pub fn from_toml_str(text: &str, file: &str) -> Result<Self, SettingsError> {
+    pub(crate) fn from_toml_str(text: &str, file: &str) -> Result<Self, SettingsError> {
         let toml_err = |e: toml::de::Error| SettingsError::Toml {
             file: file.to_string(),
             detail: e.to_string().trim_end().to_string(),
@@ -696,7 +696,7 @@ impl XarmNetwork {
     pub(crate) fn connect_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.connect_timeout_s)
     }
-    pub fn command_timeout(&self) -> Duration {
+    pub(crate) fn command_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.command_timeout_s)
     }
     pub(crate) fn motion_enable_timeout(&self) -> Duration {

@@ -56,3 +56,6 @@ pub struct Primitive {
 pub struct RenderScene {
     pub primitives: Vec<Primitive>,
 }
+
+#[cfg(test)]
+mod tests;

@@ -293,7 +293,7 @@ pub struct Region {
 
 impl Region {
     /// The same region expressed in a frame where the parent frame sits at `a_from_frame`.
-    pub fn transformed(&self, a_from_frame: &Isometry3<f64>) -> Region {
+    pub(crate) fn transformed(&self, a_from_frame: &Isometry3<f64>) -> Region {
         Region {
             frame_from_region: a_from_frame * self.frame_from_region,
             shape: self.shape,

@@ -146,7 +146,7 @@ pub enum Goal {
 
 impl Goal {
     /// The object the robot must manipulate.
-    pub fn object(&self) -> &str {
+    pub(crate) fn object(&self) -> &str {
         match self {
             Goal::Inside { object, .. }
             | Goal::OnTop { object, .. }
@@ -253,7 +253,7 @@ pub struct TaskSpec {
 }
 
 /// Every task of every suite.
-pub fn all_tasks() -> Vec<TaskSpec> {
+pub(crate) fn all_tasks() -> Vec<TaskSpec> {
     use ObjectChoice::*;
     use Relation::*;
     let t = |id, suite, scene, instruction, object, grasp_part, relation, time_limit_s| TaskSpec {

@@ -109,7 +109,7 @@ pub enum ModelSpec {
 impl ModelSpec {
     /// An existing path wins over a repo id of the same spelling (as in transformers'
     /// `from_pretrained`).
-    pub fn parse(spec: &str) -> Result<Self, FilesError> {
+    pub(crate) fn parse(spec: &str) -> Result<Self, FilesError> {
         let path = Path::new(spec);
         if path.exists() {
             Ok(ModelSpec::Local(path.to_path_buf()))
@@ -178,7 +178,7 @@ impl ModelFiles {
     }
 
     /// Resolves a `--model` spec: a local folder, else a hub repo id through `opts`.
-    pub fn resolve_with(spec: &str, opts: &HubOptions) -> Result<Self, FilesError> {
+    pub(crate) fn resolve_with(spec: &str, opts: &HubOptions) -> Result<Self, FilesError> {
         match ModelSpec::parse(spec)? {
             ModelSpec::Local(dir) => Self::from_dir(dir),
             ModelSpec::Repo(repo) => Self::from_hub(&repo, opts),
@@ -231,7 +231,7 @@ impl ModelFiles {
 
     /// The files of a hub model: from the cache when a complete snapshot is there, else
     /// downloaded (unless `opts.offline`).
-    pub fn from_hub(repo_id: &str, opts: &HubOptions) -> Result<Self, FilesError> {
+    pub(crate) fn from_hub(repo_id: &str, opts: &HubOptions) -> Result<Self, FilesError> {
         // A cached snapshot: every file of one revision sits in snapshots/<commit>/.
         let cached = hub::cached_snapshot(&opts.cache_dir, repo_id, &opts.revision)
             .map(|dir| Self::from_dir(&dir));

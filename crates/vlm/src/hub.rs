@@ -38,7 +38,7 @@ pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// never cut (the progress bar shows its rate).
 pub(crate) const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// What [`HubError`]s name as the file while the revision's file list is being fetched.
-pub const FILE_LIST: &str = "the file list";
+pub(crate) const FILE_LIST: &str = "the file list";
 /// The variable `huggingface_hub` reads for its download timeout (seconds); here it sets both
 /// timeouts, as it does there.
 pub(crate) const TIMEOUT_ENV: &str = "HF_HUB_DOWNLOAD_TIMEOUT";
@@ -139,7 +139,7 @@ fn status_hint(status: u16) -> &'static str {
 
 /// One revision of a repo, as the hub lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepoRevision {
+pub(crate) struct RepoRevision {
     /// The commit the revision resolved to (40 hex digits).
     pub commit: String,
     /// Every file of the commit (`rfilename`s), folders separated by `/`.
@@ -148,7 +148,7 @@ pub struct RepoRevision {
 
 /// A blocking hub client for one cache: [`revision`](Self::revision) then
 /// [`fetch`](Self::fetch) per file.
-pub struct HubClient {
+pub(crate) struct HubClient {
     agent: ureq::Agent,
     endpoint: Url,
     token: Option<String>,
@@ -773,7 +773,7 @@ impl HubOptions {
 
     /// [`from_env`](Self::from_env) with the variables looked up through `lookup` (for tests and
     /// callers that keep their own environment). Empty values count as unset.
-    pub fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Self {
+    pub(crate) fn from_vars(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let var = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
         let hf_home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
             var("XDG_CACHE_HOME")

@@ -87,7 +87,7 @@ pub use device::{DeviceError, DeviceSpec};
 pub use files::{
     is_repo_id, weight_files, FilesError, HubOptions, ModelFiles, ModelOrigin, ModelSpec,
 };
-pub use hub::{HubClient, HubError, RepoRevision};
+pub use hub::HubError;
 
 pub use generate::{
     apply_repetition_penalty, argmax, generate, generate_reusing, sample_token, Generation,
@@ -105,7 +105,6 @@ pub use processor::{
     ProcessedImage, ProcessorError, CLIP_MEAN, CLIP_STD,
 };
 pub use qcache::{CacheOptions, CacheOutcome, CacheReport, QuantCache};
-pub use rope::{rope_index, MRope, RopeError, RopeIndex};
 pub use text::{Kernels, LogitsAt, TextModel, TextOutput, TrainableWeight};
 pub use tokenizer::{
     Qwen25Tokenizer, SpecialTokenIds, TemplateSource, TokenStream, TokenizerError,
@@ -126,3 +125,11 @@ pub(crate) fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
         .and_then(|d| d.to_scalar::<f32>())
         .expect("two f32 tensors of one shape")
 }
+
+#[cfg(test)]
+mod tests;
+
+// The tests' shared tiny-model fixture names this crate by its name, as the workspace's other
+// tests do.
+#[cfg(test)]
+extern crate self as pointact_vlm;

@@ -95,7 +95,7 @@ fn check_grids(cfg: &VisionConfig, grid_thw: &[[usize; 3]]) -> Result<usize, Vis
 /// (`side` = [`VisionConfig::window_merged_side`]), padded at the bottom and right (with a whole
 /// extra row/column of empty windows when the side divides evenly, as transformers does); windows
 /// are enumerated row-major per frame, tokens row-major inside each window.
-pub fn window_index(
+pub(crate) fn window_index(
     cfg: &VisionConfig,
     grid_thw: &[[usize; 3]],
 ) -> Result<WindowIndex, VisionError> {
@@ -139,7 +139,7 @@ pub fn window_index(
 
 /// `(row, col)` of every patch in the processor's order (merge blocks row-major, then row-major
 /// inside each block; frames repeated), as transformers' `rot_pos_emb` builds them.
-pub fn patch_positions(
+pub(crate) fn patch_positions(
     cfg: &VisionConfig,
     grid_thw: &[[usize; 3]],
 ) -> Result<Vec<(usize, usize)>, VisionError> {
@@ -426,7 +426,7 @@ impl Qwen25VisionModel {
 
     /// [`Self::new`] with the block and merger linears in `quant` where their input width fits
     /// the block size (the rest, and the patch embedding, stay dense).
-    pub fn new_quantized(
+    pub(crate) fn new_quantized(
         cfg: &VisionConfig,
         quant: Quant,
         vb: VarBuilder,

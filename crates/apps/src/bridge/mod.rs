@@ -21,7 +21,7 @@ pub mod protocol;
 pub mod remote;
 pub(crate) mod server;
 pub(crate) mod session;
-pub mod wire;
+pub(crate) mod wire;
 
 pub use client::BridgeClient;
 pub use server::BridgeServer;

@@ -28,7 +28,7 @@ use crate::geometry::ee_delta::{pose_from_wxyz, pose_to_wxyz};
 use crate::geometry::{DepthImage, Intrinsics};
 
 /// Protocol revision in the metadata; bumped when a message changes incompatibly.
-pub const PROTOCOL_VERSION: i64 = 1;
+pub(crate) const PROTOCOL_VERSION: i64 = 1;
 
 /// Largest image the server accepts (pixels per side): far above any camera a policy sees, far
 /// below what would let one frame claim gigabytes once converted.
@@ -202,7 +202,7 @@ fn message_type(v: &Value) -> Result<&str, ProtocolError> {
 
 /// What to do with an observation's images.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Images {
+pub(crate) enum Images {
     /// Convert them into the frame (and the labels).
     Keep,
     /// Check their dtypes and shapes only; the frame's images and the labels stay empty. The
@@ -218,7 +218,10 @@ pub fn decode_client(bytes: &[u8]) -> Result<ClientMessage, ProtocolError> {
 
 /// [`decode_client`] of a frame the server owns: arrays are views of `frame` (no copy), and an
 /// observation's images are converted only when `images` says so.
-pub fn decode_client_with(frame: &Bytes, images: Images) -> Result<ClientMessage, ProtocolError> {
+pub(crate) fn decode_client_with(
+    frame: &Bytes,
+    images: Images,
+) -> Result<ClientMessage, ProtocolError> {
     client_message(wire::decode_shared(frame, &wire::Limits::DEFAULT)?, images)
 }
 
@@ -606,7 +609,7 @@ pub fn encode_client(msg: &ClientMessage) -> Result<Vec<u8>, WireError> {
 }
 
 /// The metadata frame.
-pub fn encode_metadata(m: &Metadata) -> Vec<u8> {
+pub(crate) fn encode_metadata(m: &Metadata) -> Vec<u8> {
     let v = Value::map([
         ("server", Value::from("pointact")),
         ("version", m.version.as_str().into()),
@@ -624,7 +627,7 @@ pub fn encode_metadata(m: &Metadata) -> Vec<u8> {
 }
 
 /// Reads the metadata frame (our client checks it is a pointact server of this protocol).
-pub fn decode_metadata(bytes: &[u8]) -> Result<Metadata, ProtocolError> {
+pub(crate) fn decode_metadata(bytes: &[u8]) -> Result<Metadata, ProtocolError> {
     let v = wire::decode(bytes)?;
     let f = Fields {
         kind: "metadata",
@@ -647,7 +650,7 @@ pub fn decode_metadata(bytes: &[u8]) -> Result<Metadata, ProtocolError> {
 }
 
 /// One server answer as a frame.
-pub fn encode_server(msg: &ServerMessage) -> Vec<u8> {
+pub(crate) fn encode_server(msg: &ServerMessage) -> Vec<u8> {
     let v = match msg {
         ServerMessage::Ready {
             episode_id,
@@ -683,7 +686,7 @@ pub fn encode_server(msg: &ServerMessage) -> Vec<u8> {
 }
 
 /// Reads a server answer (our client).
-pub fn decode_server(bytes: &[u8]) -> Result<ServerMessage, ProtocolError> {
+pub(crate) fn decode_server(bytes: &[u8]) -> Result<ServerMessage, ProtocolError> {
     let v = wire::decode(bytes)?;
     let status = |f: &Fields<'_>| {
         let s = f.str("status")?;

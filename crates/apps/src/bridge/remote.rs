@@ -12,8 +12,8 @@ use k::nalgebra::Isometry3;
 use crate::camera::Frame;
 
 /// SimplerEnv's control mode names (interface strings).
-pub const DELTA_EE_MODE: &str = "arm_pd_ee_target_delta_pose_align2_gripper_pd_joint_pos";
-pub const JOINT_POS_MODE: &str = "arm_pd_joint_pos_gripper_pd_joint_pos";
+pub(crate) const DELTA_EE_MODE: &str = "arm_pd_ee_target_delta_pose_align2_gripper_pd_joint_pos";
+pub(crate) const JOINT_POS_MODE: &str = "arm_pd_joint_pos_gripper_pd_joint_pos";
 
 /// Finger joint targets the stock gripper controller maps `[-1, 1]` onto (m; +1 = open).
 pub(crate) const GRIPPER_ACTION_RANGE: (f64, f64) = (0.014, 0.038);

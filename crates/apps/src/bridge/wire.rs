@@ -43,7 +43,7 @@ pub(crate) const MAX_PAYLOAD_BYTES: usize = 64 << 20;
 pub(crate) const MAX_FRAME_BYTES: usize = MAX_PAYLOAD_BYTES + (1 << 20);
 /// Deepest nesting of arrays and maps (a tagged array counts two: its map and its shape). Real
 /// messages are a few levels deep; the bound keeps the recursive decoder's stack small.
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 /// Most dimensions of an array (images are 3-D, batches of them 4-D).
 pub(crate) const MAX_DIMS: usize = 8;
 /// Most msgpack values in one frame: a decoded value takes tens of bytes, so a frame of one-byte
@@ -52,7 +52,7 @@ pub(crate) const MAX_VALUES: usize = 1 << 20;
 
 /// The bounds [`decode_with`] enforces; [`Limits::DEFAULT`] is what [`decode`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub max_frame_bytes: usize,
     pub max_payload_bytes: usize,
     pub max_depth: usize,
@@ -61,7 +61,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub const DEFAULT: Limits = Limits {
+    pub(crate) const DEFAULT: Limits = Limits {
         max_frame_bytes: MAX_FRAME_BYTES,
         max_payload_bytes: MAX_PAYLOAD_BYTES,
         max_depth: MAX_DEPTH,
@@ -163,7 +163,7 @@ pub enum Dtype {
 }
 
 impl Dtype {
-    pub const ALL: [Dtype; 11] = [
+    pub(crate) const ALL: [Dtype; 11] = [
         Dtype::Bool,
         Dtype::U8,
         Dtype::I8,
@@ -178,7 +178,7 @@ impl Dtype {
     ];
 
     /// numpy's `dtype.str`: `|` for one-byte types (byte order does not apply), `<` otherwise.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Dtype::Bool => "|b1",
             Dtype::U8 => "|u1",
@@ -206,7 +206,7 @@ impl Dtype {
 
     /// The dtype numpy spells `s`. Only the canonical spellings numpy's `dtype.str` gives are
     /// accepted; a big-endian one (`>` or `!`) gets its own error, since the fix is on the sender.
-    pub fn parse(s: &str) -> Result<Dtype, WireError> {
+    pub(crate) fn parse(s: &str) -> Result<Dtype, WireError> {
         if let Some(d) = Dtype::ALL.into_iter().find(|d| d.as_str() == s) {
             return Ok(d);
         }
@@ -251,7 +251,7 @@ mod sealed {
 }
 
 /// A Rust type an array's elements can be read as or built from: one per [`Dtype`].
-pub trait Element: Copy + sealed::Sealed {
+pub(crate) trait Element: Copy + sealed::Sealed {
     const DTYPE: Dtype;
     #[doc(hidden)]
     fn read_le(bytes: &[u8]) -> Self;
@@ -295,7 +295,7 @@ impl Element for bool {
 /// A numpy array: dtype, shape and the little-endian C-order bytes, always consistent (the data
 /// is exactly `shape product × itemsize` bytes, at most [`MAX_DIMS`] dimensions).
 #[derive(Debug, Clone, PartialEq)]
-pub struct NdArray {
+pub(crate) struct NdArray {
     dtype: Dtype,
     shape: Vec<usize>,
     /// Shared, not owned: a decoded array's data is a view of the received frame
@@ -323,6 +323,8 @@ macro_rules! typed_views {
     )*};
 }
 
+// The codec's whole API over numpy's dtypes: the server and the tests read only some of them.
+#[allow(dead_code)]
 impl NdArray {
     /// An array from raw little-endian bytes, checked like a decoded one.
     pub fn new(
@@ -363,7 +365,10 @@ impl NdArray {
     }
 
     /// An array of `values` (C order) with `shape`; their count must fill the shape.
-    pub fn from_slice<T: Element>(shape: &[usize], values: &[T]) -> Result<NdArray, WireError> {
+    pub(crate) fn from_slice<T: Element>(
+        shape: &[usize],
+        values: &[T],
+    ) -> Result<NdArray, WireError> {
         let count = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
         if count != Some(values.len()) {
             return Err(WireError::ValueCount {
@@ -384,7 +389,7 @@ impl NdArray {
 
     /// The elements as `T`, which must be this array's dtype (no silent conversion: a server that
     /// expects float32 depth should hear that it got float64). [`NdArray::cast_f64`] widens.
-    pub(crate) fn to_vec<T: Element>(&self) -> Result<Vec<T>, WireError> {
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, WireError> {
         if self.dtype != T::DTYPE {
             return Err(WireError::DtypeMismatch {
                 have: self.dtype,
@@ -414,7 +419,7 @@ impl NdArray {
 
     /// Every element as f64 whatever the dtype (bools as 0 or 1; 64-bit integers beyond 2^53
     /// rounded): for poses and joint values, which clients send as float32 or float64 alike.
-    pub fn cast_f64(&self) -> Vec<f64> {
+    pub(crate) fn cast_f64(&self) -> Vec<f64> {
         fn all<T: Element>(a: &NdArray, f: impl Fn(T) -> f64) -> Vec<f64> {
             a.data
                 .chunks_exact(T::DTYPE.itemsize())
@@ -440,12 +445,12 @@ impl NdArray {
         self.dtype
     }
 
-    pub fn shape(&self) -> &[usize] {
+    pub(crate) fn shape(&self) -> &[usize] {
         &self.shape
     }
 
     /// The little-endian C-order bytes.
-    pub fn data(&self) -> &[u8] {
+    pub(crate) fn data(&self) -> &[u8] {
         &self.data
     }
 
@@ -465,7 +470,7 @@ impl NdArray {
 
 /// The value of a numpy scalar as it travels (`item()`'s Python value).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Scalar {
+pub(crate) enum Scalar {
     Bool(bool),
     Int(i64),
     UInt(u64),
@@ -494,11 +499,12 @@ impl Scalar {
 /// A numpy scalar (`np.float32(0.5)`, `np.int64(7)`, `np.bool_(True)`): what openpi tags
 /// `__npgeneric__`. Kept apart from a 0-d array because openpi keeps them apart on the wire.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct NpScalar {
+pub(crate) struct NpScalar {
     dtype: Dtype,
     value: Scalar,
 }
 
+#[allow(dead_code)]
 impl NpScalar {
     /// A scalar whose value fits its dtype: a bool for `|b1`, an integer in range for integer
     /// dtypes, a number for float dtypes (floats as float64, as `item()` gives them).
@@ -530,7 +536,7 @@ impl NpScalar {
     }
 
     /// The value as f64 (bools as 0 or 1).
-    pub fn to_f64(&self) -> f64 {
+    pub(crate) fn to_f64(self) -> f64 {
         match self.value {
             Scalar::Bool(b) => f64::from(u8::from(b)),
             Scalar::Int(v) => v as f64,
@@ -543,7 +549,7 @@ impl NpScalar {
 /// A decoded message. Maps keep their order and their key types (str or bin), so that a message
 /// re-encodes to the same bytes. Integers decode as `Int` unless they exceed `i64::MAX`.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub(crate) enum Value {
     Nil,
     Bool(bool),
     Int(i64),
@@ -560,7 +566,7 @@ pub enum Value {
 
 impl Value {
     /// A map with str keys (what Python dicts of str keys encode to), in the given order.
-    pub fn map<K: Into<String>>(entries: impl IntoIterator<Item = (K, Value)>) -> Value {
+    pub(crate) fn map<K: Into<String>>(entries: impl IntoIterator<Item = (K, Value)>) -> Value {
         Value::Map(
             entries
                 .into_iter()
@@ -571,7 +577,7 @@ impl Value {
 
     /// The value under `key` in a map, whether the key arrived as str or as bin (clients differ,
     /// see the module doc); the last one when a key repeats, as a Python dict keeps it.
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Value> {
         let Value::Map(entries) = self else {
             return None;
         };
@@ -595,7 +601,7 @@ impl Value {
         matches!(self, Value::Nil)
     }
 
-    pub fn as_bool(&self) -> Option<bool> {
+    pub(crate) fn as_bool(&self) -> Option<bool> {
         match self {
             Value::Bool(b) => Some(*b),
             Value::NpScalar(s) => match s.value {
@@ -607,7 +613,7 @@ impl Value {
     }
 
     /// An integer (a plain one or an integer numpy scalar) that fits i64.
-    pub fn as_i64(&self) -> Option<i64> {
+    pub(crate) fn as_i64(&self) -> Option<i64> {
         let wide = match self {
             Value::Int(v) => i128::from(*v),
             Value::UInt(v) => i128::from(*v),
@@ -618,7 +624,7 @@ impl Value {
     }
 
     /// A number as f64: a float, an integer, or a numeric numpy scalar.
-    pub fn as_f64(&self) -> Option<f64> {
+    pub(crate) fn as_f64(&self) -> Option<f64> {
         match self {
             Value::Float(v) => Some(*v),
             Value::Int(v) => Some(*v as f64),
@@ -629,7 +635,7 @@ impl Value {
     }
 
     /// A str, or a bin that is UTF-8.
-    pub fn as_str(&self) -> Option<&str> {
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
             Value::Bin(b) => std::str::from_utf8(b).ok(),
@@ -651,7 +657,7 @@ impl Value {
         }
     }
 
-    pub fn as_ndarray(&self) -> Option<&NdArray> {
+    pub(crate) fn as_ndarray(&self) -> Option<&NdArray> {
         match self {
             Value::NdArray(a) => Some(a),
             _ => None,
@@ -700,12 +706,12 @@ const SHAPE: &str = "shape";
 /// One msgpack frame → a [`Value`], with openpi's tagged maps turned into [`NdArray`]s and
 /// [`NpScalar`]s, under [`Limits::DEFAULT`]. Binary data is copied out of `bytes`; a server that
 /// owns the frame uses [`decode_shared`], which copies none.
-pub fn decode(bytes: &[u8]) -> Result<Value, WireError> {
+pub(crate) fn decode(bytes: &[u8]) -> Result<Value, WireError> {
     decode_with(bytes, &Limits::DEFAULT)
 }
 
 /// [`decode`] under other limits.
-pub fn decode_with(bytes: &[u8], limits: &Limits) -> Result<Value, WireError> {
+pub(crate) fn decode_with(bytes: &[u8], limits: &Limits) -> Result<Value, WireError> {
     decode_from(bytes, None, limits)
 }
 
@@ -713,7 +719,7 @@ pub fn decode_with(bytes: &[u8], limits: &Limits) -> Result<Value, WireError> {
 /// in the result is a view of `frame`, not a copy. The server checks a later observation's
 /// images without converting them; copying 3.4 MB into fresh pages per step was most of its
 /// answer time.
-pub fn decode_shared(frame: &Bytes, limits: &Limits) -> Result<Value, WireError> {
+pub(crate) fn decode_shared(frame: &Bytes, limits: &Limits) -> Result<Value, WireError> {
     decode_from(frame, Some(frame), limits)
 }
 
@@ -1045,7 +1051,7 @@ fn field_type(
 /// bin keys in openpi's field order, the most compact int, str, bin, array and map headers, floats
 /// as float64 (a value decoded from float32 is written back as float64, as Python would).
 /// Fails only on a str, bin, array or map longer than msgpack's 2^32 - 1.
-pub fn encode(value: &Value) -> Result<Vec<u8>, WireError> {
+pub(crate) fn encode(value: &Value) -> Result<Vec<u8>, WireError> {
     // Room for the arrays' data up front: a frame of images is megabytes, grown by doubling it
     // would be copied several times over.
     let mut out = ByteBuf::with_capacity(array_bytes(value).saturating_add(1024));

@@ -93,7 +93,7 @@ impl SimRig {
 
     /// `n` seeded view poses of the tool: the standard views around (0.5, 0, 0.3) m, facing the
     /// camera ([`standard_view_poses`]).
-    pub fn view_poses(&self, n: usize, seed: u64) -> Vec<Isometry3<f64>> {
+    pub(crate) fn view_poses(&self, n: usize, seed: u64) -> Vec<Isometry3<f64>> {
         standard_view_poses(
             &self.eye,
             &Point3::from(VIEW_CENTRE),
@@ -106,7 +106,7 @@ impl SimRig {
 
 /// Where the standard views are centred (base frame, m): in front of an xArm 6 at table height
 /// plus 30 cm, well inside its reach.
-pub const VIEW_CENTRE: [f64; 3] = [0.5, 0.0, 0.3];
+pub(crate) const VIEW_CENTRE: [f64; 3] = [0.5, 0.0, 0.3];
 
 /// Plans and captures the views of a [`SimRig`] and keeps the camera's true pose to compare with.
 pub async fn capture_sim_session(opts: &SimCalibrationOptions) -> Result<SimSession, TargetError> {

@@ -33,7 +33,7 @@
 //!   under 0.05 mm and 0.005° with or without Brown-Conrady distortion.
 
 pub(crate) mod detect;
-pub mod pattern;
+pub(crate) mod pattern;
 pub mod pnp;
 pub mod session;
 pub mod views;
@@ -80,7 +80,7 @@ impl TagTarget {
     }
 
     /// Checks the family, the id and the size.
-    pub fn validate(&self) -> Result<(), TargetError> {
+    pub(crate) fn validate(&self) -> Result<(), TargetError> {
         if self.family != FAMILY {
             return Err(TargetError::Target(format!(
                 "family `{}` is not supported; print a {FAMILY} tag",

@@ -21,7 +21,7 @@ pub(crate) mod episode;
 pub mod eval;
 pub mod pointer;
 pub mod remote;
-pub use pointact_runtime::task;
+pub(crate) use pointact_runtime::task;
 
 pub use emulated::{run_episode_xarm, SimXarm};
 pub use episode::{

@@ -203,7 +203,7 @@ pub fn labels_for(
 
 /// Runs `episode` on our simulator with `policy` choosing every action, then judges the world as
 /// `eval sim` does (after letting it settle).
-pub async fn run_remote_episode<P: RemotePolicy>(
+pub(crate) async fn run_remote_episode<P: RemotePolicy>(
     episode: &Episode,
     options: &RemoteOptions,
     policy: &mut P,

@@ -261,7 +261,7 @@ fn letter_rules(s: &str) -> Option<String> {
 
 /// `ChoiceAccuracy.normalize_answer`: the answer letter of `answer`, or its upper-cased stripped
 /// text when no rule finds one (see the module docs).
-pub fn normalize_choice(answer: &str) -> String {
+pub(crate) fn normalize_choice(answer: &str) -> String {
     let s = py_strip(answer);
     letter_rules(s).unwrap_or_else(|| py_upper(s))
 }
@@ -282,7 +282,7 @@ pub fn normalize_consistency(answer: &str) -> String {
 /// ms-swift's `Format`: 1 when the whole completion is `<think>…</think>`, whitespace,
 /// `<answer>…</answer>` and nothing else (`re.match` + `(?![\s\S])`: trailing text, even a
 /// newline, gives 0).
-pub fn format_reward(completion: &str) -> f64 {
+pub(crate) fn format_reward(completion: &str) -> f64 {
     if FORMAT.is_match(completion) {
         1.0
     } else {

@@ -32,8 +32,8 @@ use crate::sim::tasks;
 
 /// The pixel limits Embodied-R1 trained with (`min_pixels`, `max_pixels` of its data pipeline):
 /// the policy's points are in the image resized within them.
-pub(crate) const TRAIN_MIN_PIXELS: u64 = 512 * 512;
-pub(crate) const TRAIN_MAX_PIXELS: u64 = 1280 * 1280;
+pub const TRAIN_MIN_PIXELS: u64 = 512 * 512;
+pub const TRAIN_MAX_PIXELS: u64 = 1280 * 1280;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EnvRewardError {
@@ -179,7 +179,10 @@ pub async fn env_question(
 }
 
 /// Scores `response` to the question in `ground_truth` (`<type>env</type>{…}`) by running it.
-pub async fn env_reward(response: &str, ground_truth: &str) -> Result<EnvScore, EnvRewardError> {
+pub(crate) async fn env_reward(
+    response: &str,
+    ground_truth: &str,
+) -> Result<EnvScore, EnvRewardError> {
     let payload = ground_truth
         .trim()
         .strip_prefix("<type>env</type>")

@@ -91,9 +91,9 @@ use crate::sim::RenderScene;
 /// The task type of the records and of the ground-truth envelope.
 pub(crate) const TASK_TYPE: &str = "robot_r1";
 /// Default minimum distance between position options, m (see the module docs).
-pub const DEFAULT_DELTA_M: f64 = 0.04;
+pub(crate) const DEFAULT_DELTA_M: f64 = 0.04;
 /// Option letters.
-pub const LETTERS: [char; 4] = ['A', 'B', 'C', 'D'];
+pub(crate) const LETTERS: [char; 4] = ['A', 'B', 'C', 'D'];
 
 /// The three question types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -272,7 +272,7 @@ pub struct Demonstration {
 }
 
 /// Runs the oracle pointer through `task` at `seed` and records it (see the module docs).
-pub fn record_demonstration(
+pub(crate) fn record_demonstration(
     task: &str,
     seed: u64,
     options: &QuestionOptions,
@@ -489,7 +489,7 @@ pub fn direction_label(delta: [f64; 3], slight_m: f64) -> String {
 }
 
 /// A position as the options print it (metres, 1 mm).
-pub fn format_xyz(p: [f64; 3]) -> String {
+pub(crate) fn format_xyz(p: [f64; 3]) -> String {
     format!("({:.3}, {:.3}, {:.3})", p[0], p[1], p[2])
 }
 
@@ -734,7 +734,7 @@ pub(crate) fn make_question(
 
 /// One line of the output JSONL.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QuestionRecord {
+pub(crate) struct QuestionRecord {
     /// `suite/id/s<seed>/t<state>/<type>`, unique in a file.
     pub id: String,
     /// The frame, relative to the output folder.
@@ -984,7 +984,7 @@ pub fn generate(
 
 /// Robot-R1's reward of one response.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct RobotR1Score {
+pub(crate) struct RobotR1Score {
     /// `format + answer` (0, 1 or 2).
     pub overall: f64,
     pub format: f64,
@@ -1022,7 +1022,7 @@ pub(crate) fn response_letter(response: &str) -> String {
 }
 
 /// `r_format + r_answer` (see the module docs).
-pub fn reward(response: &str, ground_truth: &str) -> Result<RobotR1Score, RobotR1Error> {
+pub(crate) fn reward(response: &str, ground_truth: &str) -> Result<RobotR1Score, RobotR1Error> {
     let truth = ground_truth_letter(ground_truth)?;
     let format = format_reward(response);
     let answer = if response_letter(response) == truth.to_string() {

@@ -136,7 +136,7 @@ pub(crate) fn preprocessor_json() -> serde_json::Value {
 
 /// How one tensor is drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Init {
+pub(crate) enum Init {
     /// N(0, 1/fan_in): a linear (or the patch-embedding convolution) that keeps the scale.
     Matrix { fan_in: usize },
     /// N(0, 0.02²): the token embedding table (tied to `lm_head`), as small as trained ones.
@@ -149,7 +149,7 @@ pub enum Init {
 
 /// One checkpoint tensor: Hugging Face name, shape and how it is drawn.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TensorSpec {
+pub(crate) struct TensorSpec {
     pub name: String,
     pub shape: Vec<usize>,
     pub init: Init,
@@ -255,7 +255,7 @@ pub(crate) fn tensor_specs(cfg: &Qwen25VlConfig) -> Vec<TensorSpec> {
 }
 
 /// Draws `spec`'s values (f32) from the stream of (`seed`, tensor name).
-pub fn generate(spec: &TensorSpec, seed: u64) -> Vec<f32> {
+pub(crate) fn generate(spec: &TensorSpec, seed: u64) -> Vec<f32> {
     let (mean, std) = match spec.init {
         Init::Matrix { fan_in } => (0.0, 1.0 / (fan_in.max(1) as f32).sqrt()),
         Init::Embedding | Init::Bias => (0.0, 0.02),

@@ -8,7 +8,7 @@ use super::{CameraError, Frame};
 use crate::geometry::{CameraCalibration, Extrinsics};
 
 /// Depth unit of recorded frames: 0.1 mm (finer than RealSense's 1 mm, still 6.5 m of range).
-pub const RECORD_DEPTH_SCALE_M: f64 = 1e-4;
+pub(crate) const RECORD_DEPTH_SCALE_M: f64 = 1e-4;
 
 /// One depth value (metres) in units of [`RECORD_DEPTH_SCALE_M`]: 0 for no depth (NaN, ±inf,
 /// 0 or negative), otherwise rounded and clamped to `1..=65535` so a measured pixel never turns

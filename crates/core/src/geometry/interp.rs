@@ -135,7 +135,7 @@ impl SePath {
     }
 
     /// Arc length of the position curve (metres).
-    pub fn length(&self) -> f64 {
+    pub(crate) fn length(&self) -> f64 {
         self.arc.last().copied().unwrap_or(0.0)
     }
 
@@ -150,14 +150,14 @@ impl SePath {
     /// Pose at arc length `distance_m` from the start, measured along the position curve
     /// (clamped to `[0, length]`). In-place rotations have no length, so at their distance this
     /// returns the pose before the rotation; use [`SePath::sample`] for paths that have them.
-    pub fn sample_at_distance(&self, distance_m: f64) -> Pose {
+    pub(crate) fn sample_at_distance(&self, distance_m: f64) -> Pose {
         let (seg, u) = self.locate_distance(distance_m);
         self.eval(seg, u)
     }
 
     /// `count >= 2` poses equally spaced in arc length, first and last waypoint included (for a
     /// zero-length path, equally spaced in the normalised parameter instead).
-    pub fn resample_by_arc_length(&self, count: usize) -> Vec<Pose> {
+    pub(crate) fn resample_by_arc_length(&self, count: usize) -> Vec<Pose> {
         let count = count.max(2);
         let total = self.length();
         (0..count)

@@ -423,7 +423,7 @@ pub struct BusState {
 impl BusState {
     /// The servos of `settings`, arm at `q` (rad, `arm_joints` order) and fingers open, with
     /// position limits from `model`'s joint limits and the gripper's finger range.
-    pub fn new(
+    pub(crate) fn new(
         settings: &DynamixelSettings,
         model: &RobotModel,
         q: &[f64],
@@ -566,7 +566,7 @@ impl BusState {
     }
 
     /// Acts on one instruction packet at time `now` and returns the bytes the bus answers.
-    pub fn handle(&mut self, packet: &Packet, now: Instant) -> Vec<u8> {
+    pub(crate) fn handle(&mut self, packet: &Packet, now: Instant) -> Vec<u8> {
         self.advance(now);
         let replies = self.respond(packet);
         let mut out = Vec::new();

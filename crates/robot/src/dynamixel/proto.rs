@@ -15,33 +15,35 @@
 pub(crate) const HEADER: [u8; 4] = [0xFF, 0xFF, 0xFD, 0x00];
 
 /// Header (4) + id (1) + length (2): the bytes before the instruction.
-pub const PREFIX_LEN: usize = 7;
+pub(crate) const PREFIX_LEN: usize = 7;
 
 /// Broadcast id: every servo executes the packet; only PING, SYNC_READ and BULK_READ are answered.
-pub const BROADCAST_ID: u8 = 0xFE;
+pub(crate) const BROADCAST_ID: u8 = 0xFE;
 
 /// Largest length field the reader accepts. The protocol allows up to 0xFFFF, but nothing this
 /// crate sends or expects comes near (a 9-servo SYNC_WRITE of 12 bytes each is 125): a larger value
 /// is almost certainly a corrupted length, and waiting for 64 KiB that will never come would turn
 /// one bad byte into a timeout instead of an error naming it.
-pub const MAX_LENGTH: u16 = 1024;
+pub(crate) const MAX_LENGTH: u16 = 1024;
 
-/// Instruction codes (e-Manual, "Instruction").
-pub mod instruction {
-    pub const PING: u8 = 0x01;
-    pub const READ: u8 = 0x02;
-    pub const WRITE: u8 = 0x03;
-    pub const REG_WRITE: u8 = 0x04;
-    pub const ACTION: u8 = 0x05;
-    pub const FACTORY_RESET: u8 = 0x06;
-    pub const REBOOT: u8 = 0x08;
-    pub const CLEAR: u8 = 0x10;
+/// Instruction codes (e-Manual, "Instruction"): the whole table, though the driver sends only
+/// some of them, so a code read off the wire can be named.
+#[allow(dead_code)]
+pub(crate) mod instruction {
+    pub(crate) const PING: u8 = 0x01;
+    pub(crate) const READ: u8 = 0x02;
+    pub(crate) const WRITE: u8 = 0x03;
+    pub(crate) const REG_WRITE: u8 = 0x04;
+    pub(crate) const ACTION: u8 = 0x05;
+    pub(crate) const FACTORY_RESET: u8 = 0x06;
+    pub(crate) const REBOOT: u8 = 0x08;
+    pub(crate) const CLEAR: u8 = 0x10;
     /// The instruction byte of every status (reply) packet.
-    pub const STATUS: u8 = 0x55;
-    pub const SYNC_READ: u8 = 0x82;
-    pub const SYNC_WRITE: u8 = 0x83;
-    pub const BULK_READ: u8 = 0x92;
-    pub const BULK_WRITE: u8 = 0x93;
+    pub(crate) const STATUS: u8 = 0x55;
+    pub(crate) const SYNC_READ: u8 = 0x82;
+    pub(crate) const SYNC_WRITE: u8 = 0x83;
+    pub(crate) const BULK_READ: u8 = 0x92;
+    pub(crate) const BULK_WRITE: u8 = 0x93;
 }
 
 /// X-series control table (e-Manual, XM430-W350 and XL430-W250 pages; the addresses used here are
@@ -66,10 +68,10 @@ pub mod table {
     pub(crate) const BAUD_RATE: Item = item(8, 1);
     pub(crate) const RETURN_DELAY_TIME: Item = item(9, 1);
     /// Bit 0: reverse mode; bit 2: profile configuration (0 velocity-based, 1 time-based).
-    pub const DRIVE_MODE: Item = item(10, 1);
+    pub(crate) const DRIVE_MODE: Item = item(10, 1);
     pub const OPERATING_MODE: Item = item(11, 1);
     /// Secondary (shadow) id: the servo also executes packets sent to this id, without replying.
-    pub const SECONDARY_ID: Item = item(12, 1);
+    pub(crate) const SECONDARY_ID: Item = item(12, 1);
     pub(crate) const PROTOCOL_TYPE: Item = item(13, 1);
     pub(crate) const PWM_LIMIT: Item = item(36, 2);
     pub(crate) const VELOCITY_LIMIT: Item = item(44, 4);
@@ -80,17 +82,17 @@ pub mod table {
     pub const TORQUE_ENABLE: Item = item(64, 1);
     pub(crate) const LED: Item = item(65, 1);
     pub(crate) const STATUS_RETURN_LEVEL: Item = item(68, 1);
-    pub const HARDWARE_ERROR_STATUS: Item = item(70, 1);
+    pub(crate) const HARDWARE_ERROR_STATUS: Item = item(70, 1);
     pub const GOAL_PWM: Item = item(100, 2);
     pub(crate) const GOAL_CURRENT: Item = item(102, 2);
     pub(crate) const GOAL_VELOCITY: Item = item(104, 4);
-    pub const PROFILE_ACCELERATION: Item = item(108, 4);
-    pub const PROFILE_VELOCITY: Item = item(112, 4);
+    pub(crate) const PROFILE_ACCELERATION: Item = item(108, 4);
+    pub(crate) const PROFILE_VELOCITY: Item = item(112, 4);
     pub const GOAL_POSITION: Item = item(116, 4);
-    pub const MOVING: Item = item(122, 1);
+    pub(crate) const MOVING: Item = item(122, 1);
     pub(crate) const PRESENT_PWM: Item = item(124, 2);
     /// Present Current on XM servos; Present Load on XL servos (same address and size).
-    pub const PRESENT_CURRENT: Item = item(126, 2);
+    pub(crate) const PRESENT_CURRENT: Item = item(126, 2);
     pub(crate) const PRESENT_VELOCITY: Item = item(128, 4);
     pub const PRESENT_POSITION: Item = item(132, 4);
 
@@ -99,9 +101,11 @@ pub mod table {
     /// Drive Mode bit 2: profile registers hold times (ms) instead of velocity/acceleration.
     pub(crate) const DRIVE_MODE_TIME_BASED: u8 = 0x04;
 
-    /// Operating Mode values.
-    pub const MODE_CURRENT: u8 = 0;
-    pub const MODE_VELOCITY: u8 = 1;
+    /// Operating Mode values (the table's; the driver uses position modes only).
+    #[allow(dead_code)]
+    pub(crate) const MODE_CURRENT: u8 = 0;
+    #[allow(dead_code)]
+    pub(crate) const MODE_VELOCITY: u8 = 1;
     pub const MODE_POSITION: u8 = 3;
     pub(crate) const MODE_EXTENDED_POSITION: u8 = 4;
     pub(crate) const MODE_CURRENT_BASED_POSITION: u8 = 5;
@@ -175,7 +179,7 @@ const CRC_TABLE: [u16; 256] = {
 
 /// The packet CRC (e-Manual "CRC Calculation": initial value 0, polynomial 0x8005, no reflection),
 /// over everything from the first header byte to the last parameter. Sent low byte first.
-pub fn crc16(bytes: &[u8]) -> u16 {
+pub(crate) fn crc16(bytes: &[u8]) -> u16 {
     bytes.iter().fold(0u16, |crc, &b| {
         (crc << 8) ^ CRC_TABLE[(((crc >> 8) as u8) ^ b) as usize]
     })
@@ -186,7 +190,7 @@ pub fn crc16(bytes: &[u8]) -> u16 {
 
 /// Inserts `FD` after every `FF FF FD` in an instruction + parameter body, so the body can never
 /// look like a header (e-Manual "Processing Order of Transmission").
-pub fn stuff(body: &[u8]) -> Vec<u8> {
+pub(crate) fn stuff(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + body.len() / 3);
     for &b in body {
         out.push(b);
@@ -199,7 +203,7 @@ pub fn stuff(body: &[u8]) -> Vec<u8> {
 
 /// Removes the stuffing `stuff` added. A `FF FF FD` followed by anything but the stuffing byte is
 /// a body the sender did not stuff: refused, since the receiver could not have framed it reliably.
-pub fn unstuff(body: &[u8]) -> Result<Vec<u8>, ProtocolError> {
+pub(crate) fn unstuff(body: &[u8]) -> Result<Vec<u8>, ProtocolError> {
     let mut out = Vec::with_capacity(body.len());
     let mut i = 0;
     while i < body.len() {
@@ -274,7 +278,7 @@ pub enum StatusError {
 }
 
 /// Bit 7 of the error byte: the servo has a hardware fault (Hardware Error Status says which).
-pub const ALERT_BIT: u8 = 0x80;
+pub(crate) const ALERT_BIT: u8 = 0x80;
 
 impl StatusError {
     /// The error number carried in an error byte, if any (the alert bit is not an error number).
@@ -293,7 +297,7 @@ impl StatusError {
     }
 
     /// The number this error is sent as.
-    pub fn number(self) -> u8 {
+    pub(crate) fn number(self) -> u8 {
         match self {
             StatusError::ResultFail => 1,
             StatusError::Instruction => 2,
@@ -313,14 +317,14 @@ impl StatusError {
 /// One packet, instruction or status, with its body unstuffed. For a status packet `params[0]` is
 /// the error byte (see `Status`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packet {
+pub(crate) struct Packet {
     pub id: u8,
     pub instruction: u8,
     pub params: Vec<u8>,
 }
 
 impl Packet {
-    pub fn new(id: u8, instruction: u8, params: Vec<u8>) -> Self {
+    pub(crate) fn new(id: u8, instruction: u8, params: Vec<u8>) -> Self {
         Packet {
             id,
             instruction,
@@ -330,7 +334,7 @@ impl Packet {
 
     /// The bytes on the wire: header, id, length, stuffed body, CRC (e-Manual order: stuff, then
     /// length, then CRC over the stuffed packet).
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut body = Vec::with_capacity(1 + self.params.len());
         body.push(self.instruction);
         body.extend_from_slice(&self.params);
@@ -347,7 +351,7 @@ impl Packet {
     }
 
     /// Reads this packet as a status packet.
-    pub fn into_status(self) -> Result<Status, ProtocolError> {
+    pub(crate) fn into_status(self) -> Result<Status, ProtocolError> {
         if self.instruction != instruction::STATUS {
             return Err(ProtocolError::NotStatus {
                 instruction: self.instruction,
@@ -374,21 +378,21 @@ pub struct Status {
 }
 
 impl Status {
-    pub fn new(id: u8, error: u8, data: Vec<u8>) -> Self {
+    pub(crate) fn new(id: u8, error: u8, data: Vec<u8>) -> Self {
         Status { id, error, data }
     }
 
     /// The servo reports a hardware fault (read Hardware Error Status for the cause).
-    pub fn alert(&self) -> bool {
+    pub(crate) fn alert(&self) -> bool {
         self.error & ALERT_BIT != 0
     }
 
     /// The instruction failed, and why.
-    pub fn error(&self) -> Option<StatusError> {
+    pub(crate) fn error(&self) -> Option<StatusError> {
         StatusError::from_byte(self.error)
     }
 
-    pub fn into_packet(self) -> Packet {
+    pub(crate) fn into_packet(self) -> Packet {
         let mut params = Vec::with_capacity(1 + self.data.len());
         params.push(self.error);
         params.extend(self.data);
@@ -404,19 +408,19 @@ impl Status {
 // Instructions
 
 /// PING `id`: answered by a status with the model number (u16) and firmware version.
-pub fn ping(id: u8) -> Packet {
+pub(crate) fn ping(id: u8) -> Packet {
     Packet::new(id, instruction::PING, Vec::new())
 }
 
 /// READ `len` bytes from `address` of servo `id`.
-pub fn read(id: u8, address: u16, len: u16) -> Packet {
+pub(crate) fn read(id: u8, address: u16, len: u16) -> Packet {
     let mut p = address.to_le_bytes().to_vec();
     p.extend_from_slice(&len.to_le_bytes());
     Packet::new(id, instruction::READ, p)
 }
 
 /// WRITE `data` at `address` of servo `id`.
-pub fn write(id: u8, address: u16, data: &[u8]) -> Packet {
+pub(crate) fn write(id: u8, address: u16, data: &[u8]) -> Packet {
     let mut p = address.to_le_bytes().to_vec();
     p.extend_from_slice(data);
     Packet::new(id, instruction::WRITE, p)
@@ -424,7 +428,7 @@ pub fn write(id: u8, address: u16, data: &[u8]) -> Packet {
 
 /// SYNC_READ `len` bytes at `address` from each of `ids`; each answers with its own status packet,
 /// in the order listed.
-pub fn sync_read(address: u16, len: u16, ids: &[u8]) -> Packet {
+pub(crate) fn sync_read(address: u16, len: u16, ids: &[u8]) -> Packet {
     let mut p = address.to_le_bytes().to_vec();
     p.extend_from_slice(&len.to_le_bytes());
     p.extend_from_slice(ids);
@@ -433,7 +437,7 @@ pub fn sync_read(address: u16, len: u16, ids: &[u8]) -> Packet {
 
 /// SYNC_WRITE one `len`-byte value at `address` per servo; not answered. Every entry's data must be
 /// `len` bytes (checked: a short entry would shift every later id and value).
-pub fn sync_write(
+pub(crate) fn sync_write(
     address: u16,
     len: u16,
     entries: &[(u8, &[u8])],
@@ -455,14 +459,15 @@ pub fn sync_write(
 }
 
 /// REBOOT `id` (clears a hardware error; torque comes back off).
-pub fn reboot(id: u8) -> Packet {
+#[cfg(test)]
+pub(crate) fn reboot(id: u8) -> Packet {
     Packet::new(id, instruction::REBOOT, Vec::new())
 }
 
 /// An instruction packet read back into what it asks, for the emulator (and any tool that
 /// listens to a bus).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     Ping,
     Read {
         address: u16,
@@ -488,7 +493,7 @@ pub enum Request {
 }
 
 impl Request {
-    pub fn parse(packet: &Packet) -> Result<Request, ProtocolError> {
+    pub(crate) fn parse(packet: &Packet) -> Result<Request, ProtocolError> {
         let p = &packet.params;
         let bad = |expected: &str| ProtocolError::Params {
             instruction: packet.instruction,
@@ -566,28 +571,30 @@ impl Request {
 /// CRC and stuffing. After an error it resumes the search just past the bad packet's header, so
 /// one corrupt packet does not hide the next good one.
 #[derive(Debug, Default)]
-pub struct Decoder {
+pub(crate) struct Decoder {
     buf: Vec<u8>,
     skipped: usize,
 }
 
 impl Decoder {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Appends bytes read from the port.
-    pub fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
 
     /// Bytes held for a packet not yet complete (or a header prefix).
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
         self.buf.len()
     }
 
     /// Bytes thrown away so far because they preceded any header (line noise, echo remnants).
-    pub fn skipped(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn skipped(&self) -> usize {
         self.skipped
     }
 
@@ -599,7 +606,7 @@ impl Decoder {
 
     /// How many bytes the packet at the front still needs, when a header has been found; for
     /// reporting a packet cut off by a timeout.
-    pub fn partial(&self) -> Option<(usize, usize)> {
+    pub(crate) fn partial(&self) -> Option<(usize, usize)> {
         if self.buf.len() >= PREFIX_LEN && self.buf[..4] == HEADER {
             let length = u16::from_le_bytes([self.buf[5], self.buf[6]]) as usize;
             Some((self.buf.len(), PREFIX_LEN + length))
@@ -611,7 +618,7 @@ impl Decoder {
     }
 
     /// The next complete packet, an error for a bad one, or `None` until more bytes arrive.
-    pub fn next_packet(&mut self) -> Option<Result<Packet, ProtocolError>> {
+    pub(crate) fn next_packet(&mut self) -> Option<Result<Packet, ProtocolError>> {
         // Drop everything before the first header. A trailing prefix of a header (FF, FF FF,
         // FF FF FD) is kept: the rest may be in the next read.
         match find_header(&self.buf) {

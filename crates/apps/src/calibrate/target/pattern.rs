@@ -25,7 +25,7 @@ pub(crate) const SIM_SUPERSAMPLE: u8 = 4;
 
 /// The tag's cells, row-major from the top-left of the printed tag; `true` is white.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TagCells {
+pub(crate) struct TagCells {
     /// Cells per side, white border included.
     pub total_width: usize,
     /// Cells per side of the black square (the tag size is this many cells).
@@ -34,7 +34,7 @@ pub struct TagCells {
 }
 
 /// The cells of tag `id`.
-pub fn tag_cells(id: u16) -> Result<TagCells, TargetError> {
+pub(crate) fn tag_cells(id: u16) -> Result<TagCells, TargetError> {
     let f = family()?;
     let code = *f.code_data.get(usize::from(id)).ok_or_else(|| {
         TargetError::Target(format!(
@@ -90,7 +90,7 @@ impl TagCells {
     }
 
     /// Edge of the whole printed square (white border included) for a tag of `size_m`.
-    pub fn printed_width(&self, size_m: f64) -> f64 {
+    pub(crate) fn printed_width(&self, size_m: f64) -> f64 {
         size_m * self.total_width as f64 / self.width_at_border as f64
     }
 }
@@ -99,7 +99,7 @@ impl TagCells {
 /// +z: pass it to [`crate::sim::SimWorld::mount_on_tool`]. `tcp_from_target` places the target
 /// frame (module docs of [`super`]) in the tool frame; the plate's back (`thickness_m`) lies
 /// behind the printed face.
-pub fn sim_tag_plate(
+pub(crate) fn sim_tag_plate(
     target: &TagTarget,
     tcp_from_target: &Isometry3<f64>,
     thickness_m: f64,

@@ -27,7 +27,7 @@ use crate::geometry::Intrinsics;
 
 /// A target pose measured in one image.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TagPose {
+pub(crate) struct TagPose {
     /// Target frame → camera optical frame.
     pub camera_from_target: Isometry3<f64>,
     /// Root-mean-square distance between the detected corners and the refined pose's projection of
@@ -39,7 +39,7 @@ pub struct TagPose {
 
 /// The tag's corners in the target frame: top-left, top-right, bottom-right, bottom-left of the
 /// printed tag, in the plane z = 0 (see [`super`]).
-pub fn tag_corners(size_m: f64) -> [Point3<f64>; 4] {
+pub(crate) fn tag_corners(size_m: f64) -> [Point3<f64>; 4] {
     let s = size_m / 2.0;
     [
         Point3::new(-s, s, 0.0),
@@ -51,7 +51,7 @@ pub fn tag_corners(size_m: f64) -> [Point3<f64>; 4] {
 
 /// `camera_from_target` of a square tag of edge `size_m` from its four corner pixels (in the
 /// order of [`tag_corners`]).
-pub fn solve_tag_pose(
+pub(crate) fn solve_tag_pose(
     corners_px: &[[f64; 2]; 4],
     size_m: f64,
     intrinsics: &Intrinsics,

@@ -24,7 +24,7 @@ use crate::camera::replay::read_frame;
 use crate::geometry::calibration::ROTATION_TOLERANCE;
 
 /// The session's index file.
-pub const POSES_FILE: &str = "poses.json";
+pub(crate) const POSES_FILE: &str = "poses.json";
 /// `format` field of [`POSES_FILE`].
 pub(crate) const FORMAT: &str = "pointact.hand_eye_session";
 /// `version` field of [`POSES_FILE`].

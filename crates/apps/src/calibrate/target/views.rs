@@ -33,7 +33,7 @@ pub struct CalibrationView {
 /// What one view measured: the two halves of a hand-eye sample (`calibrate::handeye`'s
 /// `HandEyeSample` has the same two fields) plus the quality numbers to report.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TargetObservation {
+pub(crate) struct TargetObservation {
     /// Index of the view in the list it came from.
     pub view: usize,
     pub base_from_gripper: Isometry3<f64>,
@@ -63,7 +63,7 @@ pub struct SkippedView {
 
 /// Detection + PnP on every view; views without the tag (or with an unusable pose) are listed in
 /// the second vector with the reason, not silently dropped.
-pub fn observe_target(
+pub(crate) fn observe_target(
     views: &[CalibrationView],
     target: &TagTarget,
 ) -> Result<(Vec<TargetObservation>, Vec<SkippedView>), TargetError> {

@@ -64,7 +64,7 @@ pub(crate) fn checkpoint_name(step: u64) -> String {
 
 /// Writes the trainer's checkpoint under `out` and points `out/latest` at it; keeps the newest
 /// `keep` checkpoints (at least 1). Returns the checkpoint folder.
-pub fn save(
+pub(crate) fn save(
     trainer: &GrpoTrainer,
     out: &Path,
     state: &TrainerState,

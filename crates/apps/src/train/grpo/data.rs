@@ -93,7 +93,7 @@ use crate::train::robot_r1;
 use crate::vlm::{resize_bicubic_pil, DEFAULT_MIN_PIXELS, ER1_EVAL_MAX_PIXELS};
 
 /// The JSONL file [`generate`] writes in its output folder.
-pub const JSONL_NAME: &str = "records.jsonl";
+pub(crate) const JSONL_NAME: &str = "records.jsonl";
 /// The folder of the frames, beside the JSONL.
 pub(crate) const IMAGES_DIR: &str = "images";
 /// Where EasyR1 puts the image in a problem.
@@ -165,7 +165,7 @@ pub struct Record {
 
 /// One JSONL line as [`write_records`] writes it (EasyR1 keys, then optional documentation).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RecordLine {
+pub(crate) struct RecordLine {
     pub id: String,
     /// `<image>` then the question.
     pub problem: String,
@@ -217,7 +217,7 @@ fn io_err(path: &Path, e: impl fmt::Display) -> DataError {
 
 /// Writes `lines` as JSONL at `path`, atomically (a temporary file beside it, then a rename), so
 /// a reader never finds half a file.
-pub fn write_records(path: &Path, lines: &[RecordLine]) -> Result<(), DataError> {
+pub(crate) fn write_records(path: &Path, lines: &[RecordLine]) -> Result<(), DataError> {
     let mut text = String::new();
     for line in lines {
         text.push_str(&serde_json::to_string(line).map_err(|e| io_err(path, e))?);

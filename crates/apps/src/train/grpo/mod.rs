@@ -15,7 +15,7 @@ pub mod checkpoint;
 pub mod data;
 pub mod objective;
 pub mod optim;
-pub mod policy;
+pub(crate) mod policy;
 pub mod rollout;
 pub mod run;
 pub mod trainer;

@@ -38,7 +38,11 @@ impl Default for AdvantageMode {
 
 /// Advantages for `rewards` laid out as consecutive groups of `group` responses; and, per group,
 /// whether all its rewards were equal (its advantages are 0: DAPO's dynamic sampling drops it).
-pub fn advantages(rewards: &[f64], group: usize, mode: AdvantageMode) -> (Vec<f64>, Vec<bool>) {
+pub(crate) fn advantages(
+    rewards: &[f64],
+    group: usize,
+    mode: AdvantageMode,
+) -> (Vec<f64>, Vec<bool>) {
     assert!(
         group >= 1 && rewards.len().is_multiple_of(group),
         "whole groups"
@@ -127,7 +131,7 @@ pub struct PolicyLoss {
 /// `ρ = exp(logπ − logπ_old)`, `ρ_c = exp(clamp(logπ − logπ_old, ln(1 − low), ln(1 + high)))`,
 /// `L = max(−Aρ, −Aρ_c)`, and for `A < 0` with dual clip `min(L, −A·c)`.
 /// `logp`, `old_logp`: `[B, T]`; `adv`: `[B]`; `mask`: `[B, T]` (statistics only).
-pub fn policy_loss(
+pub(crate) fn policy_loss(
     logp: &Tensor,
     old_logp: &Tensor,
     adv: &Tensor,
@@ -184,7 +188,7 @@ pub enum KlKind {
     K3,
 }
 
-pub fn kl(logp: &Tensor, ref_logp: &Tensor, kind: KlKind) -> Result<Tensor> {
+pub(crate) fn kl(logp: &Tensor, ref_logp: &Tensor, kind: KlKind) -> Result<Tensor> {
     let delta = (logp - ref_logp)?;
     match kind {
         KlKind::K1 => Ok(delta),
@@ -211,7 +215,7 @@ pub enum Aggregation {
 }
 
 /// `loss`, `mask`: `[B, T]`; a scalar.
-pub fn aggregate(loss: &Tensor, mask: &Tensor, mode: Aggregation) -> Result<Tensor> {
+pub(crate) fn aggregate(loss: &Tensor, mask: &Tensor, mode: Aggregation) -> Result<Tensor> {
     let m = mask.to_dtype(loss.dtype())?;
     let masked = (loss * &m)?;
     let per_seq_sum = masked.sum(D::Minus1)?;

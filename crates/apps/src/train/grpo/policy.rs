@@ -15,7 +15,7 @@ use crate::vlm::{ImageInput, ModelError, Qwen25Vl, TextModel};
 
 /// Per-token quantities of a group `[G, T]`.
 #[derive(Debug, Clone)]
-pub struct TokenLogprobs {
+pub(crate) struct TokenLogprobs {
     /// `log_softmax(logits / temperature)` at each response token (f32, differentiable).
     pub logp: Tensor,
     /// 1 on response tokens, 0 on padding (f32).
@@ -27,7 +27,7 @@ pub struct TokenLogprobs {
 /// `responses` (each non-empty) to one prompt: their log-probabilities under `text` (the policy,
 /// or a frozen reference with the same architecture). `vision_rows` are the vision tower's
 /// output for `images`.
-pub fn response_logprobs(
+pub(crate) fn response_logprobs(
     model: &Qwen25Vl,
     text: &TextModel,
     input_ids: &[u32],

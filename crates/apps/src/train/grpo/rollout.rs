@@ -44,7 +44,7 @@ impl Default for RolloutConfig {
 
 /// One sampled response.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Rollout {
+pub(crate) struct Rollout {
     /// The generated ids, the stop token included when one ended it.
     pub tokens: Vec<u32>,
     /// `log_softmax(logits / temperature)` of each token when it was sampled.
@@ -55,7 +55,7 @@ pub struct Rollout {
 
 /// Samples `cfg.group` responses to `prompt`. Rollout `i` draws from a generator seeded with
 /// `seed + i`.
-pub fn rollouts(
+pub(crate) fn rollouts(
     model: &mut Qwen25Vl,
     prompt: &PreparedPrompt,
     cfg: &RolloutConfig,

@@ -561,7 +561,7 @@ impl GrpoTrainer {
     }
 
     /// Greedy answers to `samples`, scored: the held-out reward.
-    pub fn evaluate(
+    pub(crate) fn evaluate(
         &mut self,
         samples: &[Sample],
         scorer: &Scorer<'_>,

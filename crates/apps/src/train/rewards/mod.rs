@@ -107,7 +107,7 @@ mod trace;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-pub use error::RewardError;
+pub(crate) use error::RewardError;
 pub(crate) use grade::grade_answer;
 pub(crate) use pystr::re;
 pub(crate) use pystr::{is_py_space, point_format, py_strip, thinking_format};
@@ -138,7 +138,7 @@ pub enum TaskType {
 
 impl TaskType {
     /// Every type, in the released dispatch order.
-    pub const ALL: [TaskType; 8] = [
+    pub(crate) const ALL: [TaskType; 8] = [
         TaskType::GeneralQa,
         TaskType::SpatialQa,
         TaskType::PointRef,
@@ -150,7 +150,7 @@ impl TaskType {
     ];
 
     /// The `<type>` string.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             TaskType::GeneralQa => "general_qa",
             TaskType::SpatialQa => "spatial_qa",
@@ -206,7 +206,7 @@ impl Score {
     }
 
     /// All `(name, value)` pairs in the released key order.
-    pub fn components(&self) -> &[(&'static str, f64)] {
+    pub(crate) fn components(&self) -> &[(&'static str, f64)] {
         &self.components
     }
 }

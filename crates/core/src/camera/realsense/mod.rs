@@ -105,7 +105,8 @@ impl Default for RealSenseOptions {
 }
 
 impl RealSenseOptions {
-    pub fn validate(&self) -> Result<(), RealSenseError> {
+    #[cfg_attr(not(feature = "realsense"), allow(dead_code))] // the device's code and the tests use it
+    pub(crate) fn validate(&self) -> Result<(), RealSenseError> {
         let bad = |field, reason: String| Err(RealSenseError::InvalidOption { field, reason });
         if self.width == 0 || self.height == 0 {
             return bad(
@@ -206,7 +207,8 @@ pub fn intrinsics_from_rs2(
 /// Why: RealSense depth flickers by a few units from frame to frame and drops pixels at edges;
 /// the median of ~10 frames (what Embodied-R1.5's real-robot code does) removes both without
 /// blurring across object boundaries the way a spatial filter would.
-pub fn temporal_median(frames: &[&[u16]]) -> Result<Vec<f32>, RealSenseError> {
+#[cfg_attr(not(feature = "realsense"), allow(dead_code))] // the device's code and the tests use it
+pub(crate) fn temporal_median(frames: &[&[u16]]) -> Result<Vec<f32>, RealSenseError> {
     let first = frames
         .first()
         .ok_or_else(|| RealSenseError::Median("no frames".into()))?;
@@ -244,7 +246,8 @@ pub fn temporal_median(frames: &[&[u16]]) -> Result<Vec<f32>, RealSenseError> {
 /// Depth in metres from raw device units and the device's depth scale (metres per unit); 0 stays
 /// 0 (no data). The arithmetic is f64 then rounded once to f32, so 1000 units × 0.001 is exactly
 /// the f32 nearest 1.0 m.
-pub fn depth_from_units(
+#[cfg_attr(not(feature = "realsense"), allow(dead_code))] // the device's code and the tests use it
+pub(crate) fn depth_from_units(
     width: usize,
     height: usize,
     units: &[f32],

@@ -219,7 +219,7 @@ pub enum Command {
 }
 
 impl Command {
-    pub fn funcode(&self) -> u8 {
+    pub(crate) fn funcode(&self) -> u8 {
         use Command::*;
         match self {
             GetVersion => reg::GET_VERSION,
@@ -249,7 +249,7 @@ impl Command {
         }
     }
 
-    pub fn encode_params(&self) -> Vec<u8> {
+    pub(crate) fn encode_params(&self) -> Vec<u8> {
         use Command::*;
         let mut p = Vec::new();
         match self {
@@ -352,7 +352,7 @@ impl Command {
         }
     }
 
-    pub fn decode(funcode: u8, params: &[u8]) -> Result<Command, ProtoError> {
+    pub(crate) fn decode(funcode: u8, params: &[u8]) -> Result<Command, ProtoError> {
         use Command::*;
         let n = params.len();
         let mut c = Cursor::new(params, "command parameters");
@@ -582,7 +582,7 @@ fn bool_byte(b: u8, field: &'static str) -> Result<bool, ProtoError> {
 
 impl Request {
     /// The typed command this frame carries.
-    pub fn command(&self) -> Result<Command, ProtoError> {
+    pub(crate) fn command(&self) -> Result<Command, ProtoError> {
         Command::decode(self.funcode, &self.params)
     }
 }

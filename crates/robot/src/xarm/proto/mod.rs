@@ -28,7 +28,7 @@ mod state;
 pub use command::*;
 pub use reply::*;
 pub use report::*;
-pub use rtu::*;
+pub(crate) use rtu::*;
 pub use state::*;
 
 use std::fmt;
@@ -51,49 +51,50 @@ pub mod prot {
 }
 
 /// Register (funcode) numbers, `XCONF.UxbusReg` in the SDK (`x_config.py`).
-pub mod reg {
-    pub const GET_VERSION: u8 = 1;
-    pub const GET_ROBOT_SN: u8 = 2;
-    pub const MOTION_EN: u8 = 11;
-    pub const SET_STATE: u8 = 12;
-    pub const GET_STATE: u8 = 13;
-    pub const GET_CMDNUM: u8 = 14;
-    pub const GET_ERROR: u8 = 15;
-    pub const CLEAN_ERR: u8 = 16;
-    pub const CLEAN_WAR: u8 = 17;
-    pub const SET_MODE: u8 = 19;
-    pub const MOVE_LINE: u8 = 21;
-    pub const MOVE_JOINT: u8 = 23;
-    pub const MOVE_HOME: u8 = 25;
-    pub const MOVE_SERVOJ: u8 = 29;
-    pub const MOVE_SERVO_CART: u8 = 30;
-    pub const SET_TCP_OFFSET: u8 = 35;
-    pub const SET_LOAD_PARAM: u8 = 36;
-    pub const GET_TCP_POSE: u8 = 41;
-    pub const GET_JOINT_POS: u8 = 42;
+pub(crate) mod reg {
+    pub(crate) const GET_VERSION: u8 = 1;
+    pub(crate) const GET_ROBOT_SN: u8 = 2;
+    pub(crate) const MOTION_EN: u8 = 11;
+    pub(crate) const SET_STATE: u8 = 12;
+    pub(crate) const GET_STATE: u8 = 13;
+    pub(crate) const GET_CMDNUM: u8 = 14;
+    pub(crate) const GET_ERROR: u8 = 15;
+    pub(crate) const CLEAN_ERR: u8 = 16;
+    pub(crate) const CLEAN_WAR: u8 = 17;
+    pub(crate) const SET_MODE: u8 = 19;
+    pub(crate) const MOVE_LINE: u8 = 21;
+    pub(crate) const MOVE_JOINT: u8 = 23;
+    pub(crate) const MOVE_HOME: u8 = 25;
+    pub(crate) const MOVE_SERVOJ: u8 = 29;
+    pub(crate) const MOVE_SERVO_CART: u8 = 30;
+    pub(crate) const SET_TCP_OFFSET: u8 = 35;
+    pub(crate) const SET_LOAD_PARAM: u8 = 36;
+    pub(crate) const GET_TCP_POSE: u8 = 41;
+    pub(crate) const GET_JOINT_POS: u8 = 42;
     /// Relative move (Cartesian or joint); the SDK's `set_position(relative=True)` on fw >= 1.8.100.
-    pub const MOVE_RELATIVE: u8 = 83;
-    pub const RS485_RTU: u8 = 124;
-    pub const TGPIO_W16B: u8 = 127;
-    pub const TGPIO_R16B: u8 = 128;
-    pub const SET_FEEDBACK_TYPE: u8 = 254;
+    pub(crate) const MOVE_RELATIVE: u8 = 83;
+    pub(crate) const RS485_RTU: u8 = 124;
+    pub(crate) const TGPIO_W16B: u8 = 127;
+    pub(crate) const TGPIO_R16B: u8 = 128;
+    pub(crate) const SET_FEEDBACK_TYPE: u8 = 254;
     /// Not a register: the funcode of unsolicited feedback frames.
-    pub const FEEDBACK: u8 = 0xFF;
+    pub(crate) const FEEDBACK: u8 = 0xFF;
 }
 
 /// RS-485 tunnel hosts (register 124, UFACTORY `p16-rs485-control-on-the-end-effector-124-127.md`).
 pub(crate) const RS485_HOST_TOOL: u8 = 9;
-pub const RS485_HOST_CONTROL_BOX: u8 = 11;
+#[allow(dead_code)] // the manual's other host, named so a frame that carries it reads as such
+pub(crate) const RS485_HOST_CONTROL_BOX: u8 = 11;
 
 /// Tool-board registers reached with TGPIO_R16B / TGPIO_W16B (host 9), as the SDK's
 /// `checkset_modbus_baud` (`xarm/x3/base.py`) uses them.
-pub mod tool_reg {
+pub(crate) mod tool_reg {
     /// Read: index of the tool RS-485 baud rate in `robot::settings::XARM_RS485_BAUDS`.
-    pub const BAUD_INDEX: u16 = 0x0A0B;
+    pub(crate) const BAUD_INDEX: u16 = 0x0A0B;
     /// Write: new baud index (applied after a soft reboot).
-    pub const SET_BAUD_INDEX: u16 = 0x1A0B;
+    pub(crate) const SET_BAUD_INDEX: u16 = 0x1A0B;
     /// Write 1: soft reboot of the tool board.
-    pub const SOFT_REBOOT: u16 = 0x0607;
+    pub(crate) const SOFT_REBOOT: u16 = 0x0607;
 }
 
 /// xArm Gripper Modbus registers (slave 8 behind host 9), the SDK's `xarm/x3/gripper.py`.
@@ -123,19 +124,22 @@ pub(crate) mod gripper_reg {
     pub(crate) const STATUS_OBJECT: u16 = 2;
 }
 
-/// Feedback-type bits of SET_FEEDBACK_TYPE (254) and of the feedback frame's kind byte.
+/// Feedback-type bits of SET_FEEDBACK_TYPE (254) and of the feedback frame's kind byte (the
+/// manual's whole table; the client asks for motion start and finish only).
+#[allow(dead_code)]
 pub mod feedback_kind {
     pub(crate) const MOTION_START: u8 = 1;
     pub const MOTION_FINISH: u8 = 2;
-    pub const TRIGGER: u8 = 4;
-    pub const OTHER_START: u8 = 32;
-    pub const OTHER_FINISH: u8 = 64;
+    pub(crate) const TRIGGER: u8 = 4;
+    pub(crate) const OTHER_START: u8 = 32;
+    pub(crate) const OTHER_FINISH: u8 = 64;
 }
 
-/// Result codes of a feedback frame.
+/// Result codes of a feedback frame (the manual's whole table).
+#[allow(dead_code)]
 pub mod feedback_code {
     pub const SUCCESS: u8 = 0;
-    pub const FAILURE: u8 = 1;
+    pub(crate) const FAILURE: u8 = 1;
     pub(crate) const DISCARDED: u8 = 2;
 }
 
@@ -319,7 +323,8 @@ pub struct Status(pub u8);
 
 impl Status {
     /// Result invalid / execution failed (SDK code 10).
-    pub const INVALID: u8 = 0x08;
+    #[allow(dead_code)]
+    pub(crate) const INVALID: u8 = 0x08;
     /// Not ready to move: state 4 (stopped) or 5 (configuration changed); motion commands are
     /// discarded until SET_STATE 0.
     pub(crate) const NOT_READY: u8 = 0x10;
@@ -328,7 +333,7 @@ impl Status {
     /// An error code is set; the arm has stopped.
     pub(crate) const ERROR: u8 = 0x40;
 
-    pub const OK: Status = Status(0);
+    pub(crate) const OK: Status = Status(0);
 
     pub(crate) fn not_ready(self) -> bool {
         self.0 & Self::NOT_READY != 0
@@ -376,7 +381,7 @@ impl Request {
     }
 
     /// Decodes exactly one frame (as `FrameReader::next_frame` yields them).
-    pub fn decode(frame: &[u8]) -> Result<Request, ProtoError> {
+    pub(crate) fn decode(frame: &[u8]) -> Result<Request, ProtoError> {
         let (tid, prot, body) = split_frame(frame, "request")?;
         let (funcode, params) = body.split_first().ok_or(ProtoError::EmptyBody)?;
         Ok(Request {
@@ -400,7 +405,7 @@ pub struct Response {
 
 impl Response {
     /// The reply to `request` (same tid, prot and funcode, as the controller echoes them).
-    pub fn to(request: &Request, status: Status, payload: Vec<u8>) -> Response {
+    pub(crate) fn to(request: &Request, status: Status, payload: Vec<u8>) -> Response {
         Response {
             tid: request.tid,
             prot: request.prot,
@@ -410,7 +415,7 @@ impl Response {
         }
     }
 
-    pub fn encode(&self) -> Result<Vec<u8>, ProtoError> {
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, ProtoError> {
         let body = 2 + self.payload.len();
         if body > MAX_BODY_LEN {
             return Err(ProtoError::TooLong {
@@ -429,7 +434,7 @@ impl Response {
         Ok(out)
     }
 
-    pub fn decode(frame: &[u8]) -> Result<Response, ProtoError> {
+    pub(crate) fn decode(frame: &[u8]) -> Result<Response, ProtoError> {
         let (tid, prot, body) = split_frame(frame, "response")?;
         match body {
             [] => Err(ProtoError::EmptyBody),
@@ -487,7 +492,7 @@ impl FrameReader {
     }
 
     /// Bytes held that do not yet form a frame.
-    pub fn buffered(&self) -> usize {
+    pub(crate) fn buffered(&self) -> usize {
         self.buf.len()
     }
 
@@ -540,7 +545,7 @@ pub struct Feedback {
 const FEEDBACK_PAYLOAD_LEN: usize = 13;
 
 impl Feedback {
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut payload = Vec::with_capacity(FEEDBACK_PAYLOAD_LEN);
         payload.push(self.kind);
         payload.push(self.funcode);
@@ -558,7 +563,7 @@ impl Feedback {
         r.encode().unwrap_or_default()
     }
 
-    pub fn from_response(r: &Response) -> Result<Feedback, ProtoError> {
+    pub(crate) fn from_response(r: &Response) -> Result<Feedback, ProtoError> {
         if r.funcode != reg::FEEDBACK {
             return Err(ProtoError::Funcode {
                 expected: reg::FEEDBACK,

@@ -34,7 +34,7 @@ pub enum Reply {
 }
 
 impl Reply {
-    pub fn encode_payload(&self) -> Vec<u8> {
+    pub(crate) fn encode_payload(&self) -> Vec<u8> {
         let mut p = Vec::new();
         match self {
             Reply::Empty => {}
@@ -62,7 +62,7 @@ impl Reply {
     }
 
     /// Interprets `payload` as the reply to a command with `funcode`.
-    pub fn decode(funcode: u8, payload: &[u8]) -> Result<Reply, ProtoError> {
+    pub(crate) fn decode(funcode: u8, payload: &[u8]) -> Result<Reply, ProtoError> {
         let n = payload.len();
         let mut c = Cursor::new(payload, "reply payload");
         let r = match funcode {

@@ -3,15 +3,16 @@
 use super::*;
 
 /// Length of the 30001 "normal" report, and of the common head of the 30002 "rich" one.
-pub const NORMAL_REPORT_LEN: usize = 145;
+#[allow(dead_code)]
+pub(crate) const NORMAL_REPORT_LEN: usize = 145;
 /// The shortest 30002 frame the SDK accepts (it reads bytes 145..245 unconditionally).
 pub(crate) const RICH_REPORT_MIN_LEN: usize = 245;
 /// The full 30002 frame of current firmware (the SDK's `_Report30002DataStructure`).
-pub const RICH_REPORT_LEN: usize = 587;
+pub(crate) const RICH_REPORT_LEN: usize = 587;
 /// Old firmware sends 245 bytes with 233 in the length field; the SDK accepts that pair.
 const RICH_REPORT_OLD_DECLARED: usize = 233;
 /// The 30000 real-time frame.
-pub const RT_REPORT_LEN: usize = 804;
+pub(crate) const RT_REPORT_LEN: usize = 804;
 /// Longest report frame a `ReportReader` accepts: bounds memory when the stream is garbage.
 pub(crate) const MAX_REPORT_LEN: usize = 4096;
 
@@ -190,7 +191,7 @@ fn report_length(frame: &[u8], what: &'static str, min: usize) -> Result<(), Pro
 }
 
 impl RichReport {
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let len = if self.tail.is_some() {
             RICH_REPORT_LEN
         } else {
@@ -324,7 +325,7 @@ pub struct RtReport {
 }
 
 impl RtReport {
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(RT_REPORT_LEN);
         out.extend_from_slice(&(RT_REPORT_LEN as u32).to_be_bytes());
         out.extend_from_slice(&self.timestamp_us.to_be_bytes());

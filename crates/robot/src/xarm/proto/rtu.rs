@@ -20,7 +20,7 @@ pub(crate) mod modbus_exception {
 
 /// A Modbus-RTU request PDU as tunnelled by register 124 (slave id first, no CRC).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RtuRequest {
+pub(crate) enum RtuRequest {
     /// 0x03: read `count` holding registers from `addr`.
     ReadHolding { slave: u8, addr: u16, count: u16 },
     /// 0x10: write `values` from `addr`.
@@ -40,7 +40,7 @@ impl RtuRequest {
         }
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut p = Vec::new();
         match self {
             RtuRequest::ReadHolding { slave, addr, count } => {
@@ -67,7 +67,7 @@ impl RtuRequest {
 
     /// `Ok(None)` for a well-formed PDU with another function code (a device answers it with an
     /// ILLEGAL_FUNCTION exception).
-    pub fn decode(pdu: &[u8]) -> Result<Result<RtuRequest, (u8, u8)>, ProtoError> {
+    pub(crate) fn decode(pdu: &[u8]) -> Result<Result<RtuRequest, (u8, u8)>, ProtoError> {
         let mut c = Cursor::new(pdu, "Modbus RTU request");
         let slave = c.u8()?;
         let function = c.u8()?;
@@ -108,14 +108,14 @@ impl RtuRequest {
 
 /// A Modbus-RTU reply PDU (slave id first, no CRC).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RtuReply {
+pub(crate) enum RtuReply {
     ReadHolding { slave: u8, values: Vec<u16> },
     WriteMultiple { slave: u8, addr: u16, count: u16 },
     Exception { slave: u8, function: u8, code: u8 },
 }
 
 impl RtuReply {
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut p = Vec::new();
         match self {
             RtuReply::ReadHolding { slave, values } => {
@@ -138,7 +138,7 @@ impl RtuReply {
         p
     }
 
-    pub fn decode(pdu: &[u8]) -> Result<RtuReply, ProtoError> {
+    pub(crate) fn decode(pdu: &[u8]) -> Result<RtuReply, ProtoError> {
         let mut c = Cursor::new(pdu, "Modbus RTU reply");
         let slave = c.u8()?;
         let function = c.u8()?;

@@ -42,12 +42,12 @@ impl RobotState {
 }
 
 /// SET_STATE values.
-pub mod set_state {
+pub(crate) mod set_state {
     /// Start / resume: ready for motion.
     pub(crate) const START: u8 = 0;
     pub(crate) const PAUSE: u8 = 3;
     /// Stop now and drop every queued command.
-    pub const STOP: u8 = 4;
+    pub(crate) const STOP: u8 = 4;
     pub(crate) const DECELERATE_STOP: u8 = 6;
 }
 
