@@ -14,9 +14,14 @@ use pointact_vlm::{Qwen25VisionModel, Qwen25VlConfig};
 
 pub const REL_TOL: f32 = 1e-4;
 
+/// A file of the fixture. The workspace's root package and its crates include this module, so the
+/// folder is found above whichever package compiles it.
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/qwen25vl_tiny")
+        .ancestors()
+        .map(|d| d.join("tests/fixtures/qwen25vl_tiny"))
+        .find(|d| d.is_dir())
+        .expect("tests/fixtures/qwen25vl_tiny above the package")
         .join(name)
 }
 

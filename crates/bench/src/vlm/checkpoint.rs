@@ -25,7 +25,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::VlmBenchError;
+use super::error::VlmBenchError;
 use pointact_vlm::files::WEIGHTS_INDEX_FILE as SHARD_INDEX_FILE;
 use pointact_vlm::{ImageProcessorConfig, Qwen25VlConfig};
 

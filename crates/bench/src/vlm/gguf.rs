@@ -30,7 +30,7 @@ use candle_core::{DType, Device};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use super::VlmBenchError;
+use super::error::VlmBenchError;
 use pointact_vlm::{weight_files, Quant, Qwen25VlConfig, SafetensorsReader, TextConfig, TokenIds};
 
 /// The llama.cpp architecture written (see the module doc for why not `qwen2vl`).

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use image::RgbImage;
 use serde::{Deserialize, Serialize};
 
-use super::VlmBenchError;
+use super::error::VlmBenchError;
 use crate::camera::Camera;
 use crate::pointing::Ability;
 use crate::sim::devices::{SharedWorld, SimCamera};

@@ -18,6 +18,7 @@
 
 pub mod bandwidth;
 pub mod checkpoint;
+mod error;
 pub mod gguf;
 pub(crate) mod inputs;
 pub(crate) mod kernels;
@@ -30,10 +31,8 @@ use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use pointact_vlm::{
-    resize_bicubic_pil, ConfigError, DeviceError, DeviceSpec, ImageProcessor, ModelError,
-    ProcessorError, Quant, WeightsError,
-};
+pub use error::VlmBenchError;
+use pointact_vlm::{resize_bicubic_pil, DeviceSpec, ImageProcessor, Quant};
 pub(crate) use report::{LlamaColumn, OursColumn, Outcome, VlmBenchReport};
 
 /// Options of `pointact bench vlm`.
@@ -71,42 +70,6 @@ pub struct VlmBenchArgs {
     pub no_quant_cache: bool,
     /// Alternated f32 load-only rounds after the runs ([`report::LoadRounds`]); 0: one load each.
     pub load_rounds: usize,
-}
-
-/// Errors that stop the benchmark (a failing configuration is not one: it is reported).
-#[derive(Debug, thiserror::Error)]
-pub enum VlmBenchError {
-    #[error("bench vlm: {0}")]
-    Args(String),
-    #[error("bench vlm: cannot write or read {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("bench vlm: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("bench vlm: {0}")]
-    Config(#[from] ConfigError),
-    #[error("bench vlm: {0}")]
-    Weights(#[from] WeightsError),
-    #[error("bench vlm: {0}")]
-    Files(#[from] pointact_vlm::FilesError),
-    #[error("bench vlm: {0}")]
-    Model(#[from] ModelError),
-    #[error("bench vlm: {0}")]
-    Processor(#[from] ProcessorError),
-    #[error("bench vlm: {0}")]
-    Candle(#[from] candle_core::Error),
-    #[error(transparent)]
-    Device(#[from] DeviceError),
-    #[error("bench vlm: image {}: {reason}", path.display())]
-    Image { path: PathBuf, reason: String },
-    #[error("bench vlm: rendering the simulator frame: {0}")]
-    Sim(String),
-    /// The two sides were given different inputs (a bug).
-    #[error("bench vlm: {0}")]
-    Mismatch(String),
 }
 
 /// `~/.cache/pointact/bench-vlm-3b`, or `…-3b-L{n}` for a cut model (so quick runs do not

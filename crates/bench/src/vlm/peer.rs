@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use super::error::VlmBenchError;
 use super::worker::Measured;
-use super::VlmBenchError;
 
 /// The peer script (it installs its own venv when torch or transformers are missing).
 const PEER: &str = include_str!("../../../../benches/vlm_peer.py");

@@ -13,8 +13,8 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
+use super::error::VlmBenchError;
 use super::inputs::{Query, Request};
-use super::VlmBenchError;
 use pointact_vlm::{
     generate_reusing, qcache, weight_files, CacheOptions, CacheOutcome, DeviceSpec,
     GenerationConfig, ImageInput, ImageProcessor, PromptCache, Quant, Qwen25Vl, Qwen25VlConfig,

@@ -3,7 +3,8 @@
 
 use k::nalgebra::Isometry3;
 
-use super::{Camera, CameraError, Frame};
+use super::error::CameraError;
+use super::frame::{Camera, Frame};
 
 pub struct Calibrated<C> {
     pub camera: C,

@@ -3,7 +3,7 @@
 
 use k::nalgebra::Point3;
 
-use super::Frame;
+use super::frame::Frame;
 use crate::geometry::{robust_depth, GeometryError, RobustDepthOptions};
 
 #[derive(Debug, thiserror::Error)]

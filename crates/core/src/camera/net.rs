@@ -57,8 +57,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+use super::error::CameraError;
+pub use super::error::{NetError, MAX_SIDE, WIRE_VERSION};
+use super::frame::{Camera, Frame, RgbImage};
 use super::record::{depth_to_record_units, RECORD_DEPTH_SCALE_M};
-use super::{Camera, CameraError, Frame, RgbImage};
 use crate::geometry::{DepthImage, Intrinsics};
 
 /// What a client sends to ask for one frame (followed by its `u32` wire version).
@@ -67,16 +69,11 @@ pub(crate) const REQUEST_MAGIC: [u8; 4] = *b"PAF?";
 pub const FRAME_MAGIC: [u8; 4] = *b"PAFF";
 /// First bytes of an error answer.
 pub const ERROR_MAGIC: [u8; 4] = *b"PAFE";
-/// The wire version this build speaks; bumped on any change to the frame layout or header.
-pub const WIRE_VERSION: u32 = 1;
 /// Largest accepted header. A real one is under 1 KiB; the cap only bounds what a broken peer can
 /// make us buffer.
 pub(crate) const MAX_HEADER_BYTES: u32 = 64 * 1024;
 /// Largest accepted error message (longer ones are cut by the server).
 pub const MAX_MESSAGE_BYTES: u32 = 64 * 1024;
-/// Largest width or height of a served frame, pixels: the crate's image limit (the simulator's
-/// `sim::scene::MAX_IMAGE_SIDE`, which `camera` may not import; a test keeps them equal).
-pub const MAX_SIDE: u32 = 8192;
 /// Per-capture time limit of `--camera tcp:…` (and a sane default for [`RemoteCamera::connect`]):
 /// a simulated render takes tens of milliseconds, so 10 s means the server is stuck or gone.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,62 +85,6 @@ const READ_CHUNK: usize = 1 << 20;
 /// A quaternion further than this from unit norm is not a rotation (the server sends nalgebra's
 /// unit quaternions, off by ~1e-16).
 const QUATERNION_NORM_TOLERANCE: f64 = 1e-6;
-
-/// What can go wrong between a [`RemoteCamera`] and its server. Every message names the server.
-#[derive(Debug, thiserror::Error)]
-pub enum NetError {
-    /// Resolving or connecting failed (nothing listens there, or it did not accept in time).
-    #[error("camera server {addr}: cannot connect: {source} (is `pointact emulate … --sim` running and serving frames there?)")]
-    Connect {
-        addr: String,
-        #[source]
-        source: io::Error,
-    },
-    /// No (complete) answer within the time limit.
-    #[error("camera server {addr}: no answer within {timeout:?} while {during}")]
-    Timeout {
-        addr: String,
-        timeout: Duration,
-        during: &'static str,
-    },
-    /// The server closed the connection before answering (after one reconnect).
-    #[error("camera server {addr}: connection closed before an answer")]
-    Closed { addr: String },
-    /// The answer stopped before its announced end.
-    #[error(
-        "camera server {addr}: truncated answer: {what} ended after {got} of {expected} bytes"
-    )]
-    Truncated {
-        addr: String,
-        what: &'static str,
-        got: usize,
-        expected: usize,
-    },
-    /// A socket error other than a timeout or a close.
-    #[error("camera server {addr}: {during}: {source}")]
-    Io {
-        addr: String,
-        during: &'static str,
-        #[source]
-        source: io::Error,
-    },
-    /// The answer does not start like a frame server's.
-    #[error("camera server {addr}: not a pointact frame server (answer starts with {found:02x?}, expected \"PAFF\" or \"PAFE\")")]
-    BadMagic { addr: String, found: [u8; 4] },
-    /// The server speaks another version of the wire format.
-    #[error("camera server {addr}: wire version {found}, this build speaks {WIRE_VERSION}: run the same pointact build on both sides")]
-    Version { addr: String, found: u32 },
-    /// The header announces a frame larger than [`MAX_SIDE`] on a side.
-    #[error("camera server {addr}: frame of {width}x{height} exceeds the limit of {MAX_SIDE}x{MAX_SIDE}")]
-    TooLarge {
-        addr: String,
-        width: u64,
-        height: u64,
-    },
-    /// A header or length that is not what the format allows.
-    #[error("camera server {addr}: malformed answer: {reason}")]
-    Malformed { addr: String, reason: String },
-}
 
 /// The frame header, as it travels (see the module docs).
 #[derive(Debug, Serialize, Deserialize)]

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use super::{CameraError, Frame};
+use super::error::CameraError;
+use super::frame::Frame;
 use crate::geometry::{CameraCalibration, Extrinsics};
 
 /// Depth unit of recorded frames: 0.1 mm (finer than RealSense's 1 mm, still 6.5 m of range).

@@ -10,74 +10,11 @@ use std::path::{Path, PathBuf};
 use image::DynamicImage;
 use serde::Deserialize;
 
+use super::error::CameraError;
+pub use super::error::ReplayError;
+use super::frame::{Camera, Frame};
 use super::record::RECORD_DEPTH_SCALE_M;
-use super::{Camera, CameraError, Frame};
 use crate::geometry::{CameraCalibration, DepthImage};
-
-/// Camera sources the CLI knows, for the message of an unusable spec.
-pub(crate) const KNOWN_SCHEMES: &str = "replay:DIR (recorded frames), sim[:TASK] (the simulator's camera), realsense[:SERIAL] (feature `realsense`), tcp:HOST:PORT (a frame server, e.g. `pointact emulate xarm --sim`)";
-
-/// Errors of reading recorded frames; each names the file or folder it is about.
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
-    /// A file or folder that is missing or cannot be read.
-    #[error("{}: cannot read: {source}", file.display())]
-    Io {
-        file: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A PNG that does not decode (truncated, not a PNG, ...).
-    #[error("{}: cannot decode: {message}", file.display())]
-    Decode { file: PathBuf, message: String },
-    /// A PNG with the wrong pixel type: colour must be 8-bit RGB, depth 16-bit gray.
-    #[error("{}: expected {expected} pixels, found {found}", file.display())]
-    PixelFormat {
-        file: PathBuf,
-        expected: &'static str,
-        found: String,
-    },
-    /// `depth.png` and `rgb.png` of one frame differ in size.
-    #[error(
-        "{}: depth image is {depth_w}x{depth_h} but rgb.png beside it is {rgb_w}x{rgb_h}",
-        file.display()
-    )]
-    DepthSize {
-        file: PathBuf,
-        depth_w: u32,
-        depth_h: u32,
-        rgb_w: u32,
-        rgb_h: u32,
-    },
-    /// `camera.toml` describes a different image size than the PNGs next to it.
-    #[error(
-        "{}: intrinsics are for {intrinsics_w}x{intrinsics_h} but the images are {image_w}x{image_h}",
-        file.display()
-    )]
-    IntrinsicsSize {
-        file: PathBuf,
-        intrinsics_w: usize,
-        intrinsics_h: usize,
-        image_w: usize,
-        image_h: usize,
-    },
-    /// `frame.toml` that is not valid TOML or has a bad field (`field` is empty for syntax errors).
-    #[error("{}: field `{field}`: {reason}", file.display())]
-    Field {
-        file: PathBuf,
-        field: &'static str,
-        reason: String,
-    },
-    /// A folder with neither `rgb.png` nor frame sub-folders.
-    #[error("{}: no recorded frame here (no rgb.png and no sub-folders)", dir.display())]
-    NoFrames { dir: PathBuf },
-    /// Every frame has been returned once and the camera does not loop.
-    #[error("{}: replay exhausted after {frames} frames", dir.display())]
-    Exhausted { dir: PathBuf, frames: usize },
-    /// A camera spec that is not `replay:DIR`.
-    #[error("camera spec {spec:?}: {reason}; known: {KNOWN_SCHEMES}")]
-    Spec { spec: String, reason: String },
-}
 
 /// `frame.toml` as written by `write_frame`.
 #[derive(Deserialize)]

@@ -25,7 +25,8 @@ use super::{
     depth_from_units, intrinsics_from_rs2, temporal_median, RealSenseError, RealSenseOptions,
     Rs2IntrinsicsFields,
 };
-use crate::camera::{Camera, CameraError, Frame, RgbImage};
+use crate::camera::error::CameraError;
+use crate::camera::frame::{Camera, Frame, RgbImage};
 use crate::geometry::Intrinsics;
 
 /// The librealsense version the running library reports (`rs2_get_api_version`), as

@@ -20,53 +20,8 @@ use std::time::Duration;
 
 use k::nalgebra::Isometry3;
 
-use crate::geometry::{DepthImage, Distortion, GeometryError, Intrinsics};
-
-/// What the user sees when no camera answers: the two things that fix it nearly every time.
-pub const NO_DEVICE_MESSAGE: &str =
-    "no RealSense device found: check the USB3 cable, `rs-enumerate-devices`";
-
-#[derive(Debug, thiserror::Error)]
-pub enum RealSenseError {
-    #[error("{NO_DEVICE_MESSAGE}")]
-    NoDevice,
-    #[error(
-        "no RealSense device with serial {wanted}; connected: {}",
-        list_or_none(found)
-    )]
-    WrongSerial { wanted: String, found: Vec<String> },
-    #[error(
-        "the {device} cannot stream {stream}: {reason} (`rs-enumerate-devices` lists its modes)"
-    )]
-    StreamNotSupported {
-        device: String,
-        stream: String,
-        reason: String,
-    },
-    #[error("no frames from the {device} within {} ms: is another program using it? (USB2 ports are too slow for 640x480 colour + depth)", timeout.as_millis())]
-    Timeout { device: String, timeout: Duration },
-    #[error(
-        "the {stream} stream uses the {model} distortion model, which pointact cannot deproject"
-    )]
-    UnsupportedDistortion { stream: String, model: String },
-    #[error("temporal median: {0}")]
-    Median(String),
-    #[error("invalid RealSense option `{field}`: {reason}")]
-    InvalidOption { field: &'static str, reason: String },
-    /// Anything else librealsense reported, with what we were doing.
-    #[error("librealsense, while {doing}: {message}")]
-    Library { doing: String, message: String },
-    #[error(transparent)]
-    Geometry(#[from] GeometryError),
-}
-
-fn list_or_none(serials: &[String]) -> String {
-    if serials.is_empty() {
-        "none".into()
-    } else {
-        serials.join(", ")
-    }
-}
+pub use crate::camera::error::{RealSenseError, NO_DEVICE_MESSAGE};
+use crate::geometry::{DepthImage, Distortion, Intrinsics};
 
 /// How to open and read the camera. The defaults match what the pointing pipeline expects.
 #[derive(Debug, Clone)]
