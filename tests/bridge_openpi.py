@@ -1,4 +1,4 @@
-"""The other side of tests/bridge_server.rs: openpi-client 0.1.2's own WebsocketClientPolicy, unchanged,
+"""The other side of crates/apps/src/tests/bridge_server.rs: openpi-client 0.1.2's own WebsocketClientPolicy, unchanged,
 against a pointact bridge server, run by the Python named in POINTACT_PYTHON.
 
     bridge_openpi.py PORT    connects to ws://127.0.0.1:PORT, runs the exchanges below and prints one

@@ -1,4 +1,4 @@
-"""The other side of tests/bridge_wire.rs: openpi-client 0.1.2's own msgpack_numpy, run by the
+"""The other side of crates/apps/src/tests/bridge_wire.rs: openpi-client 0.1.2's own msgpack_numpy, run by the
 Python named in POINTACT_PYTHON.
 
     bridge_wire.py observation DIR   writes DIR/obs.msgpack (openpi's packb of a SimplerEnv-like
@@ -100,7 +100,7 @@ def observation():
 
 
 def action():
-    """The action the Rust test encodes (tests/bridge_wire.rs `action`): dyadic values, so that
+    """The action the Rust test encodes (crates/apps/src/tests/bridge_wire.rs `action`): dyadic values, so that
     both languages hold exactly the same numbers."""
     return {
         "actions": np.array([0.125, -0.25, 0.0625, 0.0, 0.5, -0.75, 1.0], np.float32),

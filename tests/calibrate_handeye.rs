@@ -827,7 +827,7 @@ fn cli_solves_a_samples_file_and_writes_the_calibration() {
     assert!(!dir.join("other.toml").exists());
 
     // The image-based path on the simulator's camera: exit 0, the file written, the error against
-    // the true camera pose printed (its accuracy is asserted in tests/calibrate_sim.rs).
+    // the true camera pose printed (its accuracy is asserted in crates/apps/src/tests/calibrate_sim.rs).
     let out = std::process::Command::new(exe)
         .args(["calibrate", "hand-eye", "--sim", "--views", "8", "--out"])
         .arg(&dir)

@@ -6,6 +6,8 @@
 //! Why a crate of its own: these are the callers of the loop; nothing below them (the runtime, the
 //! simulator, the drivers, the model) may import them, and the compiler now holds that.
 
+#![warn(missing_docs)]
+
 pub mod bridge;
 pub mod calibrate;
 pub mod runner;

@@ -6,6 +6,8 @@
 //! and `camera` use only it; `planning` uses both; `safety` re-checks what planning made with
 //! planning's collision model.
 
+#![warn(missing_docs)]
+
 pub mod camera;
 pub mod geometry;
 pub mod kinematics;

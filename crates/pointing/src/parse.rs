@@ -5,7 +5,7 @@
 //! garbage. The parser is a hand-written byte scanner (no regex, no recursion, one pass per tag) that
 //! accepts every reading whose meaning is unambiguous and returns a typed error, carrying the raw
 //! text, for everything else. It never panics, whatever the input (a property test in
-//! `tests/pointing_fuzz.rs` drives it with well over 100 000 arbitrary and near-valid inputs).
+//! `crates/pointing/src/tests/pointing_fuzz.rs` drives it with well over 100 000 arbitrary and near-valid inputs).
 //!
 //! # What is accepted
 //! * Whitespace (including newlines) between any two tokens, and inside tags (`< point >`,

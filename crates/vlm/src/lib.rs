@@ -22,7 +22,7 @@
 //!   [`weights`] maps the transformers >= 4.52 and mlx-vlm names onto them): patch embedding as
 //!   one Linear, 2-D rotary in f32, window permutation, window/full-attention blocks, patch merger
 //!   with exact GELU, raster-order output. Matches transformers 4.51.3 on the fixture within
-//!   ~1e-6 relative (`tests/vlm_vision.rs`; the fixture's golden run had its rotary `inv_freq`
+//!   ~1e-6 relative (`crates/vlm/src/tests/vlm_vision.rs`; the fixture's golden run had its rotary `inv_freq`
 //!   rounded to bf16, reproduced by `with_bf16_rotary_freqs`). Load on CPU as F32:
 //!   `VarBuilder::from_mmaped_safetensors(&[path], DType::F32, &Device::Cpu)`, then
 //!   `Qwen25VisionModel::new(&cfg.vision, vb.pp("visual"))`.
@@ -31,7 +31,7 @@
 //!   sized to the sequence, tied or untied `lm_head`; a decode step's attention reads the cache
 //!   in place, split over the pool by KV head: [`attend`]), and the two towers joined at the
 //!   `<|image_pad|>` rows; [`generate`]: greedy / top-p decoding with repetition penalty and stop
-//!   ids. Golden parity with transformers 4.51.3 in `tests/vlm_text.rs` (logits ~1e-6 relative,
+//!   ids. Golden parity with transformers 4.51.3 in `crates/vlm/src/tests/vlm_text.rs` (logits ~1e-6 relative,
 //!   greedy tokens identical).
 //! * [`budget`]: the activation memory one image costs and the largest image that fits a budget
 //!   (attention grows with the square of the patch count: a 12 MP photo would need tens of GB).

@@ -19,6 +19,7 @@ use super::wire::{self, MAX_FRAME_BYTES};
 /// One connection to a bridge server: one episode.
 pub struct BridgeClient {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    /// What the server sent on connect: its version and pointer backend.
     pub metadata: Metadata,
     /// Longest wait for any answer (the first observation's includes the pointer and planning).
     pub timeout: Duration,

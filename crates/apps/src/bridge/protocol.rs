@@ -34,23 +34,34 @@ pub(crate) const PROTOCOL_VERSION: i64 = 1;
 /// below what would let one frame claim gigabytes once converted.
 pub(crate) const MAX_IMAGE_SIDE: usize = 4096;
 
+/// Why a frame could not be read as a message.
 #[derive(Debug, thiserror::Error)]
 pub enum ProtocolError {
+    /// The frame is not valid wire data (msgpack/numpy encoding, limits).
     #[error("unreadable frame: {0}")]
     Wire(#[from] WireError),
+    /// The frame decoded to something other than a map (its kind is given).
     #[error("a message is a map with a \"type\", got {0}")]
     NotAMap(&'static str),
+    /// The `"type"` names no message of this direction (the name, truncated; the expected ones).
     #[error("unknown message type {0:?} (expected {1})")]
     UnknownType(String, &'static str),
+    /// A required field is absent or nil.
     #[error("message {kind:?} has no {field:?}")]
     Missing {
+        /// The message type (`reset`, `infer`, …).
         kind: &'static str,
+        /// The absent field's key.
         field: &'static str,
     },
+    /// A field is present but has the wrong type, shape or value.
     #[error("message {kind:?}: {field:?} {reason}")]
     Field {
+        /// The message type (`reset`, `infer`, …).
         kind: &'static str,
+        /// The offending field's key.
         field: &'static str,
+        /// What is wrong with it.
         reason: String,
     },
 }
@@ -58,16 +69,26 @@ pub enum ProtocolError {
 /// What the server says first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Metadata {
+    /// The server's crate version.
     pub version: String,
+    /// The name of the pointer backend the server's sessions use.
     pub pointer: String,
 }
 
 /// A message from the evaluator.
 #[derive(Debug, Clone)]
 pub enum ClientMessage {
+    /// `reset`: a new episode begins.
     Reset(EpisodeStart),
+    /// `infer`: one control step's observation, to be answered with an action.
     Infer(Box<Observation>),
-    EpisodeEnd { success: bool, steps: u64 },
+    /// `episode_end`: the evaluator's verdict and the number of steps it ran.
+    EpisodeEnd {
+        /// Whether the evaluator judged the task done.
+        success: bool,
+        /// Control steps the episode ran.
+        steps: u64,
+    },
 }
 
 impl ClientMessage {
@@ -83,13 +104,20 @@ impl ClientMessage {
 /// A message from the server (after the metadata).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerMessage {
+    /// `ready`: the episode was accepted.
     Ready {
+        /// The episode's id, as the `reset` gave it.
         episode_id: u64,
+        /// The control mode the actions will be in.
         control_mode: ControlMode,
     },
+    /// `action`: the answer to an `infer`.
     Action(Action),
+    /// `ended`: the answer to `episode_end`, with how the policy saw the episode finish.
     Ended {
+        /// Where the policy stood at the end.
         status: PolicyStatus,
+        /// A human-readable note on how it ended.
         detail: String,
     },
 }

@@ -29,6 +29,7 @@ pub enum ControlMode {
 }
 
 impl ControlMode {
+    /// The interface string SimplerEnv uses for this mode.
     pub fn name(self) -> &'static str {
         match self {
             ControlMode::DeltaEe => DELTA_EE_MODE,
@@ -36,6 +37,8 @@ impl ControlMode {
         }
     }
 
+    /// Parses SimplerEnv's mode name, or the short aliases `delta`/`delta_ee` and
+    /// `joint`/`joint_pos`; `None` for anything else.
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
             DELTA_EE_MODE | "delta" | "delta_ee" => Some(ControlMode::DeltaEe),
@@ -58,8 +61,11 @@ impl ControlMode {
 pub struct EpisodeStart {
     /// The evaluator's task name (`widowx_carrot_on_plate`, or our `bridge/carrot_on_plate`).
     pub task: String,
+    /// The language instruction the policy is given.
     pub instruction: String,
+    /// The evaluator's id of this episode (`ready` repeats it).
     pub episode_id: u64,
+    /// How the policy's actions will drive the arm.
     pub control_mode: ControlMode,
     /// Control steps per second (SimplerEnv's Bridge tasks: 5).
     pub control_freq: f64,
@@ -74,15 +80,18 @@ pub struct LabelledObject {
     pub id: u32,
     /// A phrase that names it ("carrot", "green block").
     pub name: String,
+    /// Its part in the task.
     pub role: ObjectRole,
 }
 
+/// The part an object plays in the task, as the evaluator labels it (`source`, `target`, `other`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ObjectRole {
     /// The object the task moves.
     Source,
     /// Where it goes (the support or container).
     Target,
+    /// Anything else in the scene (distractors, the table).
     Other,
 }
 
@@ -109,10 +118,13 @@ impl ObjectRole {
 /// pointer reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Labels {
+    /// Image width (px), the same as the frame's.
     pub width: usize,
+    /// Image height (px), the same as the frame's.
     pub height: usize,
     /// Object id per pixel, row-major.
     pub ids: Vec<u32>,
+    /// The objects whose ids appear in `ids`, with their names and roles.
     pub objects: Vec<LabelledObject>,
 }
 
@@ -121,7 +133,9 @@ pub struct Labels {
 /// baseline does it.
 #[derive(Debug, Clone)]
 pub struct Observation {
+    /// The evaluator's control step this observation belongs to; the action answers it.
     pub step: u64,
+    /// RGB, z-depth (m; 0 = none) and intrinsics of the evaluator's camera.
     pub frame: Frame,
     /// `extrinsic_cv`: world → camera, OpenCV axes.
     pub camera_from_world: Isometry3<f64>,
@@ -133,6 +147,7 @@ pub struct Observation {
     pub qpos: Vec<f64>,
     /// The arm controller's current target pose, robot-base frame.
     pub base_from_target: Isometry3<f64>,
+    /// Ground-truth segmentation, when the evaluator sends one (`segmentation` and `objects`).
     pub labels: Option<Labels>,
 }
 
@@ -182,10 +197,13 @@ pub struct Action {
     pub values: Vec<f64>,
     /// The policy has nothing more to do (done or failed); further actions hold the arm.
     pub terminate: bool,
+    /// Where the policy stands after this step.
     pub status: PolicyStatus,
+    /// A human-readable note on the status (why it failed, …); may be empty.
     pub detail: String,
 }
 
+/// Why a remote policy could not answer.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
     /// The link to the policy failed (connect, send, receive, closed).
@@ -200,7 +218,10 @@ pub enum RemoteError {
 /// `reset`, then `act` once per control step, then `end`.
 #[allow(async_fn_in_trait)]
 pub trait RemotePolicy {
+    /// Starts an episode; the policy must accept it before the first `act`.
     async fn reset(&mut self, start: &EpisodeStart) -> Result<(), RemoteError>;
+    /// Sends one control step's observation and returns the policy's action for it.
     async fn act(&mut self, observation: &Observation) -> Result<Action, RemoteError>;
+    /// Tells the policy the episode is over, with the evaluator's verdict and the steps run.
     async fn end(&mut self, success: bool, steps: u64) -> Result<(), RemoteError>;
 }

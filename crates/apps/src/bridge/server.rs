@@ -41,6 +41,7 @@ impl BridgeServer {
         })
     }
 
+    /// The address the listener is bound to (with the port picked when `bind` was given 0).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
     }

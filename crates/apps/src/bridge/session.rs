@@ -56,10 +56,12 @@ pub trait SessionPointers: Send + Sync {
 /// What every session of a server shares.
 #[derive(Clone)]
 pub struct SessionConfig {
+    /// Hands each episode its pointer; its name goes into the server's metadata.
     pub pointer: Arc<dyn SessionPointers>,
     /// The evaluator's arm (SimplerEnv's WidowX: `widowx250`, whose tip link is SimplerEnv's
     /// `ee_gripper_link`).
     pub model: Arc<RobotModel>,
+    /// Which plan the episodes execute (affordance points or a visual trace); default affordance.
     pub branch: Branch,
     /// The gate's settings; `table_z` is in the robot-base frame.
     pub safety: SafetyConfig,
@@ -70,6 +72,8 @@ pub struct SessionConfig {
 }
 
 impl SessionConfig {
+    /// Settings for `model` with the affordance branch, the default gate, 10 settle steps and a
+    /// reach tolerance of 1 cm / 0.1 rad.
     pub fn new(pointer: impl SessionPointers + 'static, model: Arc<RobotModel>) -> Self {
         SessionConfig {
             pointer: Arc::new(pointer),

@@ -31,8 +31,11 @@ pub enum CalibrateError {
     /// A file that could not be read or written.
     #[error("{}: {action}: {source}", file.display())]
     Io {
+        /// The file concerned.
         file: PathBuf,
+        /// What was being done to it ("cannot read", "cannot create the folder", …).
         action: &'static str,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -42,13 +45,21 @@ pub enum CalibrateError {
         "{}: {message} (format: calibration/README.md, section \"Recorded pose pairs\")",
         file.display()
     )]
-    Samples { file: PathBuf, message: String },
+    Samples {
+        /// The samples file.
+        file: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
 
     /// A camera name that cannot be a file name.
     #[error(
         "camera name {name:?} cannot name a calibration file: use letters, digits, `-`, `_` or `.`"
     )]
-    CameraName { name: String },
+    CameraName {
+        /// The name as given.
+        name: String,
+    },
 
     /// The existing calibration file cannot be read, so keeping its `[intrinsics]` is impossible;
     /// it is left alone rather than overwritten.
@@ -58,7 +69,9 @@ pub enum CalibrateError {
         file.display()
     )]
     Existing {
+        /// The existing calibration file.
         file: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: GeometryError,
     },
@@ -378,6 +391,7 @@ pub fn solve_and_write(
 /// What [`solve_check_and_write`] wrote.
 #[derive(Clone, Debug)]
 pub struct Written {
+    /// The solve that was written.
     pub solution: HandEyeSolution,
     /// The calibration file written.
     pub path: PathBuf,
@@ -428,7 +442,9 @@ pub fn solve_check_and_write(
 /// default limits and `force: false`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CalibrateOptions {
+    /// Solver settings (method and its options).
     pub solve: HandEyeOptions,
+    /// What the result must meet to be written; default [`SanityLimits::default`].
     pub limits: SanityLimits,
     /// Write even a result that fails the limits (`calibrate hand-eye --force`); a non-finite
     /// result is still refused.
@@ -508,16 +524,25 @@ pub(crate) const OUTLIER_TIMES_MEDIAN: f64 = 3.0;
 pub enum Violation {
     /// A residual or the camera pose is NaN or infinite.
     NonFinite,
+    /// The rotation residual RMS is over [`SanityLimits::max_rotation_rms_deg`].
     RotationRms {
+        /// The RMS, degrees.
         deg: f64,
+        /// The limit it broke, degrees.
         limit_deg: f64,
     },
+    /// The translation residual RMS is over [`SanityLimits::max_translation_rms_mm`].
     TranslationRms {
+        /// The RMS, millimetres.
         mm: f64,
+        /// The limit it broke, millimetres.
         limit_mm: f64,
     },
+    /// The camera is farther from the robot base than [`SanityLimits::max_camera_distance_m`].
     CameraDistance {
+        /// The camera's distance from the base, metres.
         m: f64,
+        /// The limit it broke, metres.
         limit_m: f64,
     },
 }
@@ -547,18 +572,39 @@ impl std::fmt::Display for Violation {
 pub enum LikelyMistake {
     /// An input translation over [`MILLIMETRES_ABOVE_M`].
     Millimetres {
+        /// Index of the sample.
         sample: usize,
+        /// Which pose: `base_from_gripper` or `camera_from_target`.
         field: &'static str,
+        /// Length of its translation, read as metres.
         norm_m: f64,
     },
     /// An input translation over [`ABSURD_ABOVE_M`] or not finite.
-    AbsurdTranslation { sample: usize, field: &'static str },
+    AbsurdTranslation {
+        /// Index of the sample.
+        sample: usize,
+        /// Which pose: `base_from_gripper` or `camera_from_target`.
+        field: &'static str,
+    },
     /// Rotation residuals over the limit in most samples.
-    OutOfOrder { over: usize, of: usize },
+    OutOfOrder {
+        /// Samples over the rotation limit.
+        over: usize,
+        /// All samples.
+        of: usize,
+    },
     /// Rotations consistent, translation residuals over the limit in most samples.
-    TagSize { over: usize, of: usize },
+    TagSize {
+        /// Samples over the translation limit.
+        over: usize,
+        /// All samples.
+        of: usize,
+    },
     /// Residuals over the limit in a few samples only.
-    FewSamples { samples: Vec<usize> },
+    FewSamples {
+        /// Indices of the outlying samples.
+        samples: Vec<usize>,
+    },
     /// None of the above.
     Unknown,
 }

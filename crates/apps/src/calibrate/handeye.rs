@@ -248,17 +248,30 @@ pub enum HandEyeError {
         "hand-eye calibration needs at least {needed} robot poses, got {got}: record more poses \
          (10-20 is typical), tilting the target differently at each"
     )]
-    TooFewSamples { got: usize, needed: usize },
+    TooFewSamples {
+        /// Samples given.
+        got: usize,
+        /// The fewest the solve accepts.
+        needed: usize,
+    },
 
     /// NaN or infinity in an input pose.
     #[error("sample {sample}: `{field}` holds a non-finite number (NaN or infinity)")]
-    NonFinite { sample: usize, field: &'static str },
+    NonFinite {
+        /// Index of the sample.
+        sample: usize,
+        /// Which pose: `base_from_gripper` or `camera_from_target`.
+        field: &'static str,
+    },
 
     /// A rotation that is not a unit quaternion.
     #[error("sample {sample}: `{field}` rotation is not a unit quaternion (norm {norm})")]
     NotARotation {
+        /// Index of the sample.
         sample: usize,
+        /// Which pose: `base_from_gripper` or `camera_from_target`.
         field: &'static str,
+        /// The quaternion's norm (1 for a rotation).
         norm: f64,
     },
 
@@ -268,7 +281,12 @@ pub enum HandEyeError {
          at least {needed_deg}°; tilt the target by 20-40° between poses (pure translations do \
          not constrain the rotation)"
     )]
-    TooLittleRotation { max_deg: f64, needed_deg: f64 },
+    TooLittleRotation {
+        /// Largest gripper rotation between any two samples, degrees.
+        max_deg: f64,
+        /// The least that is accepted, degrees.
+        needed_deg: f64,
+    },
 
     /// Every motion turns about (nearly) the same axis.
     #[error(
@@ -277,7 +295,12 @@ pub enum HandEyeError {
          then unobservable. Tilt the target about a second axis (e.g. roll as well as pitch the \
          gripper) and record again"
     )]
-    SingleAxis { spread_deg: f64, needed_deg: f64 },
+    SingleAxis {
+        /// Largest angle between the motions' rotation axes, degrees.
+        spread_deg: f64,
+        /// The least spread that is accepted, degrees.
+        needed_deg: f64,
+    },
 
     /// OpenCV 4.10's Tsai pair filter ([`TsaiOptions::opencv_4_10_pair_filter`]) left fewer than
     /// [`OPENCV_PAIR_FILTER_MIN_MOTIONS`] motions (OpenCV then returns the identity).
@@ -288,15 +311,23 @@ pub enum HandEyeError {
          the park method"
     )]
     TooFewInformativeMotions {
+        /// Motions that passed the filter.
         kept: usize,
+        /// Motions considered: one between every two samples.
         total: usize,
+        /// The fewest motions the solve needs ([`OPENCV_PAIR_FILTER_MIN_MOTIONS`]).
         needed: usize,
     },
 
     /// A linear system without a unique solution despite the checks above (e.g. inconsistent
     /// camera poses).
     #[error("hand-eye {method}: {what}; check that each camera pose belongs to its robot pose")]
-    Singular { method: Method, what: &'static str },
+    Singular {
+        /// The solver that failed.
+        method: Method,
+        /// What failed in the solve (which system, or a reflection).
+        what: &'static str,
+    },
 }
 
 /// Solves eye-to-hand calibration: `base_from_camera` and `gripper_from_target` from pose pairs.

@@ -33,6 +33,7 @@ use target::TagTarget;
 /// What [`calibrate_views`] did.
 #[derive(Debug, Clone)]
 pub struct ViewsCalibration {
+    /// The hand-eye solve from the usable views.
     pub solution: HandEyeSolution,
     /// The calibration file written.
     pub path: PathBuf,

@@ -5,7 +5,7 @@
 //! Why it exists: it is the one setting where the true camera pose is known exactly, so it
 //! checks the whole chain (tag rendering, corner conventions, PnP, the AX = XB convention, the
 //! file written) against ground truth — `calibrate hand-eye --sim` and
-//! `tests/calibrate_sim.rs` both run it.
+//! `crates/apps/src/tests/calibrate_sim.rs` both run it.
 
 use std::sync::Arc;
 
@@ -29,6 +29,7 @@ pub struct SimCalibrationOptions {
     pub views: usize,
     /// Seed of the view poses.
     pub seed: u64,
+    /// The tag mounted on the tool; default tag36h11 id 4, 0.10 m.
     pub target: TagTarget,
 }
 
@@ -48,7 +49,9 @@ impl Default for SimCalibrationOptions {
 /// Captured views with the truth they should reproduce.
 #[derive(Debug, Clone)]
 pub struct SimSession {
+    /// Robot, tool link and tag the views were taken with.
     pub info: SessionInfo,
+    /// The views captured, in the order visited.
     pub views: Vec<CalibrationView>,
     /// Planned views that were not visited, and why.
     pub skipped: Vec<SkippedView>,
@@ -59,8 +62,11 @@ pub struct SimSession {
 /// The simulated calibration rig: the scene of the default task without its objects (nothing for
 /// the arm to hit), the xArm 6 at home with the tag plate on its tool, and the task's camera.
 pub struct SimRig {
+    /// The simulated xArm 6, carrying the tag plate.
     pub robot: SimRobot,
+    /// The task's camera, rendering the same world.
     pub camera: SimCamera,
+    /// The xArm 6's kinematic model.
     pub model: Arc<RobotModel>,
     /// Where the tag sits on the tool.
     pub tcp_from_target: Isometry3<f64>,
@@ -69,6 +75,8 @@ pub struct SimRig {
 }
 
 impl SimRig {
+    /// Builds the rig for `target` (a 4 mm plate showing the tag, 2 cm off the tool); fails on
+    /// an invalid target or if the built-in scene or robot cannot be loaded.
     pub fn new(target: &TagTarget) -> Result<Self, TargetError> {
         target.validate()?;
         let sim = |e: String| TargetError::Robot(format!("simulator: {e}"));

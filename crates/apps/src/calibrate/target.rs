@@ -22,7 +22,7 @@
 //! `(−s, s)`, `(s, s)`, `(s, −s)`, `(−s, −s)` with `s` = size / 2 — OpenCV's
 //! `SOLVEPNP_IPPE_SQUARE` order and axes.
 //!
-//! # Measured (`tests/calibrate_target.rs`, 8 cm tag, 640 × 480, fx = 605)
+//! # Measured (`crates/apps/src/tests/calibrate_target.rs`, 8 cm tag, 640 × 480, fx = 605)
 //!
 //! * Corners of tags drawn by the simulator: worst 0.21 px from the exact projection.
 //! * Detection + PnP on rendered tags at 0.5–0.8 m: mean 0.54 mm / 0.41°, worst 0.81 mm / 1.43° (the
@@ -112,7 +112,12 @@ pub enum TargetError {
     NoTag,
     /// Tags were found, but not the one expected.
     #[error("{FAMILY} tag {expected} not in the image; saw id(s) {seen:?} (print the target as {FAMILY} id {expected})")]
-    WrongId { expected: u16, seen: Vec<u16> },
+    WrongId {
+        /// The id of the configured target.
+        expected: u16,
+        /// The ids found instead.
+        seen: Vec<u16>,
+    },
     /// The detector itself failed (image size, configuration).
     #[error("AprilTag detector: {0}")]
     Detector(String),
@@ -122,11 +127,17 @@ pub enum TargetError {
     /// A bad target description (family, id, size).
     #[error("calibration target: {0}")]
     Target(String),
+    /// The camera failed to capture a view.
     #[error(transparent)]
     Camera(#[from] CameraError),
     /// A capture session on disk that cannot be read or written; names the file.
     #[error("{file}: {reason}")]
-    Session { file: String, reason: String },
+    Session {
+        /// The session file (or folder).
+        file: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The robot could not be moved to a view (refused by the gate, unreachable, driver error).
     #[error("robot: {0}")]
     Robot(String),

@@ -25,6 +25,7 @@ use crate::sim::Episode;
 /// An xArm controller emulator on its own thread whose arm is the simulator's, with the driver
 /// settings that reach it.
 pub struct SimXarm {
+    /// The running emulator (its ports and controller); it shuts down when dropped.
     pub emulator: EmulatorThread,
     /// The shipped `xarm6` driver settings pointed at the emulator's ports on 127.0.0.1.
     pub settings: XarmSettings,

@@ -23,11 +23,16 @@ use crate::sim::oracle::{LabelSource, OracleObject, OracleOptions, OraclePointer
 use crate::sim::render::RenderOptions;
 use crate::sim::tasks::{self, Episode, ObjectChoice, Target};
 
+/// How to run one simulated episode: branch, pointer, rendering, speed and perturbations.
 #[derive(Debug, Clone)]
 pub struct EpisodeOptions {
+    /// Which plan to execute (affordance points or a visual trace); default affordance.
     pub branch: Branch,
+    /// Settings of the oracle pointer, when it is the one asked.
     pub oracle: OracleOptions,
+    /// How the camera renders; its `seed` also draws the calibration error.
     pub render: RenderOptions,
+    /// Plan and check without moving the robot (the episode then fails); default false.
     pub dry_run: bool,
     /// Fraction (0, 1] of the planned speed (`SafetyConfig::speed_scale`).
     pub speed_scale: f64,
@@ -36,6 +41,7 @@ pub struct EpisodeOptions {
     /// A hand-eye calibration error (mm, degrees): the executor is given a camera pose off by
     /// this much (drawn from `render.seed`); the world and the ground truth keep the true one.
     pub calib_error_mm: f64,
+    /// The rotation part of the calibration error, degrees (default 0).
     pub calib_error_deg: f64,
     /// Ask the pointer this many times per question and keep the medoid answer
     /// (`pointing::consensus`); 1 asks once.
@@ -58,13 +64,16 @@ impl Default for EpisodeOptions {
     }
 }
 
+/// How a simulated episode went.
 #[derive(Debug)]
 pub struct EpisodeResult {
+    /// The judge's verdict, counted only when the plan was executed.
     pub success: bool,
     /// The judge's explanation, or the error that ended the episode.
     pub detail: String,
     /// The run's error, if it stopped early (the robot was left at rest).
     pub error: Option<RunError>,
+    /// Whether the plan reached the robot (false on a dry run or an early stop).
     pub executed: bool,
     /// Plan steps that reached the robot.
     pub steps_executed: usize,
@@ -76,8 +85,10 @@ pub struct EpisodeResult {
     pub verdict: Option<crate::executor::Verdict>,
 }
 
+/// Why an episode could not be run at all (as opposed to running and failing).
 #[derive(Debug, thiserror::Error)]
 pub enum EpisodeError {
+    /// The episode could not be set up (scene, robot model, world, devices); the message says what.
     #[error("{0}")]
     Setup(String),
 }
@@ -163,8 +174,11 @@ pub async fn run_episode(
 /// ([`run_prepared`]): `SimRobot` directly, or the xArm driver through the emulator
 /// ([`super::emulated`]).
 pub struct PreparedEpisode {
+    /// The settled simulated world, shared by the robot and camera devices.
     pub world: SharedWorld,
+    /// The robot's kinematic model.
     pub model: Arc<RobotModel>,
+    /// The ground truth an oracle pointer may read.
     pub truth: OracleTruth,
 }
 

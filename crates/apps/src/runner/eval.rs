@@ -14,13 +14,20 @@ use super::episode::{run_episode, EpisodeOptions};
 use crate::executor::Event;
 use crate::sim::tasks::Suite;
 
+/// One episode of a suite run, as the JSON report holds it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EpisodeRecord {
+    /// The task's full id (`suite/id`).
     pub task: String,
+    /// The episode's seed.
     pub seed: u64,
+    /// The judge's verdict (false when the plan did not run or the episode errored).
     pub success: bool,
+    /// Whether the plan reached the robot.
     pub executed: bool,
+    /// The judge's explanation, or the error that ended the episode.
     pub detail: String,
+    /// Simulated seconds (0 when the episode could not be set up).
     pub sim_time_s: f64,
     /// Plan steps that reached the robot (0: refused before any motion).
     #[serde(default)]
@@ -55,11 +62,16 @@ impl CameraTally {
     }
 }
 
+/// Successes of one task over the run's seeds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TaskSummary {
+    /// The task's full id.
     pub task: String,
+    /// The task's language instruction.
     pub instruction: String,
+    /// Episodes of this task that finished.
     pub episodes: usize,
+    /// Those the judge counted as successes.
     pub successes: usize,
 }
 
@@ -71,27 +83,39 @@ fn ideal() -> String {
     "ideal".into()
 }
 
+/// The report of a suite run (`pointact eval sim`): its conditions, a summary per task and every
+/// episode; written as JSON and read back to resume a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EvalReport {
+    /// The suite's name.
     pub suite: String,
+    /// The branch executed (`Affordance` or `Trace`).
     pub branch: String,
+    /// The oracle's pixel noise, standard deviation per coordinate (px).
     pub noise_px: f64,
     /// The other conditions (older reports lack them: ideal sensor, no errors).
     #[serde(default = "ideal")]
     pub sensor: String,
+    /// The oracle's probability of dropping each point (0 in older reports).
     #[serde(default)]
     pub drop_prob: f64,
+    /// The oracle's probability of a confused answer (0 in older reports).
     #[serde(default)]
     pub outlier_prob: f64,
+    /// Translation part of the simulated hand-eye calibration error, mm (0 in older reports).
     #[serde(default)]
     pub calib_error_mm: f64,
+    /// Rotation part of the simulated hand-eye calibration error, degrees (0 in older reports).
     #[serde(default)]
     pub calib_error_deg: f64,
     /// Answers per question, the medoid kept (older reports: 1).
     #[serde(default = "one")]
     pub samples: usize,
+    /// The seeds every task was run with.
     pub seeds: Vec<u64>,
+    /// One summary per task that has a finished episode.
     pub tasks: Vec<TaskSummary>,
+    /// The finished episodes, in run order.
     pub episodes: Vec<EpisodeRecord>,
     /// The run was stopped before every episode finished (written only when true).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -234,6 +258,7 @@ impl EvalReport {
         t
     }
 
+    /// Fraction of the finished episodes the judge counted as successes (0 when there are none).
     pub fn success_rate(&self) -> f64 {
         let n = self.episodes.len().max(1);
         self.episodes.iter().filter(|e| e.success).count() as f64 / n as f64
@@ -264,13 +289,21 @@ pub async fn run_suite(
 /// What happens during a suite, in order, for observers that follow every episode (`--rerun`).
 pub enum SuiteEvent<'a> {
     /// An episode begins (before its scene is built).
-    Started { task: &'a str, seed: u64 },
+    Started {
+        /// The task's full id (`suite/id`).
+        task: &'a str,
+        /// The episode's seed.
+        seed: u64,
+    },
     /// The executor's events of the running episode.
     Episode(Event<'a>),
     /// An episode ended; `done` of `total` are finished.
     Finished {
+        /// Episodes finished so far, this one and any resumed ones included.
         done: usize,
+        /// Episodes in the whole run.
         total: usize,
+        /// This episode's record.
         record: &'a EpisodeRecord,
     },
 }

@@ -19,7 +19,9 @@ use crate::sim::oracle::{LabelSource, OracleObject, OracleOptions, OraclePointer
 
 /// A chosen pointer, waiting for the episode's ground truth.
 pub enum EpisodePointer {
+    /// The oracle, built per episode from its ground truth with these settings.
     Oracle(OracleOptions),
+    /// A model backend, used as is for every episode.
     Model(ModelPointer),
 }
 
@@ -52,7 +54,9 @@ impl EpisodePointer {
 /// FIFO queue (its worker thread lives as long as any clone of this value).
 #[derive(Clone)]
 pub enum SessionPointer {
+    /// The oracle, built per session from the labels the evaluator sends, with these settings.
     Oracle(OracleOptions),
+    /// One model shared by all sessions through a FIFO queue.
     Shared(QueuedPointer),
 }
 

@@ -32,8 +32,11 @@ use crate::sim::tasks::{Episode, Suite, Target};
 /// Settings of the evaluator side.
 #[derive(Debug, Clone)]
 pub struct RemoteOptions {
+    /// Episode settings the evaluator side reuses (rendering, settle time, …).
     pub episode: EpisodeOptions,
+    /// How the policy's actions drive the arm; default delta end-effector.
     pub control_mode: ControlMode,
+    /// Control steps per second; default 5 (SimplerEnv's Bridge tasks).
     pub control_freq: f64,
     /// Step budget per episode. Our simulator has no official one; the default leaves a plan at
     /// the WidowX's planned speed time to finish.
@@ -57,6 +60,7 @@ impl Default for RemoteOptions {
 /// How one remote episode went.
 #[derive(Debug, Clone)]
 pub struct RemoteEpisode {
+    /// The judge's verdict.
     pub success: bool,
     /// The judge's words.
     pub detail: String,
@@ -64,7 +68,9 @@ pub struct RemoteEpisode {
     pub steps: u64,
     /// The policy's last status and words.
     pub policy_status: PolicyStatus,
+    /// The policy's words with that status.
     pub policy_detail: String,
+    /// Simulated seconds.
     pub sim_time_s: f64,
 }
 

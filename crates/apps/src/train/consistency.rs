@@ -7,7 +7,7 @@
 //! the same logic behind another client), the weights of `train/train_5GPUs.sh` /
 //! `train/train_8GPUs.sh` (`--reward_funcs choice_accuracy format consistency --reward_weights 0.7
 //! 0.1 0.2`), and ms-swift's built-in `Format` (`swift/plugin/orm.py`, the pattern as fixed in
-//! February 2025, before Embodied-R's release). `tests/embodied_r_golden.rs` checks every function
+//! February 2025, before Embodied-R's release). `crates/apps/src/tests/embodied_r_golden.rs` checks every function
 //! here against the released Python on the cases `tests/fixtures/gen_embodied_r_golden.py` writes.
 //!
 //! # The letter normaliser ([`normalize_choice`], [`normalize_consistency`])
@@ -122,10 +122,12 @@ impl<R: ReferenceModel + ?Sized> ReferenceModel for &mut R {
 /// with `pointing::openai`'s retries and deadline.
 #[derive(Debug)]
 pub struct OpenAiReference {
+    /// The server's client, asked text-only questions through [`OpenAiPointer::chat_text`].
     pub client: OpenAiPointer,
 }
 
 impl OpenAiReference {
+    /// A reference model asked through `client`.
     pub fn new(client: OpenAiPointer) -> Self {
         OpenAiReference { client }
     }
@@ -149,10 +151,12 @@ impl ReferenceModel for OpenAiReference {
 /// ([`QwenPointer::reply`]).
 #[derive(Debug)]
 pub struct QwenReference {
+    /// The loaded decoder, asked without an image.
     pub model: QwenPointer,
 }
 
 impl QwenReference {
+    /// A reference model answered by `model`.
     pub fn new(model: QwenPointer) -> Self {
         QwenReference { model }
     }
@@ -495,8 +499,13 @@ pub fn consistency(
 pub struct EmbodiedRScore {
     /// `0.7·accuracy + 0.1·format + 0.2·consistency`.
     pub overall: f64,
+    /// `choice_accuracy`: 1 when the completion's letter equals the solution's, else 0.
     pub accuracy: f64,
+    /// ms-swift's `format` reward: 1 when the completion is exactly `<think>…</think>` then
+    /// `<answer>…</answer>`, else 0.
     pub format: f64,
+    /// The logic-consistency reward: 1 when the answer is correct and the reference model, given
+    /// the think text, picks the same letter, else 0.
     pub consistency: f64,
 }
 

@@ -33,16 +33,27 @@ use crate::sim::tasks;
 /// The pixel limits Embodied-R1 trained with (`min_pixels`, `max_pixels` of its data pipeline):
 /// the policy's points are in the image resized within them.
 pub const TRAIN_MIN_PIXELS: u64 = 512 * 512;
+/// Upper limit of the same pipeline (1280 × 1280 px).
 pub const TRAIN_MAX_PIXELS: u64 = 1280 * 1280;
 
+/// Why an environment question could not be made or a response scored.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvRewardError {
+    /// The ground truth is not an `<type>env</type>` payload this code reads (a bad prefix, JSON or
+    /// branch).
     #[error("the env ground truth is not valid: {0}")]
     GroundTruth(String),
+    /// The simulated task could not be built or run, or its oracle plan failed.
     #[error("simulated task: {0}")]
     Task(String),
+    /// Planning the task on that branch never asks a question of that ability.
     #[error("the task asks no {ability} question (branch {branch})")]
-    NoSuchQuestion { ability: Ability, branch: String },
+    NoSuchQuestion {
+        /// The ability asked for.
+        ability: Ability,
+        /// The branch planned (`p` or `v`).
+        branch: String,
+    },
 }
 
 /// One answer the runner got while planning (frame pixels).
@@ -50,7 +61,9 @@ pub enum EnvRewardError {
 pub struct RecordedAnswer {
     /// `reg`, `rrg`, `ofg` or `vtg`.
     pub ability: String,
+    /// The text the question was asked with.
     pub query: String,
+    /// The answer's points (frame pixels).
     pub points: Vec<[f64; 2]>,
 }
 
@@ -59,14 +72,18 @@ pub struct RecordedAnswer {
 pub struct EnvTruth {
     /// `suite/id`, e.g. `tabletop/cup_on_plate`.
     pub task: String,
+    /// The episode's seed; with `task` it rebuilds the same scene.
     pub seed: u64,
     /// `p` (affordance) or `v` (visual trace).
     pub branch: String,
     /// The question the response answers (`reg`, `rrg` or `vtg`).
     pub ability: String,
+    /// The text of that question.
     pub query: String,
     /// The frame's size, and the size of the image the policy saw (its pixels).
     pub image: [u32; 2],
+    /// Width and height of the image the policy saw (px), the frame resized within
+    /// [`TRAIN_MIN_PIXELS`]..[`TRAIN_MAX_PIXELS`].
     pub model_image: [u32; 2],
     /// The other questions' answers.
     pub answers: Vec<RecordedAnswer>,
@@ -74,9 +91,13 @@ pub struct EnvTruth {
 
 /// A question made from a simulated task: the frame to show, the prompt, and the ground truth.
 pub struct EnvQuestion {
+    /// The planning frame the question is about.
     pub frame: Frame,
+    /// The question as the policy is prompted with it.
     pub prompt: String,
+    /// `<type>env</type>` followed by `truth` as JSON: what the scorer reads.
     pub ground_truth: String,
+    /// The ground truth, unserialised.
     pub truth: EnvTruth,
     /// The oracle's answer to the question (frame pixels): a reference for tests and for data
     /// inspection, not part of the ground truth (scoring never sees it).
@@ -87,11 +108,14 @@ pub struct EnvQuestion {
 /// `point_format`, `env_success`; and the judge's sentence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnvScore {
+    /// Each component's name and value, in the order above (each in 0..=1).
     pub components: Vec<(&'static str, f64)>,
+    /// The judge's sentence on the settled scene.
     pub detail: String,
 }
 
 impl EnvScore {
+    /// The weighted total (the first component).
     pub fn overall(&self) -> f64 {
         self.components[0].1
     }

@@ -159,23 +159,41 @@ impl Default for QuestionOptions {
     }
 }
 
+/// Errors of making Robot-R1 questions or reading their ground truth.
 #[derive(Debug, thiserror::Error)]
 pub enum RobotR1Error {
+    /// The task could not be found, built or run; `message` says what failed.
     #[error("task {task}: {message}")]
-    Task { task: String, message: String },
+    Task {
+        /// The task as named.
+        task: String,
+        /// What failed.
+        message: String,
+    },
+    /// The question options are invalid (a distance or interval not above 0, no question types).
     #[error("invalid question options: {0}")]
     Options(String),
+    /// Not enough distractor positions that far apart could be drawn from the workspace.
     #[error(
         "could not draw {wanted} distractors at least {delta_m} m apart from the reachable \
          workspace in {tries} tries: lower the distance (delta)"
     )]
     Distractors {
+        /// Distractors asked for.
         wanted: usize,
+        /// Least distance between the options, m.
         delta_m: f64,
+        /// Draws tried.
         tries: usize,
     },
+    /// A file or folder could not be written.
     #[error("{path}: {message}")]
-    Io { path: PathBuf, message: String },
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The error, in words.
+        message: String,
+    },
     /// A ground truth without a `<type>…</type>` envelope or without a letter after it.
     #[error("not a Robot-R1 ground truth (`<type>robot_r1</type>X`): {0:?}")]
     GroundTruth(String),
@@ -254,12 +272,15 @@ fn run_now<F: std::future::Future>(future: F) -> F::Output {
 pub struct Demonstration {
     /// `suite/id`.
     pub task: String,
+    /// The episode's seed.
     pub seed: u64,
+    /// The task's language instruction.
     pub instruction: String,
     /// Whether the judge says the task was done.
     pub success: bool,
     /// The judge's words (or the run's error).
     pub detail: String,
+    /// Every recorded physics step, in order.
     pub states: Vec<DemoState>,
     /// Indices into `states` (see [`keyframes`]).
     pub keyframes: Vec<usize>,
@@ -267,7 +288,9 @@ pub struct Demonstration {
     pub frames: Vec<(usize, RgbImage)>,
     /// Table centre on its top face, base frame, m.
     pub table_center: [f64; 3],
+    /// Height of the table's top face, base frame, m.
     pub table_z: f64,
+    /// The robot's kinematic model.
     pub model: Arc<RobotModel>,
 }
 
@@ -768,6 +791,7 @@ pub(crate) struct QuestionRecord {
 /// What [`generate`] made.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
+    /// The task (`suite/id`).
     pub task: String,
     /// Episodes run.
     pub episodes: usize,
@@ -775,10 +799,15 @@ pub struct Summary {
     pub demonstrations: usize,
     /// `(seed, the judge's or the error's words)` of the episodes left out.
     pub failed: Vec<(u64, String)>,
+    /// Questions written, all kinds together.
     pub questions: usize,
+    /// Waypoint questions written.
     pub waypoint: usize,
+    /// State questions written.
     pub state: usize,
+    /// Movement questions written.
     pub movement: usize,
+    /// Images written.
     pub images: usize,
     /// The JSONL written.
     pub jsonl: PathBuf,

@@ -65,6 +65,7 @@ impl RewardService {
         })
     }
 
+    /// The address the listener is bound to (with the port picked when `bind` was given 0).
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
     }

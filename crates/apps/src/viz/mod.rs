@@ -185,6 +185,7 @@ pub(crate) fn probe_viewer(url: &str, timeout: std::time::Duration) -> Result<()
     Err(last)
 }
 
+/// Why rerun logging could not start or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum VizError {
     /// The binary was built with `--no-default-features`.
@@ -193,18 +194,31 @@ pub enum VizError {
          default, or `--features viz`) to log to rerun"
     )]
     NotBuilt,
+    /// The `--rerun` argument names no sink.
     #[error(
         "--rerun `{given}`: {why}; use save:FILE.rrd, spawn, connect or connect:URL \
          (e.g. connect:{DEFAULT_CONNECT_URL})"
     )]
-    BadSink { given: String, why: String },
+    BadSink {
+        /// The argument as given.
+        given: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The rerun viewer could not be spawned (none installed, or it failed to start).
     #[error(
         "cannot start the rerun viewer: {0}. Install one of the same version (`cargo install \
          rerun-cli --version 0.36.3` or `pip install rerun-sdk==0.36.3`) or use --rerun save:FILE.rrd"
     )]
     Spawn(String),
+    /// The recording could not be opened: the file not created, or no viewer at the URL.
     #[error("cannot open the rerun recording ({sink}): {detail}")]
-    Open { sink: String, detail: String },
+    Open {
+        /// The sink (`save:FILE` or `connect:URL`).
+        sink: String,
+        /// Why it failed.
+        detail: String,
+    },
     /// The first logging error of the run (later ones are dropped: logging never stops a run).
     #[error("rerun logging failed: {0}")]
     Log(String),

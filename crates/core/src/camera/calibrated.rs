@@ -6,7 +6,9 @@ use k::nalgebra::Isometry3;
 use super::error::CameraError;
 use super::frame::{Camera, Frame};
 
+/// Wraps a camera and stamps every frame it captures with a fixed `base_from_camera`.
 pub struct Calibrated<C> {
+    /// The wrapped camera; its own `base_from_camera` is overwritten.
     pub camera: C,
     /// Camera (OpenCV optical frame) → robot base, from the calibration file.
     pub base_from_camera: Isometry3<f64>,

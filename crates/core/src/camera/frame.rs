@@ -12,8 +12,11 @@ pub use image::RgbImage;
 /// downstream of a camera can lean on what a real camera does not give.
 #[derive(Debug, Clone)]
 pub struct Frame {
+    /// The colour image, 8-bit RGB.
     pub rgb: RgbImage,
+    /// Depth in metres per pixel, aligned to `rgb` (same size).
     pub depth: DepthImage,
+    /// Pinhole intrinsics (and distortion) of the colour image, px.
     pub intrinsics: Intrinsics,
     /// Camera (OpenCV optical frame) → robot base.
     pub base_from_camera: Isometry3<f64>,
@@ -48,6 +51,7 @@ impl Frame {
 
 /// A source of frames.
 pub trait Camera {
+    /// Takes the next frame; blocks until one is available or the source fails.
     fn capture(&mut self) -> Result<Frame, CameraError>;
 }
 

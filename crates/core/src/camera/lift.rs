@@ -6,15 +6,21 @@ use k::nalgebra::Point3;
 use super::frame::Frame;
 use crate::geometry::{robust_depth, GeometryError, RobustDepthOptions};
 
+/// Why a pixel could not be lifted to a 3D point.
 #[derive(Debug, thiserror::Error)]
 pub enum LiftError {
+    /// Too little valid depth in the window around the pixel, or the pixel is outside the image.
     #[error("no usable depth at pixel ({u:.1}, {v:.1}): {source}")]
     Depth {
+        /// Column of the pixel, px.
         u: f64,
+        /// Row of the pixel, px.
         v: f64,
+        /// The robust-depth error.
         #[source]
         source: GeometryError,
     },
+    /// Deprojecting the pixel failed (e.g. a distortion model that cannot be deprojected).
     #[error(transparent)]
     Geometry(#[from] GeometryError),
 }

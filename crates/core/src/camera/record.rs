@@ -25,6 +25,8 @@ pub(crate) fn depth_to_record_units(depth_m: f32) -> u16 {
     }
 }
 
+/// Writes `frame` into `dir` (created if missing) as `rgb.png`, `depth.png`, `camera.toml` and
+/// `frame.toml`, the format [`super::replay`] reads.
 pub fn write_frame(frame: &Frame, dir: &Path) -> Result<(), CameraError> {
     let io = |e: std::io::Error| CameraError::Device(format!("{}: {e}", dir.display()));
     std::fs::create_dir_all(dir).map_err(io)?;

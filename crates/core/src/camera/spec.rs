@@ -12,14 +12,26 @@ pub const NO_REALSENSE: &str = "pointact was built without the `realsense` featu
 pub enum CameraSpec {
     /// `sim[:TASK]`: the built-in simulator's camera over a task's seed-0 scene (opened by the
     /// runner, which owns simulated worlds).
-    Sim { task: Option<String> },
+    Sim {
+        /// The task whose scene is shown (`sim:TASK`); `None` for plain `sim`.
+        task: Option<String>,
+    },
     /// `replay:DIR`: recorded frames, in order.
-    Replay { dir: std::path::PathBuf },
+    Replay {
+        /// Folder of one recorded frame or of numbered frame folders.
+        dir: std::path::PathBuf,
+    },
     /// `realsense[:SERIAL]`: a RealSense device (feature `realsense`).
-    RealSense { serial: Option<String> },
+    RealSense {
+        /// Serial number of the device to open; `None` for the first one connected.
+        serial: Option<String>,
+    },
     /// `tcp:HOST:PORT`: frames served by another pointact process ([`net::serve`], e.g. the
     /// simulator behind `pointact emulate xarm --sim`), read by [`net::RemoteCamera`].
-    Tcp { addr: String },
+    Tcp {
+        /// The server's `HOST:PORT`.
+        addr: String,
+    },
 }
 
 impl std::str::FromStr for CameraSpec {

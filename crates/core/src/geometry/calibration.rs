@@ -241,7 +241,12 @@ pub struct RawQuaternion {
 /// Why a [`RawQuaternion`] is not a rotation; the caller words the message and names the field.
 pub enum QuaternionDefect {
     /// The first non-finite component, in `w, x, y, z` order.
-    NotFinite { component: &'static str, value: f64 },
+    NotFinite {
+        /// The component's name: `w`, `x`, `y` or `z`.
+        component: &'static str,
+        /// Its value.
+        value: f64,
+    },
     /// A norm off 1 by more than [`QUATERNION_NORM_TOLERANCE`].
     Norm(f64),
 }
@@ -267,7 +272,12 @@ impl RawQuaternion {
 /// Why a finite 3x3 matrix is not accepted as a rotation; the caller words the message.
 pub enum RotationDefect {
     /// `max |RᵀR − I|` or `|det R − 1|` above [`ROTATION_TOLERANCE`].
-    Tolerance { ortho: f64, det: f64 },
+    Tolerance {
+        /// `max |RᵀR − I|`.
+        ortho: f64,
+        /// `det R`.
+        det: f64,
+    },
     /// The polar decomposition failed.
     Svd,
 }

@@ -25,11 +25,15 @@ use super::GeometryError;
 /// The arm part of the controller's action: translation (m) and rotation vector (rad), base frame.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EeDelta {
+    /// Translation in base-frame axes, m.
     pub translation: Vector3<f64>,
+    /// Rotation vector (axis times angle) in base-frame axes, rad; turns about the current
+    /// end-effector position.
     pub rotation: Vector3<f64>,
 }
 
 impl EeDelta {
+    /// No motion: both parts zero.
     pub const ZERO: EeDelta = EeDelta {
         translation: Vector3::new(0.0, 0.0, 0.0),
         rotation: Vector3::new(0.0, 0.0, 0.0),
@@ -41,6 +45,8 @@ impl EeDelta {
         [t.x, t.y, t.z, r.x, r.y, r.z]
     }
 
+    /// Reads `[dx, dy, dz, rx, ry, rz]` from the first six entries of `a` (extra entries, such as
+    /// the gripper's, are ignored); fails unless there are six finite numbers.
     pub fn from_slice(a: &[f64]) -> Result<EeDelta, GeometryError> {
         if a.len() < 6 || a[..6].iter().any(|v| !v.is_finite()) {
             return Err(GeometryError::InvalidPose(format!(

@@ -16,7 +16,7 @@
 //! resolution is 6e-5 px at u = 640 and 0.5 µm at 4 m, far below RealSense depth noise (mm). So
 //! the functions here convert their inputs to f32, run the SDK's operations in the SDK's order
 //! (no fused multiply-add; Rust never contracts on its own), and widen the result to f64. The
-//! golden test (`tests/geometry_golden.rs`) checks this against `pyrealsense2` 2.59.1: the
+//! golden test (`crates/core/src/tests/geometry_golden.rs`) checks this against `pyrealsense2` 2.59.1: the
 //! results are bit-identical in f32.
 //!
 //! # What each model does in each direction (librealsense 2.5x `rsutil.h`)

@@ -7,10 +7,30 @@ use k::nalgebra::{Point3, Vector3};
 /// convention), so shapes read from a URDF need no extra rotation.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Shape {
-    Cuboid { half_extents: Vector3<f64> },
-    Cylinder { radius: f64, half_height: f64 },
-    Sphere { radius: f64 },
-    Capsule { radius: f64, half_height: f64 },
+    /// A box.
+    Cuboid {
+        /// Half the side lengths along x, y, z, m.
+        half_extents: Vector3<f64>,
+    },
+    /// A flat-ended cylinder along z.
+    Cylinder {
+        /// Radius of the circular cross-section, m.
+        radius: f64,
+        /// Half the length along z, m.
+        half_height: f64,
+    },
+    /// A ball.
+    Sphere {
+        /// Radius, m.
+        radius: f64,
+    },
+    /// A cylinder along z with hemispherical caps.
+    Capsule {
+        /// Radius of the cylinder and of the caps, m.
+        radius: f64,
+        /// Half the length of the cylindrical part (caps excluded) along z, m.
+        half_height: f64,
+    },
 }
 
 impl Shape {

@@ -6,12 +6,16 @@ use serde::{Deserialize, Serialize};
 
 use super::error::KinematicsError;
 
+/// The contents of one `robot.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RobotConfig {
+    /// The robot's name, e.g. `xarm6`; what messages and logs call it.
     pub name: String,
     /// URDF file name, relative to the folder of robot.toml.
     pub urdf: String,
+    /// The URDF link whose frame is the base frame: poses, the workspace box and the table
+    /// height are expressed in it.
     pub base_link: String,
     /// The frame IK solves for (the TCP, between the fingertips).
     pub tip_link: String,
@@ -21,6 +25,8 @@ pub struct RobotConfig {
     pub arm_joints: Vec<String>,
     /// TCP relative to the flange, metres; checked against the URDF at load.
     pub tcp_offset_xyz: [f64; 3],
+    /// TCP orientation relative to the flange as URDF roll, pitch, yaw (rad); checked against the
+    /// URDF at load.
     pub tcp_offset_rpy: [f64; 3],
     /// Direction in the tip frame along which the tool approaches an object (xArm: z, WidowX: x).
     pub approach_axis: [f64; 3],
@@ -28,14 +34,19 @@ pub struct RobotConfig {
     pub closing_axis: [f64; 3],
     /// Ready pose (rad), inside the joint limits.
     pub home: Vec<f64>,
+    /// Rate at which the driver streams joint setpoints (Hz); the gate checks trajectories at
+    /// `1 / servo_rate_hz`.
     pub servo_rate_hz: f64,
     /// Carry objects at least this high above the table (m); unset: the executor's default
     /// (20 cm, an xArm-sized lift). A small arm carries lower: the WidowX's Bridge tasks give a
     /// whole pick and place 12 s (SimplerEnv's 60 steps at 5 Hz).
     #[serde(default)]
     pub carry_height: Option<f64>,
+    /// The box the TCP must stay inside.
     pub workspace: WorkspaceBox,
+    /// Joint and TCP speed and acceleration limits.
     pub limits: LimitsConfig,
+    /// The gripper's width range and driver units.
     pub gripper: GripperConfig,
 }
 
@@ -43,16 +54,20 @@ pub struct RobotConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkspaceBox {
+    /// Lower corner (x, y, z), m.
     pub min: [f64; 3],
+    /// Upper corner (x, y, z), m; above `min` on every axis.
     pub max: [f64; 3],
 }
 
 impl WorkspaceBox {
+    /// Whether the base-frame point `p` (m) lies inside the box, faces included.
     pub fn contains(&self, p: [f64; 3]) -> bool {
         (0..3).all(|i| p[i] >= self.min[i] && p[i] <= self.max[i])
     }
 }
 
+/// Speed and acceleration limits that planning respects and the gate enforces.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
@@ -71,9 +86,13 @@ pub struct LimitsConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GripperConfig {
+    /// Gap between the fingers when fully closed, m.
     pub closed_width: f64,
+    /// Gap between the fingers when fully open, m.
     pub open_width: f64,
+    /// Driver command for fully closed, in the driver's units.
     pub closed_units: f64,
+    /// Driver command for fully open, in the driver's units.
     pub open_units: f64,
 }
 

@@ -16,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use super::error::IkError;
 use super::model::{JointLimit, RobotModel};
 
+/// Tolerances and effort of the IK solver's damped restarts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IkOptions {
     /// Converged when the tip is this close to the target (m).
@@ -44,12 +45,15 @@ impl Default for IkOptions {
     }
 }
 
+/// A converged IK answer and what it cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IkSolution {
     /// Joint values, inside the limits; joints with more than one turn of range are moved by whole
     /// turns to the value nearest the seed.
     pub q: Vec<f64>,
+    /// Distance between the tip at `q` and the target, m.
     pub position_error: f64,
+    /// Angle of the rotation left between the tip at `q` and the target, rad.
     pub rotation_error: f64,
     /// Attempts used (1 = converged from the seed).
     pub attempts: usize,
@@ -61,10 +65,12 @@ pub struct IkSolution {
 pub struct IkSolver {
     arm: k::SerialChain<f64>,
     limits: Vec<JointLimit>,
+    /// Tolerances and limits of the search; may be changed between solves.
     pub options: IkOptions,
 }
 
 impl IkSolver {
+    /// A solver for `model`'s arm chain and joint limits.
     pub fn new(model: &RobotModel, options: IkOptions) -> Self {
         IkSolver {
             arm: model.arm_chain(),

@@ -27,17 +27,22 @@ pub const BUILTIN_ROBOTS: &[(&str, &str, &str)] = &[
 /// Position and velocity limits of one arm joint, from the URDF.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JointLimit {
+    /// The joint's URDF name.
     pub name: String,
+    /// Lower position limit, rad (or m for prismatic joints).
     pub lower: f64,
+    /// Upper position limit, same unit.
     pub upper: f64,
     /// URDF velocity limit, rad/s (or m/s for prismatic joints).
     pub velocity: f64,
 }
 
 impl JointLimit {
+    /// Whether `q` lies within the limits, bounds included.
     pub fn contains(&self, q: f64) -> bool {
         q >= self.lower && q <= self.upper
     }
+    /// Middle of the range.
     pub fn mid(&self) -> f64 {
         0.5 * (self.lower + self.upper)
     }
@@ -46,14 +51,18 @@ impl JointLimit {
 /// One primitive of a link's geometry, placed in the link frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkShape {
+    /// The URDF link it belongs to.
     pub link: String,
+    /// The primitive, in its own frame.
     pub shape: Shape,
+    /// Pose of the primitive's frame in the link frame.
     pub link_from_shape: Isometry3<f64>,
 }
 
 /// A robot description ready for kinematics. Poses are `base_from_tip` in the robot base frame.
 #[derive(Debug)]
 pub struct RobotModel {
+    /// The robot's `robot.toml`, validated against the URDF.
     pub config: RobotConfig,
     /// Where the description came from ("built-in xarm6" or a folder), for messages.
     pub source: String,
@@ -196,6 +205,7 @@ impl RobotModel {
         })
     }
 
+    /// The robot's name from `robot.toml`.
     pub fn name(&self) -> &str {
         &self.config.name
     }
@@ -205,10 +215,12 @@ impl RobotModel {
         self.limits.len()
     }
 
+    /// Limits of the arm joints, base to tip.
     pub fn joint_limits(&self) -> &[JointLimit] {
         &self.limits
     }
 
+    /// The ready pose from `robot.toml`, rad.
     pub fn home(&self) -> &[f64] {
         &self.config.home
     }

@@ -21,13 +21,31 @@ pub(crate) const HELD: &str = "held object";
 #[derive(Debug, Clone, PartialEq)]
 pub enum Hit {
     /// A sphere of `link` dips below the table margin.
-    Table { link: String },
+    Table {
+        /// The link's name (or the held object's).
+        link: String,
+    },
     /// A sphere of `link` overlaps the solid `obstacle`.
-    Solid { link: String, obstacle: String },
+    Solid {
+        /// The link's name (or the held object's).
+        link: String,
+        /// The solid's name.
+        obstacle: String,
+    },
     /// A sphere of `link` overlaps the depth cloud near `at`.
-    Cloud { link: String, at: Point3<f64> },
+    Cloud {
+        /// The link's name (or the held object's).
+        link: String,
+        /// Centre of the touching sphere, base frame, m.
+        at: Point3<f64>,
+    },
     /// Two links that are checked against each other overlap.
-    SelfCollision { a: String, b: String },
+    SelfCollision {
+        /// One link's name.
+        a: String,
+        /// The other link's name.
+        b: String,
+    },
 }
 
 impl std::fmt::Display for Hit {
@@ -48,6 +66,7 @@ impl std::fmt::Display for Hit {
 /// Spheres carried in the tip frame (a grasped object).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attached {
+    /// The object's cover, centres in the tip frame (m).
     pub spheres: Vec<Sphere>,
 }
 
@@ -343,6 +362,7 @@ impl Checker {
         self.exact_cloud = exact;
     }
 
+    /// Margin added to every sphere's radius in the checks, m.
     pub fn padding(&self) -> f64 {
         self.padding
     }
@@ -368,6 +388,7 @@ impl Checker {
         ((travel / step).ceil() as usize).max(1)
     }
 
+    /// The flattened link tree the spheres ride on.
     pub fn tree(&self) -> &LinkTree {
         &self.tree
     }

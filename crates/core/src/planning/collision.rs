@@ -13,14 +13,20 @@ use crate::kinematics::{KinematicsError, LinkShape, RobotModel};
 /// A solid the arm must not enter (a known object, a box around a fixture, an occupied voxel).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Obstacle {
+    /// Name reported in contacts and errors.
     pub name: String,
+    /// The solid, centred on its own frame.
     pub shape: Shape,
+    /// Pose of the shape's frame in the world (robot base) frame.
     pub world_from_shape: Isometry3<f64>,
 }
 
+/// A ball, the unit of the collision cover.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sphere {
+    /// Centre, m, in the frame of whatever carries the sphere (a link, the tip, the base).
     pub center: Point3<f64>,
+    /// m.
     pub radius: f64,
 }
 
@@ -105,9 +111,19 @@ pub struct ArmCollisionModel {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Contact {
     /// A moving link comes closer to the table top than allowed (`clearance` may be negative).
-    Table { link: String, clearance: f64 },
+    Table {
+        /// The link's name.
+        link: String,
+        /// Its distance to the table top, m.
+        clearance: f64,
+    },
     /// A link sphere overlaps an obstacle.
-    Obstacle { link: String, obstacle: String },
+    Obstacle {
+        /// The link's name.
+        link: String,
+        /// The obstacle's name.
+        obstacle: String,
+    },
 }
 
 impl ArmCollisionModel {

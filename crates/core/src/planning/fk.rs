@@ -12,23 +12,32 @@ use crate::kinematics::{KinematicsError, RobotModel};
 /// How a node moves relative to its parent.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Motion {
+    /// A fixed joint (or the root): the node sits at its origin.
     Fixed,
     /// About `axis` by the arm joint `q[index]`.
     ArmRevolute {
+        /// Rotation axis in the joint frame.
         axis: Unit<Vector3<f64>>,
+        /// Index of the joint in the arm's joint vector.
         index: usize,
     },
     /// Along `axis` by the arm joint `q[index]`.
     ArmPrismatic {
+        /// Translation axis in the joint frame.
         axis: Unit<Vector3<f64>>,
+        /// Index of the joint in the arm's joint vector.
         index: usize,
     },
     /// A joint outside the arm (a finger): at `lower + opening × (upper − lower)`, as
     /// `RobotModel::link_poses` places it.
     Gripper {
+        /// Joint axis in the joint frame.
         axis: Unit<Vector3<f64>>,
+        /// Slides along `axis` when true, turns about it when false.
         prismatic: bool,
+        /// Joint position at opening 0, rad (or m if prismatic).
         lower: f64,
+        /// Joint position at opening 1, same unit.
         upper: f64,
     },
 }
@@ -36,11 +45,13 @@ pub enum Motion {
 /// One link of the flattened tree.
 #[derive(Debug, Clone)]
 pub struct Node {
+    /// The link's URDF name.
     pub link: String,
     /// Index of the parent node, `None` for the root link.
     pub parent: Option<usize>,
     /// Parent link frame → joint frame (the URDF joint origin; identity for the root).
     pub origin: Isometry3<f64>,
+    /// How the joint moves the link relative to `origin`.
     pub motion: Motion,
 }
 
@@ -112,6 +123,7 @@ impl LinkTree {
         })
     }
 
+    /// All nodes, parents before children.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }

@@ -15,34 +15,60 @@ use super::{limit_tool_speed, JointPath, Trajectory, TrajectoryError, World};
 use crate::geometry::SePath;
 use crate::kinematics::{IkError, IkOptions, IkSolver, KinematicsError, RobotModel};
 
+/// Why a motion could not be planned; `what` names the motion for the message.
 #[derive(Debug, thiserror::Error)]
 pub enum MotionError {
+    /// IK found no joint configuration for a target pose.
     #[error("{what}: target unreachable: {source}")]
     Unreachable {
+        /// The motion being planned, e.g. `free-space move`, as the caller names it.
         what: String,
+        /// The IK failure.
         #[source]
         source: IkError,
     },
+    /// Consecutive samples of a Cartesian path need a joint to jump (an IK branch change).
     #[error("{what}: the arm would have to flip (joint `{joint}` jumps {jump:.2} rad between path samples)")]
     Discontinuity {
+        /// The motion being planned, e.g. `free-space move`, as the caller names it.
         what: String,
+        /// The joint that jumps.
         joint: String,
+        /// Size of the jump, rad.
         jump: f64,
     },
+    /// Every IK solution tried for a target is in collision.
     #[error("{what}: every IK solution collides ({hit})")]
-    Blocked { what: String, hit: Hit },
+    Blocked {
+        /// The motion being planned, e.g. `free-space move`, as the caller names it.
+        what: String,
+        /// What the first solution (nearest the seed) hits.
+        hit: Hit,
+    },
+    /// A waypoint of a Cartesian path is in collision (`what` names the waypoint).
     #[error("{what} collides: {hit}")]
-    Collides { what: String, hit: Hit },
+    Collides {
+        /// The motion being planned, e.g. `free-space move`, as the caller names it.
+        what: String,
+        /// What it hits.
+        hit: Hit,
+    },
+    /// RRT-Connect found no collision-free free-space path.
     #[error("{what}: {source}")]
     NoPath {
+        /// The motion being planned, e.g. `free-space move`, as the caller names it.
         what: String,
+        /// The planner's failure.
         #[source]
         source: RrtError,
     },
+    /// Timing the path failed.
     #[error(transparent)]
     Trajectory(#[from] TrajectoryError),
+    /// Forward kinematics or a joint check failed.
     #[error(transparent)]
     Kinematics(#[from] KinematicsError),
+    /// A pose or path that is not valid geometry.
     #[error(transparent)]
     Geometry(#[from] crate::geometry::GeometryError),
 }
@@ -155,6 +181,7 @@ pub struct DirectPlanner<'a> {
 }
 
 impl<'a> DirectPlanner<'a> {
+    /// A planner for `model` with default IK options and a 5 mm line step.
     pub fn new(model: &'a RobotModel) -> Self {
         DirectPlanner {
             model,
@@ -244,12 +271,15 @@ pub struct RrtPlanner<'a> {
     checker: Checker,
     world: World,
     opening: f64,
+    /// Settings of each RRT-Connect search; its seed is combined with a per-move counter.
     pub options: RrtOptions,
     /// Moves planned so far (seeds each search differently, deterministically).
     moves: u64,
 }
 
 impl<'a> RrtPlanner<'a> {
+    /// A planner for `model` in `world`, with the hand open and empty; fails when the robot has
+    /// no sphere model.
     pub fn new(model: &'a RobotModel, world: World) -> Result<Self, super::SpheresError> {
         let mut checker = Checker::for_model(model)?;
         // Exact cube distances for the cloud, as the gate re-checks: the field's fast bound alone
@@ -265,6 +295,7 @@ impl<'a> RrtPlanner<'a> {
         })
     }
 
+    /// The world free-space moves are planned in.
     pub fn world(&self) -> &World {
         &self.world
     }

@@ -15,6 +15,7 @@ use super::checker::{Checker, Hit};
 use super::World;
 use crate::kinematics::JointLimit;
 
+/// Search settings of [`rrt_connect`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct RrtOptions {
     /// Longest extension toward a sample (rad, Euclidean in joint space).
@@ -23,6 +24,7 @@ pub struct RrtOptions {
     pub max_time: Duration,
     /// Shortcut attempts on the found path.
     pub shortcut_rounds: usize,
+    /// Seed of the sampler: the same seed and problem give the same path (default 1).
     pub seed: u64,
 }
 
@@ -37,18 +39,26 @@ impl Default for RrtOptions {
     }
 }
 
+/// Why the planner returned no path.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RrtError {
+    /// The start configuration touches the world or itself; nothing can leave it.
     #[error("the start is in collision: {0}")]
     StartInCollision(Hit),
+    /// The goal configuration touches the world or itself.
     #[error("the goal is in collision: {0}")]
     GoalInCollision(Hit),
+    /// The time limit ran out before the trees met.
     #[error("no collision-free path found within {ms:.0} ms ({samples} samples, trees of {nodes} nodes)")]
     NoPath {
+        /// Time spent searching, ms.
         ms: f64,
+        /// Random samples drawn.
         samples: usize,
+        /// Nodes in both trees together.
         nodes: usize,
     },
+    /// A start or goal of the wrong length or outside the joint limits, or a non-positive range.
     #[error("{0}")]
     BadInput(String),
 }
@@ -62,6 +72,7 @@ pub struct RrtPath {
     pub raw_waypoints: usize,
     /// Joint-space length before shortcutting (rad).
     pub raw_length: f64,
+    /// Random samples drawn (0 when the straight segment was clear).
     pub samples: usize,
 }
 

@@ -42,16 +42,28 @@ const BUILTIN: &[(&str, &str)] = &[
     ),
 ];
 
+/// Errors of reading a sphere model (`spheres.toml`).
 #[derive(Debug, thiserror::Error)]
 pub enum SpheresError {
+    /// Not valid TOML, a bad field, or a file fitted for another robot.
     #[error("{file}: {detail}")]
-    Parse { file: String, detail: String },
+    Parse {
+        /// The sphere file.
+        file: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The file names a link the robot does not have.
     #[error("{file}: link `{link}` is not in the robot `{robot}`")]
     UnknownLink {
+        /// The sphere file.
         file: String,
+        /// The unknown link's name.
         link: String,
+        /// The robot's name.
         robot: String,
     },
+    /// The robot's link tree could not be built.
     #[error(transparent)]
     Kinematics(#[from] crate::kinematics::KinematicsError),
 }
@@ -94,7 +106,9 @@ pub struct LinkSpheres {
 /// Spheres per link and the pairs that are not checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SphereModel {
+    /// Name of the robot the spheres were fitted for; must match the model's.
     pub robot: String,
+    /// Spheres of each link that has any.
     pub links: Vec<LinkSpheres>,
     /// Unordered link pairs (by name, the smaller name first) not checked for self-collision.
     pub allowed: Vec<(String, String, Allowed)>,

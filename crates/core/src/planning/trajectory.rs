@@ -9,21 +9,34 @@
 /// Waypoints in joint space, all of the same length (one value per arm joint).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JointPath {
+    /// Joint vectors in order from start to end, rad (or m for prismatic joints).
     pub waypoints: Vec<Vec<f64>>,
 }
 
+/// Why a path could not be timed.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TrajectoryError {
+    /// The path has no waypoints.
     #[error("a path needs at least one waypoint")]
     Empty,
+    /// A waypoint's length differs from the first one's.
     #[error("waypoint {index} has {got} joint values, expected {expected}")]
     Ragged {
+        /// Index of the waypoint.
         index: usize,
+        /// Length of the first waypoint.
         expected: usize,
+        /// Length of this one.
         got: usize,
     },
+    /// A waypoint holds a NaN or infinite value.
     #[error("waypoint {index} holds a non-finite joint value")]
-    NonFinite { index: usize },
+    NonFinite {
+        /// Index of the waypoint.
+        index: usize,
+    },
+    /// A velocity or acceleration limit that is not positive and finite, or the wrong number of
+    /// limits.
     #[error("limits must be positive and finite, one per joint")]
     BadLimits,
 }
@@ -229,6 +242,7 @@ impl Trajectory {
         self
     }
 
+    /// Total time from start to end, s.
     pub fn duration(&self) -> f64 {
         self.duration
     }
@@ -237,14 +251,17 @@ impl Trajectory {
         self.path.waypoints[0].len()
     }
 
+    /// The timed path.
     pub fn path(&self) -> &JointPath {
         &self.path
     }
 
+    /// The first waypoint: where the trajectory starts.
     pub fn start(&self) -> &[f64] {
         &self.path.waypoints[0]
     }
 
+    /// The last waypoint: where the trajectory ends.
     pub fn end(&self) -> &[f64] {
         self.path.waypoints.last().map(Vec::as_slice).unwrap_or(&[])
     }

@@ -36,12 +36,25 @@ impl World {
     }
 }
 
+/// Why a depth cloud could not be turned into a [`World`]'s distance field.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum WorldError {
+    /// No point survived: all non-finite or outside the crop box.
     #[error("the depth cloud holds no usable point ({total} given, {non_finite} not finite, none of the rest inside the crop box)")]
-    EmptyCloud { total: usize, non_finite: usize },
+    EmptyCloud {
+        /// Points given.
+        total: usize,
+        /// Points with a NaN or infinite coordinate.
+        non_finite: usize,
+    },
+    /// A [`CloudWorldOptions`] value out of range.
     #[error("{field}: {reason}")]
-    Option { field: &'static str, reason: String },
+    Option {
+        /// The option's name.
+        field: &'static str,
+        /// Why its value is invalid.
+        reason: String,
+    },
 }
 
 /// How a cloud becomes a [`DistanceField`].

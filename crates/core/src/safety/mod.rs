@@ -19,6 +19,7 @@ use crate::planning::{
     ArmCollisionModel, Attached, Checker, Contact, Hit, Obstacle, Trajectory, World,
 };
 
+/// Settings of the [`SafetyGate`]; the robot's own limits come from its model's config.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SafetyConfig {
     /// Height of the table top in the base frame (m).
@@ -47,54 +48,120 @@ impl Default for SafetyConfig {
     }
 }
 
+/// Why the gate refused a motion or a gripper command; the first failing check is reported.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SafetyError {
+    /// [`SafetyConfig::speed_scale`] is not in (0, 1].
     #[error("speed scale {scale} is outside (0, 1]")]
-    SpeedScale { scale: f64 },
+    SpeedScale {
+        /// The configured speed scale.
+        scale: f64,
+    },
+    /// The trajectory does not start at the robot's current joints (or has another joint count).
     #[error("trajectory starts {deviation:.4} rad from the robot's joints (allowed {allowed})")]
-    StartMismatch { deviation: f64, allowed: f64 },
+    StartMismatch {
+        /// Largest per-joint gap, rad (NaN on a joint-count mismatch or a non-finite value).
+        deviation: f64,
+        /// [`SafetyConfig::max_start_deviation`], rad.
+        allowed: f64,
+    },
+    /// A sample is not finite or forward kinematics failed on it.
     #[error("at t = {t:.3} s: {detail}")]
-    Kinematics { t: f64, detail: String },
+    Kinematics {
+        /// Time of the failing sample along the slowed trajectory, s.
+        t: f64,
+        /// The kinematics error's message.
+        detail: String,
+    },
+    /// A joint leaves its position limits.
     #[error(
         "at t = {t:.3} s joint `{joint}` = {value:.4} leaves its limits [{lower:.4}, {upper:.4}]"
     )]
     JointLimit {
+        /// Time of the failing sample along the slowed trajectory, s.
         t: f64,
+        /// The joint's name.
         joint: String,
+        /// Its position (rad, or m for a prismatic joint).
         value: f64,
+        /// Its lower limit, same unit.
         lower: f64,
+        /// Its upper limit, same unit.
         upper: f64,
     },
+    /// A joint moves faster than its velocity limit (with 1 % slack for sampling).
     #[error("at t = {t:.3} s joint `{joint}` moves at {speed:.3} rad/s, limit {limit:.3}")]
     JointSpeed {
+        /// Time of the failing sample along the slowed trajectory, s.
         t: f64,
+        /// The joint's name.
         joint: String,
+        /// Its speed between the previous sample and this one, rad/s.
         speed: f64,
+        /// Its velocity limit, rad/s.
         limit: f64,
     },
+    /// The TCP leaves the workspace box.
     #[error("at t = {t:.3} s the TCP at ({:.3}, {:.3}, {:.3}) m leaves the workspace box", p[0], p[1], p[2])]
-    Workspace { t: f64, p: [f64; 3] },
+    Workspace {
+        /// Time of the failing sample along the slowed trajectory, s.
+        t: f64,
+        /// The TCP position in the base frame, m.
+        p: [f64; 3],
+    },
+    /// The TCP moves faster than the Cartesian speed limit (with 1 % slack for sampling).
     #[error("at t = {t:.3} s the TCP moves at {speed:.3} m/s, limit {limit:.3}")]
-    CartesianSpeed { t: f64, speed: f64, limit: f64 },
+    CartesianSpeed {
+        /// Time of the failing sample along the slowed trajectory, s.
+        t: f64,
+        /// TCP speed between the previous sample and this one, m/s.
+        speed: f64,
+        /// The Cartesian speed limit, m/s.
+        limit: f64,
+    },
+    /// A moving link comes closer to the table top than the required clearance.
     #[error("at t = {t:.3} s link `{link}` comes within {clearance:.4} m of the table (minimum {minimum})")]
     TableClearance {
+        /// Time of the failing sample along the slowed trajectory, s.
         t: f64,
+        /// The link's name.
         link: String,
+        /// Its distance to the table top, m.
         clearance: f64,
+        /// [`SafetyConfig::table_clearance`], m.
         minimum: f64,
     },
+    /// A moving link's spheres overlap a known obstacle.
     #[error("at t = {t:.3} s link `{link}` collides with `{obstacle}`")]
     Collision {
+        /// Time of the failing sample along the slowed trajectory, s.
         t: f64,
+        /// The link's name.
         link: String,
+        /// The obstacle's name.
         obstacle: String,
     },
+    /// A free-space move touches the planner's world or itself, by the planner's sphere model.
     #[error("at t = {t:.3} s {hit}")]
-    Contact { t: f64, hit: Hit },
+    Contact {
+        /// Time of the failing sample along the slowed trajectory, s.
+        t: f64,
+        /// What touched what.
+        hit: Hit,
+    },
+    /// The planner's sphere model could not be built for this robot (needed for transit checks).
     #[error("no collision model for this robot: {0}")]
     NoCollisionModel(String),
+    /// A gripper width outside the gripper's physical range.
     #[error("gripper width {width} m is outside [{min}, {max}]")]
-    Gripper { width: f64, min: f64, max: f64 },
+    Gripper {
+        /// The commanded width, m.
+        width: f64,
+        /// Fully closed width, m.
+        min: f64,
+        /// Fully open width, m.
+        max: f64,
+    },
 }
 
 /// A trajectory that passed the gate, with the servo period it was checked at.
@@ -105,6 +172,7 @@ pub struct CheckedTrajectory {
 }
 
 impl CheckedTrajectory {
+    /// The checked trajectory, already slowed by the speed scale: what the robot must run.
     pub fn trajectory(&self) -> &Trajectory {
         &self.trajectory
     }
@@ -121,6 +189,7 @@ pub struct CheckedGripper {
 }
 
 impl CheckedGripper {
+    /// The checked opening between the fingers, m.
     pub fn width(&self) -> f64 {
         self.width
     }
@@ -129,12 +198,17 @@ impl CheckedGripper {
 /// A free-space move's surroundings: the world it was planned in and what the hand holds.
 #[derive(Debug, Clone, Copy)]
 pub struct Transit<'w> {
+    /// The world the planner planned in (table, solids, depth cloud).
     pub world: &'w World,
+    /// The object in the hand, if any, checked as part of the arm.
     pub held: Option<&'w Attached>,
 }
 
+/// Checks motions and gripper commands for one robot model; the only maker of
+/// [`CheckedTrajectory`] and [`CheckedGripper`].
 pub struct SafetyGate<'a> {
     model: &'a RobotModel,
+    /// The gate's settings.
     pub config: SafetyConfig,
     collision: ArmCollisionModel,
     /// The planner's sphere checker (built on first transit check).
@@ -142,6 +216,7 @@ pub struct SafetyGate<'a> {
 }
 
 impl<'a> SafetyGate<'a> {
+    /// A gate for `model`; the planner's sphere checker is built on the first transit check.
     pub fn new(model: &'a RobotModel, config: SafetyConfig) -> Self {
         SafetyGate {
             model,

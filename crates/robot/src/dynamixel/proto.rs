@@ -5,7 +5,7 @@
 //! The specification is the ROBOTIS e-Manual, <https://emanual.robotis.com/docs/en/dxl/protocol2/>
 //! (packet layout, instruction list, error numbers, processing order of transmission and reception)
 //! and <https://emanual.robotis.com/docs/en/dxl/crc/> (CRC-16, polynomial 0x8005). Written from
-//! those pages; `tests/dynamixel_proto.rs` checks every example packet they publish byte for byte.
+//! those pages; `crates/robot/src/tests/dynamixel_proto.rs` checks every example packet they publish byte for byte.
 //!
 //! Everything here is pure data: no port, no clock. The bus client (`bus.rs`) and the emulator
 //! (`emulator.rs`) share it, so both sides of a conversation use one encoder and one decoder.

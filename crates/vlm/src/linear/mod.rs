@@ -495,7 +495,7 @@ impl SwiGlu {
     /// to the bit: the vision tower (frozen in training). Not the text decoder: GRPO compares
     /// the log-probabilities of an untracked pass (the rollout's) with a tracked one (the
     /// loss's), and with the two kernels (whose `exp` differs in the last bits) an interrupted
-    /// and resumed training run no longer equalled an uninterrupted one (`tests/grpo_run.rs`: a
+    /// and resumed training run no longer equalled an uninterrupted one (`crates/apps/src/tests/grpo_run.rs`: a
     /// weight 1e-5 apart after 4 steps). The decoder asks per pass instead
     /// ([`Self::forward_act`]).
     pub(crate) fn fused_activation(mut self) -> Self {

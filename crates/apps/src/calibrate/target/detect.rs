@@ -20,6 +20,7 @@ use crate::camera::RgbImage;
 pub struct TagDetection {
     /// Always [`FAMILY`].
     pub family: &'static str,
+    /// Tag id within the family.
     pub id: u16,
     /// Bits that had to be corrected to reach the code (0 on a clean image).
     pub hamming: u8,

@@ -38,13 +38,16 @@ pub struct SessionInfo {
     pub robot: String,
     /// The link whose pose `base_from_gripper` is (the tool point, `tip_link`).
     pub gripper_frame: String,
+    /// The tag the camera looked for.
     pub target: TagTarget,
 }
 
 /// A session read back.
 #[derive(Debug, Clone)]
 pub struct Session {
+    /// What the views were taken with.
     pub info: SessionInfo,
+    /// The views, in the order captured.
     pub views: Vec<CalibrationView>,
 }
 

@@ -27,6 +27,7 @@ use crate::safety::{SafetyConfig, SafetyGate};
 pub struct CalibrationView {
     /// Gripper (tool point) → robot base, from the robot's joints after the move.
     pub base_from_gripper: Isometry3<f64>,
+    /// What the camera captured at that pose.
     pub frame: Frame,
 }
 
@@ -57,7 +58,9 @@ impl From<&TargetObservation> for crate::calibrate::HandEyeSample {
 /// A view (or planned pose) that gave nothing, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkippedView {
+    /// Index of the view (or planned pose).
     pub view: usize,
+    /// Why it gave nothing.
     pub reason: String,
 }
 
@@ -190,6 +193,7 @@ fn facing_rotation(p: &Point3<f64>, eye: &Point3<f64>) -> Option<UnitQuaternion<
 /// The captured views and the planned poses that could not be visited.
 #[derive(Debug, Clone)]
 pub struct CaptureRun {
+    /// The views captured, in the order visited.
     pub views: Vec<CalibrationView>,
     /// Index into the planned poses, and why it was skipped (unreachable, refused by the gate).
     pub skipped: Vec<SkippedView>,

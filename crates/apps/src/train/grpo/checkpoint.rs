@@ -39,13 +39,24 @@ pub struct TrainerState {
 /// Errors of saving or loading a checkpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
+    /// A file or folder could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file or folder.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// A checkpoint file that is malformed (JSON, safetensors header, a tensor of the wrong
+    /// shape), or a `latest` pointer that names no complete checkpoint.
     #[error("{path}: {reason}")]
-    Bad { path: PathBuf, reason: String },
+    Bad {
+        /// The file (or folder) concerned.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A tensor operation or safetensors read/write failed.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }

@@ -153,11 +153,13 @@ impl fmt::Display for RecordKind {
 /// One loaded prompt: what a rollout shows the policy and what its reward compares against.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
+    /// The line's `id`; a line without one gets `<file stem>:<line number>`.
     pub id: String,
     /// The problem without its `<image>` markers, trimmed (the image goes first).
     pub question: String,
     /// The whole ground truth, `<type>…</type>` envelope included (what the rewards take).
     pub ground_truth: String,
+    /// Who scores it, from the ground truth's `<type>`.
     pub kind: RecordKind,
     /// Resolved paths, each an existing file; at least one.
     pub images: Vec<PathBuf>,
@@ -196,16 +198,32 @@ pub(crate) fn question_of(problem: &str) -> String {
     problem.replace(IMAGE_MARKER, "").trim().to_string()
 }
 
+/// Errors of loading or generating the data.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
+    /// A file or folder could not be read or written.
     #[error("{}: {message}", path.display())]
-    Io { path: PathBuf, message: String },
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The error, in words.
+        message: String,
+    },
+    /// The [`DataOptions`] ask for nothing (no episodes, no abilities) or for too few pixels.
     #[error("data options: {0}")]
     Options(String),
+    /// An unknown task id, or a task that could not be built.
     #[error(transparent)]
     Task(#[from] TaskError),
+    /// An episode's frame could not be made (its instruction, world, home pose, capture or
+    /// resize failed); `reason` says which.
     #[error("{task}: {reason}")]
-    Frame { task: String, reason: String },
+    Frame {
+        /// The task (`suite/id`, or the scene's name and seed).
+        task: String,
+        /// What failed.
+        reason: String,
+    },
 }
 
 fn io_err(path: &Path, e: impl fmt::Display) -> DataError {
@@ -277,18 +295,22 @@ impl SkipTally {
         entry.0 += 1;
     }
 
+    /// Lines skipped for `reason`.
     pub fn count(&self, reason: SkipReason) -> usize {
         self.by_reason.get(&reason).map_or(0, |e| e.0)
     }
 
+    /// The line number (1-based) of the first line skipped for `reason`.
     pub fn first_line(&self, reason: SkipReason) -> Option<usize> {
         self.by_reason.get(&reason).map(|e| e.1)
     }
 
+    /// Lines skipped for any reason.
     pub fn total(&self) -> usize {
         self.by_reason.values().map(|e| e.0).sum()
     }
 
+    /// Whether no line was skipped.
     pub fn is_empty(&self) -> bool {
         self.by_reason.is_empty()
     }
@@ -502,15 +524,19 @@ fn released_payload_ok(task: TaskType, payload: &str) -> bool {
 /// What to generate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DataOptions {
+    /// The suite whose tasks are used; default tabletop.
     pub suite: Suite,
     /// Task ids of the suite to use (`cup_on_plate` or `tabletop/cup_on_plate`); empty: all.
     pub tasks: Vec<String>,
     /// Seeds `seed .. seed + episodes` of every task.
     pub episodes: u64,
+    /// First seed; default 0.
     pub seed: u64,
+    /// Which questions to ask of every episode; default all.
     pub abilities: Vec<Ability>,
     /// The saved frames' pixel budget (see the module docs).
     pub max_pixels: u64,
+    /// Output folder: the JSONL and the frames' folder; default `grpo-data`.
     pub out: PathBuf,
 }
 
@@ -531,8 +557,11 @@ impl Default for DataOptions {
 /// Where [`generate`] is, after each episode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Progress {
+    /// Episodes finished.
     pub done: usize,
+    /// Episodes in the whole run (tasks × seeds).
     pub total: usize,
+    /// Records made so far.
     pub records: usize,
 }
 
@@ -541,9 +570,11 @@ pub struct Progress {
 pub struct Skipped {
     /// `suite/id`.
     pub task: String,
+    /// The episode's seed.
     pub seed: u64,
     /// `None`: the whole episode.
     pub ability: Option<Ability>,
+    /// Why it gave no record.
     pub reason: String,
 }
 
@@ -566,6 +597,7 @@ pub struct Summary {
     pub images: usize,
     /// Records per ability.
     pub records: BTreeMap<Ability, usize>,
+    /// Episodes and questions that gave no record, and why.
     pub skipped: Vec<Skipped>,
     /// The JSONL written.
     pub jsonl: PathBuf,
@@ -574,6 +606,7 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Records written, over all abilities.
     pub fn total_records(&self) -> usize {
         self.records.values().sum()
     }

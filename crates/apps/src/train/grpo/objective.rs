@@ -16,10 +16,20 @@ use candle_core::{DType, Result, Tensor, D};
 pub enum AdvantageMode {
     /// `(r − mean_g) / (std_g + eps)`: GRPO. `unbiased` uses the N−1 std (EasyR1, verl, TRL);
     /// `eps` is 1e-6 in EasyR1/verl and 1e-4 in TRL.
-    Group { eps: f64, unbiased: bool },
+    Group {
+        /// Added to the std before dividing.
+        eps: f64,
+        /// Use the N−1 (sample) std rather than the N one.
+        unbiased: bool,
+    },
     /// `(r − mean_g) / (std_batch + eps)`: the group's mean, the whole batch's std (TRL
     /// `scale_rewards="batch"`, Embodied-R1.5's `mbpo`).
-    BatchStd { eps: f64, unbiased: bool },
+    BatchStd {
+        /// Added to the std before dividing.
+        eps: f64,
+        /// Use the N−1 (sample) std rather than the N one.
+        unbiased: bool,
+    },
     /// `r − mean_g`: Dr.GRPO (no division by the std).
     NoStd,
     /// Leave-one-out baseline: `r_i − mean of the others` (RLOO).
@@ -100,6 +110,7 @@ pub(crate) fn advantages(
 pub struct Clip {
     /// ρ is clipped to `[1 − low, 1 + high]` (DAPO's clip-higher: high > low).
     pub low: f64,
+    /// Upper clip width (default 0.3).
     pub high: f64,
     /// Dual clip for negative advantages: the loss is at most `−A · c` (EasyR1: 3), `None`: off.
     pub dual: Option<f64>,
@@ -118,6 +129,8 @@ impl Default for Clip {
 
 /// The per-token surrogate loss `[B, T]` and its clip statistics (over response tokens).
 pub struct PolicyLoss {
+    /// `max(−Aρ, −Aρ_c)` (with the dual clip when set), `[B, T]`, unmasked: the mask applies at
+    /// aggregation.
     pub per_token: Tensor,
     /// Fraction of tokens where the clipped term was taken (`L2 > L1`).
     pub clip_fraction: f64,
@@ -211,7 +224,10 @@ pub enum Aggregation {
     /// Each sequence's token sum, then the mean over sequences.
     SeqMeanTokenSum,
     /// Each sequence's token sum / `max_len`, then the mean (Dr.GRPO).
-    SeqMeanTokenSumNorm { max_len: usize },
+    SeqMeanTokenSumNorm {
+        /// The constant each sequence's sum is divided by (the response length limit).
+        max_len: usize,
+    },
 }
 
 /// `loss`, `mask`: `[B, T]`; a scalar.

@@ -13,10 +13,15 @@ use candle_core::{DType, Result, Tensor, Var};
 /// AdamW settings (PyTorch's names; defaults are EasyR1's: lr 1e-6, weight decay 1e-2).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdamWOptions {
+    /// Learning rate (default 1e-6).
     pub lr: f64,
+    /// First-moment decay (default 0.9).
     pub beta1: f64,
+    /// Second-moment decay (default 0.999).
     pub beta2: f64,
+    /// Added to the denominator's square root for stability (default 1e-8).
     pub eps: f64,
+    /// Decoupled weight decay (default 1e-2).
     pub weight_decay: f64,
 }
 
@@ -46,6 +51,7 @@ pub struct AdamW {
     moments: Vec<Moments>,
     /// Updates taken (PyTorch's `step`, for the bias correction).
     pub steps: u64,
+    /// The settings it steps with.
     pub options: AdamWOptions,
 }
 
@@ -166,11 +172,17 @@ pub(crate) fn clip_grad_norm(
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Schedule {
     /// Linear warm-up over `warmup` steps, then constant (EasyR1's default).
-    Constant { warmup: u64 },
+    Constant {
+        /// Warm-up steps, the rate rising linearly to the peak (0: none).
+        warmup: u64,
+    },
     /// Linear warm-up, then a cosine from the peak down to `min_ratio · peak` at `total` steps.
     Cosine {
+        /// Warm-up steps, the rate rising linearly to the peak (0: none).
         warmup: u64,
+        /// The step at which the cosine reaches its floor.
         total: u64,
+        /// The floor as a fraction of the peak learning rate.
         min_ratio: f64,
     },
 }

@@ -8,7 +8,7 @@
 //!
 //! Each sampled token's log-probability is recorded under `log_softmax(logits / temperature)`,
 //! the full tempered distribution before top-p truncation: the quantity verl, EasyR1 and TRL
-//! train on, and what the training pass must reproduce (`tests/grpo_train.rs`: within 1e-4).
+//! train on, and what the training pass must reproduce (`crates/apps/src/tests/grpo_train.rs`: within 1e-4).
 
 use candle_core::D;
 use rand::SeedableRng;
@@ -21,6 +21,7 @@ use crate::vlm::{sample_token, LogitsAt, ModelError, PreparedPrompt, Qwen25Vl, S
 pub struct RolloutConfig {
     /// Responses per prompt (G).
     pub group: usize,
+    /// Most tokens a response may have (default 256).
     pub max_new_tokens: usize,
     /// Softmax temperature (> 0; EasyR1's default 1.0).
     pub temperature: f64,

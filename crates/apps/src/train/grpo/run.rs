@@ -32,6 +32,7 @@ use crate::train::{env_reward, rewards, robot_r1};
 /// How long a run is and what it writes.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// Output folder: checkpoints and `metrics.jsonl`.
     pub out: PathBuf,
     /// Updates to reach (a resumed run continues to this total).
     pub steps: u64,
@@ -52,14 +53,19 @@ pub struct RunOptions {
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunEnd {
+    /// The run reached its step count.
     Finished,
+    /// `stop` was set; a checkpoint of the last step was saved.
     Interrupted,
 }
 
 /// What happened, as it happens (for progress bars and viewers).
 pub enum RunEvent<'a> {
+    /// An update was taken.
     Step(&'a StepMetrics),
+    /// The held-out set was evaluated.
     Eval(&'a EvalMetrics),
+    /// A checkpoint was written to this folder.
     Saved(&'a Path),
     /// A record was skipped (its id, why).
     Skipped(&'a str, &'a str),
@@ -68,15 +74,21 @@ pub enum RunEvent<'a> {
 /// Errors of a run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// A training step or evaluation failed.
     #[error(transparent)]
     Train(#[from] TrainError),
+    /// Saving or loading a checkpoint failed.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
+    /// The output folder or the metrics file could not be created, read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file or folder.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
+    /// There is no training record, or every one in a row failed to load.
     #[error("no training record could be read (every image failed to load)")]
     NoData,
 }
@@ -84,12 +96,17 @@ pub enum RunError {
 /// The end of a run and its last evaluation.
 #[derive(Debug, Clone)]
 pub struct RunSummary {
+    /// Whether the run finished or was interrupted.
     pub end: RunEnd,
+    /// Updates taken in all, a resumed run's earlier ones included.
     pub steps: u64,
+    /// The first evaluation of this run (`None`: no held-out set, or evaluation off).
     pub first_eval: Option<EvalMetrics>,
+    /// The latest evaluation of this run.
     pub last_eval: Option<EvalMetrics>,
     /// Records skipped because their image could not be read.
     pub skipped_images: usize,
+    /// The checkpoint folder written last.
     pub last_checkpoint: Option<PathBuf>,
 }
 

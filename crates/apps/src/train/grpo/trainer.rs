@@ -34,17 +34,28 @@ use crate::vlm::{ImageInput, ModelError, TextModel, TrainableWeight};
 /// Errors that end a run.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
+    /// The model could not be loaded or run.
     #[error("model: {0}")]
     Model(#[from] ModelError),
+    /// A tensor operation failed.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+    /// A sample could not be prepared or scored (its image, prompt or response).
     #[error("question {id}: {reason}")]
-    Question { id: String, reason: String },
+    Question {
+        /// The sample's id.
+        id: String,
+        /// What failed.
+        reason: String,
+    },
+    /// That many steps in a row had a non-finite loss or gradient norm
+    /// ([`GrpoOptions::max_nan_steps`]).
     #[error(
         "{0} steps in a row had a non-finite loss or gradient: stopping (the last checkpoint \
          is intact; lower the learning rate or check the data)"
     )]
     NonFinite(usize),
+    /// The trainer could not be set up (e.g. no weight matches the modules to train).
     #[error("{0}")]
     Setup(String),
 }
@@ -53,13 +64,20 @@ pub enum TrainError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tune {
     /// Every decoder weight whose checkpoint name contains one of `modules` (all when empty).
-    Full { modules: Vec<String> },
+    Full {
+        /// Substrings of the checkpoint names to train (empty: every decoder weight).
+        modules: Vec<String>,
+    },
     /// LoRA adapters (PEFT's) on the decoder linears whose module name contains one of
     /// `modules` (all seven per layer when empty); the base weights stay frozen.
     Lora {
+        /// LoRA rank r.
         rank: usize,
+        /// LoRA alpha; the adapter's output is scaled by `alpha / rank`.
         alpha: f64,
+        /// Substrings of the module names to adapt (empty: all seven linears per layer).
         modules: Vec<String>,
+        /// Seed of the adapters' initialisation.
         seed: u64,
     },
 }
@@ -74,18 +92,24 @@ impl Tune {
 /// `scripts/config_stage1.yaml` as overridden by `scripts/stage_1_embodied_r1.sh`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrpoOptions {
+    /// How groups are sampled (default: 5 responses of at most 1024 tokens, temperature 1).
     pub rollout: RolloutConfig,
+    /// How rewards become advantages (default: GRPO's group normalisation, eps 1e-6, N−1 std).
     pub advantage: AdvantageMode,
     /// DAPO's dynamic sampling: groups whose rewards are all equal carry no signal and are
     /// left out of the loss (their advantages are 0 either way; leaving them out changes the
     /// token-mean's denominator).
     pub drop_flat_groups: bool,
+    /// The surrogate's clipping (default 0.2 / 0.3, dual clip 3).
     pub clip: Clip,
     /// KL to the frozen starting model as a loss term: estimator and coefficient (`None`: off,
     /// and no reference is kept).
     pub kl: Option<(KlKind, f64)>,
+    /// How per-token losses become the step's loss (default token mean).
     pub aggregation: Aggregation,
+    /// The optimiser's settings (default lr 1e-6, weight decay 1e-2).
     pub adamw: AdamWOptions,
+    /// The learning-rate schedule (default constant, no warm-up).
     pub schedule: Schedule,
     /// Global gradient-norm limit (`None`: no clipping).
     pub max_grad_norm: Option<f64>,
@@ -119,12 +143,15 @@ impl Default for GrpoOptions {
 /// One question to train or evaluate on.
 #[derive(Debug, Clone)]
 pub struct Sample {
+    /// The record's id, for messages and skipped-record reports.
     pub id: String,
     /// The metrics key (the ground truth's task type).
     pub task: String,
     /// The text after the image in the user turn.
     pub question: String,
+    /// The image shown before the question.
     pub image: RgbImage,
+    /// The ground truth the scorer compares responses against (`<type>…</type>` envelope included).
     pub ground_truth: String,
 }
 
@@ -134,7 +161,9 @@ pub type Scorer<'a> = dyn Fn(&str, &str) -> Result<Vec<(String, f64)>, String> +
 /// Means over one task's responses.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct TaskMetrics {
+    /// Responses of this task scored.
     pub responses: usize,
+    /// Their mean reward.
     pub reward: f64,
     /// Each reward component's mean (`overall` included).
     pub components: BTreeMap<String, f64>,
@@ -143,21 +172,31 @@ pub struct TaskMetrics {
 /// What one step did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StepMetrics {
+    /// The step's number (updates taken before it).
     pub step: u64,
+    /// The learning rate of this update, after the schedule.
     pub lr: f64,
+    /// The step's aggregated surrogate loss (plus the KL term when on).
     pub loss: f64,
+    /// Mean reward over the step's responses.
     pub reward: f64,
+    /// Standard deviation of those rewards (population std).
     pub reward_std: f64,
+    /// Per-task means, keyed by the task type.
     pub tasks: BTreeMap<String, TaskMetrics>,
     /// Mean k3 KL to the reference over response tokens (0 without a reference).
     pub kl: f64,
+    /// Fraction of response tokens where the clipped term was taken.
     pub clip_fraction: f64,
+    /// Fraction of response tokens where the dual clip bound.
     pub dual_clip_fraction: f64,
     /// Mean token entropy of the policy on its responses.
     pub entropy: f64,
+    /// Mean response length, tokens.
     pub response_length: f64,
     /// Fraction of responses that hit `max_new_tokens` without a stop token.
     pub truncated: f64,
+    /// Global gradient L2 norm before clipping.
     pub grad_norm: f64,
     /// Groups whose rewards were all equal.
     pub flat_groups: usize,
@@ -166,6 +205,7 @@ pub struct StepMetrics {
     /// Why the update was skipped, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// Wall-clock seconds of the whole step.
     pub seconds: f64,
     /// Of which: rollouts (vision, prefill, decoding) and scoring.
     pub rollout_seconds: f64,
@@ -176,9 +216,13 @@ pub struct StepMetrics {
 /// Greedy decoding on held-out questions.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EvalMetrics {
+    /// The trainer's step when evaluated (updates taken).
     pub step: u64,
+    /// Mean reward over the held-out questions.
     pub reward: f64,
+    /// Per-task means, keyed by the task type.
     pub tasks: BTreeMap<String, TaskMetrics>,
+    /// Responses the scorer refused (scored 0).
     pub score_errors: usize,
 }
 
@@ -191,10 +235,12 @@ struct Prepared {
 
 /// The GRPO trainer: the policy (its chosen weights as `Var`s), the frozen reference, AdamW.
 pub struct GrpoTrainer {
+    /// The policy model: weights, tokenizer and image processor.
     pub parts: QwenParts,
     reference: Option<TextModel>,
     params: Vec<TrainableWeight>,
     optim: AdamW,
+    /// The settings it trains with.
     pub options: GrpoOptions,
     /// Updates taken so far (also the number of the next step's metrics).
     pub step: u64,
@@ -263,6 +309,7 @@ impl GrpoTrainer {
         &self.optim
     }
 
+    /// The optimiser, mutable (to restore its state from a checkpoint).
     pub fn optimizer_mut(&mut self) -> &mut AdamW {
         &mut self.optim
     }

@@ -4,7 +4,7 @@
 //! function `embodiedr1_compute_score(predict_str, ground_truth) -> dict`, which EasyR1's
 //! `CustomRewardManager` (`verl/workers/reward/custom.py`, `score_function=embodiedr1`) calls once
 //! per decoded response, putting `score["overall"]` on the response's last token and logging
-//! every key. [`score`] is that function; `tests/rewards_golden.rs` checks it against the
+//! every key. [`score`] is that function; `crates/apps/src/tests/rewards_golden.rs` checks it against the
 //! released Python on the cases `tests/fixtures/gen_rewards_golden.py` generates (every
 //! component within 1e-6, NaN equal to NaN, the same keys in the same order, the same exception
 //! class). Where the released code and the paper disagree, **the released code is kept**.
@@ -88,7 +88,7 @@
 //!
 //! # Never panics
 //! Every input is data from outside: no `unwrap` on it, recursion bounded (JSON depth, LaTeX and
-//! expression nesting), sympy-like evaluation bounded in size. `tests/rewards_golden.rs` fuzzes
+//! expression nesting), sympy-like evaluation bounded in size. `crates/apps/src/tests/rewards_golden.rs` fuzzes
 //! it with proptest, including megabyte responses.
 
 mod envelope;

@@ -89,7 +89,9 @@ fn info(device: &Device, what: Rs2CameraInfo) -> Option<String> {
 pub struct DeviceInfo {
     /// e.g. "Intel RealSense D435" or "Intel RealSense L515".
     pub name: String,
+    /// The device's serial number.
     pub serial: String,
+    /// The firmware version it reports.
     pub firmware: String,
     /// Depth scale, metres per raw unit, as the device reports it.
     pub depth_scale_m: f32,
@@ -209,6 +211,7 @@ impl RealSenseCamera {
         Ok(cam)
     }
 
+    /// Who the opened device is, depth scale included.
     pub fn info(&self) -> &DeviceInfo {
         &self.info
     }

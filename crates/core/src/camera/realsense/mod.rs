@@ -30,7 +30,9 @@ pub struct RealSenseOptions {
     pub serial: Option<String>,
     /// Colour and depth size; depth is aligned to colour, so both end up this size.
     pub width: usize,
+    /// Image height, px (default 480; `width` defaults to 640).
     pub height: usize,
+    /// Stream rate of both streams, frames per second (default 30).
     pub fps: usize,
     /// Frames per [`Camera::capture`](super::Camera::capture): their depth is combined by a
     /// per-pixel temporal median (zeros ignored) to suppress flicker; the colour is the last
@@ -85,11 +87,19 @@ impl RealSenseOptions {
 /// librealsense's `rs2_distortion` ordinals (`rs_types.h`, stable since 2.0; the `realsense`
 /// feature's tests check them against realsense-sys's bindings).
 pub mod rs2_distortion {
+    /// `RS2_DISTORTION_NONE`: a pure pinhole.
     pub const NONE: i32 = 0;
+    /// `RS2_DISTORTION_MODIFIED_BROWN_CONRADY`: Brown-Conrady with the tangential terms applied
+    /// to the radially distorted point.
     pub const MODIFIED_BROWN_CONRADY: i32 = 1;
+    /// `RS2_DISTORTION_INVERSE_BROWN_CONRADY`: Brown-Conrady that undistorts instead of
+    /// distorting.
     pub const INVERSE_BROWN_CONRADY: i32 = 2;
+    /// `RS2_DISTORTION_FTHETA`: an F-theta fisheye model.
     pub const FTHETA: i32 = 3;
+    /// `RS2_DISTORTION_BROWN_CONRADY`: the standard (OpenCV) Brown-Conrady model.
     pub const BROWN_CONRADY: i32 = 4;
+    /// `RS2_DISTORTION_KANNALA_BRANDT4`: a four-coefficient Kannala-Brandt fisheye model.
     pub const KANNALA_BRANDT4: i32 = 5;
 }
 
@@ -97,13 +107,21 @@ pub mod rs2_distortion {
 /// the model as its enum ordinal).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rs2IntrinsicsFields {
+    /// Image width, px.
     pub width: i32,
+    /// Image height, px.
     pub height: i32,
+    /// Principal point, column, px.
     pub ppx: f32,
+    /// Principal point, row, px.
     pub ppy: f32,
+    /// Focal length along x, px.
     pub fx: f32,
+    /// Focal length along y, px.
     pub fy: f32,
+    /// Distortion model, an [`rs2_distortion`] ordinal.
     pub model: i32,
+    /// Distortion coefficients `[k1, k2, p1, p2, k3]`.
     pub coeffs: [f32; 5],
 }
 

@@ -14,7 +14,7 @@
 //! with the status byte) and its typed payload is `Reply`. The raw layer is what the framing and
 //! the transaction matching need; the typed layer is what a driver or an emulator reasons about.
 //! Decoders never panic: short, long or malformed input is a `ProtoError` (fuzzed in
-//! `tests/xarm_proto_fuzz.rs`).
+//! `crates/robot/src/tests/xarm_proto_fuzz.rs`).
 //!
 //! Byte order (UFACTORY `p05communication-format.md`, the SDK's `xarm/core/utils/bytes_data.py`):
 //! header fields, u16 data and Modbus registers big-endian; every f32
