@@ -63,7 +63,7 @@ pub const ENVIRONMENT: &[(&str, Reader, &str)] = &[
     ("CI", Reader::Tests, "Set by CI: reference tests fail rather than skip when their peer is missing."),
     ("POINTACT_FUZZ_CASES", Reader::Tests, "Cases per fuzz test (the suite's default is small; e.g. 100000 for a long run)."),
     ("POINTACT_FUZZ_SEED", Reader::Tests, "Seed of the fuzz tests' generator, to replay a failure."),
-    ("POINTACT_GRPO_CURVE", Reader::Tests, "A file path: `tests/grpo_learn.rs` writes its learning curve there (the source of docs/grpo_curve.png)."),
+    ("POINTACT_GRPO_CURVE", Reader::Tests, "A file path: `crates/apps/src/tests/grpo_learn.rs` writes its learning curve there (the source of docs/grpo_curve.png)."),
     ("POINTACT_SIMPLERENV", Reader::Tests, "`1`: `tests/simplerenv_maniskill3.rs` runs a real ManiSkill3 episode (`sim/simplerenv/run.py --env maniskill3` against the `serve bridge` binary) with the venv and assets of `sim/simplerenv/setup.sh`; otherwise that test says it was skipped."),
     ("POINTACT_MANISKILL3_PYTHON", Reader::Tests, "The Python of that venv, for that episode (default `~/.cache/pointact/maniskill3/venv/bin/python`)."),
 ];
