@@ -25,6 +25,7 @@ pub enum PointerKind {
 }
 
 impl PointerKind {
+    /// The backend's name, as `--pointer` takes it (`oracle`, `qwen`, `openai`).
     pub fn as_str(self) -> &'static str {
         match self {
             PointerKind::Oracle => "oracle",
@@ -236,6 +237,7 @@ pub type TextStream = Box<dyn FnMut(&str) + Send>;
 /// A model backend: what [`open`] returns.
 #[derive(Debug)]
 pub enum ModelPointer {
+    /// Qwen2.5-VL run in process.
     Qwen(Box<QwenPointer>),
     /// Boxed like `Qwen`: the client's configuration outweighs the other variant.
     Openai(Box<OpenAiPointer>),

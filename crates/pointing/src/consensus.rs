@@ -11,7 +11,9 @@ use pointact_core::camera::Frame;
 
 /// Wraps a pointer so each question is asked `samples` times (1: passed straight through).
 pub struct Consensus<P> {
+    /// The pointer asked; it should sample, or every answer is the same.
     pub inner: P,
+    /// How many times each question is asked (0 is treated as 1).
     pub samples: usize,
 }
 

@@ -31,6 +31,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub(crate) mod ability;
 pub(crate) mod backend;
 pub mod consensus;

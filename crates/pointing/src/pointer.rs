@@ -10,7 +10,9 @@ use pointact_core::camera::Frame;
 /// A parsed answer and the map from the model's pixels to the frame's pixels.
 #[derive(Debug, Clone)]
 pub struct Pointing {
+    /// What the model answered, parsed and validated, in the model's pixels.
     pub answer: PointAnswer,
+    /// How the model's image was resized from the frame, to map the points back.
     pub map: ModelImageMap,
 }
 
@@ -27,13 +29,20 @@ impl Pointing {
     }
 }
 
+/// Why a pointing query failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PointerError {
     /// (No `#[source]`: the message already holds the parser's, and error chains would repeat it.)
     #[error("the model's answer is unusable: {0}")]
     Answer(PointingError),
+    /// The instruction names no object in view (the simulator's oracle resolves phrases against the
+    /// scene).
     #[error("no object in view matches `{phrase}`")]
-    NoSuchObject { phrase: String },
+    NoSuchObject {
+        /// The object phrase as given.
+        phrase: String,
+    },
+    /// The backend failed to answer: a model error, a thread that stopped, or no usable sample.
     #[error("pointer backend: {0}")]
     Backend(String),
     /// The OpenAI-compatible server could not be used (unreachable, timed out, HTTP error, bad body).
@@ -47,6 +56,7 @@ impl From<PointingError> for PointerError {
     }
 }
 
+/// A pointing backend: asked an ability and an instruction on a frame, it answers with points.
 pub trait Pointer {
     /// Backend name for logs ("oracle", "qwen", "openai").
     fn name(&self) -> &str;

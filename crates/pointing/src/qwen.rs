@@ -34,6 +34,8 @@ pub struct QwenOptions {
     pub quant_cache: CacheOptions,
     /// Override the preprocessor's pixel budget (fewer pixels = fewer image tokens = faster).
     pub min_pixels: Option<u64>,
+    /// Override the preprocessor's `max_pixels` (images above it are resized down); `None` keeps
+    /// the model's.
     pub max_pixels: Option<u64>,
     /// Decoding settings; `stop_ids` is filled from the model when empty.
     pub generation: GenerationConfig,
@@ -108,21 +110,32 @@ impl Default for QwenOptions {
 /// Why the backend could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The model folder or its files could not be found or fetched.
     #[error(transparent)]
     Files(#[from] pointact_vlm::FilesError),
+    /// `config.json` is missing or invalid.
     #[error(transparent)]
     Config(#[from] pointact_vlm::ConfigError),
+    /// The tokenizer or chat template could not be loaded, or its special-token ids disagree with
+    /// `config.json`.
     #[error(transparent)]
     Tokenizer(#[from] pointact_vlm::TokenizerError),
+    /// The image processor settings (from `preprocessor_config.json` or the pixel overrides) are
+    /// invalid.
     #[error(transparent)]
     Processor(#[from] pointact_vlm::ProcessorError),
+    /// The safetensors checkpoint could not be opened.
     #[error(transparent)]
     Weights(#[from] pointact_vlm::WeightsError),
+    /// The device cannot be opened, or cannot run the weight format asked for.
     #[error(transparent)]
     Device(#[from] pointact_vlm::DeviceError),
+    /// Building the model from the checkpoint failed (e.g. a missing tensor or a shape mismatch).
     #[error("loading weights from {dir}: {source}")]
     Model {
+        /// The model folder.
         dir: String,
+        /// candle's error.
         source: candle_core::Error,
     },
     /// The pixel settings the user asked for cannot fit the activation budget.
@@ -132,10 +145,16 @@ pub enum LoadError {
          lower --{flag} or raise --memory-budget-gb"
     )]
     PixelBudget {
+        /// The flag that asked (`min-pixels` or `max-pixels`), without dashes.
         flag: &'static str,
+        /// The pixel count asked for.
         asked: u64,
+        /// The most pixels one image may have within the budget.
         fit: u64,
+        /// The budget, formatted (GiB or MiB).
         budget: String,
+        /// Where the budget came from (`--memory-budget-gb`, or the default and the memory
+        /// available).
         origin: String,
     },
 }
@@ -145,10 +164,13 @@ pub enum LoadError {
 pub struct QwenReply {
     /// The decoded reply (special tokens removed).
     pub text: String,
+    /// The generated token ids, the stop token (if one ended the reply) last.
     pub tokens: Vec<u32>,
+    /// Time of each phase and the token counts.
     pub timings: Timings,
     /// Size of the image the model saw, and of the one given.
     pub model_size: ImageSize,
+    /// Size of the image given.
     pub original_size: ImageSize,
 }
 
@@ -157,9 +179,13 @@ type TextSink = Box<dyn FnMut(&str) + Send>;
 
 /// What [`QwenPointer::into_parts`] hands over.
 pub struct QwenParts {
+    /// The loaded model.
     pub model: Qwen25Vl,
+    /// The tokenizer with the chat template prompts are rendered with.
     pub tokenizer: Qwen25Tokenizer,
+    /// The image processor with the pixel limits in use (after any cap to the activation budget).
     pub processor: ImageProcessor,
+    /// The model's files (config, weights, tokenizer, ...).
     pub files: ModelFiles,
     /// The system message prompts are rendered with (`None`: the template's default).
     pub system: Option<String>,
@@ -381,7 +407,9 @@ impl QwenPointer {
 pub struct QwenTextReply {
     /// The decoded reply (special tokens removed).
     pub text: String,
+    /// The generated token ids, the stop token (if one ended the reply) last.
     pub tokens: Vec<u32>,
+    /// Time of each phase and the token counts.
     pub timings: Timings,
 }
 

@@ -10,26 +10,35 @@ use super::{Ability, PointerError, Pointing};
 /// A size in pixels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Size {
+    /// Width in pixels.
     pub width: u32,
+    /// Height in pixels.
     pub height: u32,
 }
 
 /// One answered (or failed) pointing query.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PointReport {
+    /// The ability asked for, as its command-line name (`reg`, `rrg`, `ofg`, `vtg`).
     pub ability: String,
+    /// The instruction that filled the prompt template.
     pub instruction: String,
     /// Points in the given image's pixels, `[x, y]` (x = column); VTG in trajectory order.
     pub points: Vec<[f64; 2]>,
     /// The same points in the pixels of the resized image the model saw.
     pub model_points: Vec<[f64; 2]>,
+    /// Size of the given image, when an answer was parsed.
     pub image: Option<Size>,
+    /// Size of the resized image the model saw, when an answer was parsed.
     pub model_image: Option<Size>,
+    /// The model's reasoning before its answer, if it gave any.
     pub reasoning: Option<String>,
     /// The model's full reply.
     pub raw: Option<String>,
+    /// Why the query failed; absent from the JSON on success.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Path of the overlay image written for this query; absent from the JSON when none was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overlay: Option<String>,
 }
@@ -76,6 +85,7 @@ impl PointReport {
         self
     }
 
+    /// Records the path of the overlay image drawn for this query.
     pub fn with_overlay(mut self, path: &Path) -> Self {
         self.overlay = Some(path.display().to_string());
         self

@@ -5,6 +5,8 @@
 //! synchronous. A `Robot` only accepts motions that passed the `safety` gate (`CheckedTrajectory`,
 //! `CheckedGripper`), so no code path can move a robot without the checks.
 
+#![warn(missing_docs)]
+
 pub mod dynamixel;
 pub mod servo;
 pub mod settings;
@@ -16,19 +18,36 @@ use std::sync::Arc;
 use pointact_core::kinematics::RobotModel;
 use pointact_core::safety::{CheckedGripper, CheckedTrajectory};
 
+/// Why a `Robot` call failed. Every driver maps its own faults onto these, so callers can react
+/// the same way whichever robot is behind the trait.
 #[derive(Debug, thiserror::Error)]
 pub enum RobotError {
+    /// The link to the robot (socket or serial port) failed or was closed; the text says which
+    /// and why.
     #[error("connection to the robot lost: {0}")]
     Disconnected(String),
+    /// The robot's controller reported an error or refused a command.
     #[error("robot controller error {code}: {detail}")]
-    Controller { code: i32, detail: String },
+    Controller {
+        /// The controller's own error or warning number.
+        code: i32,
+        /// What the code means, and what the driver was doing when it came.
+        detail: String,
+    },
+    /// The robot did not answer within the given time (s).
     #[error("robot did not answer within {0:.1} s")]
     Timeout(f64),
+    /// The driver stopped the motion because it could not be completed as commanded (the arm
+    /// ended off the trajectory, the controller left its motion state, ...); the text says why.
     #[error("robot stopped: {0}")]
     Stopped(String),
     /// The servo loop got no new setpoint for `silent_s` and stopped the arm.
     #[error("robot stopped: no new setpoint for {silent_s:.2} s (the trajectory feed stalled)")]
-    Watchdog { silent_s: f64 },
+    Watchdog {
+        /// How long the feed had been silent when the loop stopped (s).
+        silent_s: f64,
+    },
+    /// The simulator behind the simulated robot failed.
     #[error("simulator: {0}")]
     Sim(String),
     /// The controller sent bytes the driver cannot read (a malformed or unexpected frame); the

@@ -47,28 +47,50 @@ pub(crate) const MAX_TIMEOUT_S: f64 = 60.0;
 /// Errors name the file and the key at fault: the usual cause is a hand-edited file.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
+    /// The settings file could not be read (missing, unreadable).
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file that was asked for.
         path: PathBuf,
+        /// Why reading it failed.
         #[source]
         source: std::io::Error,
     },
     /// Syntax errors, unknown keys, missing keys and wrong types, as reported by the TOML parser
     /// (which shows the line and the key).
     #[error("{file}: {detail}")]
-    Toml { file: String, detail: String },
+    Toml {
+        /// The file (or built-in settings) being parsed.
+        file: String,
+        /// The parser's message.
+        detail: String,
+    },
     /// A value that parses but is not acceptable (zero port, non-finite timeout, bad address...).
     #[error("{file}: field `{field}`: {detail}")]
     Field {
+        /// The file (or built-in settings) being checked.
         file: String,
+        /// The dotted key of the value (`network.command_port`).
         field: String,
+        /// What is wrong with it.
         detail: String,
     },
     /// The settings disagree with the robot description they are used with.
     #[error("driver settings do not fit robot `{robot}`: {detail}")]
-    ModelMismatch { robot: String, detail: String },
+    ModelMismatch {
+        /// The robot's name in its `robot.toml`.
+        robot: String,
+        /// What disagrees.
+        detail: String,
+    },
+    /// `builtin` was asked for a robot that has no driver settings compiled in.
     #[error("no built-in driver settings for robot `{name}`: built-in robots are {known}")]
-    UnknownRobot { name: String, known: String },
+    UnknownRobot {
+        /// The name asked for.
+        name: String,
+        /// The built-in robot names, listed for the message.
+        known: String,
+    },
 }
 
 /// Which driver a `driver.toml` is for: the value of its `driver` key.
@@ -93,7 +115,9 @@ impl fmt::Display for DriverKind {
 /// The settings of one robot's driver, chosen by the file's `driver = "xarm" | "dynamixel"` key.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DriverSettings {
+    /// `driver = "xarm"`: a UFACTORY xArm controller.
     Xarm(XarmSettings),
+    /// `driver = "dynamixel"`: Dynamixel servos on a serial bus (WidowX 250).
     Dynamixel(DynamixelSettings),
 }
 
@@ -105,9 +129,13 @@ pub enum DriverSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct XarmSettings {
+    /// `[network]`: controller address, ports and timeouts.
     pub network: XarmNetwork,
+    /// `[motion]`: speeds and accelerations of the motions the controller plans itself.
     pub motion: XarmMotion,
+    /// `[gripper]`: the xArm Gripper on the tool RS-485 port.
     pub gripper: XarmGripper,
+    /// `[payload]`: the tool's mass and centre of mass.
     pub payload: XarmPayload,
 }
 
@@ -216,10 +244,13 @@ pub struct XarmPayload {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DynamixelSettings {
+    /// `[bus]`: serial port, baud rate, protocol and timeout.
     pub bus: DynamixelBus,
+    /// `[position]`: how servo ticks map to joint angles.
     pub position: DynamixelPosition,
     /// One entry per arm joint, in `robot.toml` `arm_joints` order.
     pub joints: Vec<DynamixelJoint>,
+    /// `[gripper]`: the gripper servo and its linkage.
     pub gripper: DynamixelGripper,
 }
 
@@ -233,6 +264,7 @@ pub const DYNAMIXEL_BAUDS: [u32; 8] = [
 /// Highest unicast servo id in Protocol 2.0 (254 is broadcast, 253 reserved).
 pub(crate) const DYNAMIXEL_MAX_ID: u8 = 252;
 
+/// The serial bus the servos share.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DynamixelBus {
@@ -251,6 +283,7 @@ pub struct DynamixelBus {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DynamixelPosition {
+    /// Position ticks per full turn of the servo (4096 on X-series servos).
     pub ticks_per_revolution: u32,
     /// Tick count at joint angle 0.
     pub center_ticks: u32,
@@ -300,11 +333,13 @@ pub enum DynamixelGripperMode {
     Position,
 }
 
+/// The gripper servo and the linkage that turns its angle into finger travel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DynamixelGripper {
     /// Servo id.
     pub id: u8,
+    /// Whether the fingers are driven by effort (PWM) or to a position.
     pub mode: DynamixelGripperMode,
     /// Radius of the servo horn that drives the finger linkage (m). With `arm_length` it maps the
     /// servo angle θ to a finger's position x = r·sin θ + √(L² − r²·cos² θ), the unit of
@@ -424,6 +459,7 @@ impl DriverSettings {
         Ok(settings)
     }
 
+    /// Which driver these settings are for.
     pub fn kind(&self) -> DriverKind {
         match self {
             DriverSettings::Xarm(_) => DriverKind::Xarm,
@@ -431,6 +467,7 @@ impl DriverSettings {
         }
     }
 
+    /// The xArm settings, or `None` for another driver.
     pub fn as_xarm(&self) -> Option<&XarmSettings> {
         match self {
             DriverSettings::Xarm(s) => Some(s),
@@ -438,6 +475,7 @@ impl DriverSettings {
         }
     }
 
+    /// The Dynamixel settings, or `None` for another driver.
     pub fn as_dynamixel(&self) -> Option<&DynamixelSettings> {
         match self {
             DriverSettings::Dynamixel(s) => Some(s),
@@ -825,6 +863,7 @@ impl DynamixelSettings {
 }
 
 impl DynamixelBus {
+    /// `timeout_s` as a `Duration`: the longest wait for each status packet.
     pub fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout_s)
     }

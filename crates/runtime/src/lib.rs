@@ -5,5 +5,7 @@
 //! viewer or the applications that drive them; here the compiler holds that rule, since nothing
 //! above (the simulator, `viz`, the bridge, the trainer) is a dependency.
 
+#![warn(missing_docs)]
+
 pub mod executor;
 pub mod task;

@@ -16,27 +16,43 @@ use pointact_core::safety::{
 use pointact_pointing::Pointer;
 use pointact_robot::{JointState, Robot, RobotError};
 
+/// Why a task run stopped short.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The camera failed to capture, or delivered an invalid frame.
     #[error("camera: {0}")]
     Camera(#[from] CameraError),
     /// The executor could not make a plan (instruction, pointer, perception, planning).
     #[error(transparent)]
     Task(#[from] TaskError),
+    /// A step of the plan did not pass the safety gate; nothing of that plan moved.
     #[error("safety gate refused step {index} ({label}): {source}")]
     Safety {
+        /// Index of the refused step in the plan.
         index: usize,
+        /// The step's label.
         label: String,
+        /// Why the gate refused it.
         #[source]
         source: SafetyError,
     },
+    /// The robot driver failed to read its state or to execute a command.
     #[error("robot: {0}")]
     Robot(#[from] RobotError),
+    /// A gripper step meant to grasp the object closed on nothing, and no retry was left.
     #[error("grasp failed: the fingers closed to {width:.4} m, nothing is held")]
-    GraspMissed { width: f64 },
+    GraspMissed {
+        /// Gripper width after closing, m.
+        width: f64,
+    },
     /// The object left the fingers during a move that carried it (it slipped, or was dropped).
     #[error("the object was lost during `{step}`: the fingers closed to {width:.4} m")]
-    GraspLost { step: String, width: f64 },
+    GraspLost {
+        /// Label of the move during which it was lost.
+        step: String,
+        /// Gripper width measured after the move, m.
+        width: f64,
+    },
     /// The checked plan was shown and not approved: nothing moved.
     #[error("the plan was not approved: nothing moved")]
     Declined,
@@ -50,9 +66,11 @@ enum CheckedStep {
     Gripper(CheckedGripper, bool),
 }
 
+/// What a finished run did.
 pub struct RunOutcome {
     /// The plan that ran last (the retry's, after a missed grasp).
     pub plan: Plan,
+    /// Whether the plan was executed (false for a dry run).
     pub executed: bool,
     /// Plans tried (2: the first grasp closed on nothing and the task was planned again).
     pub attempts: usize,

@@ -14,7 +14,9 @@ pub(crate) const BESIDE_LATERAL_SLACK_M: f64 = 0.08;
 /// Which side of a reference object, as seen in the task camera's image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
+    /// Towards the image's left edge (−u).
     Left,
+    /// Towards the image's right edge (+u).
     Right,
 }
 

@@ -28,7 +28,9 @@ pub struct Segmentation {
     pub instance: Vec<u16>,
     /// Functional-part id per pixel within its instance (0 = none).
     pub part: Vec<u8>,
+    /// Image width, px.
     pub width: usize,
+    /// Image height, px.
     pub height: usize,
     /// Where the camera truly was (base frame) when the frame's pose may be wrong (a simulated
     /// calibration error): ground truth projects with this one. None: the frame's own pose.
@@ -52,6 +54,7 @@ type Labelled = (f64, Arc<Segmentation>);
 const LABELLED_FRAMES: usize = 4;
 
 impl SharedWorld {
+    /// Shares `world`, with no labelled frames yet.
     pub fn new(world: SimWorld) -> Self {
         SharedWorld {
             world: Arc::new(Mutex::new(world)),
@@ -99,6 +102,8 @@ impl std::fmt::Debug for SharedWorld {
 /// drives the arm as usual.
 pub(crate) type StepObserver = Box<dyn FnMut(&SimWorld, &JointState) + Send>;
 
+/// The simulated arm: a [`Robot`] whose commands drive the robot of a [`SharedWorld`] and step
+/// the simulation.
 pub struct SimRobot {
     world: SharedWorld,
     model: Arc<RobotModel>,
@@ -319,9 +324,12 @@ impl EmulatedArm for SimArm {
     }
 }
 
+/// The simulated RGB-D camera: a `Camera` that ray-casts the shared world from the scene's
+/// camera and keeps each frame's ground-truth labels in the world.
 pub struct SimCamera {
     world: SharedWorld,
     camera: PinholeCamera,
+    /// Shading and sensor imperfections applied to each frame.
     pub options: RenderOptions,
     /// A calibration error: frames report `camera pose ∘ error` as their camera pose (see
     /// [`calibration_error`]) while the image is rendered from the true one.
@@ -354,6 +362,7 @@ pub fn calibration_error(mm: f64, deg: f64, seed: u64) -> Isometry3<f64> {
 }
 
 impl SimCamera {
+    /// A camera at the world's scene camera, rendering with `options`.
     pub fn new(world: SharedWorld, options: RenderOptions) -> Self {
         let camera = world.lock().scene().camera.pinhole.clone();
         SimCamera {
@@ -371,6 +380,7 @@ impl SimCamera {
         self
     }
 
+    /// The true camera model (intrinsics and pose) frames are rendered with.
     pub fn pinhole(&self) -> &PinholeCamera {
         &self.camera
     }

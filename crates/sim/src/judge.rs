@@ -55,7 +55,9 @@ pub(crate) const OBSTACLE_TIP_RAD: f64 = 0.1;
 /// The verdict, with a sentence saying why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Judgement {
+    /// Whether the episode's goal held (and no obstacle was touched, moved or tipped).
     pub success: bool,
+    /// One sentence saying why it passed or failed, for logs and reports.
     pub detail: String,
 }
 

@@ -18,9 +18,11 @@ use pointact_pointing::{Ability, ImageSize, ModelImageMap, Pointer, PointerError
 /// One object as the oracle knows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OracleObject {
+    /// Scene name of the object.
     pub name: String,
     /// Phrases that refer to it, lower case ("pepper", "red pepper", "nearest object").
     pub aliases: Vec<String>,
+    /// Its instance id in the label images.
     pub instance: u16,
     /// (part name, part id) pairs.
     pub parts: Vec<(String, u8)>,
@@ -32,6 +34,7 @@ pub struct OracleTruth {
     /// Where each frame's instance and part labels come from (frames themselves carry no ground
     /// truth).
     pub labels: LabelSource,
+    /// Every object an instruction may name.
     pub objects: Vec<OracleObject>,
     /// The object the task moves.
     pub manipulated: String,
@@ -64,6 +67,7 @@ impl LabelSource {
     }
 }
 
+/// How much worse than perfect the oracle answers, and how many points it gives.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OracleOptions {
     /// Gaussian pixel noise, standard deviation per coordinate (px).
@@ -76,6 +80,7 @@ pub struct OracleOptions {
     pub outlier_prob: f64,
     /// Points per REG/OFG/RRG answer.
     pub points: usize,
+    /// Seed of the generator behind noise, drops and outliers, so answers repeat run to run.
     pub seed: u64,
 }
 
@@ -91,6 +96,7 @@ impl Default for OracleOptions {
     }
 }
 
+/// A [`Pointer`] that answers from ground truth, degraded as its [`OracleOptions`] say.
 pub struct OraclePointer {
     truth: OracleTruth,
     options: OracleOptions,
@@ -98,6 +104,7 @@ pub struct OraclePointer {
 }
 
 impl OraclePointer {
+    /// An oracle for one episode, its random generator seeded from `options.seed`.
     pub fn new(truth: OracleTruth, options: OracleOptions) -> Self {
         let rng = ChaCha8Rng::seed_from_u64(options.seed);
         OraclePointer {

@@ -95,34 +95,58 @@ pub const BUILTIN_SCENES: &[(&str, &str)] = &[
 /// hand-written and the fix is an edit there.
 #[derive(Debug, thiserror::Error)]
 pub enum SceneError {
+    /// A scene file could not be read from disk.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file that failed.
         path: PathBuf,
+        /// The underlying I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The text is not valid TOML or does not match the scene file's schema.
     #[error("{file}: invalid scene TOML: {detail}")]
-    Toml { file: String, detail: String },
-    #[error("{file}: {field}: {detail}")]
-    Field {
+    Toml {
+        /// Source of the text (a path, or `sim/scenes/<name>.toml` for a built-in).
         file: String,
-        field: String,
+        /// The parser's message.
         detail: String,
     },
+    /// A value parsed but is out of range or inconsistent (bad size, colour, friction, shape,
+    /// part, or overlapping layout).
+    #[error("{file}: {field}: {detail}")]
+    Field {
+        /// Source of the text.
+        file: String,
+        /// Dotted path of the offending entry, e.g. `table.friction`.
+        field: String,
+        /// What is wrong and what is allowed.
+        detail: String,
+    },
+    /// A name given as a scene is neither a built-in scene nor (for the caller) a file path.
     #[error("unknown scene `{name}`: built-in scenes are {known}; or pass a path to a .toml file")]
-    UnknownScene { name: String, known: String },
+    UnknownScene {
+        /// The name as given.
+        name: String,
+        /// The built-in scene names, for the message.
+        known: String,
+    },
 }
 
 /// The table: a fixed slab whose top is the plane z = `height`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
+    /// Height of the top face in the world (robot base) frame, m.
     pub height: f64,
     /// Centre of the top face in x, y.
     pub center: [f64; 2],
     /// Extent in x, y (m).
     pub size: [f64; 2],
+    /// Slab thickness below the top face, m.
     pub thickness: f64,
+    /// Linear RGB in [0, 1].
     pub color: [f32; 3],
+    /// Coulomb friction coefficient of the top, in [0, 5].
     pub friction: f64,
 }
 
@@ -151,8 +175,11 @@ impl Table {
 /// [`PinholeCamera::look_at`]) when the scene is loaded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CameraSpec {
+    /// Optical centre, world frame, m.
     pub eye: Point3<f64>,
+    /// World point the optical axis passes through, m.
     pub target: Point3<f64>,
+    /// World direction that appears up in the image (need not be orthogonal to the view axis).
     pub up: Vector3<f64>,
     /// The rendered camera: intrinsics and the pose from `eye`, `target`, `up`.
     pub pinhole: PinholeCamera,
@@ -243,6 +270,7 @@ impl CameraSpec {
         self.pinhole.world_from_camera
     }
 
+    /// Pinhole intrinsics of the `width` × `height` image, px.
     pub fn intrinsics(&self) -> &Intrinsics {
         &self.pinhole.intrinsics
     }
@@ -274,8 +302,11 @@ impl CameraSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Placement {
+    /// Range of the world x of the object origin, [min, max], m.
     pub x: [f64; 2],
+    /// Range of the world y of the object origin, [min, max], m.
     pub y: [f64; 2],
+    /// Range of the rotation about world z, [min, max], rad; a full turn when omitted.
     #[serde(default = "full_turn")]
     pub yaw: [f64; 2],
 }
@@ -287,7 +318,9 @@ fn full_turn() -> [f64; 2] {
 /// A region of space (a box or cylinder) in some frame: a container's inside, a place target.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Region {
+    /// Pose of the shape's centre in the region's parent frame.
     pub frame_from_region: Isometry3<f64>,
+    /// The box or cylinder, centred on its own origin.
     pub shape: Shape,
 }
 
@@ -304,8 +337,11 @@ impl Region {
 /// One primitive of an object, placed in the object frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectPrimitive {
+    /// Geometry, centred on its own origin.
     pub shape: Shape,
+    /// Pose of the shape in the object frame.
     pub object_from_shape: Isometry3<f64>,
+    /// Linear RGB in [0, 1] it is rendered with (part colour, fixed tint or the object's colour).
     pub color: [f32; 3],
     /// Part id: index into `SceneObject::parts` plus one (`NO_PART` = 0 is never used by objects).
     pub part: u8,
@@ -320,12 +356,15 @@ pub struct SceneObject {
     pub aliases: Vec<String>,
     /// Kind from the scene file ("mug", "bowl", …).
     pub kind: String,
+    /// Main colour, linear RGB in [0, 1], for primitives without a part colour or fixed tint.
     pub color: [f32; 3],
     /// Total mass, kg; spread over the primitives by volume.
     pub mass: f64,
+    /// Coulomb friction coefficient, in [0, 5].
     pub friction: f64,
     /// Resting pose on the table (origin at the base centre, z = table height).
     pub world_from_object: Isometry3<f64>,
+    /// The shapes the object is made of, object frame.
     pub primitives: Vec<ObjectPrimitive>,
     /// Functional part names; part id `i + 1` is `parts[i]`.
     pub parts: Vec<String>,
@@ -416,11 +455,15 @@ impl SceneObject {
 /// A whole scene: table, camera, objects (in file order, which fixes their instance ids).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scene {
+    /// The `name` the scene file gives itself.
     pub name: String,
     /// Robot the scene is laid out for (`xarm6`, `widowx250`).
     pub robot: String,
+    /// The table the robot and objects stand on.
     pub table: Table,
+    /// The scene's one RGB-D camera.
     pub camera: CameraSpec,
+    /// The objects, in file order (the renderer's instance id is `FIRST_OBJECT_INSTANCE` + index).
     pub objects: Vec<SceneObject>,
 }
 
@@ -562,6 +605,7 @@ impl Scene {
         Ok(scene)
     }
 
+    /// The object called `name`, if the scene has one.
     pub fn object(&self, name: &str) -> Option<&SceneObject> {
         self.objects.iter().find(|o| o.name == name)
     }

@@ -43,52 +43,88 @@ const MAX_TRIES: usize = 5000;
 /// cover of its collision geometry, fingers open), so the arm starts well clear of them, m.
 pub(crate) const HOME_CLEARANCE_M: f64 = 0.04;
 
+/// Why a task could not be found, checked or laid out as an episode.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
+    /// A task name matched no task (by `suite/id` or bare id).
     #[error("unknown task `{name}`; tasks are {known}")]
-    UnknownTask { name: String, known: String },
+    UnknownTask {
+        /// The name as given.
+        name: String,
+        /// Every task's `suite/id`, comma-separated, for the message.
+        known: String,
+    },
+    /// A suite name is not `tabletop`, `bridge` or `clutter`.
     #[error("unknown suite `{name}`; suites are tabletop, bridge, clutter")]
-    UnknownSuite { name: String },
+    UnknownSuite {
+        /// The name as given.
+        name: String,
+    },
+    /// The task's built-in scene could not be loaded.
     #[error(transparent)]
     Scene(#[from] SceneError),
+    /// Building the episode's physics world failed.
     #[error(transparent)]
     Physics(#[from] PhysicsError),
+    /// The episode's built-in robot model could not be loaded or posed (its home pose keeps
+    /// obstacles clear).
     #[error(transparent)]
     Kinematics(#[from] KinematicsError),
+    /// The task's built-in scene lacks an object (or grasp part) the task names.
     #[error("task `{task}`: scene has no object `{object}`")]
-    MissingObject { task: String, object: String },
+    MissingObject {
+        /// The task's `suite/id`.
+        task: String,
+        /// The missing object, or `object (part `part`)` for a missing part.
+        object: String,
+    },
     /// A scene given for a task (`run --scene`) does not hold what the task moves or aims at.
     #[error("task `{task}`: scene `{scene}` {what}; its objects are {known}. The scene file's object names (and parts) must be the task's")]
     SceneMismatch {
+        /// The task's `suite/id`.
         task: String,
+        /// The given scene's name.
         scene: String,
+        /// What is missing, as a phrase completing "scene `x` ...".
         what: String,
+        /// The scene's object names, for the message.
         known: String,
     },
     /// A scene given for a task holds the right objects but cannot pose it as it stands.
     #[error("task `{task}`: in scene `{scene}` {why}")]
     SceneLayout {
+        /// The task's `suite/id`.
         task: String,
+        /// The given scene's name.
         scene: String,
+        /// What is wrong with the layout.
         why: String,
     },
+    /// Rejection sampling found no valid layout for this seed within the try budget.
     #[error("task `{task}`, seed {seed}: no valid layout in {tries} tries; widen the `place` ranges in the scene file")]
     Placement {
+        /// The task's `suite/id`.
         task: String,
+        /// The episode seed.
         seed: u64,
+        /// Layouts sampled before giving up.
         tries: usize,
     },
 }
 
+/// A group of tasks sharing a purpose and robots (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Suite {
+    /// xArm 6 tasks modelled on the Embodied-R1 real-robot tasks.
     Tabletop,
+    /// The SimplerEnv WidowX tasks.
     Bridge,
     /// Both arms, obstacles in the way (collision-aware planning).
     Clutter,
 }
 
 impl Suite {
+    /// The suite's name, as used in `suite/id` task names.
     pub fn name(self) -> &'static str {
         match self {
             Suite::Tabletop => "tabletop",
@@ -97,6 +133,7 @@ impl Suite {
         }
     }
 
+    /// The suite named `name` (as [`Suite::name`] spells it).
     pub fn parse(name: &str) -> Result<Suite, TaskError> {
         match name {
             "tabletop" => Ok(Suite::Tabletop),
@@ -121,25 +158,39 @@ impl Suite {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Goal {
     /// `object` rests inside `container`'s open volume, released.
-    Inside { object: String, container: String },
+    Inside {
+        /// The manipulated object.
+        object: String,
+        /// The object it must end up in.
+        container: String,
+    },
     /// `object` rests on `support` (touching it, not the table), released, and stays still for
     /// `still_s` seconds.
     OnTop {
+        /// The manipulated object.
         object: String,
+        /// The object it must rest on.
         support: String,
+        /// How long it must stay still there, s.
         still_s: f64,
     },
     /// `object` rests on the table entirely on `side` of `reference` in the camera image.
     Beside {
+        /// The manipulated object.
         object: String,
+        /// The object it is placed relative to.
         reference: String,
+        /// Which side of `reference`, as seen in the camera image.
         side: Side,
     },
     /// `object` is held at least `min_lift_m` above where it started, the fingers touching only
     /// `part` (when given).
     Lifted {
+        /// The manipulated object.
         object: String,
+        /// The only part the fingers may touch, if any.
         part: Option<String>,
+        /// Minimum height gained over the start pose, m.
         min_lift_m: f64,
     },
 }
@@ -160,9 +211,17 @@ impl Goal {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Target {
     /// In or on this object; `region` is in that object's frame (see `SceneObject::place_region`).
-    Object { name: String, region: Region },
+    Object {
+        /// The target object.
+        name: String,
+        /// Where on or in it, in the object's frame.
+        region: Region,
+    },
     /// An area of the table, world frame.
-    Area { region: Region },
+    Area {
+        /// The area, world frame.
+        region: Region,
+    },
     /// Nowhere: the object is only to be picked up.
     None,
 }
@@ -170,6 +229,7 @@ pub enum Target {
 /// How a task names its object.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ObjectChoice {
+    /// Always this scene object.
     Named(&'static str),
     /// Of these, the one nearest the camera (ties broken by sampling: the layout is rejected unless
     /// the nearest is at least 4 cm nearer than the next).
@@ -179,10 +239,30 @@ pub enum ObjectChoice {
 /// The relation a task asks for, before the object is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Relation {
-    Inside { container: &'static str },
-    OnTop { support: &'static str, still_s: f64 },
-    Beside { reference: &'static str, side: Side },
-    Lifted { min_lift_m: f64 },
+    /// Put the object in `container` (becomes [`Goal::Inside`]).
+    Inside {
+        /// Scene object the object goes into.
+        container: &'static str,
+    },
+    /// Put the object on `support` and leave it still (becomes [`Goal::OnTop`]).
+    OnTop {
+        /// Scene object the object goes onto.
+        support: &'static str,
+        /// How long it must stay still there, s.
+        still_s: f64,
+    },
+    /// Put the object on the table beside `reference` (becomes [`Goal::Beside`]).
+    Beside {
+        /// Scene object the placement is relative to.
+        reference: &'static str,
+        /// Which side, as seen in the camera image.
+        side: Side,
+    },
+    /// Pick the object up (becomes [`Goal::Lifted`]).
+    Lifted {
+        /// Minimum height gained over the start pose, m.
+        min_lift_m: f64,
+    },
 }
 
 /// Where an obstacle of a `clutter` task must stand; every sampled layout obeys it. Gaps are
@@ -238,13 +318,17 @@ const fn beside_target(name: &'static str, gap: [f64; 2]) -> ObstacleRule {
 pub struct TaskSpec {
     /// Short id, unique in its suite ("fruit_in_bowl").
     pub id: &'static str,
+    /// The suite the task belongs to.
     pub suite: Suite,
     /// Built-in scene name (`sim/scenes/<scene>.toml`).
     pub scene: &'static str,
+    /// The natural-language instruction given to the executor.
     pub instruction: &'static str,
+    /// Which scene object is manipulated.
     pub object: ObjectChoice,
     /// Part to grasp (OFG tasks), e.g. a knife's handle.
     pub grasp_part: Option<&'static str>,
+    /// Where the object must end up.
     pub relation: Relation,
     /// Simulated time an executor gets, s.
     pub time_limit_s: f64,
@@ -548,19 +632,25 @@ pub fn task(name: &str) -> Result<TaskSpec, TaskError> {
 pub struct Episode {
     /// `suite/id`.
     pub task: String,
+    /// The task's suite.
     pub suite: Suite,
+    /// The seed the object poses were sampled with.
     pub seed: u64,
     /// Robot name (`xarm6`, `widowx250`).
     pub robot: String,
     /// The scene with this episode's object poses.
     pub scene: Scene,
+    /// The natural-language instruction given to the executor.
     pub instruction: String,
+    /// What the judge checks at the end.
     pub goal: Goal,
     /// The object to manipulate.
     pub object: String,
     /// Part to grasp it by, if the task says.
     pub grasp_part: Option<String>,
+    /// Where the object should go (ground truth for oracle pointers and planners).
     pub target: Target,
+    /// Simulated time an executor gets, s.
     pub time_limit_s: f64,
     /// Objects the robot must not touch, move or tip (the task's obstacles; empty outside the
     /// clutter suite). The judge fails an episode that does.

@@ -21,43 +21,77 @@ use serde::Deserialize;
 /// Errors from reading or validating a Qwen2.5-VL `config.json`.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("cannot read model config {path}: {source}")]
     Io {
+        /// Path of the `config.json` that was read.
         path: PathBuf,
+        /// The underlying I/O error.
         source: std::io::Error,
     },
+    /// The file is not JSON, or a key has the wrong type (e.g. a string where a number is
+    /// expected).
     #[error("model config is not valid Qwen2.5-VL JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A key the network cannot be built without (a size, a layer or head count, a special-token
+    /// id, `vision_config` or `rope_scaling.mrope_section`) is absent; holds its name.
     #[error("model config lacks `{0}` (neither at the top level nor in `text_config`)")]
     Missing(&'static str),
+    /// A value is out of range (zero, not a divisor, not finite, an unsupported activation, a token
+    /// id not below `vocab_size`).
     #[error("model config `{field}` is {value}: {reason}")]
     Invalid {
+        /// The key, as it is spelled in the file (vision keys prefixed with `vision_config.`).
         field: &'static str,
+        /// The offending value, formatted.
         value: String,
+        /// Why the value is rejected.
         reason: &'static str,
     },
+    /// `rope_scaling.mrope_section` does not split the `head_dim / 2` rotary frequencies exactly.
     #[error(
         "rope_scaling.mrope_section {sections:?} sums to {sum}, but must sum to head_dim/2 = {half_head_dim} \
          (head_dim = hidden_size / num_attention_heads)"
     )]
     MropeSection {
+        /// The sections as read (temporal, height, width).
         sections: Vec<usize>,
+        /// Their sum.
         sum: usize,
+        /// What they must sum to: `hidden_size / num_attention_heads / 2`.
         half_head_dim: usize,
     },
+    /// The vision per-head width is not a multiple of 4, which the 2-D rotary embedding needs.
     #[error(
         "vision head_dim {head_dim} (hidden_size {hidden_size} / num_heads {num_heads}) must be a multiple of 4: \
          the 2-D rotary splits half of it into equal row and column parts of even size"
     )]
     VisionHeadDim {
+        /// `vision_config.hidden_size`.
         hidden_size: usize,
+        /// `vision_config.num_heads`.
         num_heads: usize,
+        /// `hidden_size / num_heads`.
         head_dim: usize,
     },
+    /// `vision_config.fullatt_block_indexes` is not strictly increasing or names a block at or
+    /// beyond `depth`.
     #[error("vision fullatt_block_indexes {indexes:?} must be increasing and below depth {depth}")]
-    FullAttBlocks { indexes: Vec<usize>, depth: usize },
+    FullAttBlocks {
+        /// The indexes as read.
+        indexes: Vec<usize>,
+        /// `vision_config.depth`.
+        depth: usize,
+    },
+    /// The vision merger's output width differs from the text hidden size, so image embeddings
+    /// could not replace image-token embeddings.
     #[error("vision out_hidden_size {vision} differs from the text hidden_size {text}: image tokens would not fit")]
-    OutHidden { vision: usize, text: usize },
+    OutHidden {
+        /// `vision_config.out_hidden_size`.
+        vision: usize,
+        /// The text `hidden_size`.
+        text: usize,
+    },
 }
 
 /// The vision tower's configuration (`vision_config`).
@@ -65,16 +99,23 @@ pub enum ConfigError {
 pub struct VisionConfig {
     /// Number of transformer blocks (32 in the 3B/7B models).
     pub depth: usize,
+    /// Width of the vision transformer's residual stream (1280 in the 3B/7B models).
     pub hidden_size: usize,
     /// SwiGLU width of each block's MLP (with biases).
     pub intermediate_size: usize,
+    /// Attention heads per vision block; must divide `hidden_size` into a head width that is a
+    /// multiple of 4.
     pub num_heads: usize,
     /// Width of the merger's output = the text model's hidden size.
     pub out_hidden_size: usize,
+    /// Side of a square patch in pixels (default 14).
     #[serde(default = "default_patch_size")]
     pub patch_size: usize,
+    /// Frames stacked into one patch (default 2); a still image is repeated to fill them.
     #[serde(default = "default_two")]
     pub temporal_patch_size: usize,
+    /// Side of the square of patches the merger folds into one image token (default 2, i.e. 2×2
+    /// patches).
     #[serde(default = "default_two")]
     pub spatial_merge_size: usize,
     /// Attention window side in pixels (112 → 4×4 merged tokens = 8×8 patches).
@@ -86,6 +127,7 @@ pub struct VisionConfig {
     /// The file of Qwen2.5-VL-3B spells it `in_chans`; transformers' class calls it `in_channels`.
     #[serde(default = "default_in_channels", alias = "in_chans")]
     pub in_channels: usize,
+    /// Activation of the block MLPs; only `"silu"` is accepted.
     #[serde(default = "default_act")]
     pub hidden_act: String,
     /// Video only (temporal position scale). transformers' class default is 4; files carry 2.
@@ -214,22 +256,35 @@ impl VisionConfig {
 /// The text decoder's configuration (flat keys or `text_config`), with M-RoPE sections.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextConfig {
+    /// Number of token embeddings (`vocab_size`); every special-token id must be below it.
     pub vocab_size: usize,
+    /// Width of the decoder's residual stream (`hidden_size`); must equal the vision
+    /// `out_hidden_size`.
     pub hidden_size: usize,
+    /// SwiGLU width of each decoder MLP (`intermediate_size`).
     pub intermediate_size: usize,
+    /// Number of decoder layers (`num_hidden_layers`).
     pub num_hidden_layers: usize,
+    /// Query heads per attention layer (`num_attention_heads`).
     pub num_attention_heads: usize,
+    /// Key/value heads per attention layer (`num_key_value_heads`, defaults to the query head
+    /// count); fewer than the query heads means grouped-query attention.
     pub num_key_value_heads: usize,
     /// `hidden_size / num_attention_heads` (Qwen2.5-VL files have no `head_dim` key).
     pub head_dim: usize,
+    /// Epsilon of every decoder RMSNorm (`rms_norm_eps`, default 1e-6).
     pub rms_norm_eps: f64,
+    /// Base θ of the rotary frequencies (`rope_theta`, default 1e6).
     pub rope_theta: f64,
+    /// Longest position the model was trained for (`max_position_embeddings`, default 128000);
+    /// informational.
     pub max_position_embeddings: usize,
     /// `lm_head` = `embed_tokens` (true for 3B; the file then has no `lm_head.weight`).
     pub tie_word_embeddings: bool,
     /// `rope_scaling.mrope_section`: how many of the `head_dim/2` rotary frequencies take the
     /// temporal, height and width position id (`[16, 24, 24]` for 3B).
     pub mrope_section: Vec<usize>,
+    /// Activation of the decoder MLPs (`hidden_act`); only `"silu"` is accepted.
     pub hidden_act: String,
 }
 
@@ -237,21 +292,32 @@ pub struct TextConfig {
 /// remaps them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenIds {
+    /// Beginning-of-sequence id (`bos_token_id`), if the file has one.
     pub bos_token_id: Option<u32>,
     /// One or more end-of-sequence ids (`eos_token_id` may be an int or a list).
     pub eos_token_ids: Vec<u32>,
+    /// Id of the `<|image_pad|>` placeholder, one per image token (`image_token_id`).
     pub image_token_id: u32,
+    /// Id of the `<|video_pad|>` placeholder (`video_token_id`).
     pub video_token_id: u32,
+    /// Id of `<|vision_start|>`, which precedes each image's placeholders
+    /// (`vision_start_token_id`).
     pub vision_start_token_id: u32,
+    /// Id of `<|vision_end|>`, which follows each image's placeholders (`vision_end_token_id`).
     pub vision_end_token_id: u32,
+    /// Id of `<|vision_pad|>` (`vision_token_id`), if the file has one; checked against the
+    /// tokenizer, not used to locate images.
     pub vision_token_id: Option<u32>,
 }
 
 /// A parsed and validated Qwen2.5-VL `config.json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Qwen25VlConfig {
+    /// The text decoder's configuration.
     pub text: TextConfig,
+    /// The vision tower's configuration.
     pub vision: VisionConfig,
+    /// The special-token ids.
     pub tokens: TokenIds,
 }
 

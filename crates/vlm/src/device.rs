@@ -16,6 +16,7 @@ use super::Quant;
 /// A device named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DeviceSpec {
+    /// The host CPU (the default); the only device the quantized kernels run on.
     #[default]
     Cpu,
     /// A CUDA GPU by ordinal (`cuda` = `cuda:0`).
@@ -25,8 +26,10 @@ pub enum DeviceSpec {
 /// Why a device cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
+    /// The `--device` text is none of `cpu`, `cuda`, `cuda:N`; holds the text as given.
     #[error("unknown device `{0}`: cpu, cuda or cuda:N (N = the GPU's ordinal, 0 first)")]
     Unknown(String),
+    /// A CUDA device was asked for, but this build lacks the `cuda` feature.
     #[error(
         "--device {0}: this pointact was built without the cuda feature: \
          cargo build --release --features cuda (docs/install.md, CUDA)"
@@ -38,19 +41,29 @@ pub enum DeviceError {
         "--device {spec}: cannot open the GPU ({reason}); is the NVIDIA driver installed \
          and the GPU visible (nvidia-smi)? --device cpu runs without one"
     )]
-    Open { spec: DeviceSpec, reason: String },
+    Open {
+        /// The device that failed to open.
+        spec: DeviceSpec,
+        /// candle's error message.
+        reason: String,
+    },
+    /// Quantized weights were asked for on a device other than the CPU (see [`DeviceSpec::check`]).
     #[error(
         "--{flag} {quant} runs on the CPU only (our quantized kernels): with --device {spec} \
          use --{flag} f32, or --device cpu to keep {quant}"
     )]
     QuantNotOnDevice {
+        /// The command-line flag that asked for them, without dashes (`quant` or `vision-quant`).
         flag: &'static str,
+        /// The quantized format asked for.
         quant: Quant,
+        /// The device that cannot run it.
         spec: DeviceSpec,
     },
 }
 
 impl DeviceSpec {
+    /// Whether this is the CPU.
     pub fn is_cpu(self) -> bool {
         self == DeviceSpec::Cpu
     }

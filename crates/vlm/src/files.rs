@@ -45,29 +45,60 @@ pub enum FilesError {
     #[error(
         "model {spec:?} is neither an existing folder nor a Hugging Face repo id (owner/name)"
     )]
-    NotFound { spec: String },
+    NotFound {
+        /// The `--model` text as given.
+        spec: String,
+    },
     /// The spec names a file, not the model folder.
     #[error("model path {path} is a file; pass the folder that holds config.json")]
-    NotADirectory { path: PathBuf },
+    NotADirectory {
+        /// The file the spec names.
+        path: PathBuf,
+    },
     /// A required file is not in the folder.
     #[error("model folder {dir} has no {file}")]
-    Missing { dir: PathBuf, file: &'static str },
+    Missing {
+        /// The model folder.
+        dir: PathBuf,
+        /// Name of the missing file (`config.json` or `tokenizer.json`).
+        file: &'static str,
+    },
     /// Neither `model.safetensors` nor `model.safetensors.index.json` is in the folder.
     #[error("model folder {dir} has no weights: neither {WEIGHTS_FILE} nor {WEIGHTS_INDEX_FILE}")]
-    MissingWeights { dir: PathBuf },
+    MissingWeights {
+        /// The model folder.
+        dir: PathBuf,
+    },
     /// A shard named by the index is not in the folder.
     #[error("model folder {dir} lacks weight shard {shard} (listed in {WEIGHTS_INDEX_FILE})")]
-    MissingShard { dir: PathBuf, shard: String },
+    MissingShard {
+        /// The model folder.
+        dir: PathBuf,
+        /// The shard's file name as the index gives it.
+        shard: String,
+    },
     /// The index names a shard that is not a plain file name (it would point outside the folder).
     #[error("{path} names shard {shard:?}, which is not a plain file name")]
-    BadShardName { path: PathBuf, shard: String },
+    BadShardName {
+        /// Path of the index file.
+        path: PathBuf,
+        /// The offending shard name.
+        shard: String,
+    },
     /// The index is not valid JSON with a `weight_map` object of strings.
     #[error("{path} is not a valid safetensors index: {reason}")]
-    BadIndex { path: PathBuf, reason: String },
+    BadIndex {
+        /// Path of the index file.
+        path: PathBuf,
+        /// What is wrong with it (the JSON error, or the missing or mistyped `weight_map`).
+        reason: String,
+    },
     /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file that could not be read.
         path: PathBuf,
+        /// The underlying I/O error.
         source: std::io::Error,
     },
     /// Offline (`HF_HUB_OFFLINE`) and the cache has no complete snapshot of the repo.
@@ -76,8 +107,11 @@ pub enum FilesError {
          internet (`huggingface-cli download {repo} --local-dir DIR`) and pass `--model DIR`"
     )]
     Fetch {
+        /// The repo id, `owner/name`.
         repo: String,
+        /// The hub endpoint URL that would have been used.
         endpoint: String,
+        /// Why nothing was fetched (offline mode, and what the cache lacked).
         reason: String,
     },
     /// Online, the snapshot was not complete in the cache, and downloading it failed (a timeout,
@@ -88,7 +122,9 @@ pub enum FilesError {
          DIR`) and pass `--model DIR`"
     )]
     Download {
+        /// The repo id, `owner/name`.
         repo: String,
+        /// The hub endpoint URL downloaded from.
         endpoint: String,
         /// Why the cache alone was not enough.
         cache_problem: String,
@@ -146,9 +182,15 @@ pub enum ModelOrigin {
     /// A local folder given by path.
     Local,
     /// A complete snapshot already in the hub cache (no network used).
-    HubCache { repo: String },
+    HubCache {
+        /// The repo id, `owner/name`.
+        repo: String,
+    },
     /// Fetched (at least in part) from the hub into its cache.
-    Downloaded { repo: String },
+    Downloaded {
+        /// The repo id, `owner/name`.
+        repo: String,
+    },
 }
 
 /// The resolved files of one model, all in [`dir`](Self::dir).
@@ -156,18 +198,24 @@ pub enum ModelOrigin {
 pub struct ModelFiles {
     /// The model folder (for a hub model, its cache snapshot folder).
     pub dir: PathBuf,
+    /// `config.json`.
     pub config: PathBuf,
     /// `model.safetensors`, or the shards of the index sorted by name.
     pub weights: Vec<PathBuf>,
     /// `model.safetensors.index.json` when the weights are sharded.
     pub weights_index: Option<PathBuf>,
+    /// `tokenizer.json`.
     pub tokenizer: PathBuf,
+    /// `tokenizer_config.json`, if present.
     pub tokenizer_config: Option<PathBuf>,
     /// `chat_template.jinja` if present, else `chat_template.json` (the order
     /// [`crate::Qwen25Tokenizer::from_dir`] reads them in).
     pub chat_template: Option<PathBuf>,
+    /// `preprocessor_config.json`, if present (image-size limits and normalisation).
     pub preprocessor_config: Option<PathBuf>,
+    /// `generation_config.json`, if present.
     pub generation_config: Option<PathBuf>,
+    /// Whether the files came from a local folder, the hub cache or a download.
     pub origin: ModelOrigin,
 }
 

@@ -23,13 +23,21 @@ pub enum Sampling {
     Greedy,
     /// Softmax at `temperature`, restricted to the smallest set of tokens whose probability mass
     /// reaches `top_p`, sampled with a seeded generator.
-    TopP { temperature: f64, top_p: f64 },
+    TopP {
+        /// Divides the logits before the softmax; at or below 0 the choice is greedy.
+        temperature: f64,
+        /// Probability mass the candidate set must reach (1.0 keeps every token; the most likely
+        /// token is always kept).
+        top_p: f64,
+    },
 }
 
 /// Generation settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenerationConfig {
+    /// Most tokens to generate; also sizes the KV cache reserved at prefill.
     pub max_new_tokens: usize,
+    /// Greedy or top-p sampling.
     pub sampling: Sampling,
     /// transformers' `repetition_penalty` (1.0 = off).
     pub repetition_penalty: f32,
@@ -61,6 +69,7 @@ impl Default for GenerationConfig {
 pub enum StopReason {
     /// A stop token was produced (it is the last of `tokens`).
     Stop(u32),
+    /// `max_new_tokens` tokens were generated without a stop token.
     MaxNewTokens,
     /// The token callback asked to stop.
     Cancelled,
@@ -69,9 +78,14 @@ pub enum StopReason {
 /// Wall-clock times of the three phases, seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Timings {
+    /// Time of the vision tower (0 when its output was reused).
     pub vision_s: f64,
+    /// Time of the prefill over the prompt (the positions not reused), up to the first token's
+    /// logits.
     pub prefill_s: f64,
+    /// Time of the decode steps after the first token.
     pub decode_s: f64,
+    /// Length of the prompt in tokens, image pads included.
     pub prompt_tokens: usize,
     /// Tokens produced by decode steps (the first token comes from prefill).
     pub decode_steps: usize,
@@ -95,8 +109,11 @@ impl Timings {
 /// The result of [`generate`].
 #[derive(Debug, Clone)]
 pub struct Generation {
+    /// The generated ids, in order; a stop token, when one ended generation, is the last.
     pub tokens: Vec<u32>,
+    /// Why generation ended.
     pub stop: StopReason,
+    /// How long each phase took.
     pub timings: Timings,
     /// Raw logits of each step `[vocab]`, when [`GenerationConfig::keep_logits`].
     pub step_logits: Vec<Vec<f32>>,
@@ -194,6 +211,7 @@ struct CachedPrompt {
 }
 
 impl PromptCache {
+    /// An empty cache: the first question is answered cold.
     pub fn new() -> Self {
         Self::default()
     }

@@ -54,18 +54,29 @@ const MAX_FILE_LIST_BYTES: u64 = 32 << 20;
 pub enum HubError {
     /// The endpoint is not a base URL (`https://host[/path]`).
     #[error("invalid hub endpoint {endpoint:?}: {reason}")]
-    BadEndpoint { endpoint: String, reason: String },
+    BadEndpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// Why it is not usable as a base URL.
+        reason: String,
+    },
     /// A file name that would leave the snapshot folder (absolute, `..`).
     #[error("{file:?} is not a relative file name inside the repo")]
-    BadFileName { file: String },
+    BadFileName {
+        /// The offending file name.
+        file: String,
+    },
     /// No connection within the connect timeout.
     #[error(
         "fetching {file} from {url}: no connection within {timeout:?} (connect timeout) — check \
          the network, or set {TIMEOUT_ENV}=SECONDS to wait longer"
     )]
     ConnectTimeout {
+        /// The repo file being fetched, or [`FILE_LIST`].
         file: String,
+        /// The URL asked.
         url: String,
+        /// The connect timeout that ran out.
         timeout: Duration,
     },
     /// Connected, but the server sent nothing for the read timeout (before the headers, or in the
@@ -76,8 +87,11 @@ pub enum HubError {
          the link is just slow"
     )]
     ReadTimeout {
+        /// The repo file being fetched, or [`FILE_LIST`].
         file: String,
+        /// The URL asked.
         url: String,
+        /// The read timeout that ran out.
         timeout: Duration,
         /// Body bytes received before the silence.
         received: u64,
@@ -85,15 +99,21 @@ pub enum HubError {
     /// No usable connection: refused, DNS failure, TLS failure, reset.
     #[error("fetching {file} from {url}: {reason}")]
     Unreachable {
+        /// The repo file being fetched, or [`FILE_LIST`].
         file: String,
+        /// The URL asked.
         url: String,
+        /// What failed (the connection or I/O error), as text.
         reason: String,
     },
     /// The server answered with an error status.
     #[error("fetching {file} from {url}: HTTP {status}{}", status_hint(*status))]
     Status {
+        /// The repo file being fetched, or [`FILE_LIST`].
         file: String,
+        /// The URL asked.
         url: String,
+        /// The HTTP status code.
         status: u16,
     },
     /// The body ended before the announced length.
@@ -101,23 +121,34 @@ pub enum HubError {
         "fetching {file} from {url}: the connection ended after {received} of {expected} bytes"
     )]
     Truncated {
+        /// The repo file being fetched, or [`FILE_LIST`].
         file: String,
+        /// The URL asked.
         url: String,
+        /// Body bytes received.
         received: u64,
+        /// Body length the server announced.
         expected: u64,
     },
     /// An answer the cache cannot use (no ETag, a malformed file list, a redirect loop, …).
     #[error("fetching {file} from {url}: {reason}")]
     BadResponse {
+        /// The repo file being fetched, or [`FILE_LIST`].
         file: String,
+        /// The URL asked.
         url: String,
+        /// What is wrong with the answer.
         reason: String,
     },
     /// The cache folder cannot be written.
     #[error("fetching {file}: cannot write {path}: {source}")]
     Cache {
+        /// The repo file being fetched, or [`FILE_LIST`].
         file: String,
+        /// The cache path that could not be written (a blob, a temporary file, a ref or a snapshot
+        /// link).
         path: PathBuf,
+        /// The underlying I/O error.
         source: io::Error,
     },
 }

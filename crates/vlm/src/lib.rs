@@ -59,6 +59,8 @@
 //! dense f32 model runs on a CUDA GPU through candle's CUDA backend (the same ops; [`attend`]'s
 //! CPU decode path steps aside for candle's); quantized weights stay CPU-only.
 
+#![warn(missing_docs)]
+
 pub(crate) mod attend;
 pub mod budget;
 pub(crate) mod config;

@@ -15,21 +15,46 @@ use super::ProcessedImage;
 /// Errors from running the whole model.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
+    /// The vision tower failed (bad image grid or shapes).
     #[error(transparent)]
     Vision(#[from] VisionError),
+    /// The image placeholders of the prompt do not match the images (M-RoPE position ids).
     #[error(transparent)]
     Rope(#[from] RopeError),
+    /// There is nothing to run: the prompt has no tokens, a reuse covers the whole prompt, or a
+    /// decode step came with no prompt in the cache.
     #[error("the prompt is empty")]
     EmptyPrompt,
     #[error("token id {id} at position {pos} is not below the vocabulary size {vocab}")]
-    TokenId { id: u32, pos: usize, vocab: usize },
+    /// A token id is outside the vocabulary (an embedding lookup would fail).
+    TokenId {
+        /// The offending id.
+        id: u32,
+        /// Its position in the sequence.
+        pos: usize,
+        /// The vocabulary size (`vocab_size`).
+        vocab: usize,
+    },
     #[error(
         "the image has {patch_dim}-wide patches but the model needs {want} \
          (in_channels · temporal_patch_size · patch_size²): processor and model configs disagree"
     )]
-    PatchDim { patch_dim: usize, want: usize },
+    /// An image's patch width differs from the vision config's.
+    PatchDim {
+        /// Width of the image's flattened patches.
+        patch_dim: usize,
+        /// What the vision config gives ([`crate::VisionConfig::patch_dim`]).
+        want: usize,
+    },
     #[error("decoding past the cache: {needed} positions needed, {capacity} allocated")]
-    CacheFull { needed: usize, capacity: usize },
+    /// A decode step would go past the positions reserved at prefill (prompt + `max_new_tokens`).
+    CacheFull {
+        /// Positions the step needs.
+        needed: usize,
+        /// Positions the cache was allocated for.
+        capacity: usize,
+    },
+    /// A tensor operation failed.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }
@@ -39,6 +64,7 @@ pub enum ModelError {
 pub struct ImageInput {
     /// `[t·h·w, patch_dim]` f32.
     pub pixel_values: Tensor,
+    /// Patch grid `[t, h, w]` of `pixel_values` (in patches, before merging).
     pub grid_thw: [usize; 3],
 }
 
@@ -58,13 +84,16 @@ impl ImageInput {
 pub struct PreparedPrompt {
     /// `[S, hidden]`.
     pub embeds: Tensor,
+    /// 3-D M-RoPE position ids of the prompt, and their decode offset.
     pub positions: RopeIndex,
 }
 
 /// The full Qwen2.5-VL model (`Qwen2_5_VLForConditionalGeneration`).
 #[derive(Debug, Clone)]
 pub struct Qwen25Vl {
+    /// The vision tower (`visual.*`).
     pub vision: Qwen25VisionModel,
+    /// The text decoder with its KV cache (`model.*`, `lm_head`).
     pub text: TextModel,
     cfg: Qwen25VlConfig,
     /// Positions of the prompt currently in the cache (for decode positions).
@@ -107,6 +136,7 @@ impl Qwen25Vl {
         })
     }
 
+    /// The device the model runs on (the text decoder's).
     pub fn device(&self) -> &Device {
         self.text.device()
     }

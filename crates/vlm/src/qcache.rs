@@ -65,6 +65,8 @@ const BAND_ELEMS: usize = 1 << 24;
 /// Whether and where quantized weights are cached.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheOptions {
+    /// Whether quantized weights are read from and written to a cache file at all (off: quantized
+    /// at every load).
     pub enabled: bool,
     /// Where caches go when the checkpoint's own folder cannot be written; `None`: nowhere.
     pub fallback: Option<PathBuf>,
@@ -107,6 +109,7 @@ pub enum CacheOutcome {
 /// The cache's part in one load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheReport {
+    /// What the load did: read a cache, wrote one, could not write one, or used none.
     pub outcome: CacheOutcome,
     /// Cache files found and not used, and why (other weights, truncated, checksum).
     pub rejected: Vec<(PathBuf, String)>,

@@ -58,6 +58,7 @@ pub enum Tiles {
 }
 
 impl Tiles {
+    /// The tier's name as reports print it (`avx2`, `avx-vnni`, `avx512-vnni`).
     pub fn name(self) -> &'static str {
         match self {
             Tiles::Avx2 => "avx2",

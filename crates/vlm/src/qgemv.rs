@@ -79,7 +79,9 @@ pub(crate) fn available_or_skip() -> bool {
 /// AVX2: the 2-byte factor between its 32-byte blocks breaks the 64-byte loads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowKernels {
+    /// The 256-bit AVX2 + FMA kernels.
     Avx2,
+    /// The 512-bit AVX-512 kernels for Q4K and f32; Q8_0 still runs the AVX2 one.
     Avx512,
 }
 

@@ -704,6 +704,8 @@ impl TextModel {
         }
     }
 
+    /// Every decoder weight under its checkpoint name, LoRA adapters merged, as f32 tensors outside
+    /// any autograd graph.
     pub fn named_weights(&self) -> candle_core::Result<Vec<(String, Tensor)>> {
         self.checkpoint_tensors()?
             .into_iter()

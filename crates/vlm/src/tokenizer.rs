@@ -65,43 +65,72 @@ pub enum TokenizerError {
     /// A file exists but could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file that could not be read.
         path: PathBuf,
+        /// The underlying I/O error.
         source: std::io::Error,
     },
     /// `tokenizer.json` is not a tokenizer the `tokenizers` crate can load.
     #[error("cannot load tokenizer {path}: {message}")]
-    Load { path: PathBuf, message: String },
+    Load {
+        /// Path of `tokenizer.json`.
+        path: PathBuf,
+        /// The `tokenizers` crate's error, as text.
+        message: String,
+    },
     /// `chat_template.json` / `tokenizer_config.json` is not valid JSON.
     #[error("{path} is not valid JSON: {source}")]
     Json {
+        /// The file that is not valid JSON.
         path: PathBuf,
+        /// The parse error.
         source: serde_json::Error,
     },
     /// The `chat_template` key holds something that is not a template.
     #[error(
         "{path}: `chat_template` must be a string or a list of {{name, template}} with a \"default\" entry"
     )]
-    TemplateShape { path: PathBuf },
+    TemplateShape {
+        /// The file that holds the key.
+        path: PathBuf,
+    },
     /// A special token the prompt needs is not in the tokenizer's vocabulary.
     #[error("the tokenizer has no `{token}` token")]
-    MissingSpecialToken { token: &'static str },
+    MissingSpecialToken {
+        /// The token's text, e.g. `<|im_start|>`.
+        token: &'static str,
+    },
     /// A special token is in the vocabulary but is not an added token, so text containing it would
     /// be split into several ids.
     #[error("`{token}` is not a single added token of the tokenizer: it encodes to {ids:?}")]
-    SpecialTokenSplit { token: &'static str, ids: Vec<u32> },
+    SpecialTokenSplit {
+        /// The token's text.
+        token: &'static str,
+        /// The ids its text encodes to.
+        ids: Vec<u32>,
+    },
     /// `config.json` and the tokenizer disagree about a special token's id.
     #[error(
         "config.json `{field}` is {config_id}, but the tokenizer's `{token}` is {tokenizer_id}"
     )]
     TokenIdMismatch {
+        /// The special token, e.g. `<|image_pad|>`.
         token: &'static str,
+        /// The `config.json` key, e.g. `image_token_id`.
         field: &'static str,
+        /// The id `config.json` gives.
         config_id: u32,
+        /// The id the tokenizer gives the token.
         tokenizer_id: u32,
     },
     /// A config id (bos/eos) is not one of the tokenizer's special tokens.
     #[error("config.json `{field}` {id} is not a special token of the tokenizer")]
-    NotSpecialId { field: &'static str, id: u32 },
+    NotSpecialId {
+        /// The `config.json` key (`bos_token_id` or `eos_token_id`).
+        field: &'static str,
+        /// The id it gives.
+        id: u32,
+    },
     /// The chat template failed to compile or render, or called `raise_exception`.
     #[error("chat template: {0:#}")]
     Template(#[from] minijinja::Error),
@@ -110,13 +139,23 @@ pub enum TokenizerError {
         "the rendered chat template holds {found} `{token}` placeholders, expected exactly one \
          (one image per prompt); is this a Qwen2-VL-style template?"
     )]
-    ImagePlaceholders { token: &'static str, found: usize },
+    ImagePlaceholders {
+        /// The placeholder's text.
+        token: &'static str,
+        /// How many the rendered prompt holds.
+        found: usize,
+    },
     /// An image needs at least one token.
     #[error("an image must have at least one image token")]
     NoImageTokens,
     /// After tokenising, the number of image-pad ids differs from the number asked for.
     #[error("tokenised prompt holds {found} image-pad ids, expected {expected}")]
-    ImageTokenCount { expected: usize, found: usize },
+    ImageTokenCount {
+        /// Image tokens asked for.
+        expected: usize,
+        /// Image-pad ids in the tokenised prompt.
+        found: usize,
+    },
     /// The `tokenizers` crate failed to encode.
     #[error("cannot tokenise the prompt: {0}")]
     Encode(String),
@@ -126,7 +165,12 @@ pub enum TokenizerError {
     /// Streaming decode found that text already emitted is not a prefix of the longer decode
     /// (cannot happen with byte-level BPE; reported rather than emitting wrong text).
     #[error("streaming decode: {emitted:?} is not a prefix of {decoded:?}")]
-    StreamPrefix { emitted: String, decoded: String },
+    StreamPrefix {
+        /// Text already emitted.
+        emitted: String,
+        /// The decode of the longer sequence.
+        decoded: String,
+    },
 }
 
 /// Where the chat template came from.
@@ -147,11 +191,17 @@ pub enum TemplateSource {
 /// Ids of the special tokens the prompt and generation use, read from the tokenizer by string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpecialTokenIds {
+    /// `<|im_start|>`, which opens each chat turn.
     pub im_start: u32,
+    /// `<|im_end|>`, which closes each chat turn (and ends the assistant's reply).
     pub im_end: u32,
+    /// `<|vision_start|>`, before an image's placeholders.
     pub vision_start: u32,
+    /// `<|vision_end|>`, after an image's placeholders.
     pub vision_end: u32,
+    /// `<|image_pad|>`, one per image token.
     pub image_pad: u32,
+    /// `<|video_pad|>`, one per video token.
     pub video_pad: u32,
     /// `<|endoftext|>` (bos and pad of Qwen2.5-VL).
     pub endoftext: Option<u32>,

@@ -24,22 +24,32 @@ use super::linear::{linear_bytes, tensor_bytes, Proj, Quant, SwiGlu};
 /// Errors from running the vision tower.
 #[derive(Debug, thiserror::Error)]
 pub enum VisionError {
+    /// An image grid has a zero side, a height or width not a multiple of `spatial_merge_size`, or
+    /// a patch count that overflows.
     #[error("image grid {grid:?} is invalid: {reason}")]
     Grid {
+        /// The grid `[t, h, w]`, in patches.
         grid: [usize; 3],
+        /// What is wrong with it.
         reason: &'static str,
     },
+    /// The vision tower was run with no image grid.
     #[error("no image grid given")]
     NoImages,
+    /// `pixel_values` is not `[Σ t·h·w, patch_dim]` for the grids given.
     #[error(
         "pixel_values have shape {got:?}, but the grids need [{patches}, {patch_dim}] \
          (sum of t·h·w patches, each in_channels·temporal_patch·patch² wide)"
     )]
     PixelValues {
+        /// The shape received.
         got: Vec<usize>,
+        /// Total patches the grids need (rows expected).
         patches: usize,
+        /// Width of one flattened patch the config needs (columns expected).
         patch_dim: usize,
     },
+    /// A tensor operation failed.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }
@@ -181,6 +191,7 @@ pub struct VisionTrace {
     pub patch_embed: Tensor,
     /// `[N, head_dim/2]` rotary angles (f32), processor order.
     pub rot_pos_emb: Tensor,
+    /// The window permutation and attention segments the blocks used.
     pub window: WindowIndex,
     /// Output of each block, `[N, hidden]`, in **window order**.
     pub blocks: Vec<Tensor>,

@@ -43,19 +43,34 @@ use serde::Deserialize;
 /// Errors from opening a checkpoint.
 #[derive(Debug, thiserror::Error)]
 pub enum WeightsError {
+    /// A weights file could not be opened or read.
     #[error("cannot read weights file {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The underlying I/O error.
         source: std::io::Error,
     },
     #[error("{path} is not a safetensors file: {reason}")]
-    Format { path: PathBuf, reason: String },
+    /// A file is not valid safetensors: short, a bad header length, a header that is not JSON,
+    /// an unsupported dtype or data offsets outside the file.
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Two files of a sharded checkpoint both hold a tensor of the same name.
     #[error("tensor `{name}` is stored in both {first} and {second}")]
     Duplicate {
+        /// The tensor's name.
         name: String,
+        /// The first file that holds it.
         first: PathBuf,
+        /// The second file that holds it.
         second: PathBuf,
     },
+    /// No weights file was given to open.
     #[error("no weights files given")]
     Empty,
     /// No tensor name has a prefix of any known layout.
@@ -64,7 +79,12 @@ pub enum WeightsError {
          of these layouts: {}",
         NameScheme::expected()
     )]
-    UnknownNames { files: String, found: String },
+    UnknownNames {
+        /// The checkpoint file or files, as one string for the message.
+        files: String,
+        /// Up to three of the names found, or `no tensors at all`.
+        found: String,
+    },
     /// Names of two layouts in one checkpoint.
     #[error(
         "weight names of two layouts in {files}: `{first}` ({first_scheme}) and `{second}` \
@@ -72,10 +92,15 @@ pub enum WeightsError {
         NameScheme::expected()
     )]
     MixedNames {
+        /// The checkpoint file or files, as one string for the message.
         files: String,
+        /// A name of the first layout seen.
         first: String,
+        /// The layout of `first`.
         first_scheme: NameScheme,
+        /// A name of another layout.
         second: String,
+        /// The layout of `second`.
         second_scheme: NameScheme,
     },
     /// An mlx-vlm checkpoint quantized by MLX (packed `weight`, `scales`, `biases`).
@@ -83,7 +108,12 @@ pub enum WeightsError {
         "MLX-quantized weights in {files} (`{name}`), which this loader cannot read; use an \
          unquantized (bf16/f16/f32) checkpoint and `--quant` to quantize at load"
     )]
-    MlxQuantized { files: String, name: String },
+    MlxQuantized {
+        /// The checkpoint file or files, as one string for the message.
+        files: String,
+        /// The first `*.scales` tensor found.
+        name: String,
+    },
 }
 
 /// How a checkpoint names its tensors. The model code asks for the
@@ -112,6 +142,7 @@ impl std::fmt::Display for NameScheme {
 }
 
 impl NameScheme {
+    /// Every layout, in the order the error messages list them.
     pub const ALL: [NameScheme; 3] = [
         NameScheme::Transformers,
         NameScheme::TransformersNested,

@@ -13,6 +13,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::proto::{self, table::Item, Decoder, Packet, ProtocolError, Status};
 use super::DynamixelError;
 
+/// A Protocol 2.0 client on the byte stream `P`: sends one instruction packet at a time and
+/// waits for its status packet(s).
 pub struct Bus<P> {
     port: P,
     decoder: Decoder,

@@ -53,6 +53,7 @@ const STALL_CURRENT: i16 = 200;
 /// How a faulty bus answers; set with `Emulator::set_fault`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Fault {
+    /// A healthy bus: every request is answered correctly.
     #[default]
     None,
     /// Requests are received and acted on, but nothing is answered (a cable pulled after the
@@ -65,10 +66,14 @@ pub enum Fault {
     Truncate,
 }
 
+/// Why the emulator could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum EmulatorError {
+    /// Opening the pseudo-terminal the emulated bus runs on failed.
     #[error("cannot create a pseudo-terminal: {0}")]
     Pty(#[source] std::io::Error),
+    /// The starting joint positions do not fit the settings: a wrong number of values, or a value
+    /// outside its joint's limits.
     #[error("joint positions: {0}")]
     Pose(String),
 }
@@ -697,6 +702,7 @@ impl BusState {
         s.update_present(0.0);
     }
 
+    /// Makes the bus answer every following request the way `fault` describes.
     pub fn set_fault(&mut self, fault: Fault) {
         self.fault = fault;
     }

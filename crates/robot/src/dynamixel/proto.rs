@@ -53,7 +53,9 @@ pub mod table {
     /// A control table item: address and size (bytes).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct Item {
+        /// Address of the item's first byte in the control table.
         pub address: u16,
+        /// Number of bytes the item holds (1, 2 or 4, little-endian).
         pub size: u16,
     }
 
@@ -69,31 +71,38 @@ pub mod table {
     pub(crate) const RETURN_DELAY_TIME: Item = item(9, 1);
     /// Bit 0: reverse mode; bit 2: profile configuration (0 velocity-based, 1 time-based).
     pub(crate) const DRIVE_MODE: Item = item(10, 1);
+    /// Operating Mode: how the servo is driven (`MODE_*` values below).
     pub const OPERATING_MODE: Item = item(11, 1);
     /// Secondary (shadow) id: the servo also executes packets sent to this id, without replying.
     pub(crate) const SECONDARY_ID: Item = item(12, 1);
     pub(crate) const PROTOCOL_TYPE: Item = item(13, 1);
     pub(crate) const PWM_LIMIT: Item = item(36, 2);
     pub(crate) const VELOCITY_LIMIT: Item = item(44, 4);
+    /// Max Position Limit: the highest Goal Position the servo accepts in position mode (pulses).
     pub const MAX_POSITION_LIMIT: Item = item(48, 4);
     pub(crate) const MIN_POSITION_LIMIT: Item = item(52, 4);
     pub(crate) const SHUTDOWN: Item = item(63, 1);
     // RAM area.
+    /// Torque Enable: 1 powers the motor (and locks the EEPROM area), 0 lets the joint go limp.
     pub const TORQUE_ENABLE: Item = item(64, 1);
     pub(crate) const LED: Item = item(65, 1);
     pub(crate) const STATUS_RETURN_LEVEL: Item = item(68, 1);
     pub(crate) const HARDWARE_ERROR_STATUS: Item = item(70, 1);
+    /// Goal PWM: the motor's signed output in PWM mode (units of about 0.113 %, bounded by PWM
+    /// Limit), and its output cap in the position modes.
     pub const GOAL_PWM: Item = item(100, 2);
     pub(crate) const GOAL_CURRENT: Item = item(102, 2);
     pub(crate) const GOAL_VELOCITY: Item = item(104, 4);
     pub(crate) const PROFILE_ACCELERATION: Item = item(108, 4);
     pub(crate) const PROFILE_VELOCITY: Item = item(112, 4);
+    /// Goal Position: where the servo is commanded to go (pulses, 4096 per turn).
     pub const GOAL_POSITION: Item = item(116, 4);
     pub(crate) const MOVING: Item = item(122, 1);
     pub(crate) const PRESENT_PWM: Item = item(124, 2);
     /// Present Current on XM servos; Present Load on XL servos (same address and size).
     pub(crate) const PRESENT_CURRENT: Item = item(126, 2);
     pub(crate) const PRESENT_VELOCITY: Item = item(128, 4);
+    /// Present Position: where the servo is now (pulses, 4096 per turn).
     pub const PRESENT_POSITION: Item = item(132, 4);
 
     /// Drive Mode bit 0: the servo turns the other way (positions mirrored).
@@ -106,9 +115,11 @@ pub mod table {
     pub(crate) const MODE_CURRENT: u8 = 0;
     #[allow(dead_code)]
     pub(crate) const MODE_VELOCITY: u8 = 1;
+    /// Position control within one turn (Min/Max Position Limit apply); the arm joints' mode.
     pub const MODE_POSITION: u8 = 3;
     pub(crate) const MODE_EXTENDED_POSITION: u8 = 4;
     pub(crate) const MODE_CURRENT_BASED_POSITION: u8 = 5;
+    /// PWM (voltage) control: Goal PWM drives the motor directly; the gripper's usual mode.
     pub const MODE_PWM: u8 = 16;
 
     /// Profile Velocity / Velocity Limit unit: 0.229 rev/min.
@@ -120,9 +131,11 @@ pub mod table {
 /// Hardware Error Status bits (control table 70; Shutdown 63 uses the same bits).
 pub mod hardware_error {
     pub(crate) const INPUT_VOLTAGE: u8 = 0x01;
+    /// Bit 2: the internal temperature exceeded the Temperature Limit.
     pub const OVERHEATING: u8 = 0x04;
     pub(crate) const MOTOR_ENCODER: u8 = 0x08;
     pub(crate) const ELECTRICAL_SHOCK: u8 = 0x10;
+    /// Bit 5: the motor could not hold a sustained load (pushing against a stop or an obstacle).
     pub const OVERLOAD: u8 = 0x20;
 
     /// The names of the bits set in `status`, for messages ("overload, overheating").
@@ -232,47 +245,98 @@ pub(crate) fn unstuff(body: &[u8]) -> Result<Vec<u8>, ProtocolError> {
 /// parser can reject bytes is one of these (never a panic): the fuzz test checks it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolError {
+    /// A header's length field is too small to hold an instruction and CRC, or larger than any
+    /// packet this crate accepts.
     #[error("packet length field {length} is outside 3..={max}")]
-    Length { length: u16, max: u16 },
+    Length {
+        /// The length field as received (bytes after it, CRC included).
+        length: u16,
+        /// The largest length accepted (`MAX_LENGTH`).
+        max: u16,
+    },
+    /// The CRC at the end of a packet does not match its bytes (a damaged packet).
     #[error("packet CRC {received:#06x} does not match the computed {computed:#06x}")]
-    Crc { received: u16, computed: u16 },
+    Crc {
+        /// The CRC the packet carried.
+        received: u16,
+        /// The CRC computed over the bytes received.
+        computed: u16,
+    },
+    /// The body holds `FF FF FD` not followed by the stuffing byte `FD`.
     #[error("unstuffed FF FF FD in the packet body at byte {offset} (next byte {found:?})")]
-    Unstuffed { offset: usize, found: Option<u8> },
+    Unstuffed {
+        /// Index in the body just after the `FF FF FD`.
+        offset: usize,
+        /// The byte found there instead of `FD` (`None` at the end of the body).
+        found: Option<u8>,
+    },
+    /// A status packet was expected but an instruction packet came.
     #[error("expected a status packet (0x55), got instruction {instruction:#04x}")]
-    NotStatus { instruction: u8 },
+    NotStatus {
+        /// The packet's instruction byte.
+        instruction: u8,
+    },
+    /// A status packet with no parameters, so not even the error byte.
     #[error("status packet without an error byte")]
     NoErrorByte,
+    /// A status packet came from another servo than the one asked.
     #[error("status from servo {got}, expected servo {expected}")]
-    WrongId { expected: u8, got: u8 },
+    WrongId {
+        /// The servo that was asked.
+        expected: u8,
+        /// The id in the status packet.
+        got: u8,
+    },
+    /// A packet's parameters have the wrong length for its instruction (or for what was read).
     #[error(
         "instruction {instruction:#04x}: {got} parameter bytes do not fit (expected {expected})"
     )]
     Params {
+        /// The packet's instruction byte.
         instruction: u8,
+        /// What would have fit, in words.
         expected: String,
+        /// How many parameter bytes there were.
         got: usize,
     },
+    /// The timeout ran out with part of a packet received.
     #[error("a packet was cut off: {got} of {needed} bytes arrived")]
-    Truncated { got: usize, needed: usize },
+    Truncated {
+        /// Bytes of the packet received.
+        got: usize,
+        /// Bytes the whole packet needs, from its length field (a minimum when that field had not
+        /// arrived yet).
+        needed: usize,
+    },
 }
 
 /// The error number of a status packet's error byte (bits 0–6), e-Manual "Error".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StatusError {
+    /// Error 1: the servo failed to process the instruction.
     #[error("result fail (the servo could not process the instruction)")]
     ResultFail,
+    /// Error 2: an undefined instruction, or ACTION without a pending REG_WRITE.
     #[error("instruction error (undefined instruction, or ACTION without REG_WRITE)")]
     Instruction,
+    /// Error 3: the CRC of the packet the servo received did not match.
     #[error("CRC error (the servo received a damaged packet)")]
     Crc,
+    /// Error 4: a value written is outside the item's range.
     #[error("data range error (value outside the item's minimum/maximum)")]
     DataRange,
+    /// Error 5: fewer data bytes were written than the item holds.
     #[error("data length error (fewer bytes than the item holds)")]
     DataLength,
+    /// Error 6: a value written is outside a limit set in the control table (e.g. a position
+    /// limit).
     #[error("data limit error (value outside the configured limit)")]
     DataLimit,
+    /// Error 7: a read-only or undefined item was written, a write-only one read, or the EEPROM
+    /// area written while torque is on.
     #[error("access error (read-only/undefined item, or EEPROM written with torque on)")]
     Access,
+    /// An error number the protocol does not define.
     #[error("unknown error number {0:#04x}")]
     Unknown(u8),
 }
@@ -371,9 +435,11 @@ impl Packet {
 /// A status (reply) packet: the servo's id, its error byte and the data it returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
+    /// The id of the servo that answered.
     pub id: u8,
     /// Bit 7: alert (hardware fault); bits 0–6: error number.
     pub error: u8,
+    /// The parameters after the error byte (the bytes read, for a read).
     pub data: Vec<u8>,
 }
 

@@ -42,7 +42,9 @@ const FREE_RADIUS: f64 = 0.20;
 pub struct Correction {
     /// What moved: "grasp point", "place point".
     pub what: &'static str,
+    /// The point as answered, pixel (u, v).
     pub from_px: [f64; 2],
+    /// Where it was moved to, pixel (u, v).
     pub to_px: [f64; 2],
     /// Horizontal distance it moved in the base frame (m).
     pub moved_m: f64,

@@ -6,9 +6,13 @@
 /// How the object should end up relative to the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Relation {
+    /// Inside the target ("in", "into", "inside").
     In,
+    /// On top of the target ("on", "onto", "on top of").
     On,
+    /// On the table to the target's left in the image ("left of", "to the left of").
     LeftOf,
+    /// On the table to the target's right in the image ("right of", "to the right of").
     RightOf,
     /// Pick the object up and hold it (no target).
     PickUp,
@@ -16,13 +20,16 @@ pub enum Relation {
     Near,
 }
 
+/// What an instruction asks for, as the grammar read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Intent {
+    /// The instruction as given, trimmed.
     pub instruction: String,
     /// The object phrase, without leading article ("red block").
     pub object: String,
     /// Functional part to hold ("handle"), if the instruction names one.
     pub part: Option<String>,
+    /// Where the object should end up relative to the target.
     pub relation: Relation,
     /// The target phrase ("pan"), absent for `PickUp`.
     pub target: Option<String>,
@@ -35,9 +42,11 @@ impl Intent {
     }
 }
 
+/// An instruction the grammar cannot read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("cannot tell which object to move and where from `{instruction}`: {reason}; expected e.g. `put the pepper in the pan`, `stack the red block on the blue block`, `move the cup to the right of the box`, `pick up the knife by its handle`")]
 pub struct InstructionError {
+    /// The instruction as given.
     pub instruction: String,
     /// What the grammar could not read, for the user to fix.
     pub reason: String,
@@ -66,6 +75,9 @@ const PREPOSITIONS: &[(&str, Relation)] = &[
     ("to", Relation::Near),
 ];
 
+/// Reads `instruction` (case and punctuation ignored) as a known verb, the object phrase, an
+/// optional part ("by its handle") and an optional target phrase after the earliest preposition.
+/// No preposition means [`Relation::PickUp`].
 pub fn parse_instruction(instruction: &str) -> Result<Intent, InstructionError> {
     let err = |reason: String| InstructionError {
         instruction: instruction.to_string(),

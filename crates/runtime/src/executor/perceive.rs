@@ -11,33 +11,75 @@ use pointact_core::geometry::{
 };
 use pointact_core::planning::{cloud_field, CloudWorldOptions, Sphere, World, WorldError};
 
+/// Why the depth image could not give the geometry a plan needs.
 #[derive(Debug, thiserror::Error)]
 pub enum PerceiveError {
+    /// A pixel could not be lifted or deprojected through the camera intrinsics.
     #[error(transparent)]
     Lift(#[from] LiftError),
+    /// A pixel's ray is parallel to the plane or meets it behind the camera.
     #[error(
         "pixel ({u:.1}, {v:.1}) does not look at the plane z = {z:.3} m in front of the camera"
     )]
-    NoRayHit { u: f64, v: f64, z: f64 },
-    #[error("cannot find the table plane under the workspace: {0} (is the camera pose in the calibration file right?)")]
-    Table(GeometryError),
-    #[error("the {what} lifts to ({x:.3}, {y:.3}, {z:.3}) m in the robot base frame, outside the workspace box: is the camera pose in the calibration file right?")]
-    OutsideWorkspace {
-        what: &'static str,
-        x: f64,
-        y: f64,
+    NoRayHit {
+        /// Pixel column, px.
+        u: f64,
+        /// Pixel row, px.
+        v: f64,
+        /// Height of the plane, base frame, m.
         z: f64,
     },
+    /// RANSAC found no table plane in the cloud under the workspace.
+    #[error("cannot find the table plane under the workspace: {0} (is the camera pose in the calibration file right?)")]
+    Table(GeometryError),
+    /// A point lifted from the image lies outside the robot's workspace box (allowing 10 cm below
+    /// its floor), which usually means a wrong camera pose.
+    #[error("the {what} lifts to ({x:.3}, {y:.3}, {z:.3}) m in the robot base frame, outside the workspace box: is the camera pose in the calibration file right?")]
+    OutsideWorkspace {
+        /// Which point, e.g. "place point".
+        what: &'static str,
+        /// Base-frame x, m.
+        x: f64,
+        /// Base-frame y, m.
+        y: f64,
+        /// Base-frame z, m.
+        z: f64,
+    },
+    /// No depth point stands above the table near the pixel (or the answer had no points: then
+    /// the pixel is (-1, -1)).
     #[error("nothing stands on the table at pixel ({u:.1}, {v:.1})")]
-    NoObject { u: f64, v: f64 },
+    NoObject {
+        /// Pixel column, px.
+        u: f64,
+        /// Pixel row, px.
+        v: f64,
+    },
+    /// The pixel falls on the robot itself and no object segment is near it.
     #[error("pixel ({u:.1}, {v:.1}) is on the robot, and no object is near it")]
-    OnRobot { u: f64, v: f64 },
+    OnRobot {
+        /// Pixel column, px.
+        u: f64,
+        /// Pixel row, px.
+        v: f64,
+    },
+    /// No spot on or beside the target can take the object.
     #[error("no place to put the object: {why}")]
-    NoPlace { why: String },
+    NoPlace {
+        /// What ruled the place out.
+        why: String,
+    },
+    /// The object is wider across the closing direction than the gripper opens.
     #[error("the object is {width_m:.3} m wide where the fingers close; the gripper opens to {open_m:.3} m")]
-    TooWide { width_m: f64, open_m: f64 },
+    TooWide {
+        /// Measured width where the fingers would close, m.
+        width_m: f64,
+        /// The gripper's full opening, m.
+        open_m: f64,
+    },
+    /// Building the point cloud or a fit on it failed.
     #[error(transparent)]
     Geometry(#[from] GeometryError),
+    /// The obstacle field for free-space moves could not be built from the depth cloud.
     #[error("obstacles from depth: {0}")]
     World(#[from] WorldError),
 }

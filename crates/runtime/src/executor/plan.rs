@@ -45,9 +45,13 @@ pub enum Step {
     /// checked against the obstacles seen on the table; approach moves stay inside the keep-out
     /// zones around the grasp and the place.
     Move {
+        /// What the move is for ("move above the grasp"), for display and errors.
         label: String,
+        /// Joint-space path to follow, starting where the previous step ended.
         trajectory: Trajectory,
+        /// Finger opening held during the move, 0 closed … 1 open.
         gripper_opening: f64,
+        /// Whether this is a move between places, checked against the table obstacles.
         transit: bool,
         /// The object in the hand during the move (its spheres on the tip), for the checks.
         held: Option<Attached>,
@@ -55,13 +59,17 @@ pub enum Step {
     /// Move the fingers to `width` (m). `expect_object`: a closed-loop check that the fingers stopped
     /// on something (the grasp held) before the plan continues.
     Gripper {
+        /// What the command is for ("close on the object"), for display and errors.
         label: String,
+        /// Target finger gap, m.
         width: f64,
+        /// Whether the fingers must stop on the object (checked after the command).
         expect_object: bool,
     },
 }
 
 impl Step {
+    /// The step's label, whichever kind it is.
     pub fn label(&self) -> &str {
         match self {
             Step::Move { label, .. } | Step::Gripper { label, .. } => label,
@@ -72,16 +80,23 @@ impl Step {
 /// The 3D targets a plan was built from (for printing, visualisation and tests).
 #[derive(Debug, Clone, Default)]
 pub struct Targets {
+    /// Height of the table top, base frame, m.
     pub table_z: f64,
+    /// Tool (TCP) pose at the grasp, base frame; `None` when the plan grasps nothing.
     pub grasp: Option<Isometry3<f64>>,
+    /// Tool (TCP) pose where the object is released (the trace's end on the trace branch), base
+    /// frame; `None` when nothing is placed.
     pub place: Option<Isometry3<f64>>,
     /// Lifted trace points (trace branch).
     pub trace: Vec<Point3<f64>>,
 }
 
+/// What the executor hands the runner: steps to check and execute in order, and their targets.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The steps, in execution order.
     pub steps: Vec<Step>,
+    /// The 3D targets the steps were built from.
     pub targets: Targets,
 }
 
@@ -91,12 +106,16 @@ impl From<LiftError> for PlanError {
     }
 }
 
+/// Why the task planner could not turn the points into a plan.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
+    /// The depth image did not give the geometry needed (object, table, place, width).
     #[error(transparent)]
     Perceive(#[from] PerceiveError),
+    /// The motion planner found no motion for a step (IK, collisions, limits).
     #[error(transparent)]
     Motion(#[from] MotionError),
+    /// The pointer's answer cannot be used as it is (too few trace points, no place point).
     #[error("{0}")]
     Answer(String),
 }
@@ -176,9 +195,13 @@ struct Grasp {
 /// points, places, traces, each motion made by a [`MotionPlanner`]. ("Task" planner, so that
 /// "planner" alone means the motion planner.)
 pub struct TaskPlanner<'a, M: MotionPlanner> {
+    /// The robot the plan is for.
     pub model: &'a RobotModel,
+    /// Makes each motion of the plan.
     pub motion: M,
+    /// Grasp and place tunables.
     pub params: GraspParams,
+    /// Height of the table top, base frame, m.
     pub table_z: f64,
     /// Points this much above the table are objects (m, [`super::perceive::Table`]).
     pub min_object_height: f64,

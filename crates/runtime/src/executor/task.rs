@@ -19,20 +19,28 @@ use pointact_core::kinematics::RobotModel;
 use pointact_core::planning::{robot_spheres, RrtPlanner, SpheresError, World};
 use pointact_pointing::{Ability, Pointer, PointerError};
 
+/// Why a frame and an instruction gave no plan.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
+    /// The affordance branch could not read the instruction.
     #[error(transparent)]
     Instruction(#[from] InstructionError),
+    /// The pointer failed to answer, or its answer did not parse.
     #[error("pointer ({ability}): {source}")]
     Pointer {
+        /// The ability that was asked for.
         ability: Ability,
+        /// The pointer's error.
         #[source]
         source: PointerError,
     },
+    /// The depth image did not give the table, object or place the plan needs.
     #[error("perception: {0}")]
     Perceive(#[from] PerceiveError),
+    /// The task planner could not build the plan's motions.
     #[error("planning: {0}")]
     Plan(#[from] PlanError),
+    /// The robot's collision spheres could not be built for the planning world.
     #[error("collision model: {0}")]
     CollisionModel(#[from] SpheresError),
 }
@@ -41,7 +49,9 @@ pub enum TaskError {
 /// what the camera should see afterwards.
 #[derive(Debug, Clone)]
 pub struct TaskPlan {
+    /// The steps to check and run.
     pub plan: Plan,
+    /// Obstacles from the depth cloud (without the object to grasp) the moves were planned in.
     pub world: World,
     /// What the camera should see when the plan has run (checked by [`super::verify`]).
     pub expect: Expectation,

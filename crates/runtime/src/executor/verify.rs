@@ -90,6 +90,7 @@ const TARGET_TOP_QUANTILE: f64 = 0.98;
 /// What the camera should see after the task, written down when the plan was made.
 #[derive(Debug, Clone)]
 pub struct Expectation {
+    /// The table as the planning frame saw it (height and object threshold).
     pub table: Table,
     /// The REG phrase of the moved object ("the apple"); `None` when the trace branch read no
     /// object from its instruction (then every risen pixel counts as the object).
@@ -102,6 +103,7 @@ pub struct Expectation {
     /// otherwise): a fresh answer on that frame must find them again, or the plan put the object
     /// on whatever a confused answer chose.
     pub target_pixels: Vec<usize>,
+    /// Where the object should end up.
     pub goal: Goal,
 }
 
@@ -112,19 +114,32 @@ pub enum Goal {
     Held,
     /// In or on a target seen when planning (its segment's footprint hull, and its top).
     Inside {
+        /// The target phrase from the instruction ("pan"), asked for again with REG.
         target: String,
+        /// True for "on" (rest on its top), false for "in" (inside it).
         on_top: bool,
+        /// Convex hull of the target's footprint when planning, base-frame x, y, m.
         hull: Vec<Point2<f64>>,
+        /// Height of its rim or top when planning (a high quantile of its points), base frame, m.
         top_z: f64,
     },
     /// On the camera's image right (`right`) or left of the target, resting on the table.
-    Beside { target: String, right: bool },
+    Beside {
+        /// The target phrase from the instruction, asked for again with REG.
+        target: String,
+        /// True for the image's right side, false for its left.
+        right: bool,
+    },
     /// Within `radius` of the target when one is named (of its segment when it stands out of
     /// the table, else of the point answered for it: a towel), else of `xy`.
     Near {
+        /// The target phrase, if the instruction named one.
         target: Option<String>,
+        /// Measure to the target's segment (true) or to the point answered for it (false).
         stands: bool,
+        /// The planned spot, base-frame x, y, m; used when no target is named.
         xy: Point2<f64>,
+        /// Largest allowed distance, m.
         radius: f64,
         /// `Some(on_top)` when the instruction said in / on the target and it could not be
         /// segmented when planning: if it stands out of the table now, the in / on rules apply.
@@ -146,9 +161,13 @@ impl Goal {
 /// The arm's state around the check: joints when the plan was made and now, and whether the
 /// fingers hold something now.
 pub struct ArmThen<'a> {
+    /// The robot, to mask its own pixels out of the depth comparison.
     pub model: &'a RobotModel,
+    /// Joint positions when the plan was made, rad.
     pub q_before: &'a [f64],
+    /// Joint positions now, rad.
     pub q_after: &'a [f64],
+    /// Whether the fingers hold something now.
     pub holds: bool,
 }
 

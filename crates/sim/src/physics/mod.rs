@@ -64,10 +64,18 @@ const GROUP_ROBOT: Group = Group::GROUP_3;
 /// Errors of the physics world: bad commands or names.
 #[derive(Debug, thiserror::Error)]
 pub enum PhysicsError {
+    /// Forward kinematics of the robot failed, e.g. a joint command of the wrong length.
     #[error(transparent)]
     Kinematics(#[from] KinematicsError),
+    /// An object name is not in the scene.
     #[error("unknown object `{name}`; the scene has {known}")]
-    UnknownObject { name: String, known: String },
+    UnknownObject {
+        /// The name as given.
+        name: String,
+        /// The scene's object names, comma-separated, for the message.
+        known: String,
+    },
+    /// A gripper command was NaN, infinite or outside [0, 1].
     #[error("gripper opening must be a finite number in [0, 1], got {0}")]
     GripperOpening(f64),
 }
@@ -105,14 +113,18 @@ impl Owner {
 /// What an object touches, as reported by [`SimWorld::contacts_of`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ContactWith {
+    /// The table top.
     Table,
     /// Another object and the part of it that is touched.
     Object {
+        /// The other object's scene name.
         name: String,
+        /// Its touched part, `None` where the primitive has no named part.
         part: Option<String>,
     },
     /// A robot link (fingers included).
     Robot {
+        /// The link's name in the robot model.
         link: String,
     },
 }
@@ -123,11 +135,13 @@ pub enum ContactWith {
 /// to the fingers, since nothing checks them against the table or the arm.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolVisual {
+    /// Geometry, centred on its own origin.
     pub shape: Shape,
     /// Pose of the shape in the tool-point frame.
     pub tcp_from_shape: Isometry3<f64>,
     /// Linear RGB albedo (of the faces the texture does not cover).
     pub color: [f32; 3],
+    /// A pattern printed on the shape's +z face (cuboids only), e.g. a calibration board.
     pub texture: Option<Arc<crate::render::FaceTexture>>,
 }
 
@@ -143,6 +157,7 @@ pub enum Toucher {
 /// The first time the robot touched an object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RobotTouch {
+    /// The link, or the held object, that made the contact.
     pub by: Toucher,
     /// Simulated time of the step, s.
     pub time_s: f64,
@@ -151,7 +166,9 @@ pub struct RobotTouch {
 /// One touching pair: which part of the queried object touches what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Contact {
+    /// The queried object's touching part, `None` where the primitive has no named part.
     pub part: Option<String>,
+    /// What it touches.
     pub with: ContactWith,
 }
 
@@ -367,6 +384,7 @@ impl SimWorld {
         &self.scene
     }
 
+    /// The kinematic model driving the robot's links.
     pub fn robot(&self) -> &RobotModel {
         &self.robot
     }

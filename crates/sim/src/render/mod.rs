@@ -39,10 +39,15 @@ use pointact_core::geometry::Shape;
 /// surface from hitting it again.
 pub(crate) const MIN_DEPTH_M: f64 = 1e-4;
 
+/// Why a camera cannot be built or rendered with.
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
+    /// The intrinsics are unusable: empty or oversized image, bad focal length or field of view,
+    /// or a distortion model (the renderer is an ideal pinhole).
     #[error("invalid camera intrinsics: {0}")]
     InvalidIntrinsics(String),
+    /// A look-at pose is undefined: eye or target not finite, eye equal to target, or the view
+    /// parallel to the up hint.
     #[error("cannot build a look-at camera pose: {0}")]
     DegenerateLookAt(String),
 }

@@ -84,7 +84,9 @@ impl RenderOptions {
 /// One rendered frame; every buffer is row-major, `width · height` long, index `v · width + u`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderOutput {
+    /// Image width, px.
     pub width: u32,
+    /// Image height, px.
     pub height: u32,
     /// RGB8, sRGB-encoded, interleaved.
     pub rgb: Vec<u8>,

@@ -20,7 +20,9 @@
 /// edge (−x), the order an image is written in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FaceTexture {
+    /// Cells across the face, along shape x.
     pub cols: usize,
+    /// Cells down the face, along shape −y.
     pub rows: usize,
     /// Linear RGB albedo in [0, 1] per cell, row-major (`row · cols + col`).
     pub cells: Vec<[f32; 3]>,

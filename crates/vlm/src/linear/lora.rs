@@ -116,7 +116,10 @@ fn peft_name(module: &str, matrix: &str) -> String {
 /// `(name, first row, rows)` along the output axis (several for a fused `q|k|v` or `gate|up`).
 #[derive(Debug, Clone)]
 pub struct TrainableWeight {
+    /// The trainable tensor the optimizer updates; `[Σ rows, in]` for a fused projection.
     pub var: Var,
+    /// The checkpoint tensors inside [`Self::var`], each `(name, first row, rows)` along the output
+    /// axis.
     pub parts: Vec<(String, usize, usize)>,
 }
 

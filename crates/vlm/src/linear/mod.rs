@@ -33,8 +33,15 @@ use rayon::prelude::*;
 /// `y = x·Wᵀ (+ b)` with `W` dense or quantized.
 #[derive(Debug, Clone)]
 pub enum Proj {
+    /// A dense f32 (or bf16-kept) weight with its optional bias, through candle's `Linear`.
     Dense(candle_nn::Linear),
-    Quantized { w: QBlocks, bias: Option<Tensor> },
+    /// A weight quantized into ggml blocks, multiplied by the quantized kernels.
+    Quantized {
+        /// The quantized weight `[out, in]`.
+        w: QBlocks,
+        /// The bias `[out]`, if the layer has one.
+        bias: Option<Tensor>,
+    },
 }
 
 impl Proj {
@@ -187,11 +194,19 @@ impl Proj {
 /// the decoder (11 GB for the 3B's seven linears per layer), on top of the model; a checkpoint
 /// written one tensor at a time ([`CheckpointTensor::get`] as each is written) holds one.
 pub enum CheckpointTensor<'a> {
+    /// A tensor ready to write as is.
     Ready(Tensor),
-    Merged { base: Tensor, lora: &'a Lora },
+    /// A LoRA-adapted weight, merged to `W + ΔW` by [`CheckpointTensor::get`].
+    Merged {
+        /// The frozen weight `W` `[out, in]`, as the model holds it.
+        base: Tensor,
+        /// The adapter whose `ΔW` is added.
+        lora: &'a Lora,
+    },
 }
 
 impl CheckpointTensor<'_> {
+    /// Shape of the tensor, `[out, in]` for a weight (the same for a merged one).
     pub fn dims(&self) -> &[usize] {
         match self {
             CheckpointTensor::Ready(t) | CheckpointTensor::Merged { base: t, .. } => t.dims(),

@@ -19,7 +19,9 @@ use super::*;
 /// product's time (`k=2048, n=11008`: 53 ms with them against 32 ms on tiles kept).
 #[derive(Debug, Clone)]
 pub enum QBlocks {
+    /// ggml Q8_0 blocks (`--quant q8_0`).
     Q8_0(Arc<QRows<BlockQ8_0>>),
+    /// ggml Q4K super-blocks (`--quant q4k`).
     Q4K(Arc<QRows<BlockQ4K>>),
 }
 
@@ -97,12 +99,16 @@ pub fn candle_quant_tier(
 /// See [`candle_quant_tier`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CandleTier {
+    /// AVX-512 VNNI tiles (Q4K and Q8_0).
     Avx512Vnni,
+    /// AVX-VNNI tiles (Q4K and Q8_0).
     AvxVnni,
+    /// AVX2 + FMA tiles (Q4K only).
     Avx2,
 }
 
 impl CandleTier {
+    /// The tier's name as reports print it (`avx512-vnni`, `avx-vnni`, `avx2`).
     pub fn name(self) -> &'static str {
         match self {
             CandleTier::Avx512Vnni => "avx512-vnni",

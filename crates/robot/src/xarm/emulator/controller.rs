@@ -99,7 +99,9 @@ pub struct ControllerConfig {
     /// GET_VERSION text; must match the SDK's version regex (`xarm/x3/base.py`, docs/references.md
     /// §1).
     pub version: String,
+    /// Arm serial number answered to GET_ROBOT_SN.
     pub robot_sn: String,
+    /// Control box serial number answered to GET_ROBOT_SN.
     pub control_box_sn: String,
 }
 
@@ -298,14 +300,17 @@ impl Controller {
         c
     }
 
+    /// The kinematic model of the emulated arm.
     pub fn model(&self) -> &Arc<RobotModel> {
         &self.model
     }
 
+    /// The controller state GET_STATE reports (moving, paused, stopped, ...).
     pub fn state(&self) -> RobotState {
         self.state
     }
 
+    /// The motion mode set by SET_MODE (a `Mode` value: 0 position, 1 servo, ...).
     pub fn mode(&self) -> u8 {
         self.mode
     }

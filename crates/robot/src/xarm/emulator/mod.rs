@@ -47,6 +47,7 @@ pub struct EmulatorOptions {
     pub report_hz: f64,
     /// Real-time report rate (Hz), also the rate the model is stepped at; the controller sends 250.
     pub rt_hz: f64,
+    /// Version and serial numbers the controller answers with.
     pub controller: ControllerConfig,
 }
 
@@ -63,18 +64,26 @@ impl Default for EmulatorOptions {
     }
 }
 
+/// Why the emulator could not start or serve.
 #[derive(Debug, thiserror::Error)]
 pub enum EmulatorError {
+    /// One of the three sockets could not be bound (port taken, or privileged).
     #[error("cannot listen on 127.0.0.1:{port} for the {what}: {source}{hint}")]
     Bind {
+        /// Which socket: command socket or one of the report streams.
         what: &'static str,
+        /// The port asked for.
         port: u16,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
+        /// A suggestion for the common causes (privileged port, port in use); may be empty.
         hint: &'static str,
     },
+    /// A report rate in `EmulatorOptions` is not finite or not in (0, 1000] Hz.
     #[error("report rates must be finite and in (0, 1000] Hz, got {0}")]
     Rate(f64),
+    /// A socket operation failed after binding (reading the local address, accepting, ...).
     #[error("emulator socket error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -148,14 +157,17 @@ impl Emulator {
         })
     }
 
+    /// Where the command socket listens (its port is known even when 0 was asked for).
     pub fn command_addr(&self) -> SocketAddr {
         self.addrs[0]
     }
 
+    /// Where the rich report stream listens.
     pub fn report_addr(&self) -> SocketAddr {
         self.addrs[1]
     }
 
+    /// Where the real-time report stream listens.
     pub fn rt_addr(&self) -> SocketAddr {
         self.addrs[2]
     }

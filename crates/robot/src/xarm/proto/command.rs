@@ -35,6 +35,7 @@ impl Coord {
 pub struct LineCommon {
     /// Blend radius (mm); negative = stop at the target.
     pub radius: f32,
+    /// Frame the pose is given in.
     pub coord: Coord,
     /// Orientation given as an axis-angle vector instead of roll/pitch/yaw.
     pub axis_angle: bool,
@@ -44,6 +45,7 @@ pub struct LineCommon {
 /// axis-angle vector).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MoveLine {
+    /// Target: x, y, z (mm), then roll, pitch, yaw (rad) or an axis-angle vector (rad).
     pub pose: [f32; 6],
     /// mm/s.
     pub speed: f32,
@@ -89,16 +91,22 @@ pub struct MoveJoint {
     pub speed: f32,
     /// rad/s².
     pub acc: f32,
+    /// Reserved by the controller (0).
     pub mvtime: f32,
+    /// Only check the move (1..): the controller answers whether it could run, and does not run it.
     pub only_check: Option<u8>,
 }
 
 /// MOVE_HOME (25): joint move to all-zero joints.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MoveHome {
+    /// Joint speed (rad/s).
     pub speed: f32,
+    /// Joint acceleration (rad/s²).
     pub acc: f32,
+    /// Reserved by the controller (0).
     pub mvtime: f32,
+    /// Only check the move (1..): the controller answers whether it could run, and does not run it.
     pub only_check: Option<u8>,
 }
 
@@ -107,14 +115,21 @@ pub struct MoveHome {
 pub struct MoveRelative {
     /// Cartesian: x, y, z (mm), roll, pitch, yaw (rad), unused; joint: 7 angle offsets (rad).
     pub offset: [f32; 7],
+    /// mm/s for a Cartesian offset, rad/s for a joint one.
     pub speed: f32,
+    /// mm/s² for a Cartesian offset, rad/s² for a joint one.
     pub acc: f32,
+    /// Reserved by the controller (0).
     pub mvtime: f32,
+    /// Blend radius (mm); negative = stop at the target.
     pub radius: f32,
     /// Joint-space offset instead of a Cartesian one.
     pub joint: bool,
+    /// Cartesian orientation offset given as an axis-angle vector instead of roll/pitch/yaw.
     pub axis_angle: bool,
+    /// Only check the move (1..): the controller answers whether it could run, and does not run it.
     pub only_check: Option<u8>,
+    /// Optional trailing motion-type byte.
     pub motion_type: Option<u8>,
 }
 
@@ -141,18 +156,24 @@ impl MoveRelative {
 /// MOVE_SERVOJ (29): servo-mode joint target, applied at once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServoJoint {
+    /// Joint target (rad); unused joints 0.
     pub joints: [f32; 7],
     /// Reserved by the controller: it moves at its own maximum.
     pub speed: f32,
+    /// Reserved by the controller, like `speed`.
     pub acc: f32,
+    /// Reserved by the controller (0).
     pub mvtime: f32,
 }
 
 /// MOVE_SERVO_CART (30): servo-mode TCP target, applied at once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServoCartesian {
+    /// TCP target or offset (see `coord`): x, y, z (mm), roll, pitch, yaw (rad).
     pub pose: [f32; 6],
+    /// Reserved, like `ServoJoint::speed`.
     pub speed: f32,
+    /// Reserved, like `ServoJoint::acc`.
     pub acc: f32,
     /// The third float carries the frame: 0 = base (absolute pose), 1 = tool (offset in the tool
     /// frame).
@@ -163,55 +184,84 @@ pub struct ServoCartesian {
 /// exact inverses for every value the decoder returns.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
+    /// GET_VERSION (1): the firmware version string.
     GetVersion,
+    /// GET_ROBOT_SN (2): the arm's and the control box's serial numbers.
     GetRobotSn,
-    /// `axis` 1..=7, or 8 = all joints.
+    /// MOTION_EN (11): enable or disable the motors.
     MotionEnable {
+        /// Joint 1..=7, or 8 = all joints.
         axis: u8,
+        /// `true` enables (and releases the brakes), `false` disables.
         enable: bool,
     },
     /// One of `set_state`.
     SetState(u8),
+    /// GET_STATE (13): the `RobotState`.
     GetState,
+    /// GET_CMDNUM (14): how many commands are queued.
     GetCmdnum,
+    /// GET_ERROR (15): the current error and warning codes.
     GetError,
+    /// CLEAN_ERR (16): clears the controller error (the arm then needs SET_STATE 0).
     CleanError,
+    /// CLEAN_WAR (17): clears the controller warning.
     CleanWarn,
     /// `mode` as `Mode`; `detection` is sent by firmware >= 1.10.0 (the SDK sends 0).
     SetMode {
+        /// The new mode (a `Mode` value).
         mode: u8,
+        /// Trailing detection byte of newer firmware; `None` in the old form.
         detection: Option<u8>,
     },
+    /// MOVE_LINE (21).
     MoveLine(MoveLine),
+    /// MOVE_JOINT (23).
     MoveJoint(MoveJoint),
+    /// MOVE_HOME (25).
     MoveHome(MoveHome),
+    /// MOVE_RELATIVE (83).
     MoveRelative(MoveRelative),
+    /// MOVE_SERVOJ (29).
     ServoJoint(ServoJoint),
+    /// MOVE_SERVO_CART (30).
     ServoCartesian(ServoCartesian),
     /// x, y, z (mm), roll, pitch, yaw (rad) of the TCP in the flange frame.
     SetTcpOffset([f32; 6]),
     /// Payload mass (kg) and centre of mass in the flange frame (mm).
     SetLoad {
+        /// Payload mass (kg).
         mass: f32,
+        /// Centre of mass x, y, z in the flange frame (mm).
         com: [f32; 3],
     },
+    /// GET_TCP_POSE (41): the TCP pose (mm, rad).
     GetTcpPose,
+    /// GET_JOINT_POS (42): the joint positions (rad).
     GetJointPos,
     /// Modbus-RTU PDU (no CRC) through RS-485 host `host` (9 = tool).
     Rs485 {
+        /// RS-485 host (bus) id; 9 is the tool port.
         host: u8,
+        /// Modbus-RTU PDU: slave address, function code and data, without CRC.
         pdu: Vec<u8>,
     },
     /// Read one 16-bit tool-board register (e.g. `tool_reg::BAUD_INDEX`).
     TgpioRead16 {
+        /// RS-485 host (bus) id of the tool board.
         host: u8,
+        /// Register address.
         addr: u16,
     },
     /// Write one tool-board register; the SDK sends the value as an f32 (LE), then optional bytes.
     TgpioWrite16 {
+        /// RS-485 host (bus) id of the tool board.
         host: u8,
+        /// Register address.
         addr: u16,
+        /// The value to write.
         value: f32,
+        /// Bytes sent after the value (the SDK's optional trailer).
         extra: Vec<u8>,
     },
     /// Bitmask of `feedback_kind` for the commands that follow.

@@ -129,6 +129,7 @@ pub(crate) mod gripper_reg {
 #[allow(dead_code)]
 pub mod feedback_kind {
     pub(crate) const MOTION_START: u8 = 1;
+    /// Bit 1: report when a motion finishes.
     pub const MOTION_FINISH: u8 = 2;
     pub(crate) const TRIGGER: u8 = 4;
     pub(crate) const OTHER_START: u8 = 32;
@@ -138,6 +139,7 @@ pub mod feedback_kind {
 /// Result codes of a feedback frame (the manual's whole table).
 #[allow(dead_code)]
 pub mod feedback_code {
+    /// 0: the command completed.
     pub const SUCCESS: u8 = 0;
     pub(crate) const FAILURE: u8 = 1;
     pub(crate) const DISCARDED: u8 = 2;
@@ -150,40 +152,76 @@ pub mod feedback_code {
 /// of panicking.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProtoError {
+    /// The input ended before a field that must be there.
     #[error("{what}: {got} bytes, need at least {need}")]
     Short {
+        /// What was being read.
         what: &'static str,
+        /// Bytes available.
         got: usize,
+        /// Bytes the field being read needed.
         need: usize,
     },
+    /// A frame's length field disagrees with the bytes that came with it.
     #[error("{what}: length field says {declared} bytes, {actual} present")]
     LengthMismatch {
+        /// What was being read.
         what: &'static str,
+        /// The length the frame declares.
         declared: usize,
+        /// The length it has.
         actual: usize,
     },
+    /// A payload or frame whose length is not one its kind can have.
     #[error("{what}: {got} bytes, expected {expected}")]
     BadLength {
+        /// What was being read.
         what: &'static str,
+        /// Its length in bytes.
         got: usize,
+        /// The accepted lengths, in words.
         expected: &'static str,
     },
+    /// A frame to encode, or a report to buffer, is larger than the protocol allows.
     #[error("{what}: {got} bytes exceed the largest frame ({max})")]
     TooLong {
+        /// What was being encoded or read.
         what: &'static str,
+        /// Its length in bytes.
         got: usize,
+        /// The largest length allowed.
         max: usize,
     },
+    /// A header's length field is 0, so the frame has not even a funcode.
     #[error("frame header declares an empty body (no funcode)")]
     EmptyBody,
+    /// A frame carries another funcode than the one it is read as.
     #[error("funcode {got} where {expected} was expected")]
-    Funcode { expected: u8, got: u8 },
+    Funcode {
+        /// The funcode required.
+        expected: u8,
+        /// The funcode in the frame.
+        got: u8,
+    },
+    /// A request or reply with a funcode this codec does not implement.
     #[error("funcode {0} is not one this codec knows")]
     UnknownFuncode(u8),
+    /// A field holds a value outside its allowed range.
     #[error("{field} = {value} is out of range")]
-    Invalid { field: &'static str, value: u64 },
+    Invalid {
+        /// The field's name.
+        field: &'static str,
+        /// Its value (a length for text fields that do not parse).
+        value: u64,
+    },
+    /// A report stream's frames changed length, so the stream has lost its framing.
     #[error("report length changed from {first} to {now} bytes within one stream")]
-    ReportLengthChanged { first: usize, now: usize },
+    ReportLengthChanged {
+        /// Length of the stream's first frame.
+        first: usize,
+        /// Length of the frame that differs.
+        now: usize,
+    },
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -355,13 +393,18 @@ pub(crate) const MAX_BODY_LEN: usize = u16::MAX as usize;
 /// One command frame, raw: `tid | prot | len | funcode | params`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
+    /// Transaction id; the reply echoes it.
     pub tid: u16,
+    /// Protocol id (`prot::PRIVATE` or `prot::PRIVATE_V3`).
     pub prot: u16,
+    /// Register number of the command.
     pub funcode: u8,
+    /// Parameter bytes after the funcode.
     pub params: Vec<u8>,
 }
 
 impl Request {
+    /// The frame's bytes, header included; `TooLong` if the body exceeds the u16 length field.
     pub fn encode(&self) -> Result<Vec<u8>, ProtoError> {
         let body = 1 + self.params.len();
         if body > MAX_BODY_LEN {
@@ -396,10 +439,15 @@ impl Request {
 /// One reply frame, raw: `tid | prot | len | funcode | status | payload`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
+    /// Transaction id of the request answered.
     pub tid: u16,
+    /// Protocol id, echoed from the request.
     pub prot: u16,
+    /// Register number of the command answered.
     pub funcode: u8,
+    /// The controller's status bits.
     pub status: Status,
+    /// Bytes after the status byte (see `Reply`).
     pub payload: Vec<u8>,
 }
 
@@ -483,10 +531,12 @@ pub struct FrameReader {
 }
 
 impl FrameReader {
+    /// An empty reader.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Appends bytes as they arrive from the socket; frames are taken out with `next_frame`.
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
@@ -528,7 +578,9 @@ impl FrameReader {
 pub struct Feedback {
     /// Transaction id of the command it refers to.
     pub tid: u16,
+    /// Protocol id of the header.
     pub prot: u16,
+    /// The controller's status bits when the frame was sent.
     pub status: Status,
     /// One of `feedback_kind`.
     pub kind: u8,
@@ -595,11 +647,14 @@ impl Feedback {
 /// What a client reads from the command socket: a reply to its request, or a feedback frame.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Incoming {
+    /// A reply to a request (matched by transaction id).
     Response(Response),
+    /// A feedback frame (funcode 0xFF) on a command's start or finish.
     Feedback(Feedback),
 }
 
 impl Incoming {
+    /// Reads one complete frame (as `FrameReader::next_frame` yields it).
     pub fn decode(frame: &[u8]) -> Result<Incoming, ProtoError> {
         let r = Response::decode(frame)?;
         if r.funcode == reg::FEEDBACK {

@@ -13,22 +13,42 @@ pub enum Reply {
     /// GET_VERSION: e.g. `"6,6,XI1304,AC1303,v2.3.0"` (see `parse_version`).
     Version(String),
     /// GET_ROBOT_SN: robot serial, NUL, control-box serial.
-    RobotSn { robot: String, control_box: String },
+    RobotSn {
+        /// The arm's serial number.
+        robot: String,
+        /// The control box's serial number.
+        control_box: String,
+    },
     /// GET_STATE raw value (see `RobotState::from_u8`).
     State(u8),
     /// GET_CMDNUM: commands queued.
     Cmdnum(u16),
     /// GET_ERROR: error and warning codes (see `ControllerError`, `ControllerWarning`).
-    ErrorWarn { error: u8, warn: u8 },
+    ErrorWarn {
+        /// Controller error code (0 = none).
+        error: u8,
+        /// Controller warning code (0 = none).
+        warn: u8,
+    },
     /// Planned moves: the task id feedback frames refer to; with only-check, the check result
     /// (0 = the move could run, else the error it would raise).
-    MoveAck { task: u16, check: Option<u8> },
+    MoveAck {
+        /// Task id of the queued move.
+        task: u16,
+        /// Only-check result, present when the move was sent as a check.
+        check: Option<u8>,
+    },
     /// GET_TCP_POSE: x, y, z (mm), roll, pitch, yaw (rad).
     Pose([f32; 6]),
     /// GET_JOINT_POS (rad).
     Joints([f32; 7]),
     /// RS485_RTU: host id, then the device's Modbus-RTU reply PDU (no CRC).
-    Rs485 { host: u8, pdu: Vec<u8> },
+    Rs485 {
+        /// The RS-485 host (bus) the device answered on.
+        host: u8,
+        /// The device's Modbus-RTU reply: slave address, function code and data, without CRC.
+        pdu: Vec<u8>,
+    },
     /// TGPIO_R16B: the register as a 4-byte big-endian integer.
     Register(i32),
 }
@@ -142,12 +162,19 @@ impl Reply {
 /// The fields of a GET_VERSION string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FirmwareVersion {
+    /// Number of joints (6 for the xArm 6).
     pub axis: u32,
+    /// Robot type number, as the controller reports it.
     pub robot_type: u32,
+    /// Third field: the arm's serial number (or its prefix, e.g. `XI1304`).
     pub robot_sn: String,
+    /// Fourth field: the control box's serial number (or its prefix, e.g. `AC1303`).
     pub control_box_sn: String,
+    /// Firmware major version.
     pub major: u32,
+    /// Firmware minor version.
     pub minor: u32,
+    /// Firmware patch version.
     pub patch: u32,
 }
 

@@ -24,18 +24,23 @@ pub struct ArmStatus {
     pub state: u8,
     /// `Mode` value (the high nibble).
     pub mode: u8,
+    /// Commands queued in the controller (as GET_CMDNUM).
     pub cmdnum: u16,
-    /// rad.
+    /// Joint positions (rad), 7 slots.
     pub joints: [f32; 7],
     /// x, y, z (mm), roll, pitch, yaw (rad).
     pub tcp_pose: [f32; 6],
+    /// Joint torques as the controller estimates them, 7 slots.
     pub joint_torques: [f32; 7],
     /// One bit per axis: 1 = brake released.
     pub brake_bits: u8,
     /// One bit per axis: 1 = motor enabled.
     pub enable_bits: u8,
+    /// Controller error code (0 = none; see `ControllerError`).
     pub error: u8,
+    /// Controller warning code (0 = none; see `ControllerWarning`).
     pub warn: u8,
+    /// TCP offset from the flange: x, y, z (mm), roll, pitch, yaw (rad).
     pub tcp_offset: [f32; 6],
     /// Mass (kg), centre of mass x, y, z (mm).
     pub tcp_load: [f32; 4],
@@ -43,16 +48,22 @@ pub struct ArmStatus {
     pub collision_sensitivity: u8,
     /// 0..=5.
     pub teach_sensitivity: u8,
+    /// Gravity direction in the base frame (x, y, z).
     pub gravity: [f32; 3],
 }
 
 /// Jerk, minimum/maximum acceleration and minimum/maximum speed, as the rich report lists them.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct MotionBounds {
+    /// Jerk the controller plans with.
     pub jerk: f32,
+    /// Smallest acceleration accepted.
     pub min_acc: f32,
+    /// Largest acceleration accepted.
     pub max_acc: f32,
+    /// Smallest speed accepted.
     pub min_speed: f32,
+    /// Largest speed accepted.
     pub max_speed: f32,
 }
 
@@ -65,6 +76,7 @@ pub struct RichTail {
     pub target_tcp_speed: f32,
     /// Target joint speeds (rad/s).
     pub target_joint_speeds: [f32; 7],
+    /// Frame counter, as the controller sends it.
     pub counter: u32,
     /// World offset x, y, z (mm), roll, pitch, yaw (rad).
     pub world_offset: [f32; 6],
@@ -77,21 +89,33 @@ const RICH_TAIL_END: usize = 312;
 /// (I/O, F/T sensor, reduced mode, ...) are not decoded and encode as zeros.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RichReport {
+    /// The fields shared with the 30001 report (bytes 4..145).
     pub status: ArmStatus,
+    /// Robot type number, as in GET_VERSION.
     pub robot_type: u8,
+    /// Number of joints.
     pub axis: u8,
+    /// Controller-internal id, kept as received (the SDK does not interpret it).
     pub master_id: u8,
+    /// Controller-internal id, kept as received (the SDK does not interpret it).
     pub slave_id: u8,
+    /// Controller-internal motor id, kept as received (the SDK does not interpret it).
     pub motor_tid: u8,
+    /// Controller-internal motor id, kept as received (the SDK does not interpret it).
     pub motor_fid: u8,
     /// Firmware version text (at most 30 bytes).
     pub version: String,
+    /// Bounds of TCP (linear) motion (mm/s, mm/s², mm/s³).
     pub tcp_bounds: MotionBounds,
+    /// Bounds of joint motion (rad/s, rad/s², rad/s³).
     pub joint_bounds: MotionBounds,
+    /// Rotational jerk of TCP motion.
     pub rot_jerk: f32,
+    /// Largest rotational acceleration of TCP motion.
     pub max_rot_acc: f32,
     /// Per joint: servo status, servo error code.
     pub servo_codes: [[u8; 2]; 7],
+    /// Tool GPIO board: status, error code.
     pub tgpio_codes: [u8; 2],
     /// `Some` encodes a full 587-byte frame; `None` the minimal 245-byte one.
     pub tail: Option<RichTail>,
@@ -227,6 +251,8 @@ impl RichReport {
         out
     }
 
+    /// Reads a whole 30002 frame (length field included), accepting the 245- and 587-byte
+    /// layouts; refuses the state values the SDK would close the stream on.
     pub fn decode(frame: &[u8]) -> Result<RichReport, ProtoError> {
         report_length(frame, "rich report", RICH_REPORT_MIN_LEN)?;
         let mut c = Cursor::new(frame, "rich report");
@@ -278,16 +304,22 @@ impl RichReport {
 /// Joint position, velocity and acceleration (rad, rad/s, rad/s²), 7 slots.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct JointMotion {
+    /// Joint positions (rad).
     pub position: [f32; 7],
+    /// Joint velocities (rad/s).
     pub velocity: [f32; 7],
+    /// Joint accelerations (rad/s²).
     pub acceleration: [f32; 7],
 }
 
 /// TCP pose, speed and acceleration (mm, rad; per second, per second²).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TcpMotion {
+    /// x, y, z (mm), roll, pitch, yaw (rad).
     pub pose: [f32; 6],
+    /// Linear (mm/s) and angular (rad/s) speed.
     pub speed: [f32; 6],
+    /// Linear (mm/s²) and angular (rad/s²) acceleration.
     pub acceleration: [f32; 6],
 }
 
@@ -298,29 +330,49 @@ pub struct TcpMotion {
 pub struct RtReport {
     /// Controller clock (µs).
     pub timestamp_us: u64,
+    /// `RobotState` value (the low nibble of byte 12).
     pub state: u8,
+    /// `Mode` value (the high nibble of byte 12).
     pub mode: u8,
+    /// Commands queued in the controller.
     pub cmdnum: u16,
+    /// Where the controller commands the joints to be.
     pub target_joints: JointMotion,
+    /// Where the joints are, as the encoders measure.
     pub actual_joints: JointMotion,
+    /// Joint motor currents, 7 slots.
     pub joint_currents: [f32; 7],
+    /// Joint torques as the controller estimates them, 7 slots.
     pub joint_torques: [f32; 7],
+    /// The commanded TCP motion.
     pub target_tcp: TcpMotion,
+    /// The measured TCP motion.
     pub actual_tcp: TcpMotion,
+    /// Force and torque at the TCP as the controller estimates them from joint torques.
     pub estimated_tcp_torque: [f32; 6],
+    /// Six-axis force/torque sensor reading, unfiltered (zeros without a sensor).
     pub ft_raw: [f32; 6],
+    /// Six-axis force/torque sensor reading, filtered (zeros without a sensor).
     pub ft_filtered: [f32; 6],
+    /// Type of the monitored device, as the controller sends it.
     pub monitor_type: u8,
+    /// State of the monitored device, as the controller sends it.
     pub monitor_state: u8,
     /// Monitored device position, speed, current.
     pub monitor: [i16; 3],
+    /// Control box digital inputs, one bit each.
     pub cgpio_digital_in: i16,
+    /// Control box digital outputs, one bit each.
     pub cgpio_digital_out: i16,
     /// mV.
     pub cgpio_analog_in: [i16; 2],
+    /// Control box analog outputs (mV).
     pub cgpio_analog_out: [i16; 2],
+    /// Tool (end-effector) digital inputs, one bit each.
     pub tgpio_digital_in: i16,
+    /// Tool (end-effector) digital outputs, one bit each.
     pub tgpio_digital_out: i16,
+    /// Tool (end-effector) analog inputs (mV).
     pub tgpio_analog_in: [i16; 2],
 }
 
@@ -362,6 +414,7 @@ impl RtReport {
         out
     }
 
+    /// Reads a whole 30000 frame (length field included): exactly 804 bytes.
     pub fn decode(frame: &[u8]) -> Result<RtReport, ProtoError> {
         if frame.len() != RT_REPORT_LEN {
             return Err(ProtoError::BadLength {
@@ -455,10 +508,12 @@ pub struct ReportReader {
 }
 
 impl ReportReader {
+    /// An empty reader.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Appends bytes as they arrive from the socket; frames are taken out with `next_frame`.
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }

@@ -8,9 +8,11 @@ use super::*;
 pub enum RobotState {
     /// Reported briefly when a motion starts; clients treat it like `Moving`.
     Starting = 0,
+    /// A motion is being executed.
     Moving = 1,
     /// Standby: ready, nothing queued ("sleeping").
     Ready = 2,
+    /// Motion paused (SET_STATE 3); the queue is kept and resumes with SET_STATE 0.
     Paused = 3,
     /// Stopped: the power-on state, after SET_STATE 4 and after an error; motion commands are
     /// discarded until SET_STATE 0.
@@ -18,6 +20,7 @@ pub enum RobotState {
     /// Configuration changed ("system reset"): after enabling, a mode switch or a TCP/load change;
     /// like `Stopped` until SET_STATE 0.
     ConfigChanged = 5,
+    /// Slowing down to a stop (after SET_STATE 6).
     Decelerating = 6,
 }
 
@@ -60,11 +63,18 @@ pub enum Mode {
     Position = 0,
     /// Streamed targets (MOVE_SERVOJ, MOVE_SERVO_CART), newest applied, no queue.
     Servo = 1,
+    /// Manual (teach) mode: the arm can be moved by hand, joint by joint.
     JointTeach = 2,
+    /// Manual (teach) mode with the tool's orientation held.
     CartesianTeach = 3,
+    /// Joint velocity control: commands set joint speeds instead of targets.
     JointVelocity = 4,
+    /// Cartesian velocity control: commands set the TCP's linear and angular speed.
     CartesianVelocity = 5,
+    /// Online joint planning: a new joint target replaces the one being moved to, re-planned at
+    /// once.
     JointOnline = 6,
+    /// Online Cartesian planning: a new TCP target replaces the one being moved to.
     CartesianOnline = 7,
 }
 
@@ -97,7 +107,10 @@ pub enum ControllerError {
     /// 3: the three-state switch's emergency stop is pressed.
     ThreeStateSwitchStop,
     /// 10: a servo motor error (no joint named); 11..=17: servo motor of joint 1..=7.
-    Servo { joint: Option<u8> },
+    Servo {
+        /// Joint 1..=7 whose servo failed; `None` for code 10.
+        joint: Option<u8>,
+    },
     /// 18.
     ForceTorqueSensorComm,
     /// 19: end-effector (tool RS-485) communication.
@@ -302,6 +315,7 @@ pub enum ControllerWarning {
     NoSolution,
     /// 15: the Modbus command queue is full.
     ModbusFull,
+    /// Any other code.
     Other(u8),
 }
 
