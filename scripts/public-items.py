@@ -52,6 +52,13 @@ def strip(text):
             out.append(c); i += 1
     return "".join(out)
 
+def use_names(s):
+    """How many names a `pub use` statement re-exports (each leaf of a `{…}` group counts)."""
+    if "{" not in s:
+        return 1
+    inner = s[s.index("{") + 1:s.rindex("}")].replace("{", ",").replace("}", ",")
+    return sum(1 for part in inner.split(",") if part.strip() and not part.strip().endswith("::"))
+
 def count_file(path, mod_path, reachable, counts):
     """Counts reachable items of the module in `path` (and its child modules)."""
     code = strip(open(path, encoding="utf-8").read())
@@ -61,8 +68,17 @@ def count_file(path, mod_path, reachable, counts):
     lines = code.split("\n")
     # A private child module whose items are re-exported whole (`pub use child::*`) is reachable.
     globbed = set(re.findall(r"^\s*pub\s+use\s+([a-z_][a-z0-9_]*)::\*\s*;", code, re.M))
+    pending_use = None
     for line in lines:
         s = line.strip()
+        # A `pub use` group spread over several lines counts once it is whole.
+        if pending_use is not None:
+            pending_use += " " + s
+            depth += line.count("{") - line.count("}")
+            if pending_use.count("{") == pending_use.count("}"):
+                counts[pending_use_mod] = counts.get(pending_use_mod, 0) + use_names(pending_use)
+                pending_use = None
+            continue
         if s.startswith("#[cfg(test)]"):
             pending_test = True
         cur_reach = stack[-1][1] if stack else reachable
@@ -92,7 +108,11 @@ def count_file(path, mod_path, reachable, counts):
                 continue
         elif ITEM.match(s) and not PUB_RESTRICTED.match(s) and cur_reach and not re.match(r"pub\s+use\s+[a-z_][a-z0-9_]*::\*", s):
             key = "::".join(cur_mod)
-            counts[key] = counts.get(key, 0) + (s.count(",") + 1 if s.startswith("pub use") and "{" in s and "}" in s else 1)
+            if s.startswith("pub use") and s.count("{") > s.count("}"):
+                pending_use, pending_use_mod = s, key
+                depth += line.count("{") - line.count("}")
+                continue
+            counts[key] = counts.get(key, 0) + (use_names(s) if s.startswith("pub use") else 1)
         if s and not s.startswith("#"):
             pending_test = False
         depth += line.count("{") - line.count("}")

@@ -356,8 +356,6 @@ pub fn run(a: GrpoCli) -> Result<ExitCode> {
         a.out.display()
     );
 
-    let rt = super::runtime()?;
-    let handle = rt.handle().clone();
     let kinds: std::collections::HashMap<String, _> = train
         .iter()
         .chain(&eval_records)
@@ -369,7 +367,7 @@ pub fn run(a: GrpoCli) -> Result<ExitCode> {
             .copied()
             .or_else(|| pointact::train::grpo::data::classify(gt).ok())
             .ok_or_else(|| "unknown ground truth".to_string())?;
-        run::score(kind, response, gt, Some(&handle))
+        run::score(kind, response, gt)
     };
     let stop = super::stop_on_ctrl_c()?;
     let bar = indicatif::ProgressBar::new(a.steps);

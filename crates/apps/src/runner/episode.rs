@@ -312,3 +312,18 @@ pub async fn run_prepared<R: Robot, C: Camera, P: Pointer>(
         },
     })
 }
+
+/// Drives a future whose every await completes at once (the simulator's devices never wait) to
+/// its end without a runtime: a simulated episode's camera and arm answer every call at once, so
+/// callers that are plain functions (the trainer's rewards, the demonstration recorder) run an
+/// episode with no runtime of their own and no nested one, from inside the CLI's runtime too.
+pub(crate) fn run_now<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::yield_now();
+    }
+}

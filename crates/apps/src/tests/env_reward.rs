@@ -40,8 +40,7 @@ fn a_right_place_earns_the_reward_and_a_place_on_the_wrong_side_does_not() {
         "the object's answer is recorded: {:?}",
         q.truth.answers
     );
-    let right =
-        super::common::block_on(env_reward(&response(&q, &q.reference), &q.ground_truth)).unwrap();
+    let right = env_reward(&response(&q, &q.reference), &q.ground_truth).unwrap();
     assert_eq!(
         right.components[3],
         ("env_success", 1.0),
@@ -56,7 +55,7 @@ fn a_right_place_earns_the_reward_and_a_place_on_the_wrong_side_does_not() {
         .iter()
         .map(|p| [(p[0] + 250.0).min(w as f64 - 5.0), p[1]])
         .collect();
-    let wrong = super::common::block_on(env_reward(&response(&q, &off), &q.ground_truth)).unwrap();
+    let wrong = env_reward(&response(&q, &off), &q.ground_truth).unwrap();
     assert_eq!(
         wrong.components[3],
         ("env_success", 0.0),
@@ -70,8 +69,7 @@ fn a_right_place_earns_the_reward_and_a_place_on_the_wrong_side_does_not() {
 fn pointing_at_another_object_fails_and_a_malformed_trace_scores_its_format_only() {
     let q =
         super::common::block_on(env_question("tabletop/can_in_basket", 0, Ability::Reg)).unwrap();
-    let right =
-        super::common::block_on(env_reward(&response(&q, &q.reference), &q.ground_truth)).unwrap();
+    let right = env_reward(&response(&q, &q.reference), &q.ground_truth).unwrap();
     assert_eq!(right.components[3].1, 1.0, "{}", right.detail);
     // The answer for the basket given for the can: the basket is grasped (or nothing is).
     let basket = q
@@ -82,19 +80,17 @@ fn pointing_at_another_object_fails_and_a_malformed_trace_scores_its_format_only
         .expect("the basket was asked for")
         .points
         .clone();
-    let wrong =
-        super::common::block_on(env_reward(&response(&q, &basket), &q.ground_truth)).unwrap();
+    let wrong = env_reward(&response(&q, &basket), &q.ground_truth).unwrap();
     assert_eq!(wrong.components[3].1, 0.0, "{}", wrong.detail);
 
     let t =
         super::common::block_on(env_question("tabletop/can_in_basket", 0, Ability::Vtg)).unwrap();
     assert_eq!(t.truth.branch, "v");
     let seven = &t.reference[..7];
-    let s = super::common::block_on(env_reward(&response(&t, seven), &t.ground_truth)).unwrap();
+    let s = env_reward(&response(&t, seven), &t.ground_truth).unwrap();
     assert_eq!(s.components[3].1, 0.0, "{}", s.detail);
     assert!((s.overall() - 0.2).abs() < 1e-12);
-    let eight =
-        super::common::block_on(env_reward(&response(&t, &t.reference), &t.ground_truth)).unwrap();
+    let eight = env_reward(&response(&t, &t.reference), &t.ground_truth).unwrap();
     assert_eq!(eight.components[3].1, 1.0, "{}", eight.detail);
 }
 
@@ -106,7 +102,7 @@ fn a_bad_ground_truth_is_a_typed_error() {
         "<type>env</type>{not json",
         "<type>env</type>{\"task\": \"tabletop/none\"}",
     ] {
-        let e = super::common::block_on(env_reward(r, gt)).unwrap_err();
+        let e = env_reward(r, gt).unwrap_err();
         assert!(matches!(e, EnvRewardError::GroundTruth(_)), "{gt}: {e}");
     }
     let mut q =
@@ -116,6 +112,6 @@ fn a_bad_ground_truth_is_a_typed_error() {
         "<type>env</type>{}",
         serde_json::to_string(&q.truth).unwrap()
     );
-    let e = super::common::block_on(env_reward(r, &gt)).unwrap_err();
+    let e = env_reward(r, &gt).unwrap_err();
     assert!(matches!(e, EnvRewardError::Task(_)), "{e}");
 }

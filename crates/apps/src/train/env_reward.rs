@@ -26,7 +26,7 @@ use crate::executor::{Branch, Event};
 use crate::pointing::{
     parse_answer, Ability, ImageSize, ModelImageMap, Pointer, PointerError, Pointing,
 };
-use crate::runner::episode::{run_episode_with, EpisodeOptions};
+use crate::runner::episode::{run_episode_with, run_now, EpisodeOptions};
 use crate::sim::oracle::{OracleOptions, OraclePointer};
 use crate::sim::tasks;
 
@@ -202,11 +202,9 @@ pub async fn env_question(
     })
 }
 
-/// Scores `response` to the question in `ground_truth` (`<type>env</type>{…}`) by running it.
-pub(crate) async fn env_reward(
-    response: &str,
-    ground_truth: &str,
-) -> Result<EnvScore, EnvRewardError> {
+/// Scores `response` to the question in `ground_truth` (`<type>env</type>{…}`) by running it: a
+/// plain function, the episode driven to its end in place (`runner::episode::run_now`).
+pub(crate) fn env_reward(response: &str, ground_truth: &str) -> Result<EnvScore, EnvRewardError> {
     let payload = ground_truth
         .trim()
         .strip_prefix("<type>env</type>")
@@ -229,9 +227,14 @@ pub(crate) async fn env_reward(
         truth: truth.clone(),
         answered: false,
     };
-    let result = run_episode_with(&episode, &options, |c| c, |_| pointer, &mut |_| {})
-        .await
-        .map_err(|e| EnvRewardError::Task(e.to_string()))?;
+    let result = run_now(run_episode_with(
+        &episode,
+        &options,
+        |c| c,
+        |_| pointer,
+        &mut |_| {},
+    ))
+    .map_err(|e| EnvRewardError::Task(e.to_string()))?;
     let success = f64::from(u8::from(result.success));
     Ok(EnvScore {
         components: vec![

@@ -251,20 +251,6 @@ impl Recording {
     }
 }
 
-/// Drives a future whose every await completes at once (the simulator's devices never wait) to
-/// its end without a runtime, so [`generate`] is a plain function callable from anywhere,
-/// including inside the CLI's runtime.
-fn run_now<F: std::future::Future>(future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
-        }
-        std::thread::yield_now();
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Demonstrations and keyframes.
 
@@ -333,7 +319,7 @@ pub(crate) fn record_demonstration(
     };
     let mut camera = sim_camera(&world, &episode_options);
     let mut pointer = OraclePointer::new(prepared.truth, episode_options.oracle.clone());
-    let result = run_now(run_prepared(
+    let result = crate::runner::episode::run_now(run_prepared(
         &episode,
         &episode_options,
         &world,

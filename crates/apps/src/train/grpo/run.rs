@@ -111,25 +111,21 @@ pub struct RunSummary {
 }
 
 /// Scores a response to a record of `kind` with its reward: the released functions, the
-/// environment reward (which runs the simulator: it needs `runtime`), Robot-R1's. Components
+/// environment reward (a simulated episode, run to its end in place), Robot-R1's. Components
 /// `overall` first.
 pub fn score(
     kind: RecordKind,
     response: &str,
     ground_truth: &str,
-    runtime: Option<&tokio::runtime::Handle>,
 ) -> Result<Vec<(String, f64)>, String> {
     let named = |v: &[(&str, f64)]| v.iter().map(|(k, x)| (k.to_string(), *x)).collect();
     match kind {
         RecordKind::Released(_) => rewards::score(response, ground_truth)
             .map(|s| named(s.components()))
             .map_err(|e| e.to_string()),
-        RecordKind::Env => {
-            let rt = runtime.ok_or("the environment reward needs the simulator's runtime")?;
-            rt.block_on(env_reward::env_reward(response, ground_truth))
-                .map(|s| named(&s.components))
-                .map_err(|e| e.to_string())
-        }
+        RecordKind::Env => env_reward::env_reward(response, ground_truth)
+            .map(|s| named(&s.components))
+            .map_err(|e| e.to_string()),
         RecordKind::RobotR1 => robot_r1::reward(response, ground_truth)
             .map(|s| {
                 named(&[
