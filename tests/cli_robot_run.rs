@@ -284,10 +284,12 @@ impl pointact::pointing::Pointer for Recorder {
 /// the same seeded scene (planned in this process, nothing moved), in the model's resized pixels.
 fn embodied_r1_replies() -> Vec<String> {
     use pointact::executor::Branch;
-    use pointact::pointing::{ImageSize, ModelImageMap, DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS};
+    use pointact::pointing::{ImageSize, ModelImageMap};
     use pointact::runner::{prepare_episode, run_task};
     use pointact::safety::SafetyConfig;
     use pointact::sim::devices::{SimCamera, SimRobot};
+    use pointact::vlm::DEFAULT_MIN_PIXELS;
+    use pointact::vlm::PRETRAINED_MAX_PIXELS;
     let ep = pointact::sim::tasks::task("tabletop/pepper_in_pan")
         .unwrap()
         .instantiate(0)

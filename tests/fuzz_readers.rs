@@ -57,13 +57,13 @@ use pointact::geometry::{
 use pointact::kinematics::{RobotModel, BUILTIN_ROBOTS};
 use pointact::nalgebra::{Isometry3, Point3, UnitQuaternion, Vector3};
 use pointact::pointing::openai::parse_reply;
-use pointact::pointing::{
-    Ability, ImageSize, ModelImageMap, PointerError, DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS,
-};
+use pointact::pointing::{Ability, ImageSize, ModelImageMap, PointerError};
 use pointact::sim::scene::{Scene, BUILTIN_SCENES};
-use pointact::vlm::files::shard_names;
+use pointact::vlm::shard_names;
 use pointact::vlm::weight_files;
-use pointact::vlm::weights::SafetensorsReader;
+use pointact::vlm::SafetensorsReader;
+use pointact::vlm::DEFAULT_MIN_PIXELS;
+use pointact::vlm::PRETRAINED_MAX_PIXELS;
 use proptest::test_runner::TestCaseError;
 use serde_json::{json, Value};
 

@@ -86,7 +86,7 @@ fn images_too_small_and_missing_models_are_clear_errors() {
         fixture("").to_str().unwrap(),
         QwenOptions {
             quant: Quant::Q8_0,
-            quant_cache: pointact::vlm::CacheOptions::off(),
+            quant_cache: pointact::vlm::qcache::CacheOptions::off(),
             progress: false,
             ..QwenOptions::default()
         },

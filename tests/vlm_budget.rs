@@ -4,10 +4,10 @@
 //! budget while Embodied-R1's evaluation resolution does.
 
 use pointact::pointing::qwen::DEFAULT_ACTIVATION_BUDGET;
+use pointact::vlm::attention_chunk_rows;
 use pointact::vlm::budget::{activation_bytes, pixels_within, PROMPT_ALLOWANCE};
-use pointact::vlm::image_map::{ER1_EVAL_MAX_PIXELS, FACTOR, PRETRAINED_MAX_PIXELS};
-use pointact::vlm::vision::attention_chunk_rows;
 use pointact::vlm::Qwen25VlConfig;
+use pointact::vlm::{ER1_EVAL_MAX_PIXELS, FACTOR, PRETRAINED_MAX_PIXELS};
 use pointact_bench::vlm::checkpoint::config_json;
 
 fn full_3b() -> Qwen25VlConfig {

@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use common::TempDir;
 use pointact::pointing::qwen::{QwenOptions, QwenPointer};
-use pointact::vlm::{CacheOptions, CacheOutcome, CacheReport, ImageInput, LogitsAt, Quant};
+use pointact::vlm::qcache::CacheOptions;
+use pointact::vlm::qcache::CacheOutcome;
+use pointact::vlm::qcache::CacheReport;
+use pointact::vlm::{ImageInput, LogitsAt, Quant};
 use vlm_fixture::*;
 
 /// The files a model folder needs (the golden tensors stay behind).

@@ -13,7 +13,7 @@ use std::path::Path;
 use candle_core::{DType, Device};
 use pointact::pointing::qwen::{QwenOptions, QwenPointer};
 use pointact::pointing::Ability;
-use pointact::vlm::weights::NameScheme;
+use pointact::vlm::NameScheme;
 use pointact::vlm::{
     GenerationConfig, LogitsAt, ModelFiles, Quant, Qwen25Vl, Qwen25VlConfig, SafetensorsReader,
     WeightsError,

@@ -11,7 +11,8 @@ use super::openai::{OpenAiConfig, OpenAiPointer, DEFAULT_ENDPOINT, DEFAULT_MODEL
 use super::qwen::{QwenOptions, QwenPointer, QwenReply};
 use super::{Ability, Pointer, PointerError, Pointing};
 use pointact_core::camera::Frame;
-use pointact_vlm::{CacheOptions, DeviceSpec, GenerationConfig, Quant, Sampling};
+use pointact_vlm::qcache::CacheOptions;
+use pointact_vlm::{DeviceSpec, GenerationConfig, Quant, Sampling};
 
 /// Who answers the pointing questions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

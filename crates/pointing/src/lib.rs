@@ -51,11 +51,7 @@ pub use ability::{
 pub use backend::{open, ModelOptions, ModelPointer, PointerKind, TextStream};
 pub use openai::{OpenAiConfig, OpenAiError, OpenAiPointer};
 pub use parse::{parse_answer, ListProblem, PointAnswer, PointingError};
-pub use pointact_vlm::image_map::{
-    smart_resize, ImageSize, MappingError, ModelImageMap, DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS,
-    ER1_EVAL_MAX_PIXELS, ER1_EVAL_MIN_PIXELS, FACTOR, MAX_ASPECT_RATIO, MERGE_SIZE, PATCH_SIZE,
-    PRETRAINED_MAX_PIXELS,
-};
+pub use pointact_vlm::{ImageSize, MappingError, ModelImageMap};
 pub use pointer::{Pointer, PointerError, Pointing};
 pub use queue::{PointerQueue, QueuedPointer};
 pub use report::PointReport;

@@ -14,10 +14,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{Ability, ImageSize, Pointer, PointerError, Pointing};
 use pointact_core::camera::Frame;
+use pointact_vlm::qcache::CacheOptions;
+use pointact_vlm::qcache::CacheReport;
 use pointact_vlm::{
-    budget, generate, generate_reusing, qcache, CacheOptions, CacheReport, DeviceSpec,
-    GenerationConfig, ImageInput, ImageProcessor, ImageProcessorConfig, ModelFiles, PromptCache,
-    Quant, Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling, Timings,
+    budget, generate, generate_reusing, qcache, DeviceSpec, GenerationConfig, ImageInput,
+    ImageProcessor, ImageProcessorConfig, ModelFiles, PromptCache, Quant, Qwen25Tokenizer,
+    Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling, Timings,
 };
 
 /// Settings of the local backend.

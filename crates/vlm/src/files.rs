@@ -18,8 +18,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::hub::HubOptions;
 use super::hub::{self, HubClient, HubError};
-pub use super::hub::{HubOptions, DEFAULT_ENDPOINT};
 
 /// `config.json`: the model configuration (required).
 pub(crate) const CONFIG_FILE: &str = "config.json";

@@ -65,11 +65,11 @@ pub(crate) mod attend;
 pub mod budget;
 pub(crate) mod config;
 pub(crate) mod device;
-pub mod files;
-pub mod generate;
+pub(crate) mod files;
+pub(crate) mod generate;
 pub(crate) mod heap;
 pub mod hub;
-pub mod image_map;
+pub(crate) mod image_map;
 pub mod linear;
 pub(crate) mod model;
 pub(crate) mod processor;
@@ -80,16 +80,16 @@ pub(crate) mod rope;
 pub mod sgemm;
 pub(crate) mod text;
 pub(crate) mod tokenizer;
-pub mod vision;
+pub(crate) mod vision;
 pub(crate) mod vmath;
-pub mod weights;
+pub(crate) mod weights;
 
 pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig};
 pub use device::{DeviceError, DeviceSpec};
 pub use files::{
-    is_repo_id, weight_files, FilesError, HubOptions, ModelFiles, ModelOrigin, ModelSpec,
+    is_repo_id, shard_names, weight_files, FilesError, ModelFiles, ModelOrigin, ModelSpec,
+    WEIGHTS_INDEX_FILE,
 };
-pub use hub::HubError;
 
 pub use generate::{
     apply_repetition_penalty, argmax, generate, generate_reusing, sample_token, Generation,
@@ -106,13 +106,13 @@ pub use processor::{
     resize_bicubic_pil, resize_bicubic_pil_with, ImageProcessor, ImageProcessorConfig, PassOrder,
     ProcessedImage, ProcessorError, CLIP_MEAN, CLIP_STD,
 };
-pub use qcache::{CacheOptions, CacheOutcome, CacheReport, QuantCache};
+
 pub use text::{Kernels, LogitsAt, TextModel, TextOutput, TrainableWeight};
 pub use tokenizer::{
     Qwen25Tokenizer, SpecialTokenIds, TemplateSource, TokenStream, TokenizerError,
     QWEN2_VL_CHAT_TEMPLATE,
 };
-pub use vision::{Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};
+pub use vision::{attention_chunk_rows, Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};
 pub use weights::{NameScheme, SafetensorsReader, WeightsError};
 
 #[cfg(test)]

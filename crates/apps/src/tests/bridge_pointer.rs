@@ -15,16 +15,14 @@ use pointact::bridge::remote::PolicyStatus;
 use pointact::bridge::{BridgeClient, BridgeServer, SessionConfig, SessionPointers};
 use pointact::camera::Camera;
 use pointact::kinematics::RobotModel;
-use pointact::pointing::{
-    Ability, ImageSize, ModelImageMap, ModelOptions, Pointer, PointerKind, DEFAULT_MIN_PIXELS,
-    PRETRAINED_MAX_PIXELS,
-};
+use pointact::pointing::{Ability, ImageSize, ModelImageMap, ModelOptions, Pointer, PointerKind};
 use pointact::runner::pointer::SessionPointer;
 use pointact::runner::prepare_episode;
 use pointact::runner::remote::{run_remote_episode, RemoteOptions};
 use pointact::sim::devices::SimCamera;
 use pointact::sim::oracle::{OracleOptions, OraclePointer};
 use pointact::sim::tasks;
+use pointact::vlm::{DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS};
 
 #[derive(Parser)]
 struct Flags {

@@ -26,7 +26,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::error::VlmBenchError;
-use pointact_vlm::files::WEIGHTS_INDEX_FILE as SHARD_INDEX_FILE;
+use pointact_vlm::WEIGHTS_INDEX_FILE as SHARD_INDEX_FILE;
 use pointact_vlm::{ImageProcessorConfig, Qwen25VlConfig};
 
 /// Seed of the benchmark's weights unless `--seed` says otherwise.

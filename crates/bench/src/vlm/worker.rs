@@ -15,10 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use super::error::VlmBenchError;
 use super::inputs::{Query, Request};
+use pointact_vlm::qcache::CacheOptions;
+use pointact_vlm::qcache::CacheOutcome;
 use pointact_vlm::{
-    generate_reusing, qcache, weight_files, CacheOptions, CacheOutcome, DeviceSpec,
-    GenerationConfig, ImageInput, ImageProcessor, PromptCache, Quant, Qwen25Vl, Qwen25VlConfig,
-    SafetensorsReader, Sampling,
+    generate_reusing, qcache, weight_files, DeviceSpec, GenerationConfig, ImageInput,
+    ImageProcessor, PromptCache, Quant, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling,
 };
 
 /// The hidden subcommand that runs one configuration (`pointact bench vlm-worker`).

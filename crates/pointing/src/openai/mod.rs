@@ -38,9 +38,10 @@ use error::excerpt;
 pub use error::{OpenAiError, DEFAULT_ENDPOINT, DEFAULT_MODEL, MAX_REPLY_BYTES};
 
 use super::pointer::{Pointer, PointerError, Pointing};
-use super::{Ability, ImageSize, ModelImageMap, DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS};
+use super::{Ability, ImageSize, ModelImageMap};
 use pointact_core::camera::Frame;
 use pointact_vlm::hub::{is_timeout, transport_io, transport_reason};
+use pointact_vlm::{DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS};
 
 /// The environment variable an API key is taken from when none is given (the OpenAI convention;
 /// vLLM's `--api-key` checks the same bearer token).

@@ -2,9 +2,10 @@
 //! (`transformers/models/qwen2_vl/image_processing_qwen2_vl.py`), and the model-pixel ↔
 //! original-pixel map.
 
-use crate::{
-    smart_resize, Ability, ImageSize, MappingError, ModelImageMap, PointAnswer, DEFAULT_MAX_PIXELS,
-    DEFAULT_MIN_PIXELS, ER1_EVAL_MIN_PIXELS, FACTOR, PRETRAINED_MAX_PIXELS,
+use crate::{Ability, ImageSize, MappingError, ModelImageMap, PointAnswer};
+use pointact_vlm::{
+    smart_resize, DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, ER1_EVAL_MIN_PIXELS, FACTOR,
+    PRETRAINED_MAX_PIXELS,
 };
 use proptest::prelude::*;
 

@@ -5,7 +5,9 @@ use super::temp::temp_dir;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::{is_repo_id, FilesError, HubError, HubOptions, ModelFiles, ModelOrigin, ModelSpec};
+use crate::hub::HubError;
+use crate::hub::HubOptions;
+use crate::{is_repo_id, FilesError, ModelFiles, ModelOrigin, ModelSpec};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))

@@ -15,8 +15,10 @@ use std::thread;
 use std::time::Duration;
 
 use super::temp::TempDir;
+use crate::hub::HubError;
+use crate::hub::HubOptions;
 use crate::hub::FILE_LIST;
-use crate::{FilesError, HubError, HubOptions, ModelFiles, ModelOrigin};
+use crate::{FilesError, ModelFiles, ModelOrigin};
 
 const REPO: &str = "pointact-test/qwen25vl-tiny";
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
