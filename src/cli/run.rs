@@ -128,7 +128,7 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
     if let Some(path) = &a.scene {
         // The file's own layout replaces the seeded one (object names must match the task's), and
         // the target is worked out again from it.
-        ep = spec.episode_in(ep, pointact::sim::Scene::load(path)?)?;
+        ep = spec.episode_in(ep, pointact::sim::scene::Scene::load(path)?)?;
     }
     if let Some(r) = &a.robot {
         ep.robot = r.clone();

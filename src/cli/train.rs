@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use pointact::pointing::Ability;
-use pointact::sim::Suite;
+use pointact::sim::tasks::Suite;
 use pointact::train::grpo::data::{self, DataOptions};
 use pointact::train::robot_r1::{generate, QuestionOptions};
 

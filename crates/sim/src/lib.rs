@@ -12,7 +12,7 @@
 mod beside;
 mod convert;
 pub mod devices;
-pub mod judge;
+pub(crate) mod judge;
 pub(crate) mod objects;
 pub mod oracle;
 pub(crate) mod physics;
@@ -22,8 +22,6 @@ pub mod tasks;
 
 pub use judge::{judge, Judgement};
 pub use physics::{Contact, ContactWith, PhysicsError, RobotTouch, SimWorld, ToolVisual, Toucher};
-pub use scene::{CameraSpec, Region, Scene, SceneError, SceneObject};
-pub use tasks::{Episode, Goal, ObstacleRule, Side, Suite, Target, TaskError, TaskSpec};
 
 use k::nalgebra::Isometry3;
 

@@ -1239,7 +1239,7 @@ mod tests {
 
     /// Distance in the table plane from (x, y) to an object's footprint at its scene pose
     /// (0 inside), measured in the object's own frame.
-    fn footprint_distance(o: &crate::SceneObject, x: f64, y: f64) -> f64 {
+    fn footprint_distance(o: &crate::scene::SceneObject, x: f64, y: f64) -> f64 {
         let p = o.world_from_object.inverse_transform_point(&Point3::new(
             x,
             y,

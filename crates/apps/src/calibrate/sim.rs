@@ -20,7 +20,8 @@ use crate::nalgebra::{Isometry3, Point3};
 use crate::safety::SafetyConfig;
 use crate::sim::devices::{SharedWorld, SimCamera, SimRobot};
 use crate::sim::render::RenderOptions;
-use crate::sim::{Scene, SimWorld};
+use crate::sim::scene::Scene;
+use crate::sim::SimWorld;
 
 /// What the simulated calibration run uses.
 #[derive(Debug, Clone)]

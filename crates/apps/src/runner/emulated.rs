@@ -20,7 +20,7 @@ use crate::robot::xarm::XarmRobot;
 use crate::robot::XarmSettings;
 use crate::sim::devices::{SharedWorld, SimArm, SimCamera};
 use crate::sim::oracle::OracleTruth;
-use crate::sim::Episode;
+use crate::sim::tasks::Episode;
 
 /// An xArm controller emulator on its own thread whose arm is the simulator's, with the driver
 /// settings that reach it.

@@ -18,7 +18,7 @@ use crate::pointing::Pointer;
 use crate::robot::Robot;
 use crate::safety::SafetyConfig;
 use crate::sim::devices::{calibration_error, SharedWorld, SimCamera, SimRobot};
-use crate::sim::judge::judge;
+use crate::sim::judge;
 use crate::sim::oracle::{LabelSource, OracleObject, OracleOptions, OraclePointer, OracleTruth};
 use crate::sim::render::RenderOptions;
 use crate::sim::tasks::{self, Episode, ObjectChoice, Target};

@@ -26,7 +26,7 @@ use crate::geometry::ee_delta::{apply_delta, EeDelta};
 use crate::kinematics::{IkOptions, IkSolver, KinematicsError, RobotModel};
 use crate::robot::xarm::emulator::EmulatedArm as _;
 use crate::sim::devices::{SimArm, SimCamera};
-use crate::sim::judge::judge;
+use crate::sim::judge;
 use crate::sim::tasks::{Episode, Suite, Target};
 
 /// Settings of the evaluator side.

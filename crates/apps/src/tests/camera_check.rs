@@ -48,7 +48,7 @@ fn run(
     seed: u64,
     branch: Branch,
     pointer: impl FnOnce(OraclePointer) -> Box<dyn Pointer>,
-) -> (Verdict, judge::Judgement, Vec<String>) {
+) -> (Verdict, pointact::sim::Judgement, Vec<String>) {
     let mut t = super::common::sim_task(task, seed);
     let mut camera = SimCamera::new(t.world.clone(), Default::default());
     let mut pointer = pointer(OraclePointer::new(

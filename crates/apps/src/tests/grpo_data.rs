@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::common::TempDir;
 use pointact::pointing::Ability;
-use pointact::sim::Suite;
+use pointact::sim::tasks::Suite;
 use pointact::train::grpo::data::{
     generate, load_records, DataError, DataOptions, RecordKind, RecordLine, SkipReason, JSONL_NAME,
     MIN_PIXELS,

@@ -34,8 +34,8 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use pointact::pointing::qwen::{QwenOptions, QwenPointer};
+use pointact::sim::scene::Scene;
 use pointact::sim::tasks::task;
-use pointact::sim::Scene;
 use pointact::train::grpo::checkpoint::{self, TrainerState};
 use pointact::train::grpo::data::{load_records, object_questions, write_records, RecordLine};
 use pointact::train::grpo::objective::KlKind;

@@ -14,8 +14,8 @@ use rerun::{
 
 use super::{paths, timelines, Sink, VizError};
 use crate::camera::{Frame, RgbImage};
-use crate::executor::plan::{Plan, Step};
 use crate::executor::Event;
+use crate::executor::{Plan, Step};
 use crate::geometry::{depth_to_cloud, CloudOptions, Shape};
 use crate::kinematics::RobotModel;
 use crate::pointing::{Ability, Pointing};

@@ -138,7 +138,7 @@ pub(crate) fn question_prompt(
 pub(crate) fn affordance_questions(
     instruction: &str,
 ) -> Result<Vec<(Ability, String)>, VlmBenchError> {
-    use crate::executor::instruction::{parse_instruction, Relation};
+    use crate::executor::{parse_instruction, Relation};
     let intent = parse_instruction(instruction).map_err(|e| VlmBenchError::Sim(e.to_string()))?;
     let mut out = vec![match &intent.part {
         Some(_) => (Ability::Ofg, intent.instruction.clone()),

@@ -5,11 +5,11 @@
 
 pub mod correct;
 pub(crate) mod event;
-pub mod instruction;
+pub(crate) mod instruction;
 pub mod perceive;
-pub mod plan;
+pub(crate) mod plan;
 pub(crate) mod task;
-pub mod verify;
+pub(crate) mod verify;
 
 pub use event::Event;
 pub use instruction::{parse_instruction, InstructionError, Intent, Relation};

@@ -5,7 +5,8 @@
 use super::sim_physics_util::{model, pick_and_place_over, target_point};
 use crate::judge::judge;
 use crate::tasks::task;
-use crate::{Episode, SimWorld};
+use crate::tasks::Episode;
+use crate::SimWorld;
 use k::nalgebra::{Isometry3, Translation3};
 
 fn wall_episode() -> (Episode, SimWorld) {

@@ -4,7 +4,8 @@
 use super::sim_physics_util::{grasp_yaw, pick_and_place, place_at, target_point, top_down, Mover};
 use crate::judge::judge;
 use crate::tasks::task;
-use crate::{Episode, SimWorld};
+use crate::tasks::Episode;
+use crate::SimWorld;
 use k::nalgebra::Point3;
 
 fn setup(id: &str, seed: u64) -> (Episode, SimWorld) {
@@ -32,7 +33,7 @@ fn pass_then_fail(id: &str) {
         let (ep, mut world) = setup(id, seed);
         let target = target_point(&ep, &world).unwrap();
         let yaw = match &ep.target {
-            crate::Target::Object { name, .. } => yaw_of(&world, name),
+            crate::tasks::Target::Object { name, .. } => yaw_of(&world, name),
             _ => 0.0,
         };
         place_at(&mut world, &ep.object, target, yaw);

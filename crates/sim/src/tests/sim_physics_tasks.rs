@@ -13,8 +13,10 @@ use super::sim_physics_util::{
     grasp_part_point, grasp_yaw, pick_and_place, pick_and_place_over, target_point, top_down,
 };
 use crate::judge::judge;
+use crate::tasks::Goal;
+use crate::tasks::Suite;
 use crate::tasks::{all_tasks, task, Target, EPISODES_PER_TASK};
-use crate::{Goal, SimWorld, Suite};
+use crate::SimWorld;
 use k::nalgebra::{Point3, Vector3};
 use pointact_core::kinematics::{IkOptions, IkSolver, RobotModel};
 

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::{Scene, SimWorld};
+use crate::scene::Scene;
+use crate::SimWorld;
 use k::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 use pointact_core::kinematics::{IkOptions, IkSolver, RobotModel};
 
@@ -200,7 +201,10 @@ pub fn place_at(world: &mut SimWorld, object: &str, p: k::nalgebra::Point3<f64>,
 }
 
 /// Surface point (bottom centre) of an episode's target region, world frame.
-pub fn target_point(ep: &crate::Episode, world: &SimWorld) -> Option<k::nalgebra::Point3<f64>> {
+pub fn target_point(
+    ep: &crate::tasks::Episode,
+    world: &SimWorld,
+) -> Option<k::nalgebra::Point3<f64>> {
     let region = ep.target_region_world(world)?;
     let c = region.frame_from_region.translation.vector;
     let hz = region.shape.local_half_extents().z;
@@ -208,7 +212,10 @@ pub fn target_point(ep: &crate::Episode, world: &SimWorld) -> Option<k::nalgebra
 }
 
 /// World grasp point of an episode's grasp part (on the table plane), if it names one.
-pub fn grasp_part_point(ep: &crate::Episode, world: &SimWorld) -> Option<k::nalgebra::Point3<f64>> {
+pub fn grasp_part_point(
+    ep: &crate::tasks::Episode,
+    world: &SimWorld,
+) -> Option<k::nalgebra::Point3<f64>> {
     let part = ep.grasp_part.as_deref()?;
     let obj = world.object(&ep.object)?;
     let c = obj.part_center(part)?;

@@ -85,8 +85,8 @@ use crate::pointing::{Ability, ImageSize, ModelImageMap, Pointer, VTG_POINT_COUN
 use crate::runner::episode::{prepare_episode, sim_camera, EpisodeOptions};
 use crate::sim::devices::{Segmentation, SharedWorld, SimRobot};
 use crate::sim::oracle::{LabelSource, OracleOptions, OraclePointer, OracleTruth};
+use crate::sim::scene::Region;
 use crate::sim::tasks::{Episode, Suite, TaskError, TaskSpec};
-use crate::sim::Region;
 use crate::train::env_reward::EnvTruth;
 use crate::train::rewards::{self, py_strip, RewardError, TaskType};
 use crate::train::robot_r1;
