@@ -19,7 +19,9 @@ use pointact::calibrate::file::{
 use pointact::calibrate::{
     solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, Method, TsaiOptions,
 };
-use pointact::geometry::{CameraCalibration, Extrinsics, Intrinsics};
+use pointact::geometry::calibration::CameraCalibration;
+use pointact::geometry::calibration::Extrinsics;
+use pointact::geometry::Intrinsics;
 use pointact::nalgebra::{
     Isometry3, Matrix3, Quaternion, Rotation3, Translation3, Unit, UnitQuaternion, Vector3,
 };

@@ -19,7 +19,7 @@ use pointact::calibrate::file::{
 use pointact::calibrate::sim::{capture_sim_session, SimCalibrationOptions};
 use pointact::calibrate::target::TagTarget;
 use pointact::calibrate::{calibrate_views, solve_eye_to_hand, HandEyeSample, Method};
-use pointact::geometry::Extrinsics;
+use pointact::geometry::calibration::Extrinsics;
 use pointact::nalgebra::{Isometry3, UnitQuaternion, Vector3};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -46,14 +46,17 @@ use common::fuzz::{
     random_string, raw, render, run, vocabulary, Rng, Syntax, HOSTILE_FLOATS, HOSTILE_STRINGS,
 };
 use common::TempDir;
+use pointact::calibrate::file::load_samples;
+use pointact::calibrate::file::CalibrateError;
 use pointact::calibrate::file::{samples_from_json_str, samples_to_json_string};
-use pointact::calibrate::{load_samples, CalibrateError, HandEyeSample};
+use pointact::calibrate::HandEyeSample;
 use pointact::camera::record::write_frame;
 use pointact::camera::replay::{read_frame, ReplayCamera};
 use pointact::camera::{Camera, Frame, RgbImage};
-use pointact::geometry::{
-    camera_look_at, CameraCalibration, DepthImage, Distortion, Extrinsics, Intrinsics,
-};
+use pointact::geometry::calibration::CameraCalibration;
+use pointact::geometry::calibration::Extrinsics;
+use pointact::geometry::synthetic::camera_look_at;
+use pointact::geometry::{DepthImage, Distortion, Intrinsics};
 use pointact::kinematics::{RobotModel, BUILTIN_ROBOTS};
 use pointact::nalgebra::{Isometry3, Point3, UnitQuaternion, Vector3};
 use pointact::pointing::openai::parse_reply;

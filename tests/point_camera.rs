@@ -8,8 +8,9 @@ use pointact::camera::lift::lift_points;
 use pointact::camera::record::{frame_dir, prepare_out_dir, write_frame};
 use pointact::camera::replay::from_spec;
 use pointact::camera::{Camera, Frame, RgbImage};
+use pointact::geometry::synthetic::camera_look_at;
 use pointact::geometry::synthetic::TabletopScene;
-use pointact::geometry::{camera_look_at, Intrinsics, RayTable, RobustDepthOptions};
+use pointact::geometry::{Intrinsics, RayTable, RobustDepthOptions};
 use pointact::nalgebra::{Point3, Vector3};
 
 mod common;

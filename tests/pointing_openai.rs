@@ -15,9 +15,10 @@ use base64::Engine as _;
 use pointact::camera::{Frame, RgbImage};
 use pointact::geometry::{DepthImage, Intrinsics};
 use pointact::nalgebra::Isometry3;
-use pointact::pointing::{
-    Ability, OpenAiConfig, OpenAiError, OpenAiPointer, Pointer, PointerError, PointingError,
-};
+use pointact::pointing::openai::OpenAiConfig;
+use pointact::pointing::openai::OpenAiError;
+use pointact::pointing::openai::OpenAiPointer;
+use pointact::pointing::{Ability, Pointer, PointerError, PointingError};
 
 /// A 640x480 frame whose every pixel differs from its neighbours, so a decode check is meaningful.
 fn frame() -> Frame {

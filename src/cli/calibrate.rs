@@ -94,14 +94,14 @@ fn hand_eye(a: HandEyeCli) -> Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| if a.sim { "sim" } else { "front" }.to_string());
     let mut truth = None;
-    let options = calibrate::CalibrateOptions {
+    let options = calibrate::file::CalibrateOptions {
         solve: calibrate::HandEyeOptions {
             method: a.method,
             tsai: calibrate::TsaiOptions {
                 opencv_4_10_pair_filter: !a.tsai_all_pairs,
             },
         },
-        limits: calibrate::SanityLimits::default(),
+        limits: calibrate::file::SanityLimits::default(),
         force: a.force,
     };
     let (s, path, poses, forced) = if let Some(samples_path) = &a.samples {

@@ -43,7 +43,7 @@ pub fn run(a: CaptureCli) -> Result<ExitCode> {
     use pointact::camera::{record, Camera};
     anyhow::ensure!(a.frames >= 1, "--frames must be at least 1");
     let base_from_camera = match &a.calibration {
-        Some(path) => pointact::geometry::Extrinsics::load(path)?.base_from_camera,
+        Some(path) => pointact::geometry::calibration::Extrinsics::load(path)?.base_from_camera,
         None => pointact::nalgebra::Isometry3::identity(),
     };
     // The device first: a failed open leaves --out untouched.

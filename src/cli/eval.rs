@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use pointact::executor::Branch;
-use pointact::runner::{run_suite_observed, EpisodeOptions, EvalReport, SuiteEvent};
+use pointact::runner::eval::run_suite_observed;
+use pointact::runner::eval::EvalReport;
+use pointact::runner::eval::SuiteEvent;
+use pointact::runner::EpisodeOptions;
 use pointact::sim::oracle::OracleOptions;
 use pointact::sim::tasks::Suite;
 

@@ -8,7 +8,8 @@ use anyhow::Result;
 use clap::Args;
 use pointact::executor::{Branch, Event};
 use pointact::pointing::{ModelOptions, PointerKind};
-use pointact::runner::{run_episode_with, EpisodeOptions, EpisodePointer, EpisodeResult};
+use pointact::runner::pointer::EpisodePointer;
+use pointact::runner::{run_episode_with, EpisodeOptions, EpisodeResult};
 use pointact::sim::tasks;
 
 use super::{announce_model, end_stream, finish_viz, runtime, stages::print_event, RerunCli};

@@ -17,7 +17,7 @@ use pointact::camera::{Camera, CameraSpec};
 use pointact::executor::{Branch, Event, Plan};
 use pointact::kinematics::RobotModel;
 use pointact::pointing::{ModelOptions, PointerKind};
-use pointact::robot::dynamixel::WidowX;
+use pointact::robot::dynamixel::widowx::WidowX;
 use pointact::robot::settings::{self, DriverSettings};
 use pointact::robot::xarm::XarmRobot;
 use pointact::robot::Robot;
@@ -129,7 +129,7 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
 fn open_camera(spec: &CameraSpec, calibration: Option<&Path>) -> Result<Box<dyn Camera>> {
     let base_from_camera = match calibration {
         Some(path) => Some(
-            pointact::geometry::Extrinsics::load(path)
+            pointact::geometry::calibration::Extrinsics::load(path)
                 .with_context(|| format!("--calibration {}", path.display()))?
                 .base_from_camera,
         ),
@@ -231,7 +231,10 @@ pub fn ask(question: &str, yes: bool) -> bool {
 
 /// The xArm driver settings (`driver`, else the built-in ones) pointed at `addr` (HOST or
 /// HOST:PORT, the command port), checked.
-pub fn xarm_settings(driver: Option<&Path>, addr: &str) -> Result<pointact::robot::XarmSettings> {
+pub fn xarm_settings(
+    driver: Option<&Path>,
+    addr: &str,
+) -> Result<pointact::robot::settings::XarmSettings> {
     let settings = match driver {
         Some(p) => settings::load(p)?,
         None => settings::builtin("xarm6")?,

@@ -11,8 +11,12 @@ use rand_chacha::ChaCha8Rng;
 /// Camera optical frame at `eye` looking at `target` (x right, y down, z forward), base z up: the
 /// crate's one look-at.
 pub fn look_at(eye: [f64; 3], target: [f64; 3]) -> Isometry3<f64> {
-    pointact::geometry::camera_look_at(Point3::from(eye), Point3::from(target), Vector3::z())
-        .expect("a camera that is not looking straight up or down")
+    pointact::geometry::synthetic::camera_look_at(
+        Point3::from(eye),
+        Point3::from(target),
+        Vector3::z(),
+    )
+    .expect("a camera that is not looking straight up or down")
 }
 
 /// Where the target sits on the gripper (a few cm off the flange, tilted).

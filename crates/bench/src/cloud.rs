@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::geometry::synthetic::camera_look_at;
 use crate::geometry::synthetic::TabletopScene;
 use crate::geometry::{
-    camera_look_at, CloudOptions, CropBox, DepthImage, Distortion, GeometryError, Intrinsics,
-    PointCloud, RayTable,
+    CloudOptions, CropBox, DepthImage, Distortion, GeometryError, Intrinsics, PointCloud, RayTable,
 };
 use crate::nalgebra::{Isometry3, Point3, Vector3};
 

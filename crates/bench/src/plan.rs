@@ -22,8 +22,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 
+use crate::geometry::synthetic::camera_look_at;
 use crate::geometry::synthetic::{SceneBox, TabletopScene};
-use crate::geometry::{camera_look_at, CloudOptions, CropBox, Intrinsics, RayTable, Shape};
+use crate::geometry::{CloudOptions, CropBox, Intrinsics, RayTable, Shape};
 use crate::kinematics::{IkOptions, IkSolver, RobotModel};
 use crate::planning::fk::Motion;
 use crate::planning::{

@@ -49,7 +49,6 @@ pub use ability::{
     VTG_POINT_COUNT, VTG_TEMPLATE,
 };
 pub use backend::{open, ModelOptions, ModelPointer, PointerKind, TextStream};
-pub use openai::{OpenAiConfig, OpenAiError, OpenAiPointer};
 pub use parse::{parse_answer, ListProblem, PointAnswer, PointingError};
 pub use pointact_vlm::{ImageSize, MappingError, ModelImageMap};
 pub use pointer::{Pointer, PointerError, Pointing};

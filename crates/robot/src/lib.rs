@@ -11,7 +11,6 @@ pub mod dynamixel;
 pub mod servo;
 pub mod settings;
 pub mod xarm;
-pub use settings::{DriverKind, DriverSettings, DynamixelSettings, SettingsError, XarmSettings};
 
 use std::sync::Arc;
 

@@ -969,7 +969,7 @@ mod tests {
     fn look_at_is_opencv() {
         // Looking down from above with up = +x: image right is -y, image down is -x.
         let look_at = |e: &Point3<f64>, t: &Point3<f64>, u: &Vector3<f64>| {
-            pointact_core::geometry::camera_look_at(*e, *t, *u).ok()
+            pointact_core::geometry::synthetic::camera_look_at(*e, *t, *u).ok()
         };
         let pose = look_at(
             &Point3::new(0.0, 0.0, 1.0),

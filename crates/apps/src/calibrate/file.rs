@@ -14,11 +14,12 @@ use serde::{Deserialize, Serialize};
 use super::handeye::{
     solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, HandEyeSolution,
 };
+use crate::geometry::calibration::Extrinsics;
 use crate::geometry::calibration::{
     calibration_file_text, rotation_from_matrix, QuaternionDefect, RawQuaternion, RotationDefect,
     QUATERNION_NORM_TOLERANCE, ROTATION_TOLERANCE,
 };
-use crate::geometry::{Extrinsics, GeometryError, Intrinsics};
+use crate::geometry::{GeometryError, Intrinsics};
 use crate::nalgebra::{Isometry3, Matrix3, Translation3, Vector3};
 
 /// Errors of reading samples and writing the calibration.

@@ -16,15 +16,12 @@ pub(crate) mod handeye;
 pub mod sim;
 pub mod target;
 
-pub use file::{
-    load_samples, solve_and_write, write_calibration, CalibrateError, CalibrateOptions,
-    SanityLimits,
-};
 pub use handeye::{
     solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, HandEyeSolution, Method,
     Residuals, SampleResidual, TsaiOptions,
 };
 
+use file::{CalibrateError, CalibrateOptions};
 use std::path::{Path, PathBuf};
 
 use target::views::{observe_target, CalibrationView, SkippedView};

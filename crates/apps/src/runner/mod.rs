@@ -28,8 +28,6 @@ pub use episode::{
     oracle_truth, prepare_episode, run_episode, run_episode_with, run_prepared, EpisodeError,
     EpisodeOptions, EpisodeResult, PreparedEpisode,
 };
-pub use eval::{run_suite, run_suite_observed, EvalReport, SuiteEvent};
-pub use pointer::EpisodePointer;
 pub use task::{run_task, RunError, RunOutcome};
 
 use crate::camera::{self, Camera, CameraError, CameraSpec};

@@ -5,10 +5,11 @@
 //! same answer, and a session whose tag is never seen writes nothing.
 
 use super::common::TempDir;
+use pointact::calibrate::file::CalibrateError;
 use pointact::calibrate::sim::{capture_sim_session, SimCalibrationOptions, SimSession};
 use pointact::calibrate::target::session::{read_session, write_session};
 use pointact::calibrate::target::TagTarget;
-use pointact::calibrate::{calibrate_views, CalibrateError, HandEyeError, Method};
+use pointact::calibrate::{calibrate_views, HandEyeError, Method};
 use pointact::geometry::calibration::Extrinsics;
 use pointact::nalgebra::Isometry3;
 

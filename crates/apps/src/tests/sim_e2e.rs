@@ -11,9 +11,8 @@ use pointact::nalgebra::Point3;
 use pointact::pointing::{
     Ability, ImageSize, ModelImageMap, Pointer, PointerError, Pointing, PointingError,
 };
-use pointact::runner::{
-    run_episode, run_episode_with, run_suite, EpisodeOptions, EpisodeResult, RunError,
-};
+use pointact::runner::eval::run_suite;
+use pointact::runner::{run_episode, run_episode_with, EpisodeOptions, EpisodeResult, RunError};
 use pointact::sim::devices::SharedWorld;
 use pointact::sim::oracle::{OracleOptions, OraclePointer};
 use pointact::sim::tasks::{task, Episode, Suite};

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use super::error::CameraError;
 use super::frame::Frame;
-use crate::geometry::{CameraCalibration, Extrinsics};
+use crate::geometry::calibration::CameraCalibration;
+use crate::geometry::calibration::Extrinsics;
 
 /// Depth unit of recorded frames: 0.1 mm (finer than RealSense's 1 mm, still 6.5 m of range).
 pub(crate) const RECORD_DEPTH_SCALE_M: f64 = 1e-4;

@@ -14,7 +14,8 @@ use super::error::CameraError;
 pub use super::error::ReplayError;
 use super::frame::{Camera, Frame};
 use super::record::RECORD_DEPTH_SCALE_M;
-use crate::geometry::{CameraCalibration, DepthImage};
+use crate::geometry::calibration::CameraCalibration;
+use crate::geometry::DepthImage;
 
 /// `frame.toml` as written by `write_frame`.
 #[derive(Deserialize)]

@@ -32,13 +32,10 @@ pub(crate) mod plane;
 mod shape;
 pub mod synthetic;
 
-pub use calibration::{CameraCalibration, Extrinsics};
 pub use cloud::{depth_to_cloud, CloudOptions, CropBox, PointCloud, RayTable};
 pub use depth::{robust_depth, DepthImage, RobustDepthOptions};
 pub use error::GeometryError;
-pub use interp::{slerp_shortest, Pose, SePath};
 pub use intrinsics::{Distortion, Intrinsics};
 pub use normals::{cloud_normals, normal_at_pixel, NormalAtPixelOptions, NormalOptions};
 pub use plane::{fit_table_plane, Plane, PlaneOptions};
 pub use shape::Shape;
-pub use synthetic::camera_look_at;

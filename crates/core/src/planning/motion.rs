@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use super::checker::{Attached, Checker, Hit};
 use super::rrt::{rrt_connect, RrtError, RrtOptions};
 use super::{limit_tool_speed, JointPath, Trajectory, TrajectoryError, World};
-use crate::geometry::SePath;
+use crate::geometry::interp::SePath;
 use crate::kinematics::{IkError, IkOptions, IkSolver, KinematicsError, RobotModel};
 
 /// Why a motion could not be planned; `what` names the motion for the message.

@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use crate::camera::record::{write_frame, RECORD_DEPTH_SCALE_M};
 use crate::camera::replay::{from_spec, read_frame, ReplayCamera, ReplayError};
 use crate::camera::{Camera, CameraError, Frame, RgbImage};
+use crate::geometry::calibration::CameraCalibration;
+use crate::geometry::calibration::Extrinsics;
+use crate::geometry::synthetic::camera_look_at;
 use crate::geometry::synthetic::TabletopScene;
-use crate::geometry::{
-    camera_look_at, CameraCalibration, Distortion, Extrinsics, Intrinsics, RayTable,
-};
+use crate::geometry::{Distortion, Intrinsics, RayTable};
 use k::nalgebra::{Point3, Vector3};
 
 /// A temp folder unique to this process and test, removed on drop.

@@ -4,7 +4,9 @@
 use super::temp::temp_dir;
 use std::path::{Path, PathBuf};
 
-use crate::geometry::{CameraCalibration, Distortion, Extrinsics, GeometryError, Intrinsics};
+use crate::geometry::calibration::CameraCalibration;
+use crate::geometry::calibration::Extrinsics;
+use crate::geometry::{Distortion, GeometryError, Intrinsics};
 use k::nalgebra::{Isometry3, Matrix3, Translation3, UnitQuaternion, Vector3};
 
 fn example_path() -> PathBuf {

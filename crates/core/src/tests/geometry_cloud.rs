@@ -1,9 +1,10 @@
 //! Depth images, robust depth and point clouds through the public API.
 
+use crate::geometry::synthetic::camera_look_at;
 use crate::geometry::synthetic::{SceneBox, TabletopScene};
 use crate::geometry::{
-    camera_look_at, depth_to_cloud, robust_depth, CloudOptions, CropBox, DepthImage, Distortion,
-    GeometryError, Intrinsics, PointCloud, RayTable, RobustDepthOptions,
+    depth_to_cloud, robust_depth, CloudOptions, CropBox, DepthImage, Distortion, GeometryError,
+    Intrinsics, PointCloud, RayTable, RobustDepthOptions,
 };
 use k::nalgebra::{Isometry3, Point3, Vector3};
 

@@ -1,7 +1,10 @@
 //! SE(3) path interpolation: through the waypoints, continuous, straight for two waypoints,
 //! slerp for rotation, arc-length sampling.
 
-use crate::geometry::{slerp_shortest, GeometryError, Pose, SePath};
+use crate::geometry::interp::slerp_shortest;
+use crate::geometry::interp::Pose;
+use crate::geometry::interp::SePath;
+use crate::geometry::GeometryError;
 use k::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 
 fn pose(x: f64, y: f64, z: f64, roll: f64, pitch: f64, yaw: f64) -> Pose {

@@ -1,9 +1,10 @@
 //! Table plane (RANSAC + least squares) and normals, on analytic scenes.
 
+use crate::geometry::synthetic::camera_look_at;
 use crate::geometry::synthetic::{SceneBox, TabletopScene};
 use crate::geometry::{
-    camera_look_at, cloud_normals, fit_table_plane, normal_at_pixel, CloudOptions, Distortion,
-    GeometryError, Intrinsics, NormalAtPixelOptions, NormalOptions, PlaneOptions, RayTable,
+    cloud_normals, fit_table_plane, normal_at_pixel, CloudOptions, Distortion, GeometryError,
+    Intrinsics, NormalAtPixelOptions, NormalOptions, PlaneOptions, RayTable,
 };
 use k::nalgebra::{Isometry3, Point3, Vector3};
 use rand::{Rng, SeedableRng};

@@ -12,8 +12,7 @@ pub mod serial;
 pub mod widowx;
 
 pub use bus::Bus;
-pub use proto::{ProtocolError, StatusError};
-pub use widowx::WidowX;
+use proto::{ProtocolError, StatusError};
 
 /// Everything that can go wrong on the bus or in the WidowX driver. Errors that concern one
 /// servo name it; those that concern a joint name the joint too, since that is what a person at

@@ -13,13 +13,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::settings::XarmSettings;
 use crate::xarm::emulator::{Controller, EmulatorOptions, EmulatorThread, KinematicArm};
 use crate::xarm::proto::{
     reg, set_state, tool_reg, Command, Feedback, FrameReader, Mode, Reply, Request, Response,
     RobotState, RtReport, Status,
 };
 use crate::xarm::{XarmClient, XarmRobot};
-use crate::{settings, Robot, RobotError, XarmSettings};
+use crate::{settings, Robot, RobotError};
 use pointact_core::kinematics::RobotModel;
 use pointact_core::nalgebra::{Isometry3, Translation3, Vector3};
 use pointact_core::planning::{limit_tool_speed, JointPath, Trajectory};

@@ -142,7 +142,7 @@ fn look_at_pose(
             "eye {eye:?} and target {target:?} are not finite"
         )));
     }
-    pointact_core::geometry::camera_look_at(*eye, *target, *up_hint).map_err(|_| {
+    pointact_core::geometry::synthetic::camera_look_at(*eye, *target, *up_hint).map_err(|_| {
         RenderError::DegenerateLookAt(format!(
             "eye {eye:?}, target {target:?} and up hint {up_hint:?}: the points coincide or the view is parallel to up"
         ))

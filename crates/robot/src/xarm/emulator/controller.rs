@@ -41,8 +41,8 @@ use crate::xarm::proto::{
     MotionBounds, ProtoError, Reply, Request, Response, RichReport, RichTail, RobotState, RtReport,
     Status,
 };
+use pointact_core::geometry::interp::SePath;
 use pointact_core::geometry::interp::ROTATION_LENGTH_M_PER_RAD;
-use pointact_core::geometry::SePath;
 use pointact_core::kinematics::{IkOptions, IkSolver, RobotModel};
 use pointact_core::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 use pointact_core::planning::{JointPath, Trajectory};
