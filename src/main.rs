@@ -41,7 +41,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Capture(a) => cli::capture::run(a),
         Command::Fit { which } => cli::fit::run(which),
         Command::Train { which } => cli::train::run(which),
-        Command::Bench { which } => cli::bench::run(which),
+        Command::Bench { which } => pointact_bench::run(which),
         Command::Print { which } => cli::reference::run(which),
     }
 }

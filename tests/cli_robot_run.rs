@@ -468,3 +468,54 @@ fn ctrl_c_during_a_motion_stops_the_arm_and_exits_130() {
     assert_eq!(state, RobotState::Stopped);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `pointact emulate widowx` prints the pseudo-terminal of its bus, and the WidowX driver opens it
+/// and reads the arm at home.
+#[test]
+fn pointact_emulate_widowx_prints_a_pty_the_driver_can_open() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pointact"))
+        .args(["emulate", "widowx", "--seconds", "30"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let path = line.trim().to_string();
+    if !path.starts_with("/dev/pts/") {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "printed {line:?}; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut s = pointact::robot::settings::builtin("widowx250")
+        .unwrap()
+        .as_dynamixel()
+        .unwrap()
+        .clone();
+    s.bus.serial_port = path;
+    s.bus.timeout_s = 0.5;
+    let m = std::sync::Arc::new(pointact::kinematics::RobotModel::builtin("widowx250").unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let result = rt.block_on(async {
+        use pointact::robot::Robot as _;
+        let mut w = pointact::robot::dynamixel::widowx::WidowX::connect(&s, m.clone()).await?;
+        w.joint_positions().await
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let q = result.unwrap();
+    // One encoder tick of a Dynamixel X servo.
+    let tick = std::f64::consts::TAU / 4096.0;
+    for (a, b) in q.iter().zip(m.home()) {
+        assert!((a - b).abs() <= tick);
+    }
+}

@@ -12,6 +12,7 @@ pub mod bridge;
 pub mod calibrate;
 pub mod runner;
 pub mod train;
+pub mod values;
 pub mod viz;
 
 // The layers below under the names the modules use (`crate::robot`, `crate::sim`, …).

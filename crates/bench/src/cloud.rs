@@ -83,8 +83,6 @@ pub struct RustRun {
 pub struct CaseReport {
     /// Short description of the case.
     pub name: String,
-    /// Distortion model of the intrinsics.
-    pub model: Distortion,
     /// Points the Rust conversion kept.
     pub points: usize,
     /// Sum of all coordinates of the Rust cloud (compared with the peer's).
@@ -256,7 +254,6 @@ pub fn run(args: &CloudBenchArgs) -> Result<CloudBenchReport, CloudBenchError> {
         )?;
         reports.push(CaseReport {
             name: name.to_string(),
-            model: intrinsics.model,
             points: first.len(),
             checksum,
             rust,

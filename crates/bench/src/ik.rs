@@ -23,7 +23,7 @@ pub const MAX_POSITION_ERROR_M: f64 = 1e-4;
 pub const MAX_ROTATION_ERROR_RAD: f64 = 0.05 * std::f64::consts::PI / 180.0;
 
 /// Options of `pointact bench ik`.
-pub struct IkBenchArgs {
+pub(crate) struct IkBenchArgs {
     pub robot: String,
     pub n: usize,
     pub seed: u64,
@@ -32,7 +32,7 @@ pub struct IkBenchArgs {
 
 /// One solver's figures.
 #[derive(Debug, Clone)]
-pub struct SolverStats {
+pub(crate) struct SolverStats {
     pub name: String,
     pub n: usize,
     pub success: usize,
@@ -60,7 +60,7 @@ impl SolverStats {
     }
 }
 
-pub struct IkBenchReport {
+pub(crate) struct IkBenchReport {
     pub robot: String,
     pub n: usize,
     pub seed: u64,
@@ -101,7 +101,7 @@ fn verified(model: &RobotModel, q: &[f64], target: &Isometry3<f64>) -> bool {
         })
 }
 
-pub fn run(args: &IkBenchArgs) -> Result<IkBenchReport, KinematicsError> {
+pub(crate) fn run(args: &IkBenchArgs) -> Result<IkBenchReport, KinematicsError> {
     let model = RobotModel::resolve(&args.robot)?;
     let targets = random_targets(&model, args.n, args.seed)?;
     let nominal = model.mid_range();

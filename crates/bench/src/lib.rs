@@ -4,15 +4,17 @@
 //! Why a crate of its own: the benchmarks are not part of the library a user links; only the
 //! binary and a few tests (which share its problem generators) depend on them.
 
-pub mod bridge;
-pub mod cloud;
-pub mod grpo;
+pub(crate) mod bridge;
+mod cli;
+pub use cli::{run, BenchCommand};
+pub(crate) mod cloud;
+pub(crate) mod grpo;
 pub mod ik;
-pub mod plan;
-pub mod qgemm;
+pub(crate) mod plan;
+pub(crate) mod qgemm;
 pub mod render;
-pub mod rewards;
-pub mod servo;
+pub(crate) mod rewards;
+pub(crate) mod servo;
 pub mod vlm;
 
 // The layers under the names the modules use (`crate::robot`, `crate::runner`, …).

@@ -25,13 +25,13 @@ use crate::sim::{
 pub(crate) const GOAL_FRAMES_PER_S: f64 = 10.0;
 
 /// Options of `pointact bench render`.
-pub struct RenderBenchArgs {
+pub(crate) struct RenderBenchArgs {
     /// Frames timed for our renderer (the brute-force peer times a fifth of them, at least one).
     pub frames: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum RenderBenchError {
+pub(crate) enum RenderBenchError {
     #[error("--frames must be at least 1")]
     NoFrames,
     #[error(transparent)]
@@ -40,7 +40,7 @@ pub enum RenderBenchError {
 
 /// One renderer's timing.
 #[derive(Debug, Clone)]
-pub struct Timing {
+pub(crate) struct Timing {
     pub name: String,
     pub frames: usize,
     pub seconds: f64,
@@ -52,7 +52,7 @@ impl Timing {
     }
 }
 
-pub struct RenderBenchReport {
+pub(crate) struct RenderBenchReport {
     pub width: u32,
     pub height: u32,
     pub primitives: usize,
@@ -242,7 +242,7 @@ pub fn typical_camera(frame: usize) -> Result<PinholeCamera, RenderError> {
     )
 }
 
-pub fn run(args: &RenderBenchArgs) -> Result<RenderBenchReport, RenderBenchError> {
+pub(crate) fn run(args: &RenderBenchArgs) -> Result<RenderBenchReport, RenderBenchError> {
     if args.frames == 0 {
         return Err(RenderBenchError::NoFrames);
     }

@@ -257,7 +257,7 @@ pub struct DynamixelSettings {
 /// Baud rates an X-series servo can be set to (ROBOTIS e-Manual, XM430/XL430 control table
 /// `Baud Rate` (8), values 0..7); the WidowX motors use value 3 = 1 Mbps (Interbotix
 /// `wx250s.yaml`).
-pub const DYNAMIXEL_BAUDS: [u32; 8] = [
+pub(crate) const DYNAMIXEL_BAUDS: [u32; 8] = [
     9600, 57600, 115200, 1000000, 2000000, 3000000, 4000000, 4500000,
 ];
 
@@ -297,7 +297,7 @@ impl DynamixelPosition {
     }
 
     /// Goal Position for a joint angle (rad), rounded to the nearest tick.
-    pub fn ticks(&self, radians: f64) -> i32 {
+    pub(crate) fn ticks(&self, radians: f64) -> i32 {
         (self.center_ticks as f64
             + radians * self.ticks_per_revolution as f64 / std::f64::consts::TAU)
             .round() as i32

@@ -104,7 +104,7 @@ pub use linear::{CheckpointTensor, Proj, Quant};
 pub use model::{ImageInput, ModelError, PreparedPrompt, Qwen25Vl};
 pub use processor::{
     resize_bicubic_pil, resize_bicubic_pil_with, ImageProcessor, ImageProcessorConfig, PassOrder,
-    ProcessedImage, ProcessorError, CLIP_MEAN, CLIP_STD,
+    ProcessedImage, ProcessorError,
 };
 
 pub use text::{Kernels, LogitsAt, TextModel, TextOutput, TrainableWeight};

@@ -19,7 +19,7 @@
 //! On an image whose sides are already multiples of 28 (no resize) the output is bit-identical to
 //! transformers'. With a resize, [`resize_bicubic_pil`] reproduces Pillow's fixed-point algorithm,
 //! including Pillow 13's choice of which pass runs first ([`PassOrder`]); it matched Pillow 13.0
-//! bit for bit on the fixture (`tests/vlm_processor.rs`) and on 410 random and hand-picked size
+//! bit for bit on the fixture (`crates/vlm/src/tests/vlm_processor.rs`) and on 410 random and hand-picked size
 //! pairs (sides 1–5000 px, noise and patterns, up- and downscaling; a one-off check, not in the
 //! suite). Pillow 12 and older always resample horizontally first, which moves a few levels near
 //! sharp edges ([`PassOrder::HorizontalFirst`] reproduces that; the fixture README gives the

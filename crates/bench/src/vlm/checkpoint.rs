@@ -30,7 +30,7 @@ use pointact_vlm::WEIGHTS_INDEX_FILE as SHARD_INDEX_FILE;
 use pointact_vlm::{ImageProcessorConfig, Qwen25VlConfig};
 
 /// Seed of the benchmark's weights unless `--seed` says otherwise.
-pub const DEFAULT_SEED: u64 = 0x3B_5EED;
+pub(crate) const DEFAULT_SEED: u64 = 0x3B_5EED;
 /// Names the weight recipe; bump it whenever [`Init`] or the chunking changes, so that old
 /// folders are regenerated instead of silently reused.
 const GENERATOR: &str = "pointact-bench-vlm-weights-v1";

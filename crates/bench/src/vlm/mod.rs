@@ -25,19 +25,19 @@ pub(crate) mod kernels;
 pub mod llama;
 pub(crate) mod peer;
 pub(crate) mod report;
-pub mod worker;
+pub(crate) mod worker;
 
 use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub use error::VlmBenchError;
+pub(crate) use error::VlmBenchError;
 use pointact_vlm::{resize_bicubic_pil, DeviceSpec, ImageProcessor, Quant};
 pub(crate) use report::{LlamaColumn, OursColumn, Outcome, VlmBenchReport};
 
 /// Options of `pointact bench vlm`.
 #[derive(Debug, Clone)]
-pub struct VlmBenchArgs {
+pub(crate) struct VlmBenchArgs {
     /// Threads for both sides.
     pub threads: usize,
     /// New tokens per run (the first comes from prefill, the rest are decode steps).
@@ -129,7 +129,7 @@ fn save_png(img: &image::RgbImage, path: &Path) -> Result<(), VlmBenchError> {
 
 /// Runs the benchmark (see the module doc). Must run inside the `pointact` binary: the workers
 /// are this executable re-run with [`worker::WORKER_ARGS`].
-pub fn run(args: &VlmBenchArgs) -> Result<VlmBenchReport, VlmBenchError> {
+pub(crate) fn run(args: &VlmBenchArgs) -> Result<VlmBenchReport, VlmBenchError> {
     if args.threads == 0 {
         return Err(VlmBenchError::Args("--threads must be at least 1".into()));
     }
@@ -517,7 +517,7 @@ fn prepare_llama(
 }
 
 /// Parses `WxH` (e.g. `640x480`).
-pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
+pub(crate) fn parse_size(s: &str) -> Result<(u32, u32), String> {
     let (w, h) = s
         .split_once(['x', 'X'])
         .ok_or_else(|| format!("`{s}` is not WIDTHxHEIGHT (e.g. 640x480)"))?;

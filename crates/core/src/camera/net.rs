@@ -66,17 +66,17 @@ use crate::geometry::{DepthImage, Intrinsics};
 /// What a client sends to ask for one frame (followed by its `u32` wire version).
 pub(crate) const REQUEST_MAGIC: [u8; 4] = *b"PAF?";
 /// First bytes of a frame answer.
-pub const FRAME_MAGIC: [u8; 4] = *b"PAFF";
+pub(crate) const FRAME_MAGIC: [u8; 4] = *b"PAFF";
 /// First bytes of an error answer.
-pub const ERROR_MAGIC: [u8; 4] = *b"PAFE";
+pub(crate) const ERROR_MAGIC: [u8; 4] = *b"PAFE";
 /// Largest accepted header. A real one is under 1 KiB; the cap only bounds what a broken peer can
 /// make us buffer.
 pub(crate) const MAX_HEADER_BYTES: u32 = 64 * 1024;
 /// Largest accepted error message (longer ones are cut by the server).
-pub const MAX_MESSAGE_BYTES: u32 = 64 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: u32 = 64 * 1024;
 /// Per-capture time limit of `--camera tcp:…` (and a sane default for [`RemoteCamera::connect`]):
 /// a simulated render takes tens of milliseconds, so 10 s means the server is stuck or gone.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the server waits for a client to take an answer before dropping that connection, so
 /// a client that stopped reading cannot hold a connection task forever.
 const SERVER_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -103,7 +103,7 @@ struct WireHeader {
 
 /// The frame answer for `frame`. Refuses (as [`CameraError::Device`] or the frame's own check)
 /// what a client would reject, so a server never sends a frame that cannot be read.
-pub fn encode_frame(frame: &Frame) -> Result<Vec<u8>, CameraError> {
+pub(crate) fn encode_frame(frame: &Frame) -> Result<Vec<u8>, CameraError> {
     frame.validate()?;
     let (w, h) = (frame.rgb.width(), frame.rgb.height());
     if w > MAX_SIDE || h > MAX_SIDE {
@@ -141,7 +141,7 @@ pub fn encode_frame(frame: &Frame) -> Result<Vec<u8>, CameraError> {
 }
 
 /// The error answer carrying `message`, cut to [`MAX_MESSAGE_BYTES`] at a character boundary.
-pub fn encode_error(message: &str) -> Vec<u8> {
+pub(crate) fn encode_error(message: &str) -> Vec<u8> {
     let mut end = message.len().min(MAX_MESSAGE_BYTES as usize);
     while !message.is_char_boundary(end) {
         end -= 1;

@@ -1,6 +1,9 @@
 //! Tests that name the crate's internals (protocol tables, encoders, private helpers): they
 //! live inside the crate so that what they reach need not be public.
 
+mod camera_net;
+#[cfg(feature = "realsense")]
+mod camera_realsense;
 mod camera_realsense_logic;
 mod camera_replay;
 mod geometry_calibration;

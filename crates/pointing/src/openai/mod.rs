@@ -102,12 +102,12 @@ impl OpenAiConfig {
     }
 
     /// The URL requests are POSTed to. A trailing `/` on the endpoint is tolerated.
-    pub fn chat_url(&self) -> String {
+    pub(crate) fn chat_url(&self) -> String {
         format!("{}/chat/completions", self.endpoint.trim_end_matches('/'))
     }
 
     /// The wait before retry number `retry` (1-based): `backoff_base · 2^(retry-1)`.
-    pub fn backoff(&self, retry: u32) -> Duration {
+    pub(crate) fn backoff(&self, retry: u32) -> Duration {
         let doublings = retry.saturating_sub(1).min(16);
         self.backoff_base.saturating_mul(1 << doublings)
     }

@@ -4,7 +4,11 @@
 #[allow(dead_code)]
 #[path = "../../../../tests/common/fuzz.rs"]
 mod fuzz;
+#[allow(dead_code)]
+#[path = "../../../../tests/common/openai_mock.rs"]
+mod openai_mock;
 mod pointing_fuzz;
 mod pointing_mapping;
+mod pointing_openai;
 mod pointing_parse;
 mod pointing_prompts;

@@ -72,38 +72,38 @@ pub mod table {
     /// Bit 0: reverse mode; bit 2: profile configuration (0 velocity-based, 1 time-based).
     pub(crate) const DRIVE_MODE: Item = item(10, 1);
     /// Operating Mode: how the servo is driven (`MODE_*` values below).
-    pub const OPERATING_MODE: Item = item(11, 1);
+    pub(crate) const OPERATING_MODE: Item = item(11, 1);
     /// Secondary (shadow) id: the servo also executes packets sent to this id, without replying.
     pub(crate) const SECONDARY_ID: Item = item(12, 1);
     pub(crate) const PROTOCOL_TYPE: Item = item(13, 1);
     pub(crate) const PWM_LIMIT: Item = item(36, 2);
     pub(crate) const VELOCITY_LIMIT: Item = item(44, 4);
     /// Max Position Limit: the highest Goal Position the servo accepts in position mode (pulses).
-    pub const MAX_POSITION_LIMIT: Item = item(48, 4);
+    pub(crate) const MAX_POSITION_LIMIT: Item = item(48, 4);
     pub(crate) const MIN_POSITION_LIMIT: Item = item(52, 4);
     pub(crate) const SHUTDOWN: Item = item(63, 1);
     // RAM area.
     /// Torque Enable: 1 powers the motor (and locks the EEPROM area), 0 lets the joint go limp.
-    pub const TORQUE_ENABLE: Item = item(64, 1);
+    pub(crate) const TORQUE_ENABLE: Item = item(64, 1);
     pub(crate) const LED: Item = item(65, 1);
     pub(crate) const STATUS_RETURN_LEVEL: Item = item(68, 1);
     pub(crate) const HARDWARE_ERROR_STATUS: Item = item(70, 1);
     /// Goal PWM: the motor's signed output in PWM mode (units of about 0.113 %, bounded by PWM
     /// Limit), and its output cap in the position modes.
-    pub const GOAL_PWM: Item = item(100, 2);
+    pub(crate) const GOAL_PWM: Item = item(100, 2);
     pub(crate) const GOAL_CURRENT: Item = item(102, 2);
     pub(crate) const GOAL_VELOCITY: Item = item(104, 4);
     pub(crate) const PROFILE_ACCELERATION: Item = item(108, 4);
     pub(crate) const PROFILE_VELOCITY: Item = item(112, 4);
     /// Goal Position: where the servo is commanded to go (pulses, 4096 per turn).
-    pub const GOAL_POSITION: Item = item(116, 4);
+    pub(crate) const GOAL_POSITION: Item = item(116, 4);
     pub(crate) const MOVING: Item = item(122, 1);
     pub(crate) const PRESENT_PWM: Item = item(124, 2);
     /// Present Current on XM servos; Present Load on XL servos (same address and size).
     pub(crate) const PRESENT_CURRENT: Item = item(126, 2);
     pub(crate) const PRESENT_VELOCITY: Item = item(128, 4);
     /// Present Position: where the servo is now (pulses, 4096 per turn).
-    pub const PRESENT_POSITION: Item = item(132, 4);
+    pub(crate) const PRESENT_POSITION: Item = item(132, 4);
 
     /// Drive Mode bit 0: the servo turns the other way (positions mirrored).
     pub(crate) const DRIVE_MODE_REVERSE: u8 = 0x01;
@@ -116,11 +116,11 @@ pub mod table {
     #[allow(dead_code)]
     pub(crate) const MODE_VELOCITY: u8 = 1;
     /// Position control within one turn (Min/Max Position Limit apply); the arm joints' mode.
-    pub const MODE_POSITION: u8 = 3;
+    pub(crate) const MODE_POSITION: u8 = 3;
     pub(crate) const MODE_EXTENDED_POSITION: u8 = 4;
     pub(crate) const MODE_CURRENT_BASED_POSITION: u8 = 5;
     /// PWM (voltage) control: Goal PWM drives the motor directly; the gripper's usual mode.
-    pub const MODE_PWM: u8 = 16;
+    pub(crate) const MODE_PWM: u8 = 16;
 
     /// Profile Velocity / Velocity Limit unit: 0.229 rev/min.
     pub(crate) const VELOCITY_UNIT_RPM: f64 = 0.229;
@@ -129,14 +129,14 @@ pub mod table {
 }
 
 /// Hardware Error Status bits (control table 70; Shutdown 63 uses the same bits).
-pub mod hardware_error {
+pub(crate) mod hardware_error {
     pub(crate) const INPUT_VOLTAGE: u8 = 0x01;
     /// Bit 2: the internal temperature exceeded the Temperature Limit.
-    pub const OVERHEATING: u8 = 0x04;
+    pub(crate) const OVERHEATING: u8 = 0x04;
     pub(crate) const MOTOR_ENCODER: u8 = 0x08;
     pub(crate) const ELECTRICAL_SHOCK: u8 = 0x10;
     /// Bit 5: the motor could not hold a sustained load (pushing against a stop or an obstacle).
-    pub const OVERLOAD: u8 = 0x20;
+    pub(crate) const OVERLOAD: u8 = 0x20;
 
     /// The names of the bits set in `status`, for messages ("overload, overheating").
     pub(crate) fn describe(status: u8) -> String {

@@ -130,7 +130,7 @@ pub(crate) fn profile_registers(
 }
 
 /// Opens the bus's serial port (raw 8N1, no flow control) for tokio.
-pub fn open_port(bus: &DynamixelBus) -> Result<SerialPort, DynamixelError> {
+pub(crate) fn open_port(bus: &DynamixelBus) -> Result<SerialPort, DynamixelError> {
     SerialPort::open(std::path::Path::new(&bus.serial_port), bus.baud).map_err(|e| {
         DynamixelError::Open {
             port: bus.serial_port.clone(),

@@ -9,5 +9,6 @@ mod dynamixel_fuzz;
 mod fuzz;
 mod robot_servo;
 mod robot_settings;
+mod widowx_emulator;
 mod xarm_client;
 mod xarm_proto_fuzz;

@@ -205,3 +205,13 @@ fn render_scene_names_the_table_objects_parts_and_robot() {
         && p.part == handle
         && (p.world_from_shape.translation.vector - centre.coords).norm() < 1e-6));
 }
+
+/// The network camera's frame limit (`camera::net::MAX_SIDE`) is the scene's image limit: a scene
+/// camera the simulator accepts can always be served.
+#[test]
+fn the_network_cameras_frame_limit_is_the_scenes_image_limit() {
+    assert_eq!(
+        pointact_core::camera::net::MAX_SIDE,
+        crate::scene::MAX_IMAGE_SIDE
+    );
+}

@@ -10,6 +10,7 @@ mod vlm_files;
 mod vlm_fixture;
 mod vlm_hub;
 mod vlm_lora;
+mod vlm_processor;
 mod vlm_text;
 mod vlm_vision;
 mod vlm_weights;

@@ -86,27 +86,27 @@ impl RealSenseOptions {
 
 /// librealsense's `rs2_distortion` ordinals (`rs_types.h`, stable since 2.0; the `realsense`
 /// feature's tests check them against realsense-sys's bindings).
-pub mod rs2_distortion {
+pub(crate) mod rs2_distortion {
     /// `RS2_DISTORTION_NONE`: a pure pinhole.
     pub const NONE: i32 = 0;
     /// `RS2_DISTORTION_MODIFIED_BROWN_CONRADY`: Brown-Conrady with the tangential terms applied
     /// to the radially distorted point.
-    pub const MODIFIED_BROWN_CONRADY: i32 = 1;
+    pub(crate) const MODIFIED_BROWN_CONRADY: i32 = 1;
     /// `RS2_DISTORTION_INVERSE_BROWN_CONRADY`: Brown-Conrady that undistorts instead of
     /// distorting.
-    pub const INVERSE_BROWN_CONRADY: i32 = 2;
+    pub(crate) const INVERSE_BROWN_CONRADY: i32 = 2;
     /// `RS2_DISTORTION_FTHETA`: an F-theta fisheye model.
-    pub const FTHETA: i32 = 3;
+    pub(crate) const FTHETA: i32 = 3;
     /// `RS2_DISTORTION_BROWN_CONRADY`: the standard (OpenCV) Brown-Conrady model.
-    pub const BROWN_CONRADY: i32 = 4;
+    pub(crate) const BROWN_CONRADY: i32 = 4;
     /// `RS2_DISTORTION_KANNALA_BRANDT4`: a four-coefficient Kannala-Brandt fisheye model.
-    pub const KANNALA_BRANDT4: i32 = 5;
+    pub(crate) const KANNALA_BRANDT4: i32 = 5;
 }
 
 /// The fields of librealsense's `rs2_intrinsics`, as the C struct holds them (f32, `ppx`/`ppy`,
 /// the model as its enum ordinal).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rs2IntrinsicsFields {
+pub(crate) struct Rs2IntrinsicsFields {
     /// Image width, px.
     pub width: i32,
     /// Image height, px.
@@ -131,7 +131,7 @@ pub struct Rs2IntrinsicsFields {
 /// `rs2_deproject_pixel_to_point` run on the same f32 values). The coefficient order is the same
 /// (`[k1, k2, p1, p2, k3]`). F-theta and Kannala-Brandt (fisheye streams, never colour on D4xx or
 /// L515) are refused rather than silently treated as pinhole; the result is validated.
-pub fn intrinsics_from_rs2(
+pub(crate) fn intrinsics_from_rs2(
     raw: &Rs2IntrinsicsFields,
     stream: &str,
 ) -> Result<Intrinsics, RealSenseError> {

@@ -4,21 +4,19 @@
 //! The mock is a bare HTTP/1.1 responder on 127.0.0.1:0: each connection gets the next canned reply
 //! in order (or is held open without one), and every request is recorded for inspection.
 
-mod common;
-
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::openai_mock::{completion, Mock, Reply};
+use super::openai_mock::{completion, Mock, Reply};
 
+use crate::openai::OpenAiConfig;
+use crate::openai::OpenAiError;
+use crate::openai::OpenAiPointer;
+use crate::{Ability, Pointer, PointerError, PointingError};
 use base64::Engine as _;
-use pointact::camera::{Frame, RgbImage};
-use pointact::geometry::{DepthImage, Intrinsics};
-use pointact::nalgebra::Isometry3;
-use pointact::pointing::openai::OpenAiConfig;
-use pointact::pointing::openai::OpenAiError;
-use pointact::pointing::openai::OpenAiPointer;
-use pointact::pointing::{Ability, Pointer, PointerError, PointingError};
+use pointact_core::camera::{Frame, RgbImage};
+use pointact_core::geometry::{DepthImage, Intrinsics};
+use pointact_core::nalgebra::Isometry3;
 
 /// A 640x480 frame whose every pixel differs from its neighbours, so a decode check is meaningful.
 fn frame() -> Frame {
@@ -334,7 +332,7 @@ fn an_oversized_reply_is_named_as_such_and_not_retried() {
     assert!(!text.contains("is the server running"), "{text}");
     match err {
         PointerError::Remote(OpenAiError::TooLarge { limit, .. }) => {
-            assert_eq!(limit, pointact::pointing::openai::MAX_REPLY_BYTES)
+            assert_eq!(limit, crate::openai::MAX_REPLY_BYTES)
         }
         other => panic!("expected a too-large error, got {other:?}"),
     }

@@ -3,15 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use pointact::pointing::{ImageSize, MappingError};
-use pointact::vlm::{
-    resize_bicubic_pil_with, ImageProcessor, ImageProcessorConfig, PassOrder, ProcessorError,
-    CLIP_MEAN, CLIP_STD,
-};
+use crate::processor::{CLIP_MEAN, CLIP_STD};
+use crate::{resize_bicubic_pil_with, PassOrder};
+use crate::{ImageProcessor, ImageProcessorConfig, ProcessorError};
+use crate::{ImageSize, MappingError};
 use safetensors::{Dtype, SafeTensors};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .join("tests/fixtures/qwen25vl_tiny")
         .join(name)
 }

@@ -9,13 +9,13 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use pointact::camera::net::{
+use crate::camera::net::{
     self, bind_local, encode_error, encode_frame, serve, NetError, RemoteCamera, ERROR_MAGIC,
     FRAME_MAGIC, MAX_MESSAGE_BYTES, MAX_SIDE, WIRE_VERSION,
 };
-use pointact::camera::{Camera, CameraError, CameraSpec, Frame, RgbImage};
-use pointact::geometry::{DepthImage, Distortion, Intrinsics};
-use pointact::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
+use crate::camera::{Camera, CameraError, CameraSpec, Frame, RgbImage};
+use crate::geometry::{DepthImage, Distortion, Intrinsics};
+use k::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -50,7 +50,7 @@ fn synthetic_frame(k: u64) -> Frame {
         ..Intrinsics::pinhole(W, H, 41.234567891, 40.987654321, 18.3, 11.1)
     };
     let rotation = UnitQuaternion::from_axis_angle(
-        &pointact::nalgebra::Unit::new_normalize(Vector3::new(0.3, -1.0, 0.2 + k as f64)),
+        &k::nalgebra::Unit::new_normalize(Vector3::new(0.3, -1.0, 0.2 + k as f64)),
         0.7 + 0.1 * k as f64,
     );
     Frame {
@@ -224,7 +224,7 @@ fn camera_open_connects_tcp_specs() {
             addr: server.addr.clone()
         }
     );
-    let mut cam = pointact::camera::open(&spec).unwrap();
+    let mut cam = crate::camera::open(&spec).unwrap();
     assert_same(&cam.capture().unwrap(), &synthetic_frame(1));
 }
 
@@ -351,11 +351,6 @@ fn bind_local_names_a_taken_port() {
         m.contains(&format!("127.0.0.1:{port}")) && m.contains("pick another port"),
         "{m}"
     );
-}
-
-#[test]
-fn the_frame_limit_is_the_crates_image_limit() {
-    assert_eq!(MAX_SIDE, pointact::sim::scene::MAX_IMAGE_SIDE);
 }
 
 // ---- fake servers -------------------------------------------------------------------------------

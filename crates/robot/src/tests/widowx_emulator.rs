@@ -7,15 +7,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pointact::kinematics::RobotModel;
-use pointact::planning::{limit_tool_speed, JointPath, Trajectory};
-use pointact::robot::dynamixel::emulator::{Emulator, Fault};
-use pointact::robot::dynamixel::proto::{hardware_error, table, ProtocolError, StatusError};
-use pointact::robot::dynamixel::widowx::WidowX;
-use pointact::robot::dynamixel::{Bus, DynamixelError};
-use pointact::robot::settings::{self, DynamixelGripperMode, DynamixelSettings};
-use pointact::robot::{Robot, RobotError};
-use pointact::safety::{CheckedTrajectory, SafetyConfig, SafetyGate};
+use crate::dynamixel::emulator::{Emulator, Fault};
+use crate::dynamixel::proto::{hardware_error, table, ProtocolError, StatusError};
+use crate::dynamixel::widowx::WidowX;
+use crate::dynamixel::{Bus, DynamixelError};
+use crate::settings::{self, DynamixelGripperMode, DynamixelSettings};
+use crate::{Robot, RobotError};
+use pointact_core::kinematics::RobotModel;
+use pointact_core::planning::{limit_tool_speed, JointPath, Trajectory};
+use pointact_core::safety::{CheckedTrajectory, SafetyConfig, SafetyGate};
 
 /// One tick of a 4096-tick servo (rad).
 const TICK: f64 = std::f64::consts::TAU / 4096.0;
@@ -481,7 +481,7 @@ fn the_emulator_refuses_what_a_servo_refuses() {
     let emulator = emulator_at_home(&s0);
     let s = settings_for(&emulator);
     runtime().block_on(async {
-        let port = pointact::robot::dynamixel::widowx::open_port(&s.bus).unwrap();
+        let port = crate::dynamixel::widowx::open_port(&s.bus).unwrap();
         let mut bus = Bus::new(port, s.bus.timeout());
         // PING answers with the model number (XM430-W350 = 1020).
         assert_eq!(bus.ping(1).await.unwrap().0, 1020);
@@ -551,51 +551,13 @@ fn the_emulator_refuses_what_a_servo_refuses() {
     });
 }
 
-#[test]
-fn pointact_emulate_widowx_prints_a_pty_the_driver_can_open() {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pointact"))
-        .args(["emulate", "widowx", "--seconds", "30"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let path = line.trim().to_string();
-    if !path.starts_with("/dev/pts/") {
-        let _ = child.kill();
-        let out = child.wait_with_output().unwrap();
-        panic!(
-            "printed {line:?}; stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let mut s = shipped();
-    s.bus.serial_port = path;
-    s.bus.timeout_s = 0.5;
-    let m = model();
-    let result = runtime().block_on(async {
-        let mut w = WidowX::connect(&s, m.clone()).await?;
-        w.joint_positions().await
-    });
-    let _ = child.kill();
-    let _ = child.wait();
-    let q = result.unwrap();
-    for (a, b) in q.iter().zip(m.home()) {
-        assert!((a - b).abs() <= TICK);
-    }
-}
-
 /// The serial port takes every rate a Dynamixel X servo can be set to, 4.5 Mbps included (no
 /// `Bnnn` constant: termios2 `BOTHER`), and reads it back; a port that does not exist is a named
 /// `Open` error, not a panic or a hang.
 #[test]
 fn serial_port_opens_at_every_dynamixel_rate_and_names_a_missing_port() {
-    use pointact::robot::dynamixel::serial::SerialPort;
-    use pointact::robot::settings::DYNAMIXEL_BAUDS;
+    use crate::dynamixel::serial::SerialPort;
+    use crate::settings::DYNAMIXEL_BAUDS;
     let s0 = shipped();
     let emulator = emulator_at_home(&s0);
     runtime().block_on(async {
@@ -605,8 +567,8 @@ fn serial_port_opens_at_every_dynamixel_rate_and_names_a_missing_port() {
         }
         let mut s = s0.clone();
         s.bus.serial_port = "/dev/pointact-no-such-port".into();
-        match pointact::robot::dynamixel::widowx::open_port(&s.bus) {
-            Err(e @ pointact::robot::dynamixel::DynamixelError::Open { .. }) => {
+        match crate::dynamixel::widowx::open_port(&s.bus) {
+            Err(e @ crate::dynamixel::DynamixelError::Open { .. }) => {
                 let msg = e.to_string();
                 assert!(msg.contains("/dev/pointact-no-such-port"), "{msg}");
                 assert!(msg.contains("No such file"), "{msg}");

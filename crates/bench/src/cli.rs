@@ -1,4 +1,6 @@
-//! `pointact bench …`: benchmarks against a peer measured in the same run; each prints its report.
+//! `pointact bench …`: the subcommands and their arguments. They live here, not in the binary, so
+//! the benchmarks' modules stay private: the binary hands over the parsed command and the crate
+//! prints the report.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -122,7 +124,7 @@ pub struct PlanBenchCli {
     #[arg(long, default_value_t = 14)]
     pub seed: u64,
     /// Time budget per problem for both planners (s).
-    #[arg(long, default_value_t = 5.0, value_parser = crate::cli::values::non_negative)]
+    #[arg(long, default_value_t = 5.0, value_parser = pointact_apps::values::non_negative)]
     pub time_limit: f64,
     /// Skip OMPL (which the first run installs into ~/.cache/pointact/planpy from PyPI).
     #[arg(long)]
@@ -149,7 +151,7 @@ pub struct RewardsBenchCli {
     #[arg(long, default_value = "python3")]
     pub python: String,
     /// Each side scores whole rounds of the batch for at least this long (s).
-    #[arg(long, default_value_t = 3.0, value_parser = crate::cli::values::non_negative)]
+    #[arg(long, default_value_t = 3.0, value_parser = pointact_apps::values::non_negative)]
     pub min_seconds: f64,
     /// Where the batch is written for the Python side.
     #[arg(long, default_value = "target/bench-rewards")]
@@ -183,10 +185,10 @@ pub struct GrpoBenchCli {
     #[arg(long, default_value_t = 112 * 84)]
     pub max_pixels: u64,
     /// Learning rate (AdamW, constant).
-    #[arg(long, default_value_t = 1e-5, value_parser = crate::cli::values::non_negative)]
+    #[arg(long, default_value_t = 1e-5, value_parser = pointact_apps::values::non_negative)]
     pub lr: f64,
     /// KL coefficient to the frozen start model (k3 estimator); 0 = off, no reference model.
-    #[arg(long, default_value_t = 0.0, value_parser = crate::cli::values::non_negative)]
+    #[arg(long, default_value_t = 0.0, value_parser = pointact_apps::values::non_negative)]
     pub beta: f64,
     /// Seed of the sampling.
     #[arg(long, default_value_t = 7)]
@@ -236,15 +238,15 @@ pub struct VlmBenchCli {
     decode_tokens: usize,
     /// Our configurations, comma-separated: f32, q8_0, q4k.
     #[arg(long, value_delimiter = ',', default_value = "f32,q4k")]
-    quant: Vec<pointact::vlm::Quant>,
+    quant: Vec<pointact_vlm::Quant>,
     /// Where our side runs: cpu, cuda or cuda:N (a `cuda` build; f32 only, so pass --quant f32).
     /// The peers run on the CPU.
     #[arg(long, default_value = "cpu")]
-    device: pointact::vlm::DeviceSpec,
+    device: pointact_vlm::DeviceSpec,
     /// The vision tower's linears in our quantized columns (as `--vision-quant` of the pointing
     /// commands): f32, q8_0 or q4k. The f32 column and transformers stay f32.
     #[arg(long, default_value = "f32")]
-    vision_quant: pointact::vlm::Quant,
+    vision_quant: pointact_vlm::Quant,
     /// Checkpoint folder (generated once, reused while seed and config match);
     /// default ~/.cache/pointact/bench-vlm-3b (…-L<N> with --layers).
     #[arg(long)]
@@ -256,7 +258,7 @@ pub struct VlmBenchCli {
     #[arg(long)]
     layers: Option<usize>,
     /// Input image size, WIDTHxHEIGHT.
-    #[arg(long, default_value = "640x480", value_parser = pointact_bench::vlm::parse_size)]
+    #[arg(long, default_value = "640x480", value_parser = crate::vlm::parse_size)]
     image: (u32, u32),
     /// Measure our side only (no transformers).
     #[arg(long)]
@@ -276,7 +278,7 @@ pub struct VlmBenchCli {
     /// the same weights with our types per tensor, written next to the checkpoint; node-llama-cpp
     /// 3.21.1 is installed into ~/.cache/pointact/llama-peer from npm on first use (needs node >= 20).
     #[arg(long, value_delimiter = ',')]
-    llama: Option<Vec<pointact::vlm::Quant>>,
+    llama: Option<Vec<pointact_vlm::Quant>>,
     /// No llama.cpp columns.
     #[arg(long)]
     skip_llama: bool,
@@ -284,7 +286,7 @@ pub struct VlmBenchCli {
     #[arg(long)]
     json: bool,
     /// Seed of the random weights.
-    #[arg(long, default_value_t = pointact_bench::vlm::checkpoint::DEFAULT_SEED)]
+    #[arg(long, default_value_t = crate::vlm::checkpoint::DEFAULT_SEED)]
     seed: u64,
     /// Quantize at every load instead of using the quantized weights cached in the checkpoint
     /// folder (the first quantized run writes them; later runs time loading them).
@@ -303,19 +305,21 @@ pub struct VlmWorkerCli {
     #[arg(long)]
     request: PathBuf,
     #[arg(long)]
-    quant: pointact::vlm::Quant,
+    quant: pointact_vlm::Quant,
     #[arg(long, default_value = "f32")]
-    vision_quant: pointact::vlm::Quant,
+    vision_quant: pointact_vlm::Quant,
     #[arg(long, default_value = "cpu")]
-    device: pointact::vlm::DeviceSpec,
+    device: pointact_vlm::DeviceSpec,
     #[arg(long)]
     no_quant_cache: bool,
 }
 
+/// Runs one benchmark and prints its report; the exit code says whether it passed (the bridge's
+/// load test fails on lost or reordered messages).
 pub fn run(which: BenchCommand) -> Result<ExitCode> {
     match which {
         BenchCommand::Ik(a) => {
-            let report = pointact_bench::ik::run(&pointact_bench::ik::IkBenchArgs {
+            let report = crate::ik::run(&crate::ik::IkBenchArgs {
                 robot: a.robot,
                 n: a.n,
                 seed: a.seed,
@@ -325,7 +329,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Cloud(a) => {
-            let report = pointact_bench::cloud::run(&pointact_bench::cloud::CloudBenchArgs {
+            let report = crate::cloud::run(&crate::cloud::CloudBenchArgs {
                 iters: a.iters,
                 python: a.python,
             })?;
@@ -333,15 +337,13 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Render(a) => {
-            let report = pointact_bench::render::run(&pointact_bench::render::RenderBenchArgs {
-                frames: a.frames,
-            })?;
+            let report = crate::render::run(&crate::render::RenderBenchArgs { frames: a.frames })?;
             println!("{report}");
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Vlm(a) => bench_vlm(a),
         BenchCommand::Qgemm(a) => {
-            use pointact_bench::qgemm;
+            use crate::qgemm;
             let report = qgemm::run(&qgemm::QgemmBenchArgs {
                 rows: a.rows as usize,
                 shapes: qgemm::SHAPES_3B.to_vec(),
@@ -351,20 +353,20 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Servo(a) => {
-            use pointact_bench::servo;
+            use crate::servo;
             let args = servo::ServoBenchArgs {
                 robot: a.robot,
                 rate_hz: a.rate_hz,
                 seconds: a.seconds,
                 target: a.port.map(|p| (a.address, p, a.report_port, a.rt_port)),
             };
-            let report = super::runtime()?.block_on(servo::run(&args))?;
+            let report = current_thread()?.block_on(servo::run(&args))?;
             println!("{report}");
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Bridge(a) => bench_bridge(a),
         BenchCommand::Plan(a) => {
-            let report = pointact_bench::plan::run(&pointact_bench::plan::PlanBenchArgs {
+            let report = crate::plan::run(&crate::plan::PlanBenchArgs {
                 per_family: a.per_family as usize,
                 seed: a.seed,
                 time_limit_s: a.time_limit.max(0.01),
@@ -376,7 +378,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Rewards(a) => {
-            use pointact_bench::rewards::{run, RewardsBenchArgs};
+            use crate::rewards::{run, RewardsBenchArgs};
             let report = run(&RewardsBenchArgs {
                 items: a.items as usize,
                 seed: a.seed,
@@ -390,7 +392,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
         }
         BenchCommand::Grpo(a) => bench_grpo(a),
         BenchCommand::VlmWorker(a) => {
-            let m = pointact_bench::vlm::worker::run(
+            let m = crate::vlm::worker::run(
                 &a.request,
                 (a.quant, a.vision_quant),
                 a.device,
@@ -403,7 +405,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
 }
 
 fn bench_grpo(a: GrpoBenchCli) -> Result<ExitCode> {
-    use pointact_bench::grpo;
+    use crate::grpo;
     if let Some(request) = a.worker {
         let m = grpo::worker(&request)?;
         println!("{}", serde_json::to_string(&m)?);
@@ -433,19 +435,20 @@ fn bench_grpo(a: GrpoBenchCli) -> Result<ExitCode> {
 }
 
 fn bench_bridge(a: BridgeBenchCli) -> Result<ExitCode> {
-    use pointact::executor::Branch;
-    use pointact::runner::pointer::SessionPointer;
-    use pointact::sim::oracle::OracleOptions;
-    use pointact_bench::bridge::{self, BridgeTarget};
+    use crate::bridge::{self, BridgeTarget};
+    use pointact_apps::bridge::SessionConfig;
+    use pointact_apps::runner::pointer::SessionPointer;
+    use pointact_core::kinematics::RobotModel;
+    use pointact_sim::oracle::OracleOptions;
 
     let target = match a.server {
         Some(addr) => BridgeTarget::External(addr),
-        None => BridgeTarget::InProcess(super::serve::session_config(
+        // `serve bridge`'s defaults: the WidowX of SimplerEnv's Bridge tasks, the affordance
+        // branch, the default gate.
+        None => BridgeTarget::InProcess(SessionConfig::new(
             SessionPointer::Oracle(OracleOptions::default()),
-            "widowx250",
-            Branch::Affordance,
-            0.0,
-        )?),
+            std::sync::Arc::new(RobotModel::resolve("widowx250")?),
+        )),
     };
     let report = bridge::run(bridge::BridgeBenchArgs {
         target,
@@ -464,7 +467,7 @@ fn bench_bridge(a: BridgeBenchCli) -> Result<ExitCode> {
 }
 
 fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
-    use pointact_bench::vlm;
+    use crate::vlm;
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -497,4 +500,11 @@ fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {
         println!("{report}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A runtime on this thread for the benchmarks that drive async code (the servo loop).
+fn current_thread() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
 }

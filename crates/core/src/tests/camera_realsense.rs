@@ -3,16 +3,14 @@
 //! that the library is linked, loads and answers — not just that the code compiles — and that
 //! "no device" is the clear, typed error. On a machine with a camera plugged in, the device tests
 //! check the wrong-serial error instead.
-#![cfg(feature = "realsense")]
-
-use pointact::camera::realsense::device::{
+use crate::camera::realsense::device::{
     bindings_version, connected_serials, library_version, RealSenseCamera,
 };
-use pointact::camera::realsense::{
+use crate::camera::realsense::{
     intrinsics_from_rs2, rs2_distortion, RealSenseError, RealSenseOptions, Rs2IntrinsicsFields,
     NO_DEVICE_MESSAGE,
 };
-use pointact::camera::CameraError;
+use crate::camera::CameraError;
 use realsense_sys as sys;
 
 #[test]

@@ -1,0 +1,109 @@
+//! Command-line flag values, checked where they are parsed (by the binary and the benchmarks), the
+//! allowed range in the message (clap prints it with the flag's name and exits 2): a NaN or a
+//! negative count never reaches the library.
+
+fn number(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .map_err(|e| format!("`{s}` is not a number ({e})"))
+}
+
+/// A finite number ≥ 0 (pixel noise, sizes that may be zero).
+pub fn non_negative(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is outside [0, inf): give a finite number >= 0"
+        ))
+    }
+}
+
+/// A speed scale in (0, 1]: the fraction of the planned speed a robot moves at.
+pub fn speed_scale(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is outside (0, 1]: give a fraction of the planned speed"
+        ))
+    }
+}
+
+/// A point `X,Y,Z` (metres), every coordinate finite.
+pub fn point3(s: &str) -> Result<[f64; 3], String> {
+    let parts: Vec<&str> = s.split(',').collect();
+    if parts.len() != 3 {
+        return Err(format!("`{s}` is not X,Y,Z (three numbers, metres)"));
+    }
+    let mut p = [0.0; 3];
+    for (v, t) in p.iter_mut().zip(parts) {
+        *v = number(t)?;
+        if !v.is_finite() {
+            return Err(format!("`{s}`: {v} is not a finite coordinate"));
+        }
+    }
+    Ok(p)
+}
+
+/// A probability in [0, 1].
+pub fn probability(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is outside [0, 1]: give a probability"))
+    }
+}
+
+/// Answers per question for consensus pointing, 1 to 32.
+pub fn samples(s: &str) -> Result<usize, String> {
+    count(s, 1, 32).map(|v| v as usize)
+}
+
+/// A count in `lo..=hi`.
+pub fn count(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    let v = s
+        .trim()
+        .parse::<u64>()
+        .map_err(|e| format!("`{s}` is not a whole number ({e})"))?;
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is outside [{lo}, {hi}]"))
+    }
+}
+
+/// Episodes per task of `eval sim`: at least one, and few enough that every record fits in
+/// memory (each is kept for the table and the JSON).
+pub fn episodes(s: &str) -> Result<u64, String> {
+    count(s, 1, MAX_EPISODES)
+}
+
+/// The most episodes per task `episodes` accepts.
+pub const MAX_EPISODES: u64 = 100_000;
+
+/// Control steps of an `eval bridge` episode: at least one; 100 000 is 5.5 hours at 5 Hz.
+pub fn control_steps(s: &str) -> Result<u64, String> {
+    count(s, 1, 100_000)
+}
+
+/// Views of `calibrate hand-eye --sim`: a solve needs at least 3; beyond 1000 the capture only
+/// costs time and memory (each view keeps a frame).
+pub fn views(s: &str) -> Result<usize, String> {
+    count(s, 3, 1000).map(|v| v as usize)
+}
+
+/// A tag edge in metres: a printed tag between 1 cm and 1 m.
+pub fn tag_size(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    if (0.01..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} m is outside [0.01, 1] m: give the tag's black square edge in metres"
+        ))
+    }
+}
