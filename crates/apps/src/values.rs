@@ -83,7 +83,7 @@ pub fn episodes(s: &str) -> Result<u64, String> {
 }
 
 /// The most episodes per task `episodes` accepts.
-pub const MAX_EPISODES: u64 = 100_000;
+pub(crate) const MAX_EPISODES: u64 = 100_000;
 
 /// Control steps of an `eval bridge` episode: at least one; 100 000 is 5.5 hours at 5 Hz.
 pub fn control_steps(s: &str) -> Result<u64, String> {

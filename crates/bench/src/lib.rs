@@ -31,3 +31,6 @@ use pointact_sim as sim;
 fn workspace_root() -> &'static std::path::Path {
     std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
+
+#[cfg(test)]
+mod tests;

@@ -25,4 +25,5 @@ pub(crate) mod wire;
 
 pub use client::BridgeClient;
 pub use server::BridgeServer;
-pub use session::{SessionConfig, SessionPointers};
+pub use session::SessionConfig;
+pub use session::SessionPointers;

@@ -240,7 +240,8 @@ pub(crate) enum Images {
 }
 
 /// Reads one frame from an evaluator.
-pub fn decode_client(bytes: &[u8]) -> Result<ClientMessage, ProtocolError> {
+#[cfg(test)]
+pub(crate) fn decode_client(bytes: &[u8]) -> Result<ClientMessage, ProtocolError> {
     client_message(wire::decode(bytes)?, Images::Keep)
 }
 

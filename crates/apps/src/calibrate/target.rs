@@ -38,8 +38,6 @@ pub mod pnp;
 pub mod session;
 pub mod views;
 
-pub use detect::{TagDetection, TagDetector};
-
 use crate::camera::CameraError;
 
 /// The only family the target uses: the usual calibration family (36 bits, minimum Hamming

@@ -9,11 +9,12 @@
 use std::f64::consts::PI;
 
 use pointact::calibrate::sim::SimRig;
+use pointact::calibrate::target::detect::TagDetector;
 use pointact::calibrate::target::pattern::{sim_tag_plate, tag_cells};
 use pointact::calibrate::target::pnp::{project_tag_corners, solve_tag_pose, tag_corners};
 use pointact::calibrate::target::session::{read_session, write_session, SessionInfo, POSES_FILE};
 use pointact::calibrate::target::views::{capture_views, observe_target, CalibrationView};
-use pointact::calibrate::target::{TagDetector, TagTarget, TargetError};
+use pointact::calibrate::target::{TagTarget, TargetError};
 use pointact::camera::{Camera, RgbImage};
 use pointact::geometry::{Distortion, Intrinsics};
 use pointact::nalgebra::{Isometry3, Point3, Translation3, UnitQuaternion, Vector3};

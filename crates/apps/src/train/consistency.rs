@@ -69,11 +69,11 @@ pub(crate) const CONSISTENCY_WEIGHT: f64 = 0.2;
 
 /// The reference model's system message (interface string: must match exactly; note the hyphen,
 /// which the client's unused default lacks).
-pub const REFERENCE_SYSTEM: &str = "You are a professional question-answering assistant.";
+pub(crate) const REFERENCE_SYSTEM: &str = "You are a professional question-answering assistant.";
 /// The reference model's token budget.
-pub const REFERENCE_MAX_TOKENS: usize = 10;
+pub(crate) const REFERENCE_MAX_TOKENS: usize = 10;
 /// The reference model's sampling temperature.
-pub const REFERENCE_TEMPERATURE: f64 = 0.1;
+pub(crate) const REFERENCE_TEMPERATURE: f64 = 0.1;
 
 /// The options a letter may take (`VALID_OPTIONS`).
 pub(crate) const VALID_OPTIONS: &str = "ABCDEFGH";
@@ -272,7 +272,7 @@ pub(crate) fn normalize_choice(answer: &str) -> String {
 
 /// `ConsistencyReward.normalize_answer`: [`normalize_choice`] with the `<answer>` recursion before
 /// the fallback.
-pub fn normalize_consistency(answer: &str) -> String {
+pub(crate) fn normalize_consistency(answer: &str) -> String {
     let s = py_strip(answer);
     if let Some(letter) = letter_rules(s) {
         return letter;
@@ -313,7 +313,7 @@ pub(crate) fn extract_think_content(text: &str) -> &str {
 }
 
 /// `extract_question`: the question part of a user message (see the module docs, step 3).
-pub fn extract_question(text: &str) -> String {
+pub(crate) fn extract_question(text: &str) -> String {
     if text.is_empty() {
         return String::new();
     }
@@ -328,7 +328,7 @@ pub fn extract_question(text: &str) -> String {
 }
 
 /// The user message sent to the reference model (interface string, exact).
-pub fn reference_prompt(question: &str, think: &str) -> String {
+pub(crate) fn reference_prompt(question: &str, think: &str) -> String {
     format!(
         "This is a multiple-choice question. Based on the following question and thinking \
          process, select the most appropriate option (one letter from A-H).\n\nPlease answer \
@@ -419,7 +419,7 @@ fn conclusion_is_correct(chars: &[char]) -> Option<char> {
 /// last, where the normaliser takes the first `answer X`), else the last letter after a
 /// conclusion word ("so", "thus", "the answer is", "option", …) or before "is correct"; `""` when
 /// nothing is found. `think` is the stripped think text.
-pub fn extract_answer_from_think(think: &str) -> String {
+pub(crate) fn extract_answer_from_think(think: &str) -> String {
     for pattern in [&*BOXED, &*ANSWER, &*SIMPLE_DOT, &*SIMPLE] {
         if let Some(letter) = last_letter(pattern, think) {
             return letter;

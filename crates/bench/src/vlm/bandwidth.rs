@@ -25,7 +25,7 @@ pub(crate) const REPEATS: usize = 5;
 
 /// What was measured, GB/s (10⁹ bytes per second).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Bandwidth {
+pub(crate) struct Bandwidth {
     pub threads: usize,
     pub read_gb_s: f64,
     pub triad_gb_s: f64,

@@ -320,7 +320,7 @@ pub fn write(
 
 /// A GGUF ready for llama.cpp.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GgufFile {
+pub(crate) struct GgufFile {
     pub path: PathBuf,
     pub bytes: u64,
     /// Reused from an earlier run (else written now, taking `write_s`).

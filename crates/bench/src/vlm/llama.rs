@@ -197,7 +197,8 @@ pub fn run(
 
 /// llama.cpp's `top_k` most likely next tokens after `prompt` (softmax of all logits; f32 KV
 /// cache, no flash attention), most likely first: `(id, probability)`.
-pub fn next_token_probs(
+#[cfg(test)]
+pub(crate) fn next_token_probs(
     peer: &Path,
     gguf: &Path,
     prompt: &[u32],

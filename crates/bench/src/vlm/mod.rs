@@ -16,13 +16,13 @@
 //! weights in the same formats ([`gguf`]), fed the same prompt ids, text decoder only; and the
 //! memory-bandwidth limit of decode, measured in the same run ([`bandwidth`]).
 
-pub mod bandwidth;
+pub(crate) mod bandwidth;
 pub mod checkpoint;
 mod error;
-pub mod gguf;
+pub(crate) mod gguf;
 pub(crate) mod inputs;
 pub(crate) mod kernels;
-pub mod llama;
+pub(crate) mod llama;
 pub(crate) mod peer;
 pub(crate) mod report;
 pub(crate) mod worker;

@@ -326,7 +326,7 @@ impl SePath {
 }
 
 /// Slerp along the shorter arc (a quaternion and its negative are the same rotation).
-pub fn slerp_shortest(
+pub(crate) fn slerp_shortest(
     a: &UnitQuaternion<f64>,
     b: &UnitQuaternion<f64>,
     u: f64,

@@ -35,7 +35,9 @@ use serde_json::{json, Value};
 
 mod error;
 use error::excerpt;
-pub use error::{OpenAiError, DEFAULT_ENDPOINT, DEFAULT_MODEL, MAX_REPLY_BYTES};
+pub(crate) use error::DEFAULT_MODEL;
+pub(crate) use error::MAX_REPLY_BYTES;
+pub use error::{OpenAiError, DEFAULT_ENDPOINT};
 
 use super::pointer::{Pointer, PointerError, Pointing};
 use super::{Ability, ImageSize, ModelImageMap};

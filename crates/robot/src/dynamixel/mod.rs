@@ -11,7 +11,6 @@ pub mod proto;
 pub mod serial;
 pub mod widowx;
 
-pub use bus::Bus;
 use proto::{ProtocolError, StatusError};
 
 /// Everything that can go wrong on the bus or in the WidowX driver. Errors that concern one

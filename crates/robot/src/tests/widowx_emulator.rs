@@ -7,10 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::dynamixel::bus::Bus;
 use crate::dynamixel::emulator::{Emulator, Fault};
 use crate::dynamixel::proto::{hardware_error, table, ProtocolError, StatusError};
 use crate::dynamixel::widowx::WidowX;
-use crate::dynamixel::{Bus, DynamixelError};
+use crate::dynamixel::DynamixelError;
 use crate::settings::{self, DynamixelGripperMode, DynamixelSettings};
 use crate::{Robot, RobotError};
 use pointact_core::kinematics::RobotModel;

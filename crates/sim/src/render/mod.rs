@@ -28,7 +28,7 @@ pub use camera::PinholeCamera;
 use intersect::{intersect, local_normal, Surface};
 pub use noise::{linear_to_srgb, srgb_to_linear};
 use options::NO_PRIM;
-pub use options::{RenderOptions, RenderOutput, EDGE_JUMP_RELATIVE};
+pub use options::{RenderOptions, RenderOutput};
 pub use texture::FaceTexture;
 
 use super::{RenderScene, BACKGROUND_INSTANCE, NO_PART};

@@ -32,7 +32,7 @@ use rayon::prelude::*;
 
 /// `y = x·Wᵀ (+ b)` with `W` dense or quantized.
 #[derive(Debug, Clone)]
-pub enum Proj {
+pub(crate) enum Proj {
     /// A dense f32 (or bf16-kept) weight with its optional bias, through candle's `Linear`.
     Dense(candle_nn::Linear),
     /// A weight quantized into ggml blocks, multiplied by the quantized kernels.

@@ -18,7 +18,7 @@ use super::*;
 /// copy and repack, O(n·k) against O(m·n·k) for the product, still cost a third of a 545-row
 /// product's time (`k=2048, n=11008`: 53 ms with them against 32 ms on tiles kept).
 #[derive(Debug, Clone)]
-pub enum QBlocks {
+pub(crate) enum QBlocks {
     /// ggml Q8_0 blocks (`--quant q8_0`).
     Q8_0(Arc<QRows<BlockQ8_0>>),
     /// ggml Q4K super-blocks (`--quant q4k`).
@@ -26,7 +26,7 @@ pub enum QBlocks {
 }
 
 /// Blocks of one matrix and its shape.
-pub struct QRows<T> {
+pub(crate) struct QRows<T> {
     pub(super) blocks: Vec<T>,
     pub(super) n: usize,
     pub(super) k: usize,

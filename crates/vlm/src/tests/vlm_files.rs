@@ -5,9 +5,11 @@ use super::temp::temp_dir;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::files::is_repo_id;
+use crate::files::ModelSpec;
 use crate::hub::HubError;
 use crate::hub::HubOptions;
-use crate::{is_repo_id, FilesError, ModelFiles, ModelOrigin, ModelSpec};
+use crate::{FilesError, ModelFiles, ModelOrigin};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))

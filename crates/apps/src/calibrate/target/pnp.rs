@@ -286,7 +286,8 @@ fn refine(
 
 /// Pixels of the tag's corners seen from `camera_from_target` (with the camera's distortion);
 /// what a perfect detector would report. For tests and for checking a measured pose.
-pub fn project_tag_corners(
+#[cfg(test)]
+pub(crate) fn project_tag_corners(
     camera_from_target: &Isometry3<f64>,
     size_m: f64,
     intrinsics: &Intrinsics,

@@ -301,7 +301,8 @@ impl SkipTally {
     }
 
     /// The line number (1-based) of the first line skipped for `reason`.
-    pub fn first_line(&self, reason: SkipReason) -> Option<usize> {
+    #[cfg(test)]
+    pub(crate) fn first_line(&self, reason: SkipReason) -> Option<usize> {
         self.by_reason.get(&reason).map(|e| e.1)
     }
 

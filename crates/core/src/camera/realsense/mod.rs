@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use k::nalgebra::Isometry3;
 
-pub use crate::camera::error::{RealSenseError, NO_DEVICE_MESSAGE};
+pub use crate::camera::error::RealSenseError;
+pub use crate::camera::error::NO_DEVICE_MESSAGE;
 use crate::geometry::{DepthImage, Distortion, Intrinsics};
 
 /// How to open and read the camera. The defaults match what the pointing pipeline expects.
@@ -85,7 +86,9 @@ impl RealSenseOptions {
 }
 
 /// librealsense's `rs2_distortion` ordinals (`rs_types.h`, stable since 2.0; the `realsense`
-/// feature's tests check them against realsense-sys's bindings).
+/// feature's tests check them against realsense-sys's bindings). Without the feature only the
+/// tests convert intrinsics (the conversion is checked without the library), hence the allow.
+#[cfg_attr(not(feature = "realsense"), allow(dead_code))]
 pub(crate) mod rs2_distortion {
     /// `RS2_DISTORTION_NONE`: a pure pinhole.
     pub const NONE: i32 = 0;
@@ -106,6 +109,7 @@ pub(crate) mod rs2_distortion {
 /// The fields of librealsense's `rs2_intrinsics`, as the C struct holds them (f32, `ppx`/`ppy`,
 /// the model as its enum ordinal).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(not(feature = "realsense"), allow(dead_code))]
 pub(crate) struct Rs2IntrinsicsFields {
     /// Image width, px.
     pub width: i32,
@@ -131,6 +135,7 @@ pub(crate) struct Rs2IntrinsicsFields {
 /// `rs2_deproject_pixel_to_point` run on the same f32 values). The coefficient order is the same
 /// (`[k1, k2, p1, p2, k3]`). F-theta and Kannala-Brandt (fisheye streams, never colour on D4xx or
 /// L515) are refused rather than silently treated as pinhole; the result is validated.
+#[cfg_attr(not(feature = "realsense"), allow(dead_code))]
 pub(crate) fn intrinsics_from_rs2(
     raw: &Rs2IntrinsicsFields,
     stream: &str,

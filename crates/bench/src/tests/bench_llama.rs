@@ -11,19 +11,18 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use crate::vlm::{bandwidth, gguf, llama};
 use candle_core::quantized::gguf_file::{Content, Value, VersionedMagic};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 use indicatif::ProgressBar;
-use pointact_bench::vlm::{bandwidth, gguf, llama};
-mod common;
 
-use pointact::vlm::{
+use pointact_vlm::{
     weight_files, LogitsAt, Quant, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, TextModel,
 };
 
 fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen25vl_tiny")
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("tests/fixtures/qwen25vl_tiny")
 }
 
 fn config() -> Qwen25VlConfig {
@@ -36,8 +35,8 @@ fn reader() -> SafetensorsReader {
 
 /// Writes the fixture's GGUF in `quant` into a fresh temporary folder (`tag`: one per test,
 /// they run in parallel).
-fn write_gguf(quant: Quant, tag: &str) -> (common::TempDir, PathBuf) {
-    let tmp = common::TempDir::new(&format!("gguf-{tag}"));
+fn write_gguf(quant: Quant, tag: &str) -> (super::temp::TempDir, PathBuf) {
+    let tmp = super::temp::TempDir::new(&format!("gguf-{tag}"));
     let path = tmp.join(format!("tiny-{quant}.gguf"));
     gguf::write(&fixture_dir(), quant, &path, &ProgressBar::hidden()).unwrap();
     (tmp, path)
@@ -218,7 +217,7 @@ fn bytes_per_token_are_our_decoders_weights() {
     // The table as a quantized decoder holds it: as the fixture stores it, bf16.
     let embedding = (cfg.text.vocab_size * cfg.text.hidden_size * 2) as u64;
     // Our loader keeps the fixture's dense weights bf16 where our kernels take them.
-    let dense_bf16 = pointact::vlm::linear::keeps_bf16(&Device::Cpu);
+    let dense_bf16 = pointact_vlm::linear::keeps_bf16(&Device::Cpu);
     // One row of the table: bf16 then, else as the GGUF (llama.cpp's f32 `token_embd`) has it.
     let row = (cfg.text.hidden_size * if dense_bf16 { 2 } else { 4 }) as u64;
     for quant in [Quant::F32, Quant::Q8_0] {
@@ -242,9 +241,10 @@ fn bytes_per_token_are_our_decoders_weights() {
 #[test]
 fn setup_without_node_says_so_and_exits_3() {
     // `bench vlm` turns exit 3 into a skipped column with this message as the reason.
-    let bin = common::TempDir::new("no-node-bin");
+    let bin = super::temp::TempDir::new("no-node-bin");
     std::os::unix::fs::symlink("/usr/bin/dirname", bin.join("dirname")).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/llama_peer/setup.sh");
+    let script = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("benches/llama_peer/setup.sh");
     let out = std::process::Command::new("/bin/bash")
         .arg(script)
         .env("PATH", bin.path())
