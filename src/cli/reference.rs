@@ -53,7 +53,7 @@ pub const ENVIRONMENT: &[(&str, Reader, &str)] = &[
     ("POINTACT_QGEMM_AVX2", Reader::Binary, "`1`: use the AVX2 quantized tiles (prefill) even where AVX-VNNI is available."),
     ("POINTACT_QGEMM_CANDLE", Reader::Binary, "`1`: multiply quantized weights with candle's kernels instead of ours."),
     ("POINTACT_SGEMM_GEMM", Reader::Binary, "`1`: multiply f32 matrices with the `gemm` crate (candle's) instead of our tiles; dense weights are then widened to f32 at load."),
-    ("POINTACT_LLAMA_PEER", Reader::Binary, "Folder of the llama.cpp peer (node-llama-cpp) that `bench vlm` and `tests/bench_llama.rs` run; `benches/llama_peer/setup.sh` installs it."),
+    ("POINTACT_LLAMA_PEER", Reader::Binary, "Folder of the llama.cpp peer (node-llama-cpp) that `bench vlm` and `crates/bench/src/tests/bench_llama.rs` run; `benches/llama_peer/setup.sh` installs it."),
     ("CC", Reader::Binary, "C compiler for the small MKL shim of `bench vlm --peer-mkl-intel` (default `cc`)."),
     ("POINTACT_REWARDS_URL", Reader::RewardClient, "Base URL of `pointact serve rewards` (default `http://127.0.0.1:8765`)."),
     ("POINTACT_REWARDS_TIMEOUT", Reader::RewardClient, "Seconds per request (default 600)."),
