@@ -1,4 +1,5 @@
-//! Typed requests: each command's parameters, encoded and decoded.
+//! Typed requests: each command's parameters, encoded and decoded from one table (`commands!`
+//! at the end of this file).
 
 use super::*;
 
@@ -9,25 +10,6 @@ pub enum Coord {
     Base,
     /// Relative to the current tool (TCP) frame.
     Tool,
-}
-
-impl Coord {
-    pub(super) fn byte(self) -> u8 {
-        match self {
-            Coord::Base => 0,
-            Coord::Tool => 1,
-        }
-    }
-    fn from_byte(b: u8) -> Result<Coord, ProtoError> {
-        match b {
-            0 => Ok(Coord::Base),
-            1 => Ok(Coord::Tool),
-            v => Err(ProtoError::Invalid {
-                field: "coord",
-                value: v as u64,
-            }),
-        }
-    }
 }
 
 /// The firmware >= 1.11.100 form of MOVE_LINE (`move_line_common`).
@@ -269,129 +251,6 @@ pub enum Command {
 }
 
 impl Command {
-    pub(crate) fn funcode(&self) -> u8 {
-        use Command::*;
-        match self {
-            GetVersion => reg::GET_VERSION,
-            GetRobotSn => reg::GET_ROBOT_SN,
-            MotionEnable { .. } => reg::MOTION_EN,
-            SetState(_) => reg::SET_STATE,
-            GetState => reg::GET_STATE,
-            GetCmdnum => reg::GET_CMDNUM,
-            GetError => reg::GET_ERROR,
-            CleanError => reg::CLEAN_ERR,
-            CleanWarn => reg::CLEAN_WAR,
-            SetMode { .. } => reg::SET_MODE,
-            MoveLine(_) => reg::MOVE_LINE,
-            MoveJoint(_) => reg::MOVE_JOINT,
-            MoveHome(_) => reg::MOVE_HOME,
-            MoveRelative(_) => reg::MOVE_RELATIVE,
-            ServoJoint(_) => reg::MOVE_SERVOJ,
-            ServoCartesian(_) => reg::MOVE_SERVO_CART,
-            SetTcpOffset(_) => reg::SET_TCP_OFFSET,
-            SetLoad { .. } => reg::SET_LOAD_PARAM,
-            GetTcpPose => reg::GET_TCP_POSE,
-            GetJointPos => reg::GET_JOINT_POS,
-            Rs485 { .. } => reg::RS485_RTU,
-            TgpioRead16 { .. } => reg::TGPIO_R16B,
-            TgpioWrite16 { .. } => reg::TGPIO_W16B,
-            SetFeedbackType(_) => reg::SET_FEEDBACK_TYPE,
-        }
-    }
-
-    pub(crate) fn encode_params(&self) -> Vec<u8> {
-        use Command::*;
-        let mut p = Vec::new();
-        match self {
-            GetVersion | GetRobotSn | GetState | GetCmdnum | GetError | CleanError | CleanWarn
-            | GetTcpPose | GetJointPos => {}
-            MotionEnable { axis, enable } => p.extend_from_slice(&[*axis, *enable as u8]),
-            SetState(s) => p.push(*s),
-            SetMode { mode, detection } => {
-                p.push(*mode);
-                p.extend(detection);
-            }
-            SetFeedbackType(t) => p.push(*t),
-            MoveLine(m) => {
-                put_f32s(&mut p, &m.pose);
-                put_f32s(&mut p, &[m.speed, m.acc, m.mvtime]);
-                match &m.common {
-                    Some(c) => {
-                        put_f32s(&mut p, &[c.radius]);
-                        p.extend_from_slice(&[
-                            c.coord.byte(),
-                            c.axis_angle as u8,
-                            m.only_check.unwrap_or(0),
-                        ]);
-                        p.extend(m.motion_type);
-                    }
-                    None => {
-                        // Old form: a motion type can only follow an only-check byte.
-                        if m.only_check.is_some() || m.motion_type.is_some() {
-                            p.push(m.only_check.unwrap_or(0));
-                        }
-                        p.extend(m.motion_type);
-                    }
-                }
-            }
-            MoveJoint(m) => {
-                put_f32s(&mut p, &m.joints);
-                put_f32s(&mut p, &[m.speed, m.acc, m.mvtime]);
-                p.extend(m.only_check);
-            }
-            MoveHome(m) => {
-                put_f32s(&mut p, &[m.speed, m.acc, m.mvtime]);
-                p.extend(m.only_check);
-            }
-            MoveRelative(m) => {
-                put_f32s(&mut p, &m.offset);
-                put_f32s(&mut p, &[m.speed, m.acc, m.mvtime, m.radius]);
-                p.extend_from_slice(&[m.joint as u8, m.axis_angle as u8]);
-                if m.only_check.is_some() || m.motion_type.is_some() {
-                    p.push(m.only_check.unwrap_or(0));
-                }
-                p.extend(m.motion_type);
-            }
-            ServoJoint(s) => {
-                put_f32s(&mut p, &s.joints);
-                put_f32s(&mut p, &[s.speed, s.acc, s.mvtime]);
-            }
-            ServoCartesian(s) => {
-                put_f32s(&mut p, &s.pose);
-                let coord = match s.coord {
-                    Coord::Base => 0.0,
-                    Coord::Tool => 1.0,
-                };
-                put_f32s(&mut p, &[s.speed, s.acc, coord]);
-            }
-            SetTcpOffset(o) => put_f32s(&mut p, o),
-            SetLoad { mass, com } => {
-                put_f32s(&mut p, &[*mass]);
-                put_f32s(&mut p, com);
-            }
-            Rs485 { host, pdu } => {
-                p.push(*host);
-                p.extend_from_slice(pdu);
-            }
-            TgpioRead16 { host, addr } => {
-                p.push(*host);
-                p.extend_from_slice(&addr.to_be_bytes());
-            }
-            TgpioWrite16 {
-                host,
-                addr,
-                value,
-                extra,
-            } => {
-                p.push(*host);
-                p.extend_from_slice(&addr.to_be_bytes());
-                put_f32s(&mut p, &[*value]);
-                p.extend_from_slice(extra);
-            }
-        }
-        p
-    }
-
     /// The request frame for this command.
     pub fn request(&self, tid: u16, prot: u16) -> Request {
         Request {
@@ -401,233 +260,6 @@ impl Command {
             params: self.encode_params(),
         }
     }
-
-    pub(crate) fn decode(funcode: u8, params: &[u8]) -> Result<Command, ProtoError> {
-        use Command::*;
-        let n = params.len();
-        let mut c = Cursor::new(params, "command parameters");
-        let none = |cmd: Command| -> Result<Command, ProtoError> {
-            expect_len("parameters", n, &[0], "0")?;
-            Ok(cmd)
-        };
-        let cmd = match funcode {
-            reg::GET_VERSION => return none(GetVersion),
-            reg::GET_ROBOT_SN => return none(GetRobotSn),
-            reg::GET_STATE => return none(GetState),
-            reg::GET_CMDNUM => return none(GetCmdnum),
-            reg::GET_ERROR => return none(GetError),
-            reg::CLEAN_ERR => return none(CleanError),
-            reg::CLEAN_WAR => return none(CleanWarn),
-            reg::GET_TCP_POSE => return none(GetTcpPose),
-            reg::GET_JOINT_POS => return none(GetJointPos),
-            reg::MOTION_EN => {
-                expect_len("MOTION_EN parameters", n, &[2], "2")?;
-                let axis = c.u8()?;
-                let enable = match c.u8()? {
-                    0 => false,
-                    1 => true,
-                    v => {
-                        return Err(ProtoError::Invalid {
-                            field: "enable",
-                            value: v as u64,
-                        })
-                    }
-                };
-                MotionEnable { axis, enable }
-            }
-            reg::SET_STATE => {
-                expect_len("SET_STATE parameters", n, &[1], "1")?;
-                SetState(c.u8()?)
-            }
-            reg::SET_MODE => {
-                expect_len("SET_MODE parameters", n, &[1, 2], "1 or 2")?;
-                let mode = c.u8()?;
-                let detection = if n == 2 { Some(c.u8()?) } else { None };
-                SetMode { mode, detection }
-            }
-            reg::SET_FEEDBACK_TYPE => {
-                expect_len("SET_FEEDBACK_TYPE parameters", n, &[1], "1")?;
-                SetFeedbackType(c.u8()?)
-            }
-            reg::MOVE_LINE => {
-                expect_len(
-                    "MOVE_LINE parameters",
-                    n,
-                    &[36, 37, 38, 43, 44],
-                    "36..=38 (old form) or 43..=44 (common form)",
-                )?;
-                let pose = c.f32s::<6>()?;
-                let [speed, acc, mvtime] = c.f32s::<3>()?;
-                if n >= 43 {
-                    let radius = c.f32le()?;
-                    let coord = Coord::from_byte(c.u8()?)?;
-                    let axis_angle = bool_byte(c.u8()?, "is_axis_angle")?;
-                    let only_check = Some(c.u8()?);
-                    let motion_type = if n == 44 { Some(c.u8()?) } else { None };
-                    MoveLine(self::MoveLine {
-                        pose,
-                        speed,
-                        acc,
-                        mvtime,
-                        common: Some(LineCommon {
-                            radius,
-                            coord,
-                            axis_angle,
-                        }),
-                        only_check,
-                        motion_type,
-                    })
-                } else {
-                    let only_check = if n >= 37 { Some(c.u8()?) } else { None };
-                    let motion_type = if n == 38 { Some(c.u8()?) } else { None };
-                    MoveLine(self::MoveLine {
-                        pose,
-                        speed,
-                        acc,
-                        mvtime,
-                        common: None,
-                        only_check,
-                        motion_type,
-                    })
-                }
-            }
-            reg::MOVE_JOINT => {
-                expect_len("MOVE_JOINT parameters", n, &[40, 41], "40 or 41")?;
-                let joints = c.f32s::<7>()?;
-                let [speed, acc, mvtime] = c.f32s::<3>()?;
-                let only_check = if n == 41 { Some(c.u8()?) } else { None };
-                MoveJoint(self::MoveJoint {
-                    joints,
-                    speed,
-                    acc,
-                    mvtime,
-                    only_check,
-                })
-            }
-            reg::MOVE_HOME => {
-                expect_len("MOVE_HOME parameters", n, &[12, 13], "12 or 13")?;
-                let [speed, acc, mvtime] = c.f32s::<3>()?;
-                let only_check = if n == 13 { Some(c.u8()?) } else { None };
-                MoveHome(self::MoveHome {
-                    speed,
-                    acc,
-                    mvtime,
-                    only_check,
-                })
-            }
-            reg::MOVE_RELATIVE => {
-                expect_len("MOVE_RELATIVE parameters", n, &[46, 47, 48], "46..=48")?;
-                let offset = c.f32s::<7>()?;
-                let [speed, acc, mvtime, radius] = c.f32s::<4>()?;
-                let joint = bool_byte(c.u8()?, "is_joint_motion")?;
-                let axis_angle = bool_byte(c.u8()?, "is_axis_angle")?;
-                let only_check = if n >= 47 { Some(c.u8()?) } else { None };
-                let motion_type = if n == 48 { Some(c.u8()?) } else { None };
-                MoveRelative(self::MoveRelative {
-                    offset,
-                    speed,
-                    acc,
-                    mvtime,
-                    radius,
-                    joint,
-                    axis_angle,
-                    only_check,
-                    motion_type,
-                })
-            }
-            reg::MOVE_SERVOJ => {
-                expect_len("MOVE_SERVOJ parameters", n, &[40], "40")?;
-                let joints = c.f32s::<7>()?;
-                let [speed, acc, mvtime] = c.f32s::<3>()?;
-                ServoJoint(self::ServoJoint {
-                    joints,
-                    speed,
-                    acc,
-                    mvtime,
-                })
-            }
-            reg::MOVE_SERVO_CART => {
-                expect_len("MOVE_SERVO_CART parameters", n, &[36], "36")?;
-                let pose = c.f32s::<6>()?;
-                let [speed, acc, coord] = c.f32s::<3>()?;
-                let coord = if coord == 0.0 {
-                    Coord::Base
-                } else if coord == 1.0 {
-                    Coord::Tool
-                } else {
-                    return Err(ProtoError::Invalid {
-                        field: "servo coord",
-                        value: coord.to_bits() as u64,
-                    });
-                };
-                ServoCartesian(self::ServoCartesian {
-                    pose,
-                    speed,
-                    acc,
-                    coord,
-                })
-            }
-            reg::SET_TCP_OFFSET => {
-                expect_len("SET_TCP_OFFSET parameters", n, &[24], "24")?;
-                SetTcpOffset(c.f32s::<6>()?)
-            }
-            reg::SET_LOAD_PARAM => {
-                expect_len("SET_LOAD_PARAM parameters", n, &[16], "16")?;
-                let mass = c.f32le()?;
-                let com = c.f32s::<3>()?;
-                SetLoad { mass, com }
-            }
-            reg::RS485_RTU => {
-                if n < 3 {
-                    return Err(ProtoError::Short {
-                        what: "RS485_RTU parameters (host, slave, function)",
-                        got: n,
-                        need: 3,
-                    });
-                }
-                let host = c.u8()?;
-                Rs485 {
-                    host,
-                    pdu: c.rest().to_vec(),
-                }
-            }
-            reg::TGPIO_R16B => {
-                expect_len("TGPIO_R16B parameters", n, &[3], "3")?;
-                TgpioRead16 {
-                    host: c.u8()?,
-                    addr: c.u16be()?,
-                }
-            }
-            reg::TGPIO_W16B => {
-                if n < 7 {
-                    return Err(ProtoError::Short {
-                        what: "TGPIO_W16B parameters",
-                        got: n,
-                        need: 7,
-                    });
-                }
-                TgpioWrite16 {
-                    host: c.u8()?,
-                    addr: c.u16be()?,
-                    value: c.f32le()?,
-                    extra: c.rest().to_vec(),
-                }
-            }
-            other => return Err(ProtoError::UnknownFuncode(other)),
-        };
-        Ok(cmd)
-    }
-}
-
-fn bool_byte(b: u8, field: &'static str) -> Result<bool, ProtoError> {
-    match b {
-        0 => Ok(false),
-        1 => Ok(true),
-        v => Err(ProtoError::Invalid {
-            field,
-            value: v as u64,
-        }),
-    }
 }
 
 impl Request {
@@ -635,4 +267,388 @@ impl Request {
     pub(crate) fn command(&self) -> Result<Command, ProtoError> {
         Command::decode(self.funcode, &self.params)
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command field codecs (the integer and float ones, shared with the reports, are in `mod.rs`)
+
+/// Reads one field with codec `W`: `at` is what a too-short error names, `name` what an
+/// out-of-range error names.
+fn read_field<W: Wire>(
+    c: &mut Cursor,
+    at: &'static str,
+    name: &'static str,
+) -> Result<W::Value, ProtoError> {
+    c.what = at;
+    W::get(c, name)
+}
+
+/// Refuses bytes after the last field: the decoded command would not say what they meant, and
+/// the emulator must not act on a frame it only partly understood.
+fn finish(c: &Cursor, what: &'static str, expected: &'static str) -> Result<(), ProtoError> {
+    if c.remaining() == 0 {
+        Ok(())
+    } else {
+        Err(ProtoError::BadLength {
+            what,
+            got: c.bytes.len(),
+            expected,
+        })
+    }
+}
+
+/// One byte, 0 or 1. Any other value is refused rather than read as true: it is a corrupt frame
+/// or a firmware extension this codec does not know, and either way not a command to act on.
+impl Wire for bool {
+    type Value = bool;
+    fn put(v: &bool, p: &mut Vec<u8>) {
+        p.push(*v as u8);
+    }
+    fn get(c: &mut Cursor, name: &'static str) -> Result<bool, ProtoError> {
+        match c.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(ProtoError::Invalid {
+                field: name,
+                value: v as u64,
+            }),
+        }
+    }
+}
+
+/// One byte: 0 base, 1 tool.
+impl Wire for Coord {
+    type Value = Coord;
+    fn put(v: &Coord, p: &mut Vec<u8>) {
+        p.push(match v {
+            Coord::Base => 0,
+            Coord::Tool => 1,
+        });
+    }
+    fn get(c: &mut Cursor, name: &'static str) -> Result<Coord, ProtoError> {
+        match c.u8()? {
+            0 => Ok(Coord::Base),
+            1 => Ok(Coord::Tool),
+            v => Err(ProtoError::Invalid {
+                field: name,
+                value: v as u64,
+            }),
+        }
+    }
+}
+
+/// MOVE_SERVO_CART's frame, carried in the ninth float, the `mvtime` slot of other moves: 0.0
+/// base, 1.0 tool (the SDK's `set_servo_cartesian` passes `int(is_tool_coord)` there, through
+/// `uxbus_cmd.py`'s `move_servo_cartesian`). Other values are refused, with the float's bits in
+/// the error.
+struct CoordF32;
+
+impl Wire for CoordF32 {
+    type Value = Coord;
+    fn put(v: &Coord, p: &mut Vec<u8>) {
+        let f: f32 = match v {
+            Coord::Base => 0.0,
+            Coord::Tool => 1.0,
+        };
+        f32::put(&f, p);
+    }
+    fn get(c: &mut Cursor, name: &'static str) -> Result<Coord, ProtoError> {
+        let f = c.f32le()?;
+        if f == 0.0 {
+            Ok(Coord::Base)
+        } else if f == 1.0 {
+            Ok(Coord::Tool)
+        } else {
+            Err(ProtoError::Invalid {
+                field: name,
+                value: f.to_bits() as u64,
+            })
+        }
+    }
+}
+
+/// A trailing byte newer firmware appends and older firmware omits: present when a byte remains.
+impl Wire for Option<u8> {
+    type Value = Option<u8>;
+    fn put(v: &Option<u8>, p: &mut Vec<u8>) {
+        p.extend(*v);
+    }
+    fn get(c: &mut Cursor, _: &'static str) -> Result<Option<u8>, ProtoError> {
+        if c.remaining() == 0 {
+            Ok(None)
+        } else {
+            c.u8().map(Some)
+        }
+    }
+}
+
+/// Two trailing optional bytes, only-check then motion type (MOVE_RELATIVE, and MOVE_LINE's old
+/// form). Bytes are told apart by position only, so a motion type can only follow an only-check
+/// byte: an absent only-check is sent as 0 (no check) when a motion type follows.
+struct TrailingPair;
+
+impl Wire for TrailingPair {
+    type Value = (Option<u8>, Option<u8>);
+    fn put((only_check, motion_type): &Self::Value, p: &mut Vec<u8>) {
+        if only_check.is_some() || motion_type.is_some() {
+            p.push(only_check.unwrap_or(0));
+        }
+        p.extend(*motion_type);
+    }
+    fn get(c: &mut Cursor, name: &'static str) -> Result<Self::Value, ProtoError> {
+        Ok((<Option<u8>>::get(c, name)?, <Option<u8>>::get(c, name)?))
+    }
+}
+
+/// MOVE_LINE after its nine floats, in one of two layouts told apart by length:
+/// - the 9-float form of firmware < 1.11.100 (the SDK's `move_line`): `[only_check
+///   [motion_type]]`, 0 to 2 bytes;
+/// - the common form (`move_line_common`): `radius f32 | coord u8 | is_axis_angle u8 |
+///   only_check u8 [| motion_type u8]`, 7 or 8 bytes; only-check is always sent (0 when `None`).
+struct LineTail;
+
+/// Bytes of the common form's tail without its optional motion type.
+const LINE_COMMON_TAIL_LEN: usize = 7;
+
+impl Wire for LineTail {
+    type Value = (Option<LineCommon>, Option<u8>, Option<u8>);
+    fn put((common, only_check, motion_type): &Self::Value, p: &mut Vec<u8>) {
+        match common {
+            Some(c) => {
+                f32::put(&c.radius, p);
+                Coord::put(&c.coord, p);
+                bool::put(&c.axis_angle, p);
+                p.push(only_check.unwrap_or(0));
+                <Option<u8>>::put(motion_type, p);
+            }
+            None => TrailingPair::put(&(*only_check, *motion_type), p),
+        }
+    }
+    fn get(c: &mut Cursor, name: &'static str) -> Result<Self::Value, ProtoError> {
+        // A length between the forms would otherwise be blamed on the bytes after the tail.
+        if !matches!(c.remaining(), 0..=2 | LINE_COMMON_TAIL_LEN..=8) {
+            return Err(ProtoError::BadLength {
+                what: "MOVE_LINE parameters",
+                got: c.bytes.len(),
+                expected: "36..=38 (old form) or 43..=44 (common form)",
+            });
+        }
+        if c.remaining() < LINE_COMMON_TAIL_LEN {
+            let (only_check, motion_type) = TrailingPair::get(c, name)?;
+            return Ok((None, only_check, motion_type));
+        }
+        let common = LineCommon {
+            radius: c.f32le()?,
+            coord: Coord::get(c, "MOVE_LINE coord")?,
+            axis_angle: bool::get(c, "MOVE_LINE axis_angle")?,
+        };
+        let only_check = c.u8()?;
+        Ok((Some(common), Some(only_check), <Option<u8>>::get(c, name)?))
+    }
+}
+
+/// Everything after the fields before it (TGPIO_W16B's optional trailer).
+impl Wire for Vec<u8> {
+    type Value = Vec<u8>;
+    fn put(v: &Vec<u8>, p: &mut Vec<u8>) {
+        p.extend_from_slice(v);
+    }
+    fn get(c: &mut Cursor, _: &'static str) -> Result<Vec<u8>, ProtoError> {
+        Ok(c.rest().to_vec())
+    }
+}
+
+/// RS485_RTU's tunnelled Modbus-RTU PDU (no CRC): the rest of the parameters, at least a slave
+/// address and a function code, which every PDU starts with.
+struct Pdu;
+
+/// Slave address and function code.
+const PDU_MIN_LEN: usize = 2;
+
+impl Wire for Pdu {
+    type Value = Vec<u8>;
+    fn put(v: &Vec<u8>, p: &mut Vec<u8>) {
+        p.extend_from_slice(v);
+    }
+    fn get(c: &mut Cursor, _: &'static str) -> Result<Vec<u8>, ProtoError> {
+        let head = c.take(PDU_MIN_LEN)?;
+        Ok([head, c.rest()].concat())
+    }
+}
+
+/// The length a command's decoder expects, in words, for the error on bytes after its fields:
+/// `after_last!(a, b)` is "nothing after b", and a command without parameters expects 0 bytes.
+macro_rules! after_last {
+    () => {
+        "0"
+    };
+    ($f:tt) => {
+        concat!("nothing after ", stringify!($f))
+    };
+    ($f:tt, $($rest:tt),+) => {
+        after_last!($($rest),+)
+    };
+}
+
+/// Generates `Command::{funcode, encode_params, decode}` from the table below.
+///
+/// A row is `CODE => Value`, where `CODE` names a `reg` constant and `Value` is written the way
+/// the variant is built: `Unit`, `Variant { fields }`, `Variant(Struct { fields })` or
+/// `Variant(name: Codec)`. A field is `name: Codec`; fields whose bytes cannot be told apart one
+/// by one share a codec as a group, `(a, b): Codec`, whose value is the tuple `(a, b)`.
+macro_rules! commands {
+    // Each row is first rewritten to `{ CODE, Variant, [value], [fields] }`, where `value` is the
+    // variant with every field bound by name: a pattern when encoding, a constructor when
+    // decoding. In a field list, `$(($($g),+))? $($n)?` is the field's name: a group `(a, b)` or
+    // a single name; `value` lists the group's names one by one.
+    (@rows [$($row:tt)*]) => {
+        commands!(@emit $($row)*);
+    };
+    (@rows [$($row:tt)*] $code:ident => $v:ident, $($rest:tt)*) => {
+        commands!(@rows [$($row)* { $code, $v, [$v], [] }] $($rest)*);
+    };
+    (@rows [$($row:tt)*]
+        $code:ident => $v:ident { $( $(($($g:ident),+))? $($n:ident)? : $t:ty ),* $(,)? },
+        $($rest:tt)*
+    ) => {
+        commands!(@rows [$($row)* {
+            $code, $v,
+            [$v { $( $($($g,)+)? $($n,)? )* }],
+            [$( $(($($g),+))? $($n)? : $t ),*]
+        }] $($rest)*);
+    };
+    (@rows [$($row:tt)*]
+        $code:ident => $v:ident($s:ident { $( $(($($g:ident),+))? $($n:ident)? : $t:ty ),* $(,)? }),
+        $($rest:tt)*
+    ) => {
+        commands!(@rows [$($row)* {
+            $code, $v,
+            [$v($s { $( $($($g,)+)? $($n,)? )* })],
+            [$( $(($($g),+))? $($n)? : $t ),*]
+        }] $($rest)*);
+    };
+    (@rows [$($row:tt)*] $code:ident => $v:ident($n:ident : $t:ty), $($rest:tt)*) => {
+        commands!(@rows [$($row)* {
+            $code, $v, [$v($n)], [$n: $t]
+        }] $($rest)*);
+    };
+    (@emit $({
+        $code:ident, $v:ident, [$($value:tt)*],
+        [$( $(($($g:ident),+))? $($n:ident)? : $t:ty ),*]
+    })*) => {
+        impl Command {
+            /// The register this command is sent to.
+            pub(crate) fn funcode(&self) -> u8 {
+                match self {
+                    $( Command::$v { .. } => reg::$code, )*
+                }
+            }
+
+            /// The parameter bytes after the funcode. A group's fields are copied into the tuple
+            /// its codec writes.
+            pub(crate) fn encode_params(&self) -> Vec<u8> {
+                let mut p = Vec::new();
+                match self {
+                    $( Command::$($value)* => {
+                        $( <$t as Wire>::put($( &($(*$g),+) )? $($n)?, &mut p); )*
+                    } )*
+                }
+                p
+            }
+
+            /// The command a request with `funcode` and `params` carries. Every field must be
+            /// there and valid, and nothing may follow the last one.
+            pub(crate) fn decode(funcode: u8, params: &[u8]) -> Result<Command, ProtoError> {
+                let mut c = Cursor::new(params, "command parameters");
+                match funcode {
+                    $( reg::$code => {
+                        $(
+                            let $(($($g),+))? $($n)? = read_field::<$t>(
+                                &mut c,
+                                concat!(
+                                    stringify!($code), " parameters at ",
+                                    stringify!($(($($g),+))? $($n)?)
+                                ),
+                                concat!(stringify!($code), " ", stringify!($(($($g),+))? $($n)?)),
+                            )?;
+                        )*
+                        finish(
+                            &c,
+                            concat!(stringify!($code), " parameters"),
+                            after_last!($( $(($($g),+))? $($n)? ),*),
+                        )?;
+                        Ok(Command::$($value)*)
+                    } )*
+                    other => Err(ProtoError::UnknownFuncode(other)),
+                }
+            }
+        }
+    };
+    ($($rows:tt)*) => {
+        commands!(@rows [] $($rows)*);
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The command table
+//
+// Each command is described once, below: its funcode, its `Command` value, and its parameters in
+// wire order with the codec of each. `funcode`, `encode_params` and `decode` are generated from
+// that description, so the client's encoder and the emulator's decoder cannot disagree on a
+// field's place, width or byte order, and the lengths a decoder accepts follow from the fields.
+// Layouts: the SDK's `xarm/core/wrapper/uxbus_cmd.py` (one method per register) and UFACTORY
+// `private_tcp_protocol/*.md`.
+
+commands! {
+    GET_VERSION => GetVersion,
+    GET_ROBOT_SN => GetRobotSn,
+    MOTION_EN => MotionEnable { axis: u8, enable: bool },
+    SET_STATE => SetState(state: u8),
+    GET_STATE => GetState,
+    GET_CMDNUM => GetCmdnum,
+    GET_ERROR => GetError,
+    CLEAN_ERR => CleanError,
+    CLEAN_WAR => CleanWarn,
+    // The detection byte is absent in the 1-byte form of firmware < 1.10.0.
+    SET_MODE => SetMode { mode: u8, detection: Option<u8> },
+    MOVE_LINE => MoveLine(MoveLine {
+        pose: [f32; 6],
+        speed: f32,
+        acc: f32,
+        mvtime: f32,
+        (common, only_check, motion_type): LineTail,
+    }),
+    MOVE_JOINT => MoveJoint(MoveJoint {
+        joints: [f32; 7],
+        speed: f32,
+        acc: f32,
+        mvtime: f32,
+        only_check: Option<u8>,
+    }),
+    MOVE_HOME => MoveHome(MoveHome { speed: f32, acc: f32, mvtime: f32, only_check: Option<u8> }),
+    MOVE_SERVOJ => ServoJoint(ServoJoint { joints: [f32; 7], speed: f32, acc: f32, mvtime: f32 }),
+    MOVE_SERVO_CART => ServoCartesian(ServoCartesian {
+        pose: [f32; 6],
+        speed: f32,
+        acc: f32,
+        coord: CoordF32,
+    }),
+    SET_TCP_OFFSET => SetTcpOffset(offset: [f32; 6]),
+    SET_LOAD_PARAM => SetLoad { mass: f32, com: [f32; 3] },
+    GET_TCP_POSE => GetTcpPose,
+    GET_JOINT_POS => GetJointPos,
+    MOVE_RELATIVE => MoveRelative(MoveRelative {
+        offset: [f32; 7],
+        speed: f32,
+        acc: f32,
+        mvtime: f32,
+        radius: f32,
+        joint: bool,
+        axis_angle: bool,
+        (only_check, motion_type): TrailingPair,
+    }),
+    RS485_RTU => Rs485 { host: u8, pdu: Pdu },
+    TGPIO_W16B => TgpioWrite16 { host: u8, addr: u16, value: f32, extra: Vec<u8> },
+    TGPIO_R16B => TgpioRead16 { host: u8, addr: u16 },
+    SET_FEEDBACK_TYPE => SetFeedbackType(kinds: u8),
 }

@@ -264,9 +264,6 @@ impl<'a> Cursor<'a> {
     fn u16be(&mut self) -> Result<u16, ProtoError> {
         Ok(u16::from_be_bytes(self.array()?))
     }
-    fn i16be(&mut self) -> Result<i16, ProtoError> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
     fn u32be(&mut self) -> Result<u32, ProtoError> {
         Ok(u32::from_be_bytes(self.array()?))
     }
@@ -283,16 +280,6 @@ impl<'a> Cursor<'a> {
         let mut out = [0f32; N];
         for v in &mut out {
             *v = self.f32le()?;
-        }
-        Ok(out)
-    }
-    fn u8s<const N: usize>(&mut self) -> Result<[u8; N], ProtoError> {
-        self.array()
-    }
-    fn i16s<const N: usize>(&mut self) -> Result<[i16; N], ProtoError> {
-        let mut out = [0i16; N];
-        for v in &mut out {
-            *v = self.i16be()?;
         }
         Ok(out)
     }
@@ -315,9 +302,64 @@ fn put_f32s(out: &mut Vec<u8>, values: &[f32]) {
     }
 }
 
-fn put_i16s(out: &mut Vec<u8>, values: &[i16]) {
-    for v in values {
-        out.extend_from_slice(&v.to_be_bytes());
+// ---------------------------------------------------------------------------------------------
+// Field codecs
+
+/// How one field travels, both ways in one place. The command table (`command.rs`) and the report
+/// layouts (`report.rs`) name a codec per field, and both the encoder and the decoder come from
+/// it. The codec is usually the field's own type; a marker type stands for a field whose bytes
+/// are not the plain encoding of its Rust type.
+trait Wire {
+    /// The field's type in the typed message.
+    type Value;
+    /// Appends the field's bytes.
+    fn put(v: &Self::Value, p: &mut Vec<u8>);
+    /// Reads the field; `name` (e.g. `MOTION_EN enable`) is what an out-of-range error names.
+    fn get(c: &mut Cursor, name: &'static str) -> Result<Self::Value, ProtoError>;
+}
+
+/// Integers are big-endian: the header, u16 data and the report frames' integers (byte order in
+/// the module docs).
+macro_rules! big_endian_wire {
+    ($($t:ty),*) => {$(
+        impl Wire for $t {
+            type Value = $t;
+            fn put(v: &$t, p: &mut Vec<u8>) {
+                p.extend_from_slice(&v.to_be_bytes());
+            }
+            fn get(c: &mut Cursor, _: &'static str) -> Result<$t, ProtoError> {
+                Ok(<$t>::from_be_bytes(c.array()?))
+            }
+        }
+    )*};
+}
+big_endian_wire!(u8, i8, u16, i16, u32, u64);
+
+/// Little-endian, like every f32 parameter and report float.
+impl Wire for f32 {
+    type Value = f32;
+    fn put(v: &f32, p: &mut Vec<u8>) {
+        p.extend_from_slice(&v.to_le_bytes());
+    }
+    fn get(c: &mut Cursor, _: &'static str) -> Result<f32, ProtoError> {
+        c.f32le()
+    }
+}
+
+/// Element after element, each in its own byte order.
+impl<T: Wire<Value = T> + Copy + Default, const N: usize> Wire for [T; N] {
+    type Value = [T; N];
+    fn put(v: &[T; N], p: &mut Vec<u8>) {
+        for x in v {
+            T::put(x, p);
+        }
+    }
+    fn get(c: &mut Cursor, name: &'static str) -> Result<[T; N], ProtoError> {
+        let mut out = [T::default(); N];
+        for x in &mut out {
+            *x = T::get(c, name)?;
+        }
+        Ok(out)
     }
 }
 

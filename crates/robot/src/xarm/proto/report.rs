@@ -1,5 +1,7 @@
 //! The 30001/30002 report frames and the 30000 real-time report.
 
+use std::convert::Infallible;
+
 use super::*;
 
 /// Length of the 30001 "normal" report, and of the common head of the 30002 "rich" one.
@@ -18,7 +20,7 @@ pub(crate) const MAX_REPORT_LEN: usize = 4096;
 
 /// The fields every state report starts with (30001 and the head of 30002), the SDK's
 /// `_Report30001DataStructure` (`xarm/x3/report.py`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ArmStatus {
     /// `RobotState` value (the low nibble of byte 4).
     pub state: u8,
@@ -68,7 +70,7 @@ pub struct MotionBounds {
 }
 
 /// Optional fields after byte 245 of a rich frame (decoded when the frame reaches byte 312).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RichTail {
     /// Joint temperatures (°C).
     pub temperatures: [i8; 7],
@@ -87,7 +89,7 @@ const RICH_TAIL_END: usize = 312;
 
 /// The 30002 "rich" report (5 Hz), the SDK's `_Report30002DataStructure`. Fields after byte 312
 /// (I/O, F/T sensor, reduced mode, ...) are not decoded and encode as zeros.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RichReport {
     /// The fields shared with the 30001 report (bytes 4..145).
     pub status: ArmStatus,
@@ -139,58 +141,6 @@ fn check_status_fields(s: &ArmStatus) -> Result<(), ProtoError> {
     Ok(())
 }
 
-fn put_status(out: &mut Vec<u8>, s: &ArmStatus) {
-    out.push((s.state & 0x0F) | (s.mode << 4));
-    out.extend_from_slice(&s.cmdnum.to_be_bytes());
-    put_f32s(out, &s.joints);
-    put_f32s(out, &s.tcp_pose);
-    put_f32s(out, &s.joint_torques);
-    out.extend_from_slice(&[s.brake_bits, s.enable_bits, s.error, s.warn]);
-    put_f32s(out, &s.tcp_offset);
-    put_f32s(out, &s.tcp_load);
-    out.extend_from_slice(&[s.collision_sensitivity, s.teach_sensitivity]);
-    put_f32s(out, &s.gravity);
-}
-
-fn read_status(c: &mut Cursor) -> Result<ArmStatus, ProtoError> {
-    let sm = c.u8()?;
-    Ok(ArmStatus {
-        state: sm & 0x0F,
-        mode: sm >> 4,
-        cmdnum: c.u16be()?,
-        joints: c.f32s()?,
-        tcp_pose: c.f32s()?,
-        joint_torques: c.f32s()?,
-        brake_bits: c.u8()?,
-        enable_bits: c.u8()?,
-        error: c.u8()?,
-        warn: c.u8()?,
-        tcp_offset: c.f32s()?,
-        tcp_load: c.f32s()?,
-        collision_sensitivity: c.u8()?,
-        teach_sensitivity: c.u8()?,
-        gravity: c.f32s()?,
-    })
-}
-
-fn put_bounds(out: &mut Vec<u8>, b: &MotionBounds) {
-    put_f32s(
-        out,
-        &[b.jerk, b.min_acc, b.max_acc, b.min_speed, b.max_speed],
-    );
-}
-
-fn read_bounds(c: &mut Cursor) -> Result<MotionBounds, ProtoError> {
-    let [jerk, min_acc, max_acc, min_speed, max_speed] = c.f32s::<5>()?;
-    Ok(MotionBounds {
-        jerk,
-        min_acc,
-        max_acc,
-        min_speed,
-        max_speed,
-    })
-}
-
 /// The report length a frame declares in its first 4 bytes, checked against the bytes present.
 fn report_length(frame: &[u8], what: &'static str, min: usize) -> Result<(), ProtoError> {
     let mut c = Cursor::new(frame, what);
@@ -221,34 +171,7 @@ impl RichReport {
         } else {
             RICH_REPORT_MIN_LEN
         };
-        let mut out = Vec::with_capacity(len);
-        out.extend_from_slice(&(len as u32).to_be_bytes());
-        put_status(&mut out, &self.status);
-        out.extend_from_slice(&[
-            self.robot_type,
-            self.axis,
-            self.master_id,
-            self.slave_id,
-            self.motor_tid,
-            self.motor_fid,
-        ]);
-        put_fixed_text(&mut out, &self.version, 30);
-        put_bounds(&mut out, &self.tcp_bounds);
-        put_bounds(&mut out, &self.joint_bounds);
-        put_f32s(&mut out, &[self.rot_jerk, self.max_rot_acc]);
-        for c in &self.servo_codes {
-            out.extend_from_slice(c);
-        }
-        out.extend_from_slice(&self.tgpio_codes);
-        if let Some(t) = &self.tail {
-            out.extend(t.temperatures.iter().map(|v| *v as u8));
-            put_f32s(&mut out, &[t.target_tcp_speed]);
-            put_f32s(&mut out, &t.target_joint_speeds);
-            out.extend_from_slice(&t.counter.to_be_bytes());
-            put_f32s(&mut out, &t.world_offset);
-        }
-        out.resize(len, 0);
-        out
+        write_frame(len, |w| self.clone().layout(w))
     }
 
     /// Reads a whole 30002 frame (length field included), accepting the 245- and 587-byte
@@ -257,47 +180,13 @@ impl RichReport {
         report_length(frame, "rich report", RICH_REPORT_MIN_LEN)?;
         let mut c = Cursor::new(frame, "rich report");
         c.skip(4)?;
-        let status = read_status(&mut c)?;
-        check_status_fields(&status)?;
-        let [robot_type, axis, master_id, slave_id, motor_tid, motor_fid] = c.u8s::<6>()?;
-        let version = fixed_text(c.take(30)?);
-        let tcp_bounds = read_bounds(&mut c)?;
-        let joint_bounds = read_bounds(&mut c)?;
-        let [rot_jerk, max_rot_acc] = c.f32s::<2>()?;
-        let mut servo_codes = [[0u8; 2]; 7];
-        for s in &mut servo_codes {
-            *s = c.u8s::<2>()?;
-        }
-        let tgpio_codes = c.u8s::<2>()?;
-        let tail = if frame.len() >= RICH_TAIL_END {
-            let t = c.u8s::<7>()?;
-            Some(RichTail {
-                temperatures: t.map(|b| b as i8),
-                target_tcp_speed: c.f32le()?,
-                target_joint_speeds: c.f32s()?,
-                counter: c.u32be()?,
-                world_offset: c.f32s()?,
-            })
-        } else {
-            None
+        let mut r = RichReport {
+            tail: (frame.len() >= RICH_TAIL_END).then(RichTail::default),
+            ..RichReport::default()
         };
-        Ok(RichReport {
-            status,
-            robot_type,
-            axis,
-            master_id,
-            slave_id,
-            motor_tid,
-            motor_fid,
-            version,
-            tcp_bounds,
-            joint_bounds,
-            rot_jerk,
-            max_rot_acc,
-            servo_codes,
-            tgpio_codes,
-            tail,
-        })
+        r.layout(&mut Read(c))?;
+        check_status_fields(&r.status)?;
+        Ok(r)
     }
 }
 
@@ -378,40 +267,7 @@ pub struct RtReport {
 
 impl RtReport {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(RT_REPORT_LEN);
-        out.extend_from_slice(&(RT_REPORT_LEN as u32).to_be_bytes());
-        out.extend_from_slice(&self.timestamp_us.to_be_bytes());
-        out.push((self.state & 0x0F) | (self.mode << 4));
-        out.extend_from_slice(&self.cmdnum.to_be_bytes());
-        out.resize(out.len() + 17, 0);
-        for m in [&self.target_joints, &self.actual_joints] {
-            put_f32s(&mut out, &m.position);
-            put_f32s(&mut out, &m.velocity);
-            put_f32s(&mut out, &m.acceleration);
-        }
-        put_f32s(&mut out, &self.joint_currents);
-        put_f32s(&mut out, &self.joint_torques);
-        out.resize(out.len() + 42 * 4, 0);
-        put_f32s(&mut out, &self.target_tcp.pose);
-        put_f32s(&mut out, &self.target_tcp.speed);
-        put_f32s(&mut out, &self.actual_tcp.pose);
-        put_f32s(&mut out, &self.actual_tcp.speed);
-        put_f32s(&mut out, &self.estimated_tcp_torque);
-        put_f32s(&mut out, &self.target_tcp.acceleration);
-        put_f32s(&mut out, &self.actual_tcp.acceleration);
-        out.resize(out.len() + 24 * 4, 0);
-        put_f32s(&mut out, &self.ft_raw);
-        put_f32s(&mut out, &self.ft_filtered);
-        out.extend_from_slice(&[self.monitor_type, self.monitor_state]);
-        put_i16s(&mut out, &self.monitor);
-        out.resize(out.len() + 40, 0);
-        put_i16s(&mut out, &[self.cgpio_digital_in, self.cgpio_digital_out]);
-        put_i16s(&mut out, &self.cgpio_analog_in);
-        put_i16s(&mut out, &self.cgpio_analog_out);
-        put_i16s(&mut out, &[self.tgpio_digital_in, self.tgpio_digital_out]);
-        put_i16s(&mut out, &self.tgpio_analog_in);
-        debug_assert_eq!(out.len(), RT_REPORT_LEN);
-        out
+        write_frame(RT_REPORT_LEN, |w| self.clone().layout(w))
     }
 
     /// Reads a whole 30000 frame (length field included): exactly 804 bytes.
@@ -432,70 +288,221 @@ impl RtReport {
                 actual: frame.len(),
             });
         }
-        let timestamp_us = c.u64be()?;
-        let sm = c.u8()?;
-        let cmdnum = c.u16be()?;
-        c.skip(17)?;
-        let mut joints = [JointMotion::default(); 2];
-        for m in &mut joints {
-            m.position = c.f32s()?;
-            m.velocity = c.f32s()?;
-            m.acceleration = c.f32s()?;
-        }
-        let joint_currents = c.f32s()?;
-        let joint_torques = c.f32s()?;
-        c.skip(42 * 4)?;
-        let mut target_tcp = TcpMotion {
-            pose: c.f32s()?,
-            speed: c.f32s()?,
-            ..TcpMotion::default()
-        };
-        let mut actual_tcp = TcpMotion {
-            pose: c.f32s()?,
-            speed: c.f32s()?,
-            ..TcpMotion::default()
-        };
-        let estimated_tcp_torque = c.f32s()?;
-        target_tcp.acceleration = c.f32s()?;
-        actual_tcp.acceleration = c.f32s()?;
-        c.skip(24 * 4)?;
-        let ft_raw = c.f32s()?;
-        let ft_filtered = c.f32s()?;
-        let monitor_type = c.u8()?;
-        let monitor_state = c.u8()?;
-        let monitor = c.i16s()?;
-        c.skip(40)?;
-        let [cgpio_digital_in, cgpio_digital_out] = c.i16s::<2>()?;
-        let cgpio_analog_in = c.i16s()?;
-        let cgpio_analog_out = c.i16s()?;
-        let [tgpio_digital_in, tgpio_digital_out] = c.i16s::<2>()?;
-        let tgpio_analog_in = c.i16s()?;
-        Ok(RtReport {
-            timestamp_us,
-            state: sm & 0x0F,
-            mode: sm >> 4,
-            cmdnum,
-            target_joints: joints[0],
-            actual_joints: joints[1],
-            joint_currents,
-            joint_torques,
-            target_tcp,
-            actual_tcp,
-            estimated_tcp_torque,
-            ft_raw,
-            ft_filtered,
-            monitor_type,
-            monitor_state,
-            monitor,
-            cgpio_digital_in,
-            cgpio_digital_out,
-            cgpio_analog_in,
-            cgpio_analog_out,
-            tgpio_digital_in,
-            tgpio_digital_out,
-            tgpio_analog_in,
-        })
+        let mut r = RtReport::default();
+        r.layout(&mut Read(c))?;
+        Ok(r)
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layouts
+//
+// Each report's layout is one function that visits its fields in wire order through a `Pass`:
+// `Read` fills them from a frame, `Write` appends them. The emulator's encoder and the client's
+// decoder run the same function, so they cannot disagree on where a field is.
+
+/// One direction over a layout.
+trait Pass {
+    /// `ProtoError` when reading; writing cannot fail.
+    type Error;
+    /// Reads or writes `v` with codec `W`.
+    fn with<W: Wire>(&mut self, v: &mut W::Value) -> Result<(), Self::Error>;
+    /// Reads or writes `v` with its own type as the codec.
+    fn field<W: Wire<Value = W>>(&mut self, v: &mut W) -> Result<(), Self::Error> {
+        self.with::<W>(v)
+    }
+    /// Bytes no field keeps: skipped when reading, zeros when writing.
+    fn reserved(&mut self, n: usize) -> Result<(), Self::Error>;
+}
+
+/// Fills the fields from a frame.
+struct Read<'a>(Cursor<'a>);
+
+impl Pass for Read<'_> {
+    type Error = ProtoError;
+    fn with<W: Wire>(&mut self, v: &mut W::Value) -> Result<(), ProtoError> {
+        let name = self.0.what;
+        *v = W::get(&mut self.0, name)?;
+        Ok(())
+    }
+    fn reserved(&mut self, n: usize) -> Result<(), ProtoError> {
+        self.0.skip(n)
+    }
+}
+
+/// Appends the fields to a frame. A layout takes its value as `&mut`, which reading needs, so
+/// writing runs it on a copy.
+struct Write(Vec<u8>);
+
+impl Pass for Write {
+    type Error = Infallible;
+    fn with<W: Wire>(&mut self, v: &mut W::Value) -> Result<(), Infallible> {
+        W::put(v, &mut self.0);
+        Ok(())
+    }
+    fn reserved(&mut self, n: usize) -> Result<(), Infallible> {
+        self.0.resize(self.0.len() + n, 0);
+        Ok(())
+    }
+}
+
+/// State in the low nibble, mode in the high one, in one byte (the SDK's `report.py`).
+struct StateMode;
+
+impl Wire for StateMode {
+    type Value = (u8, u8);
+    fn put((state, mode): &(u8, u8), p: &mut Vec<u8>) {
+        p.push((state & 0x0F) | (mode << 4));
+    }
+    fn get(c: &mut Cursor, _: &'static str) -> Result<(u8, u8), ProtoError> {
+        let b = c.u8()?;
+        Ok((b & 0x0F, b >> 4))
+    }
+}
+
+/// NUL-padded text of `N` bytes (a longer text is cut; reading stops at the first NUL).
+struct Text<const N: usize>;
+
+impl<const N: usize> Wire for Text<N> {
+    type Value = String;
+    fn put(v: &String, p: &mut Vec<u8>) {
+        put_fixed_text(p, v, N);
+    }
+    fn get(c: &mut Cursor, _: &'static str) -> Result<String, ProtoError> {
+        Ok(fixed_text(c.take(N)?))
+    }
+}
+
+/// `StateMode` over two separate fields, which a layout cannot borrow as one tuple.
+fn state_mode<P: Pass>(p: &mut P, state: &mut u8, mode: &mut u8) -> Result<(), P::Error> {
+    let mut both = (*state, *mode);
+    p.with::<StateMode>(&mut both)?;
+    (*state, *mode) = both;
+    Ok(())
+}
+
+impl ArmStatus {
+    /// Bytes 4..145 of the 30001 and 30002 frames.
+    fn layout<P: Pass>(&mut self, p: &mut P) -> Result<(), P::Error> {
+        state_mode(p, &mut self.state, &mut self.mode)?;
+        p.field(&mut self.cmdnum)?;
+        p.field(&mut self.joints)?;
+        p.field(&mut self.tcp_pose)?;
+        p.field(&mut self.joint_torques)?;
+        p.field(&mut self.brake_bits)?;
+        p.field(&mut self.enable_bits)?;
+        p.field(&mut self.error)?;
+        p.field(&mut self.warn)?;
+        p.field(&mut self.tcp_offset)?;
+        p.field(&mut self.tcp_load)?;
+        p.field(&mut self.collision_sensitivity)?;
+        p.field(&mut self.teach_sensitivity)?;
+        p.field(&mut self.gravity)
+    }
+}
+
+impl MotionBounds {
+    fn layout<P: Pass>(&mut self, p: &mut P) -> Result<(), P::Error> {
+        p.field(&mut self.jerk)?;
+        p.field(&mut self.min_acc)?;
+        p.field(&mut self.max_acc)?;
+        p.field(&mut self.min_speed)?;
+        p.field(&mut self.max_speed)
+    }
+}
+
+impl RichTail {
+    /// Bytes 245..312 of a 30002 frame.
+    fn layout<P: Pass>(&mut self, p: &mut P) -> Result<(), P::Error> {
+        p.field(&mut self.temperatures)?;
+        p.field(&mut self.target_tcp_speed)?;
+        p.field(&mut self.target_joint_speeds)?;
+        p.field(&mut self.counter)?;
+        p.field(&mut self.world_offset)
+    }
+}
+
+impl RichReport {
+    /// Bytes 4.. of a 30002 frame: 4..245, then the tail if there is one.
+    fn layout<P: Pass>(&mut self, p: &mut P) -> Result<(), P::Error> {
+        self.status.layout(p)?;
+        p.field(&mut self.robot_type)?;
+        p.field(&mut self.axis)?;
+        p.field(&mut self.master_id)?;
+        p.field(&mut self.slave_id)?;
+        p.field(&mut self.motor_tid)?;
+        p.field(&mut self.motor_fid)?;
+        p.with::<Text<30>>(&mut self.version)?;
+        self.tcp_bounds.layout(p)?;
+        self.joint_bounds.layout(p)?;
+        p.field(&mut self.rot_jerk)?;
+        p.field(&mut self.max_rot_acc)?;
+        p.field(&mut self.servo_codes)?;
+        p.field(&mut self.tgpio_codes)?;
+        match &mut self.tail {
+            Some(t) => t.layout(p),
+            None => Ok(()),
+        }
+    }
+}
+
+impl JointMotion {
+    fn layout<P: Pass>(&mut self, p: &mut P) -> Result<(), P::Error> {
+        p.field(&mut self.position)?;
+        p.field(&mut self.velocity)?;
+        p.field(&mut self.acceleration)
+    }
+}
+
+impl RtReport {
+    /// Bytes 4..804 of a 30000 frame.
+    fn layout<P: Pass>(&mut self, p: &mut P) -> Result<(), P::Error> {
+        p.field(&mut self.timestamp_us)?;
+        state_mode(p, &mut self.state, &mut self.mode)?;
+        p.field(&mut self.cmdnum)?;
+        p.reserved(17)?;
+        self.target_joints.layout(p)?;
+        self.actual_joints.layout(p)?;
+        p.field(&mut self.joint_currents)?;
+        p.field(&mut self.joint_torques)?;
+        p.reserved(42 * 4)?;
+        p.field(&mut self.target_tcp.pose)?;
+        p.field(&mut self.target_tcp.speed)?;
+        p.field(&mut self.actual_tcp.pose)?;
+        p.field(&mut self.actual_tcp.speed)?;
+        p.field(&mut self.estimated_tcp_torque)?;
+        p.field(&mut self.target_tcp.acceleration)?;
+        p.field(&mut self.actual_tcp.acceleration)?;
+        p.reserved(24 * 4)?;
+        p.field(&mut self.ft_raw)?;
+        p.field(&mut self.ft_filtered)?;
+        p.field(&mut self.monitor_type)?;
+        p.field(&mut self.monitor_state)?;
+        p.field(&mut self.monitor)?;
+        p.reserved(40)?;
+        p.field(&mut self.cgpio_digital_in)?;
+        p.field(&mut self.cgpio_digital_out)?;
+        p.field(&mut self.cgpio_analog_in)?;
+        p.field(&mut self.cgpio_analog_out)?;
+        p.field(&mut self.tgpio_digital_in)?;
+        p.field(&mut self.tgpio_digital_out)?;
+        p.field(&mut self.tgpio_analog_in)
+    }
+}
+
+/// A frame of `len` bytes: the length field, then what `layout` writes, zero-padded.
+fn write_frame(len: usize, layout: impl FnOnce(&mut Write) -> Result<(), Infallible>) -> Vec<u8> {
+    let mut w = Write(Vec::with_capacity(len));
+    w.0.extend_from_slice(&(len as u32).to_be_bytes());
+    let Ok(()) = layout(&mut w);
+    debug_assert!(
+        w.0.len() <= len,
+        "layout wrote {} of {len} bytes",
+        w.0.len()
+    );
+    let mut out = w.0;
+    out.resize(len, 0);
+    out
 }
 
 /// Splits a report stream into frames: a u32 big-endian length, then the rest of the frame

@@ -622,3 +622,95 @@ fn commands_round_trip_through_their_params() {
         assert_eq!(back.command().unwrap(), c);
     }
 }
+
+#[test]
+fn command_decoders_accept_exactly_the_lengths_of_their_fields() {
+    // Zero bytes are valid in every field, so only the length decides.
+    let accepted: &[(u8, &[usize])] = &[
+        (reg::GET_STATE, &[0]),
+        (reg::MOTION_EN, &[2]),
+        (reg::SET_MODE, &[1, 2]),
+        (reg::MOVE_LINE, &[36, 37, 38, 43, 44]),
+        (reg::MOVE_JOINT, &[40, 41]),
+        (reg::MOVE_HOME, &[12, 13]),
+        (reg::MOVE_RELATIVE, &[46, 47, 48]),
+        (reg::MOVE_SERVOJ, &[40]),
+        (reg::MOVE_SERVO_CART, &[36]),
+        (reg::SET_LOAD_PARAM, &[16]),
+        (reg::TGPIO_R16B, &[3]),
+    ];
+    for (funcode, ok) in accepted {
+        for n in 0..=60 {
+            let r = Command::decode(*funcode, &vec![0; n]);
+            assert_eq!(
+                r.is_ok(),
+                ok.contains(&n),
+                "funcode {funcode}, {n} bytes: {r:?}"
+            );
+        }
+    }
+    // Open-ended: the RS-485 PDU and the TGPIO_W16B trailer.
+    for (funcode, min) in [(reg::RS485_RTU, 3), (reg::TGPIO_W16B, 7)] {
+        for n in 0..=60 {
+            assert_eq!(Command::decode(funcode, &vec![0; n]).is_ok(), n >= min);
+        }
+    }
+}
+
+#[test]
+fn command_errors_name_the_command_and_the_field() {
+    let err = |funcode, params: &[u8]| Command::decode(funcode, params).unwrap_err().to_string();
+    assert_eq!(
+        err(reg::MOTION_EN, &[8, 2]),
+        "MOTION_EN enable = 2 is out of range"
+    );
+    assert_eq!(
+        err(reg::MOVE_JOINT, &[0; 39]),
+        "MOVE_JOINT parameters at mvtime: 39 bytes, need at least 40"
+    );
+    assert_eq!(
+        err(reg::MOVE_JOINT, &[0; 42]),
+        "MOVE_JOINT parameters: 42 bytes, expected nothing after only_check"
+    );
+    assert_eq!(
+        err(reg::GET_STATE, &[0]),
+        "GET_STATE parameters: 1 bytes, expected 0"
+    );
+    assert_eq!(
+        err(reg::MOVE_LINE, &[0; 40]),
+        "MOVE_LINE parameters: 40 bytes, expected 36..=38 (old form) or 43..=44 (common form)"
+    );
+    let mut common = vec![0; 43];
+    common[40] = 3;
+    assert_eq!(
+        err(reg::MOVE_LINE, &common),
+        "MOVE_LINE coord = 3 is out of range"
+    );
+    let mut relative = vec![0; 46];
+    relative[44] = 5;
+    assert_eq!(
+        err(reg::MOVE_RELATIVE, &relative),
+        "MOVE_RELATIVE joint = 5 is out of range"
+    );
+    let mut servo = vec![0; 36];
+    servo[32..].copy_from_slice(&2f32.to_le_bytes());
+    assert!(matches!(
+        Command::decode(reg::MOVE_SERVO_CART, &servo),
+        Err(ProtoError::Invalid {
+            field: "MOVE_SERVO_CART coord",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_motion_type_without_only_check_is_sent_after_a_zero() {
+    let mut m = MoveRelative::linear([0.0; 6], 1.0, 1.0);
+    m.motion_type = Some(2);
+    let p = Command::MoveRelative(m).encode_params();
+    assert_eq!(&p[44..], &[0, 0, 0, 2]);
+    let Command::MoveRelative(back) = Command::decode(reg::MOVE_RELATIVE, &p).unwrap() else {
+        panic!("not a relative move")
+    };
+    assert_eq!((back.only_check, back.motion_type), (Some(0), Some(2)));
+}
