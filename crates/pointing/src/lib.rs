@@ -17,7 +17,7 @@
 //!
 //! ```
 //! use pointact_pointing::{parse_answer, Ability, ImageSize, ModelImageMap};
-//! use pointact_pointing::{DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS};
+//! use pointact_vlm::{DEFAULT_MIN_PIXELS, PRETRAINED_MAX_PIXELS};
 //!
 //! let prompt = Ability::Rrg.prompt("put pepper in pan");
 //! assert!(prompt.contains("The task instruction is: put pepper in pan."));
