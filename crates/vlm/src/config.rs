@@ -367,6 +367,112 @@ struct RawConfig {
     vision_config: Option<VisionConfig>,
 }
 
+/// A parsed and validated Qwen2 / Qwen2.5 text-model `config.json` (`model_type` `qwen2`,
+/// `Qwen2ForCausalLM`: e.g. Qwen2.5-3B-Instruct, the reasoning model of Embodied-R). Its decoder is
+/// Qwen2.5-VL's without the vision tower and with plain RoPE, so it runs on [`TextConfig`] and the
+/// same decoder code.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Qwen2TextConfig {
+    /// The decoder's configuration. `mrope_section` is an even split of the rotary frequencies:
+    /// a text model gives every token one position, and M-RoPE with three equal position ids is
+    /// plain RoPE whatever the split.
+    pub text: TextConfig,
+    /// Beginning-of-sequence id (`bos_token_id`), if the file has one.
+    pub bos_token_id: Option<u32>,
+    /// End-of-sequence ids (`eos_token_id`: an int or a list); generation stops after one.
+    pub eos_token_ids: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct RawQwen2 {
+    #[serde(flatten)]
+    flat: RawText,
+    model_type: Option<String>,
+    use_sliding_window: Option<bool>,
+}
+
+impl Qwen2TextConfig {
+    /// Parses and validates the text of a Qwen2 `config.json`.
+    pub fn from_json_str(json: &str) -> Result<Self, ConfigError> {
+        let raw: RawQwen2 = serde_json::from_str(json)?;
+        match raw.model_type.as_deref() {
+            Some("qwen2") => {}
+            other => {
+                return Err(ConfigError::Invalid {
+                    field: "model_type",
+                    value: format!("{other:?}"),
+                    reason: "a text model must be `qwen2` (Qwen2ForCausalLM); a Qwen2.5-VL \
+                             checkpoint is loaded as the vision-language model",
+                })
+            }
+        }
+        if raw.use_sliding_window == Some(true) {
+            // Qwen2.5 checkpoints ship it off; with it on, layers above `max_window_layers`
+            // would attend to a window only, which this decoder does not do.
+            return Err(ConfigError::Invalid {
+                field: "use_sliding_window",
+                value: "true".into(),
+                reason: "sliding-window attention is not supported",
+            });
+        }
+        let f = raw.flat;
+        macro_rules! need {
+            ($f:ident) => {
+                f.$f.ok_or(ConfigError::Missing(stringify!($f)))?
+            };
+        }
+        let hidden_size: usize = need!(hidden_size);
+        let num_attention_heads: usize = need!(num_attention_heads);
+        let head_dim = hidden_size.checked_div(num_attention_heads).unwrap_or(0);
+        let half = head_dim / 2;
+        let text = TextConfig {
+            vocab_size: need!(vocab_size),
+            hidden_size,
+            intermediate_size: need!(intermediate_size),
+            num_hidden_layers: need!(num_hidden_layers),
+            num_attention_heads,
+            num_key_value_heads: f.num_key_value_heads.unwrap_or(num_attention_heads),
+            head_dim,
+            rms_norm_eps: f.rms_norm_eps.unwrap_or(1e-6),
+            rope_theta: f.rope_theta.unwrap_or(1_000_000.0),
+            max_position_embeddings: f.max_position_embeddings.unwrap_or(32_768),
+            tie_word_embeddings: f.tie_word_embeddings.unwrap_or(false),
+            mrope_section: vec![half - 2 * (half / 3), half / 3, half / 3],
+            hidden_act: f.hidden_act.unwrap_or_else(default_act),
+        };
+        text.validate()?;
+        let eos_token_ids = match f.eos_token_id {
+            None => Vec::new(),
+            Some(OneOrMany::One(id)) => vec![id],
+            Some(OneOrMany::Many(ids)) => ids,
+        };
+        for &id in f.bos_token_id.iter().chain(&eos_token_ids) {
+            if id as usize >= text.vocab_size {
+                return Err(ConfigError::Invalid {
+                    field: "eos_token_id",
+                    value: id.to_string(),
+                    reason: "a special-token id must be below vocab_size",
+                });
+            }
+        }
+        Ok(Qwen2TextConfig {
+            text,
+            bos_token_id: f.bos_token_id,
+            eos_token_ids,
+        })
+    }
+
+    /// Reads, parses and validates a Qwen2 `config.json` file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let json = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_json_str(&json)
+    }
+}
+
 impl Qwen25VlConfig {
     /// Parses and validates the text of a `config.json`.
     pub fn from_json_str(json: &str) -> Result<Self, ConfigError> {

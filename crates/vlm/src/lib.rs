@@ -79,12 +79,13 @@ pub mod qgemv;
 pub(crate) mod rope;
 pub mod sgemm;
 pub(crate) mod text;
+pub(crate) mod text_lm;
 pub(crate) mod tokenizer;
 pub(crate) mod vision;
 pub(crate) mod vmath;
 pub(crate) mod weights;
 
-pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds};
+pub use config::{ConfigError, Qwen25VlConfig, Qwen2TextConfig, TextConfig, TokenIds};
 pub use device::{DeviceError, DeviceSpec};
 pub use files::{shard_names, weight_files, FilesError, ModelFiles, WEIGHTS_INDEX_FILE};
 
@@ -110,6 +111,7 @@ pub use generate::StopReason;
 pub use text::Kernels;
 pub use text::TextOutput;
 pub use text::{LogitsAt, TextModel, TrainableWeight};
+pub use text_lm::Qwen2TextLm;
 pub use tokenizer::SpecialTokenIds;
 pub use tokenizer::TokenStream;
 pub use tokenizer::{Qwen25Tokenizer, TemplateSource, TokenizerError, QWEN2_VL_CHAT_TEMPLATE};

@@ -12,5 +12,6 @@ mod vlm_hub;
 mod vlm_lora;
 mod vlm_processor;
 mod vlm_text;
+mod vlm_text_lm;
 mod vlm_vision;
 mod vlm_weights;
