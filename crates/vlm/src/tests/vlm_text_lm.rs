@@ -136,3 +136,54 @@ fn a_vision_language_config_or_sliding_windows_are_refused_with_the_key() {
         Err(ConfigError::Missing("vocab_size"))
     ));
 }
+
+/// The quantized paths of the VLM serve the text model too: Q4K keeps the tiny widths (64, 128:
+/// not multiples of its 256-blocks) dense and must then equal transformers as f32 does; Q8_0
+/// (32-blocks) quantizes every linear and the tied head: it must differ, and still pick
+/// transformers' most likely token at three positions in four or more. (This fixture's weights
+/// are drawn large so that greedy decoding is decisive; that also makes Q8_0's rounding show, about
+/// 7 % of the largest logit, where the VLM fixture's small weights keep it under 5 %: vlm_text.rs.)
+#[test]
+fn quantized_loads_stay_close_to_transformers() {
+    let g = golden();
+    let input = ids(&g, "input_ids");
+    let want = &g["logits"];
+    let scale = want
+        .abs()
+        .unwrap()
+        .max_all()
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap();
+    let err = |quant| {
+        let ours = load(quant).logits(&input).unwrap();
+        (&ours - want)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+            / scale
+    };
+    let q4 = err(Quant::Q4K);
+    assert!(q4 <= 1e-4, "q4k (dense fallback): relative {q4:e}");
+    let q8 = err(Quant::Q8_0);
+    eprintln!("q8_0 logits: relative {q8:.3e}");
+    let top = |t: &Tensor| t.argmax(1).unwrap().to_vec1::<u32>().unwrap();
+    let q8_top = top(&load(Quant::Q8_0).logits(&input).unwrap());
+    let same = q8_top
+        .iter()
+        .zip(top(want))
+        .filter(|(a, b)| **a == *b)
+        .count();
+    eprintln!("q8_0 top-1 equal at {same} of {}", q8_top.len());
+    assert!(q8 > 1e-7, "q8_0 must actually quantize");
+    assert!(
+        4 * same >= 3 * q8_top.len(),
+        "q8_0 changed the top token at {} of {} positions",
+        q8_top.len() - same,
+        q8_top.len()
+    );
+}
