@@ -328,6 +328,25 @@ enum OneOrMany {
     Many(Vec<u32>),
 }
 
+impl OneOrMany {
+    /// The ids, in the file's order (none when the key is absent).
+    fn ids(v: Option<OneOrMany>) -> Vec<u32> {
+        match v {
+            None => Vec::new(),
+            Some(OneOrMany::One(id)) => vec![id],
+            Some(OneOrMany::Many(ids)) => ids,
+        }
+    }
+}
+
+/// The text of a `config.json`, its path in the error.
+fn read_config(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 struct RawRopeScaling {
     #[serde(default)]
@@ -441,11 +460,7 @@ impl Qwen2TextConfig {
             hidden_act: f.hidden_act.unwrap_or_else(default_act),
         };
         text.validate()?;
-        let eos_token_ids = match f.eos_token_id {
-            None => Vec::new(),
-            Some(OneOrMany::One(id)) => vec![id],
-            Some(OneOrMany::Many(ids)) => ids,
-        };
+        let eos_token_ids = OneOrMany::ids(f.eos_token_id);
         for &id in f.bos_token_id.iter().chain(&eos_token_ids) {
             if id as usize >= text.vocab_size {
                 return Err(ConfigError::Invalid {
@@ -464,12 +479,7 @@ impl Qwen2TextConfig {
 
     /// Reads, parses and validates a Qwen2 `config.json` file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
-        let path = path.as_ref();
-        let json = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::from_json_str(&json)
+        Self::from_json_str(&read_config(path.as_ref())?)
     }
 }
 
@@ -482,12 +492,7 @@ impl Qwen25VlConfig {
 
     /// Reads, parses and validates a `config.json` file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
-        let path = path.as_ref();
-        let json = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::from_json_str(&json)
+        Self::from_json_str(&read_config(path.as_ref())?)
     }
 
     fn from_raw(raw: RawConfig) -> Result<Self, ConfigError> {
@@ -533,11 +538,7 @@ impl Qwen25VlConfig {
             mrope_section,
             hidden_act: pick!(hidden_act).unwrap_or_else(default_act),
         };
-        let eos_token_ids = match pick!(eos_token_id) {
-            None => Vec::new(),
-            Some(OneOrMany::One(id)) => vec![id],
-            Some(OneOrMany::Many(ids)) => ids,
-        };
+        let eos_token_ids = OneOrMany::ids(pick!(eos_token_id));
         let tokens = TokenIds {
             bos_token_id: pick!(bos_token_id),
             eos_token_ids,

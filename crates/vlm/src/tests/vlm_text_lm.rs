@@ -75,14 +75,7 @@ fn logits_at_every_position_equal_transformers() {
         .unwrap()
         .to_scalar::<f32>()
         .unwrap();
-    let err = (&ours - want)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .max_all()
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap();
+    let err = crate::max_abs_diff(&ours, want);
     eprintln!("max |ours - transformers| = {err:e} of max |logit| {scale}");
     assert!(scale > 1.0, "golden logits too flat to test: {scale}");
     assert!(
@@ -155,18 +148,7 @@ fn quantized_loads_stay_close_to_transformers() {
         .unwrap()
         .to_scalar::<f32>()
         .unwrap();
-    let err = |quant| {
-        let ours = load(quant).logits(&input).unwrap();
-        (&ours - want)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
-            / scale
-    };
+    let err = |quant| crate::max_abs_diff(&load(quant).logits(&input).unwrap(), want) / scale;
     let q4 = err(Quant::Q4K);
     assert!(q4 <= 1e-4, "q4k (dense fallback): relative {q4:e}");
     let q8 = err(Quant::Q8_0);
