@@ -410,6 +410,59 @@ struct RawQwen2 {
     use_sliding_window: Option<bool>,
 }
 
+/// A key of the model config from the top level, else from `text_config` (transformers 4.51 writes
+/// the decoder's keys at the top level, 4.53 and later in `text_config`).
+macro_rules! pick {
+    ($flat:ident, $nested:ident, $f:ident) => {
+        $flat.$f.clone().or_else(|| $nested.$f.clone())
+    };
+}
+
+/// [`pick!`], or the error naming the missing key.
+macro_rules! need {
+    ($flat:ident, $nested:ident, $f:ident) => {
+        pick!($flat, $nested, $f).ok_or(ConfigError::Missing(stringify!($f)))?
+    };
+}
+
+impl TextConfig {
+    /// The decoder's keys, from the top level first, then `text_config` (`nested`, where
+    /// transformers 4.53 and later write them). `mrope_section` as the file gives it, or `None` for a text model:
+    /// an even split of the rotary frequencies (one position per token: any split is plain RoPE).
+    /// `max_positions` is the model family's default for the informational
+    /// `max_position_embeddings`. Not validated here.
+    fn from_raw(
+        flat: &RawText,
+        nested: &RawText,
+        mrope_section: Option<Vec<usize>>,
+        max_positions: usize,
+    ) -> Result<Self, ConfigError> {
+        let hidden_size: usize = need!(flat, nested, hidden_size);
+        let num_attention_heads: usize = need!(flat, nested, num_attention_heads);
+        // 0 heads is rejected by `validate`.
+        let head_dim = hidden_size.checked_div(num_attention_heads).unwrap_or(0);
+        let half = head_dim / 2;
+        Ok(TextConfig {
+            vocab_size: need!(flat, nested, vocab_size),
+            hidden_size,
+            intermediate_size: need!(flat, nested, intermediate_size),
+            num_hidden_layers: need!(flat, nested, num_hidden_layers),
+            num_attention_heads,
+            num_key_value_heads: pick!(flat, nested, num_key_value_heads)
+                .unwrap_or(num_attention_heads),
+            head_dim,
+            rms_norm_eps: pick!(flat, nested, rms_norm_eps).unwrap_or(1e-6),
+            rope_theta: pick!(flat, nested, rope_theta).unwrap_or(1_000_000.0),
+            max_position_embeddings: pick!(flat, nested, max_position_embeddings)
+                .unwrap_or(max_positions),
+            tie_word_embeddings: pick!(flat, nested, tie_word_embeddings).unwrap_or(false),
+            mrope_section: mrope_section
+                .unwrap_or_else(|| vec![half - 2 * (half / 3), half / 3, half / 3]),
+            hidden_act: pick!(flat, nested, hidden_act).unwrap_or_else(default_act),
+        })
+    }
+}
+
 impl Qwen2TextConfig {
     /// Parses and validates the text of a Qwen2 `config.json`.
     pub fn from_json_str(json: &str) -> Result<Self, ConfigError> {
@@ -435,30 +488,7 @@ impl Qwen2TextConfig {
             });
         }
         let f = raw.flat;
-        macro_rules! need {
-            ($f:ident) => {
-                f.$f.ok_or(ConfigError::Missing(stringify!($f)))?
-            };
-        }
-        let hidden_size: usize = need!(hidden_size);
-        let num_attention_heads: usize = need!(num_attention_heads);
-        let head_dim = hidden_size.checked_div(num_attention_heads).unwrap_or(0);
-        let half = head_dim / 2;
-        let text = TextConfig {
-            vocab_size: need!(vocab_size),
-            hidden_size,
-            intermediate_size: need!(intermediate_size),
-            num_hidden_layers: need!(num_hidden_layers),
-            num_attention_heads,
-            num_key_value_heads: f.num_key_value_heads.unwrap_or(num_attention_heads),
-            head_dim,
-            rms_norm_eps: f.rms_norm_eps.unwrap_or(1e-6),
-            rope_theta: f.rope_theta.unwrap_or(1_000_000.0),
-            max_position_embeddings: f.max_position_embeddings.unwrap_or(32_768),
-            tie_word_embeddings: f.tie_word_embeddings.unwrap_or(false),
-            mrope_section: vec![half - 2 * (half / 3), half / 3, half / 3],
-            hidden_act: f.hidden_act.unwrap_or_else(default_act),
-        };
+        let text = TextConfig::from_raw(&f, &RawText::default(), None, 32_768)?;
         text.validate()?;
         let eos_token_ids = OneOrMany::ids(f.eos_token_id);
         for &id in f.bos_token_id.iter().chain(&eos_token_ids) {
@@ -498,19 +528,6 @@ impl Qwen25VlConfig {
     fn from_raw(raw: RawConfig) -> Result<Self, ConfigError> {
         let flat = raw.flat;
         let nested = raw.text_config.unwrap_or_default();
-        // Top level first, then `text_config`.
-        macro_rules! pick {
-            ($f:ident) => {
-                flat.$f.clone().or_else(|| nested.$f.clone())
-            };
-        }
-        macro_rules! need {
-            ($f:ident) => {
-                pick!($f).ok_or(ConfigError::Missing(stringify!($f)))?
-            };
-        }
-        let hidden_size: usize = need!(hidden_size);
-        let num_attention_heads: usize = need!(num_attention_heads);
         let mrope_section = flat
             .rope_scaling
             .as_ref()
@@ -522,31 +539,16 @@ impl Qwen25VlConfig {
                     .and_then(|r| r.mrope_section.clone())
             })
             .ok_or(ConfigError::Missing("rope_scaling.mrope_section"))?;
-        let text = TextConfig {
-            vocab_size: need!(vocab_size),
-            hidden_size,
-            intermediate_size: need!(intermediate_size),
-            num_hidden_layers: need!(num_hidden_layers),
-            num_attention_heads,
-            num_key_value_heads: pick!(num_key_value_heads).unwrap_or(num_attention_heads),
-            // 0 heads is rejected by `validate` below.
-            head_dim: hidden_size.checked_div(num_attention_heads).unwrap_or(0),
-            rms_norm_eps: pick!(rms_norm_eps).unwrap_or(1e-6),
-            rope_theta: pick!(rope_theta).unwrap_or(1_000_000.0),
-            max_position_embeddings: pick!(max_position_embeddings).unwrap_or(128_000),
-            tie_word_embeddings: pick!(tie_word_embeddings).unwrap_or(false),
-            mrope_section,
-            hidden_act: pick!(hidden_act).unwrap_or_else(default_act),
-        };
-        let eos_token_ids = OneOrMany::ids(pick!(eos_token_id));
+        let text = TextConfig::from_raw(&flat, &nested, Some(mrope_section), 128_000)?;
+        let eos_token_ids = OneOrMany::ids(pick!(flat, nested, eos_token_id));
         let tokens = TokenIds {
-            bos_token_id: pick!(bos_token_id),
+            bos_token_id: pick!(flat, nested, bos_token_id),
             eos_token_ids,
-            image_token_id: need!(image_token_id),
-            video_token_id: need!(video_token_id),
-            vision_start_token_id: need!(vision_start_token_id),
-            vision_end_token_id: need!(vision_end_token_id),
-            vision_token_id: pick!(vision_token_id),
+            image_token_id: need!(flat, nested, image_token_id),
+            video_token_id: need!(flat, nested, video_token_id),
+            vision_start_token_id: need!(flat, nested, vision_start_token_id),
+            vision_end_token_id: need!(flat, nested, vision_end_token_id),
+            vision_token_id: pick!(flat, nested, vision_token_id),
         };
         let vision = raw
             .vision_config

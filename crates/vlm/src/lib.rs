@@ -124,6 +124,15 @@ pub use weights::{NameScheme, SafetensorsReader, WeightsError};
 #[cfg(test)]
 use candle_core::Tensor;
 
+/// The largest `|x|` of an f32 tensor: the scale the unit tests' tolerances are relative to.
+#[cfg(test)]
+pub(crate) fn max_abs(t: &Tensor) -> f32 {
+    t.abs()
+        .and_then(|d| d.max_all())
+        .and_then(|d| d.to_scalar::<f32>())
+        .expect("an f32 tensor")
+}
+
 /// The largest `|a − b|` of two f32 tensors of one shape: the unit tests' closeness measure.
 #[cfg(test)]
 pub(crate) fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
