@@ -17,16 +17,27 @@ pub const REL_TOL: f32 = 1e-4;
 /// A file of the fixture. The workspace's root package and its crates include this module, so the
 /// folder is found above whichever package compiles it.
 pub fn fixture(name: &str) -> PathBuf {
+    fixture_in("qwen25vl_tiny", name)
+}
+
+/// A file of the fixture folder `tests/fixtures/<folder>` (e.g. the tiny text model's).
+pub fn fixture_in(folder: &str, name: &str) -> PathBuf {
+    let rel = Path::new("tests/fixtures").join(folder);
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
-        .map(|d| d.join("tests/fixtures/qwen25vl_tiny"))
+        .map(|d| d.join(&rel))
         .find(|d| d.is_dir())
-        .expect("tests/fixtures/qwen25vl_tiny above the package")
+        .unwrap_or_else(|| panic!("{} above the package", rel.display()))
         .join(name)
 }
 
 pub fn golden() -> HashMap<String, Tensor> {
-    candle_core::safetensors::load(fixture("golden.safetensors"), &Device::Cpu)
+    golden_in("qwen25vl_tiny")
+}
+
+/// The golden tensors of the fixture folder `tests/fixtures/<folder>`.
+pub fn golden_in(folder: &str) -> HashMap<String, Tensor> {
+    candle_core::safetensors::load(fixture_in(folder, "golden.safetensors"), &Device::Cpu)
         .expect("golden.safetensors")
 }
 

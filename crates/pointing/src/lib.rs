@@ -44,12 +44,9 @@ pub(crate) mod queue;
 pub mod qwen;
 pub(crate) mod report;
 
-pub use ability::ParseAbilityError;
-pub use ability::{Ability, VTG_POINT_COUNT};
+pub use ability::{Ability, ParseAbilityError, VTG_POINT_COUNT};
 pub use backend::{open, ModelOptions, ModelPointer, PointerKind, TextStream};
-pub use parse::ListProblem;
-pub use parse::PointAnswer;
-pub use parse::{parse_answer, PointingError};
+pub use parse::{parse_answer, ListProblem, PointAnswer, PointingError};
 pub use pointact_vlm::{ImageSize, MappingError, ModelImageMap};
 pub use pointer::{Pointer, PointerError, Pointing};
 pub use queue::{PointerQueue, QueuedPointer};

@@ -21,11 +21,7 @@ pub mod scene;
 pub mod tasks;
 
 pub use judge::{judge, Judgement};
-pub use physics::ContactWith;
-pub use physics::PhysicsError;
-pub use physics::RobotTouch;
-pub use physics::Toucher;
-pub use physics::{Contact, SimWorld, ToolVisual};
+pub use physics::{Contact, ContactWith, PhysicsError, RobotTouch, SimWorld, ToolVisual, Toucher};
 
 use k::nalgebra::Isometry3;
 

@@ -85,40 +85,36 @@ pub(crate) mod vision;
 pub(crate) mod vmath;
 pub(crate) mod weights;
 
-pub use config::{ConfigError, Qwen25VlConfig, Qwen2TextConfig, TextConfig, TokenIds};
+pub use config::{
+    ConfigError, Qwen25VlConfig, Qwen2TextConfig, TextConfig, TokenIds, VisionConfig,
+};
 pub use device::{DeviceError, DeviceSpec};
-pub use files::{shard_names, weight_files, FilesError, ModelFiles, WEIGHTS_INDEX_FILE};
+pub use files::{
+    shard_names, weight_files, FilesError, ModelFiles, ModelOrigin, WEIGHTS_INDEX_FILE,
+};
 
 pub use generate::{
     apply_repetition_penalty, argmax, generate, generate_reusing, sample_token, Generation,
-    GenerationConfig, PromptCache, Sampling, Timings,
+    GenerationConfig, PromptCache, Sampling, StopReason, Timings,
 };
 pub use image_map::{
     smart_resize, ImageSize, MappingError, ModelImageMap, DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS,
     ER1_EVAL_MAX_PIXELS, ER1_EVAL_MIN_PIXELS, FACTOR, PRETRAINED_MAX_PIXELS,
 };
-pub use linear::CheckpointTensor;
-pub use linear::Quant;
+pub use linear::{CheckpointTensor, Quant};
 pub use model::{ImageInput, ModelError, PreparedPrompt, Qwen25Vl};
-pub use processor::resize_bicubic_pil_with;
-pub use processor::PassOrder;
-pub use processor::ProcessedImage;
-pub use processor::{resize_bicubic_pil, ImageProcessor, ImageProcessorConfig, ProcessorError};
+pub use processor::{
+    resize_bicubic_pil, resize_bicubic_pil_with, ImageProcessor, ImageProcessorConfig, PassOrder,
+    ProcessedImage, ProcessorError,
+};
 
-pub use config::VisionConfig;
-pub use files::ModelOrigin;
-pub use generate::StopReason;
-pub use text::Kernels;
-pub use text::TextOutput;
-pub use text::{LogitsAt, TextModel, TrainableWeight};
+pub use text::{Kernels, LogitsAt, TextModel, TextOutput, TrainableWeight};
 pub use text_lm::Qwen2TextLm;
-pub use tokenizer::SpecialTokenIds;
-pub use tokenizer::TokenStream;
-pub use tokenizer::{Qwen25Tokenizer, TemplateSource, TokenizerError, QWEN2_VL_CHAT_TEMPLATE};
-pub use vision::VisionError;
-pub use vision::VisionTrace;
-pub use vision::WindowIndex;
-pub use vision::{attention_chunk_rows, Qwen25VisionModel};
+pub use tokenizer::{
+    Qwen25Tokenizer, SpecialTokenIds, TemplateSource, TokenStream, TokenizerError,
+    QWEN2_VL_CHAT_TEMPLATE,
+};
+pub use vision::{attention_chunk_rows, Qwen25VisionModel, VisionError, VisionTrace, WindowIndex};
 pub use weights::{NameScheme, SafetensorsReader, WeightsError};
 
 #[cfg(test)]

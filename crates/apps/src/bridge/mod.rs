@@ -25,5 +25,4 @@ pub(crate) mod wire;
 
 pub use client::BridgeClient;
 pub use server::BridgeServer;
-pub use session::SessionConfig;
-pub use session::SessionPointers;
+pub use session::{SessionConfig, SessionPointers};

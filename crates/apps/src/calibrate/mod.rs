@@ -16,11 +16,9 @@ pub(crate) mod handeye;
 pub mod sim;
 pub mod target;
 
-pub use handeye::HandEyeSolution;
-pub use handeye::Residuals;
-pub use handeye::SampleResidual;
 pub use handeye::{
-    solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, Method, TsaiOptions,
+    solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, HandEyeSolution, Method,
+    Residuals, SampleResidual, TsaiOptions,
 };
 
 use file::{CalibrateError, CalibrateOptions};

@@ -23,13 +23,11 @@ pub mod pointer;
 pub mod remote;
 pub(crate) use pointact_runtime::task;
 
-pub use emulated::run_episode_xarm;
-pub use emulated::SimXarm;
-pub use episode::run_episode;
-pub use episode::run_prepared;
-pub use episode::EpisodeError;
-pub use episode::PreparedEpisode;
-pub use episode::{oracle_truth, prepare_episode, run_episode_with, EpisodeOptions, EpisodeResult};
+pub use emulated::{run_episode_xarm, SimXarm};
+pub use episode::{
+    oracle_truth, prepare_episode, run_episode, run_episode_with, run_prepared, EpisodeError,
+    EpisodeOptions, EpisodeResult, PreparedEpisode,
+};
 pub use task::{run_task, RunError, RunOutcome};
 
 use crate::camera::{self, Camera, CameraError, CameraSpec};

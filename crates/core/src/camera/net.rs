@@ -58,9 +58,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 use super::error::CameraError;
-pub use super::error::NetError;
-pub use super::error::MAX_SIDE;
 pub(crate) use super::error::WIRE_VERSION;
+pub use super::error::{NetError, MAX_SIDE};
 use super::frame::{Camera, Frame, RgbImage};
 use super::record::{depth_to_record_units, RECORD_DEPTH_SCALE_M};
 use crate::geometry::{DepthImage, Intrinsics};

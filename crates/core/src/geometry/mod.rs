@@ -38,10 +38,6 @@ pub use depth::{DepthImage, RobustDepthOptions};
 pub use error::GeometryError;
 pub use intrinsics::{Distortion, Intrinsics};
 
-pub use normals::cloud_normals;
-pub use normals::normal_at_pixel;
-pub use normals::NormalAtPixelOptions;
-pub use normals::NormalOptions;
-pub use plane::Plane;
-pub use plane::{fit_table_plane, PlaneOptions};
+pub use normals::{cloud_normals, normal_at_pixel, NormalAtPixelOptions, NormalOptions};
+pub use plane::{fit_table_plane, Plane, PlaneOptions};
 pub use shape::Shape;

@@ -9,11 +9,7 @@ mod error;
 mod ik;
 mod model;
 
-pub use config::LimitsConfig;
-pub use config::WorkspaceBox;
-pub use config::{GripperConfig, RobotConfig};
+pub use config::{GripperConfig, LimitsConfig, RobotConfig, WorkspaceBox};
 pub use error::{IkError, KinematicsError};
-pub use ik::IkSolution;
-pub use ik::{IkOptions, IkSolver};
-pub use model::LinkShape;
-pub use model::{pose_error, JointLimit, RobotModel, BUILTIN_ROBOTS};
+pub use ik::{IkOptions, IkSolution, IkSolver};
+pub use model::{pose_error, JointLimit, LinkShape, RobotModel, BUILTIN_ROBOTS};

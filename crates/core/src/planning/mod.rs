@@ -24,14 +24,11 @@ pub(crate) mod spheres;
 mod trajectory;
 pub(crate) mod world;
 
-pub use checker::Hit;
-pub use checker::{Attached, Checker};
+pub use checker::{Attached, Checker, Hit};
 pub(crate) use collision::ArmCollisionModel;
 pub use collision::{link_spheres, robot_spheres, Contact, Obstacle, Sphere};
 pub use motion::{fold_yaw, top_down, DirectPlanner, MotionError, MotionPlanner, RrtPlanner};
-pub use rrt::RrtError;
-pub use rrt::RrtPath;
-pub use rrt::{path_length, rrt_connect, RrtOptions};
+pub use rrt::{path_length, rrt_connect, RrtError, RrtOptions, RrtPath};
 pub use spheres::{Allowed, SphereModel, SpheresError};
 pub use trajectory::{limit_tool_speed, JointPath, Trajectory, TrajectoryError};
 pub use world::{cloud_field, CloudWorldOptions, World, WorldError};

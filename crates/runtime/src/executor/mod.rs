@@ -12,14 +12,9 @@ pub(crate) mod task;
 pub(crate) mod verify;
 
 pub use event::Event;
-pub use instruction::InstructionError;
-pub use instruction::{parse_instruction, Intent, Relation};
-pub use plan::PlanError;
-pub use plan::{Branch, GraspParams, Plan, Step};
+pub use instruction::{parse_instruction, InstructionError, Intent, Relation};
+pub use plan::{Branch, GraspParams, Plan, PlanError, Step};
 pub(crate) use task::plan_task;
 pub(crate) use task::recovery_plan;
-pub use task::TaskError;
-pub use task::TaskPlan;
-pub use verify::ArmThen;
-pub use verify::Expectation;
-pub use verify::{verify, Goal, Looks, Verdict};
+pub use task::{TaskError, TaskPlan};
+pub use verify::{verify, ArmThen, Expectation, Goal, Looks, Verdict};

@@ -4,31 +4,23 @@
 //! greedy continuation identical; and the config errors a wrong file gets.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use candle_core::{DType, Device, Tensor};
 
+use super::vlm_fixture::{fixture_in, golden_in, i64s};
 use crate::{ConfigError, Quant, Qwen2TextConfig, Qwen2TextLm, SafetensorsReader};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|d| d.join("tests/fixtures/qwen2_text_tiny"))
-        .find(|d| d.is_dir())
-        .expect("tests/fixtures/qwen2_text_tiny above the package")
-        .join(name)
+    fixture_in("qwen2_text_tiny", name)
 }
 
 fn golden() -> HashMap<String, Tensor> {
-    candle_core::safetensors::load(fixture("golden.safetensors"), &Device::Cpu).expect("golden")
+    golden_in("qwen2_text_tiny")
 }
 
 fn ids(g: &HashMap<String, Tensor>, name: &str) -> Vec<u32> {
-    g[name]
-        .flatten_all()
-        .unwrap()
-        .to_vec1::<i64>()
-        .unwrap()
+    i64s(g, name)
         .into_iter()
         .map(|x| u32::try_from(x).unwrap())
         .collect()
@@ -89,14 +81,7 @@ fn greedy_ids_equal_transformers_generate() {
 
 #[test]
 fn a_vision_language_config_or_sliding_windows_are_refused_with_the_key() {
-    let vl = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .ancestors()
-            .map(|d| d.join("tests/fixtures/qwen25vl_tiny/config.json"))
-            .find(|p| p.is_file())
-            .unwrap(),
-    )
-    .unwrap();
+    let vl = std::fs::read_to_string(super::vlm_fixture::fixture("config.json")).unwrap();
     match Qwen2TextConfig::from_json_str(&vl) {
         Err(ConfigError::Invalid {
             field: "model_type",

@@ -20,8 +20,7 @@ use std::time::Duration;
 
 use k::nalgebra::Isometry3;
 
-pub use crate::camera::error::RealSenseError;
-pub use crate::camera::error::NO_DEVICE_MESSAGE;
+pub use crate::camera::error::{RealSenseError, NO_DEVICE_MESSAGE};
 use crate::geometry::{DepthImage, Distortion, Intrinsics};
 
 /// How to open and read the camera. The defaults match what the pointing pipeline expects.

@@ -17,9 +17,7 @@ mod thread;
 mod tool;
 
 pub use arm::{ArmReading, EmulatedArm, KinematicArm};
-pub use controller::ConnId;
-pub use controller::Controller;
-pub use controller::ControllerConfig;
+pub use controller::{ConnId, Controller, ControllerConfig};
 pub use thread::EmulatorThread;
 
 use std::collections::HashMap;
