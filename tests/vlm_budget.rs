@@ -24,11 +24,12 @@ const TOKEN_PIXELS: u64 = (FACTOR as u64) * (FACTOR as u64);
 /// The biggest single tensors of one forward pass: a chunk of a full-attention block's f32 scores
 /// `[heads, rows, N]` and the prefill's `[heads, S, S]`.
 fn largest_tensors(cfg: &Qwen25VlConfig, pixels: u64, extra: u64) -> (u64, u64) {
-    let n = pixels / (cfg.vision.patch_size as u64).pow(2);
-    let s = n / (cfg.vision.spatial_merge_size as u64).pow(2) + extra;
-    let rows = attention_chunk_rows(cfg.vision.num_heads, n as usize) as u64;
+    let v = cfg.vision.as_ref().expect("a vision config");
+    let n = pixels / (v.patch_size as u64).pow(2);
+    let s = n / (v.spatial_merge_size as u64).pow(2) + extra;
+    let rows = attention_chunk_rows(v.num_heads, n as usize) as u64;
     (
-        cfg.vision.num_heads as u64 * rows * n * 4,
+        v.num_heads as u64 * rows * n * 4,
         cfg.text.num_attention_heads as u64 * s * s * 4,
     )
 }

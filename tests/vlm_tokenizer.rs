@@ -107,11 +107,11 @@ fn special_ids_agree_with_config_and_golden() {
     assert_eq!(Some(golden["<|vision_pad|>"]), ids.vision_pad);
 
     let cfg = Qwen25VlConfig::from_file(fixture("config.json")).unwrap();
-    tok.check_token_ids(&cfg.tokens).unwrap();
+    tok.check_token_ids(&cfg.tokens, true).unwrap();
 
     let mut bad = cfg.tokens.clone();
     bad.image_token_id = ids.video_pad;
-    let err = tok.check_token_ids(&bad).unwrap_err();
+    let err = tok.check_token_ids(&bad, true).unwrap_err();
     assert!(
         matches!(
             err,
@@ -124,12 +124,12 @@ fn special_ids_agree_with_config_and_golden() {
 
     let mut bad = cfg.tokens.clone();
     bad.vision_end_token_id = 5;
-    let err = tok.check_token_ids(&bad).unwrap_err();
+    let err = tok.check_token_ids(&bad, true).unwrap_err();
     assert!(err.to_string().contains("<|vision_end|>"), "{err}");
 
     let mut bad = cfg.tokens.clone();
     bad.eos_token_ids = vec![ids.im_end, 7];
-    let err = tok.check_token_ids(&bad).unwrap_err();
+    let err = tok.check_token_ids(&bad, true).unwrap_err();
     assert!(
         matches!(
             err,

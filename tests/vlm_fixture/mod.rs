@@ -54,7 +54,11 @@ pub fn model(cfg: &Qwen25VlConfig) -> Qwen25VisionModel {
 
 /// The tower with exact f32 rotary frequencies (the default).
 pub fn f32_model(cfg: &Qwen25VlConfig) -> Qwen25VisionModel {
-    Qwen25VisionModel::new(&cfg.vision, weights().pp("visual")).expect("vision tower")
+    Qwen25VisionModel::new(
+        cfg.vision.as_ref().expect("a vision config"),
+        weights().pp("visual"),
+    )
+    .expect("vision tower")
 }
 
 pub fn i64s(g: &HashMap<String, Tensor>, name: &str) -> Vec<i64> {

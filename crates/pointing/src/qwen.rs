@@ -232,7 +232,7 @@ impl QwenPointer {
     pub fn from_files(files: ModelFiles, mut options: QwenOptions) -> Result<Self, LoadError> {
         let cfg = Qwen25VlConfig::from_file(&files.config)?;
         let tokenizer = Qwen25Tokenizer::from_dir(&files.dir)?;
-        tokenizer.check_token_ids(&cfg.tokens)?;
+        tokenizer.check_token_ids(&cfg.tokens, cfg.vision.is_some())?;
         let mut pcfg = match &files.preprocessor_config {
             Some(p) => ImageProcessorConfig::from_file(p)?,
             None => ImageProcessorConfig::qwen25vl_instruct(),

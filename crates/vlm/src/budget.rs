@@ -56,25 +56,31 @@ pub fn activation_bytes(
     pixels: u64,
     extra_tokens: u64,
 ) -> ActivationEstimate {
-    let v = &cfg.vision;
     let t = &cfg.text;
     let mul = |a: u64, b: u64| a.saturating_mul(b);
     let sum = |xs: &[u64]| xs.iter().fold(0u64, |acc, &x| acc.saturating_add(x));
-    let n = pixels / (v.patch_size as u64).pow(2).max(1);
-    let patch_len = (v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size) as u64;
-    let hidden_v = v.hidden_size as u64;
-    // Full attention spans a whole frame, one segment of all N patches, computed a chunk of
-    // query rows at a time (`vision::attention_chunk_rows`).
-    let rows = attention_chunk_rows(v.num_heads, usize::try_from(n).unwrap_or(usize::MAX)) as u64;
-    let scores_v = mul(mul(v.num_heads as u64, mul(rows, n)), 3 * F32);
-    let vision_bytes = sum(&[
-        mul(mul(n, patch_len), 2 * F32),
-        mul(mul(n, hidden_v), 9 * F32),
-        mul(mul(n, v.intermediate_size as u64), 3 * F32),
-        scores_v,
-    ]);
-
-    let merged = (v.spatial_merge_size as u64).pow(2).max(1);
+    // A text-only checkpoint takes no image: only the decoder's tokens count.
+    let (n, vision_bytes, merged) = match &cfg.vision {
+        None => (0, 0, 1),
+        Some(v) => {
+            let n = pixels / (v.patch_size as u64).pow(2).max(1);
+            let patch_len =
+                (v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size) as u64;
+            let hidden_v = v.hidden_size as u64;
+            // Full attention spans a whole frame, one segment of all N patches, computed a chunk
+            // of query rows at a time (`vision::attention_chunk_rows`).
+            let rows =
+                attention_chunk_rows(v.num_heads, usize::try_from(n).unwrap_or(usize::MAX)) as u64;
+            let scores_v = mul(mul(v.num_heads as u64, mul(rows, n)), 3 * F32);
+            let vision_bytes = sum(&[
+                mul(mul(n, patch_len), 2 * F32),
+                mul(mul(n, hidden_v), 9 * F32),
+                mul(mul(n, v.intermediate_size as u64), 3 * F32),
+                scores_v,
+            ]);
+            (n, vision_bytes, (v.spatial_merge_size as u64).pow(2).max(1))
+        }
+    };
     let s = (n / merged).saturating_add(extra_tokens);
     let hd = t.head_dim as u64;
     let heads = t.num_attention_heads as u64;
@@ -102,9 +108,11 @@ pub fn activation_bytes(
 /// The largest pixel count (a whole number of merged tokens, `(patch·merge)²` pixels each) whose
 /// [`activation_bytes`] fit in `budget_bytes`; 0 when not even one token fits.
 pub fn pixels_within(cfg: &Qwen25VlConfig, budget_bytes: u64, extra_tokens: u64) -> u64 {
-    let token_pixels = ((cfg.vision.patch_size * cfg.vision.spatial_merge_size) as u64)
-        .pow(2)
-        .max(1);
+    let Some(v) = &cfg.vision else {
+        // A text-only checkpoint sees no pixels.
+        return 0;
+    };
+    let token_pixels = ((v.patch_size * v.spatial_merge_size) as u64).pow(2).max(1);
     let fits = |tokens: u64| {
         activation_bytes(cfg, tokens.saturating_mul(token_pixels), extra_tokens).total_bytes()
             <= budget_bytes

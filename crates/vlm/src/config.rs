@@ -13,6 +13,16 @@
 //! Defaults for absent keys are transformers 4.51.3's class defaults where the key is optional in
 //! practice (patch size, window size, ...); the sizes that define the network (hidden sizes, layer
 //! and head counts, vocabulary) have no default and are a [`ConfigError::Missing`] error.
+//!
+//! A Qwen2 / Qwen2.5 *text* checkpoint (`model_type` `qwen2`, `Qwen2ForCausalLM`: e.g.
+//! Qwen2.5-3B-Instruct, the reasoning model of Embodied-R, Zhao et al. 2025, arXiv 2504.12680
+//! §3.2) is read into the same [`Qwen25VlConfig`] with no vision part. Why one type: Qwen2.5-VL's
+//! language model is the Qwen2 architecture (transformers `Qwen2_5_VLModel` vs `Qwen2Model`: the
+//! same RMSNorm, GQA attention with q/k/v biases, SwiGLU MLP, tied or untied head), and M-RoPE
+//! with the three position ids equal — every token of a text-only prompt — is Qwen2's plain RoPE.
+//! So a text checkpoint runs through the same files, loader, quantization, generation and trainer
+//! as the VLM, with an even split of the rotary frequencies as its `mrope_section` (any split is
+//! plain RoPE when the three ids agree).
 
 use std::path::{Path, PathBuf};
 
@@ -310,13 +320,19 @@ pub struct TokenIds {
     pub vision_token_id: Option<u32>,
 }
 
-/// A parsed and validated Qwen2.5-VL `config.json`.
+/// The vision-token ids of a text-only config: no token has this id (every input id is checked
+/// to be below `vocab_size`), so no image placeholder is ever found.
+const NO_TOKEN: u32 = u32::MAX;
+
+/// A parsed and validated Qwen2.5-VL `config.json`, or a Qwen2 text model's (see the module
+/// docs).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Qwen25VlConfig {
     /// The text decoder's configuration.
     pub text: TextConfig,
-    /// The vision tower's configuration.
-    pub vision: VisionConfig,
+    /// The vision tower's configuration; `None` for a text-only checkpoint (`model_type`
+    /// `qwen2`), whose vision-token ids in [`Self::tokens`] are no id at all.
+    pub vision: Option<VisionConfig>,
     /// The special-token ids.
     pub tokens: TokenIds,
 }
@@ -384,28 +400,6 @@ struct RawConfig {
     #[serde(default)]
     text_config: Option<RawText>,
     vision_config: Option<VisionConfig>,
-}
-
-/// A parsed and validated Qwen2 / Qwen2.5 text-model `config.json` (`model_type` `qwen2`,
-/// `Qwen2ForCausalLM`: e.g. Qwen2.5-3B-Instruct, the reasoning model of Embodied-R). Its decoder is
-/// Qwen2.5-VL's without the vision tower and with plain RoPE, so it runs on [`TextConfig`] and the
-/// same decoder code.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Qwen2TextConfig {
-    /// The decoder's configuration. `mrope_section` is an even split of the rotary frequencies:
-    /// a text model gives every token one position, and M-RoPE with three equal position ids is
-    /// plain RoPE whatever the split.
-    pub text: TextConfig,
-    /// Beginning-of-sequence id (`bos_token_id`), if the file has one.
-    pub bos_token_id: Option<u32>,
-    /// End-of-sequence ids (`eos_token_id`: an int or a list); generation stops after one.
-    pub eos_token_ids: Vec<u32>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct RawQwen2 {
-    #[serde(flatten)]
-    flat: RawText,
     model_type: Option<String>,
     use_sliding_window: Option<bool>,
 }
@@ -463,56 +457,6 @@ impl TextConfig {
     }
 }
 
-impl Qwen2TextConfig {
-    /// Parses and validates the text of a Qwen2 `config.json`.
-    pub fn from_json_str(json: &str) -> Result<Self, ConfigError> {
-        let raw: RawQwen2 = serde_json::from_str(json)?;
-        match raw.model_type.as_deref() {
-            Some("qwen2") => {}
-            other => {
-                return Err(ConfigError::Invalid {
-                    field: "model_type",
-                    value: format!("{other:?}"),
-                    reason: "a text model must be `qwen2` (Qwen2ForCausalLM); a Qwen2.5-VL \
-                             checkpoint is loaded as the vision-language model",
-                })
-            }
-        }
-        if raw.use_sliding_window == Some(true) {
-            // Qwen2.5 checkpoints ship it off; with it on, layers above `max_window_layers`
-            // would attend to a window only, which this decoder does not do.
-            return Err(ConfigError::Invalid {
-                field: "use_sliding_window",
-                value: "true".into(),
-                reason: "sliding-window attention is not supported",
-            });
-        }
-        let f = raw.flat;
-        let text = TextConfig::from_raw(&f, &RawText::default(), None, 32_768)?;
-        text.validate()?;
-        let eos_token_ids = OneOrMany::ids(f.eos_token_id);
-        for &id in f.bos_token_id.iter().chain(&eos_token_ids) {
-            if id as usize >= text.vocab_size {
-                return Err(ConfigError::Invalid {
-                    field: "eos_token_id",
-                    value: id.to_string(),
-                    reason: "a special-token id must be below vocab_size",
-                });
-            }
-        }
-        Ok(Qwen2TextConfig {
-            text,
-            bos_token_id: f.bos_token_id,
-            eos_token_ids,
-        })
-    }
-
-    /// Reads, parses and validates a Qwen2 `config.json` file.
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
-        Self::from_json_str(&read_config(path.as_ref())?)
-    }
-}
-
 impl Qwen25VlConfig {
     /// Parses and validates the text of a `config.json`.
     pub fn from_json_str(json: &str) -> Result<Self, ConfigError> {
@@ -526,6 +470,9 @@ impl Qwen25VlConfig {
     }
 
     fn from_raw(raw: RawConfig) -> Result<Self, ConfigError> {
+        if raw.model_type.as_deref() == Some("qwen2") {
+            return Self::text_only(raw);
+        }
         let flat = raw.flat;
         let nested = raw.text_config.unwrap_or_default();
         let mrope_section = flat
@@ -555,8 +502,38 @@ impl Qwen25VlConfig {
             .ok_or(ConfigError::Missing("vision_config"))?;
         let cfg = Qwen25VlConfig {
             text,
-            vision,
+            vision: Some(vision),
             tokens,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// A Qwen2 text model's config (`model_type` `qwen2`): the decoder's keys at the top level,
+    /// bos/eos ids, no vision part.
+    fn text_only(raw: RawConfig) -> Result<Self, ConfigError> {
+        if raw.use_sliding_window == Some(true) {
+            // Qwen2.5 checkpoints ship it off; with it on, layers above `max_window_layers`
+            // would attend to a window only, which this decoder does not do.
+            return Err(ConfigError::Invalid {
+                field: "use_sliding_window",
+                value: "true".into(),
+                reason: "sliding-window attention is not supported",
+            });
+        }
+        let f = raw.flat;
+        let cfg = Qwen25VlConfig {
+            text: TextConfig::from_raw(&f, &RawText::default(), None, 32_768)?,
+            vision: None,
+            tokens: TokenIds {
+                bos_token_id: f.bos_token_id,
+                eos_token_ids: OneOrMany::ids(f.eos_token_id),
+                image_token_id: NO_TOKEN,
+                video_token_id: NO_TOKEN,
+                vision_start_token_id: NO_TOKEN,
+                vision_end_token_id: NO_TOKEN,
+                vision_token_id: None,
+            },
         };
         cfg.validate()?;
         Ok(cfg)
@@ -565,25 +542,29 @@ impl Qwen25VlConfig {
     /// Checks the invariants of both parts and that they fit together.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.text.validate()?;
-        self.vision.validate()?;
-        if self.vision.out_hidden_size != self.text.hidden_size {
-            return Err(ConfigError::OutHidden {
-                vision: self.vision.out_hidden_size,
-                text: self.text.hidden_size,
-            });
+        let t = &self.tokens;
+        let mut vision_ids = Vec::new();
+        if let Some(vision) = &self.vision {
+            vision.validate()?;
+            if vision.out_hidden_size != self.text.hidden_size {
+                return Err(ConfigError::OutHidden {
+                    vision: vision.out_hidden_size,
+                    text: self.text.hidden_size,
+                });
+            }
+            vision_ids = vec![
+                ("image_token_id", Some(t.image_token_id)),
+                ("video_token_id", Some(t.video_token_id)),
+                ("vision_start_token_id", Some(t.vision_start_token_id)),
+                ("vision_end_token_id", Some(t.vision_end_token_id)),
+                ("vision_token_id", t.vision_token_id),
+            ];
         }
         let vocab = self.text.vocab_size;
-        let t = &self.tokens;
-        for (field, id) in [
-            ("image_token_id", Some(t.image_token_id)),
-            ("video_token_id", Some(t.video_token_id)),
-            ("vision_start_token_id", Some(t.vision_start_token_id)),
-            ("vision_end_token_id", Some(t.vision_end_token_id)),
-            ("vision_token_id", t.vision_token_id),
-            ("bos_token_id", t.bos_token_id),
-        ]
-        .into_iter()
-        .chain(t.eos_token_ids.iter().map(|&id| ("eos_token_id", Some(id))))
+        for (field, id) in vision_ids
+            .into_iter()
+            .chain([("bos_token_id", t.bos_token_id)])
+            .chain(t.eos_token_ids.iter().map(|&id| ("eos_token_id", Some(id))))
         {
             if let Some(id) = id {
                 if id as usize >= vocab {

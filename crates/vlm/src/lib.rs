@@ -25,7 +25,8 @@
 //!   ~1e-6 relative (`crates/vlm/src/tests/vlm_vision.rs`; the fixture's golden run had its rotary `inv_freq`
 //!   rounded to bf16, reproduced by `with_bf16_rotary_freqs`). Load on CPU as F32:
 //!   `VarBuilder::from_mmaped_safetensors(&[path], DType::F32, &Device::Cpu)`, then
-//!   `Qwen25VisionModel::new(&cfg.vision, vb.pp("visual"))`.
+//!   `Qwen25VisionModel::new(vision_cfg, vb.pp("visual"))` with `cfg.vision` (`None` for a text-only
+//!   Qwen2 checkpoint, which [`Qwen25Vl`] runs without a tower).
 //!
 //! * [`rope`], [`text`], [`model`]: 3-D M-RoPE position ids, the Qwen2 decoder (GQA, KV cache
 //!   sized to the sequence, tied or untied `lm_head`; a decode step's attention reads the cache
@@ -79,15 +80,12 @@ pub mod qgemv;
 pub(crate) mod rope;
 pub mod sgemm;
 pub(crate) mod text;
-pub(crate) mod text_lm;
 pub(crate) mod tokenizer;
 pub(crate) mod vision;
 pub(crate) mod vmath;
 pub(crate) mod weights;
 
-pub use config::{
-    ConfigError, Qwen25VlConfig, Qwen2TextConfig, TextConfig, TokenIds, VisionConfig,
-};
+pub use config::{ConfigError, Qwen25VlConfig, TextConfig, TokenIds, VisionConfig};
 pub use device::{DeviceError, DeviceSpec};
 pub use files::{
     shard_names, weight_files, FilesError, ModelFiles, ModelOrigin, WEIGHTS_INDEX_FILE,
@@ -109,7 +107,6 @@ pub use processor::{
 };
 
 pub use text::{Kernels, LogitsAt, TextModel, TextOutput, TrainableWeight};
-pub use text_lm::Qwen2TextLm;
 pub use tokenizer::{
     Qwen25Tokenizer, SpecialTokenIds, TemplateSource, TokenStream, TokenizerError,
     QWEN2_VL_CHAT_TEMPLATE,

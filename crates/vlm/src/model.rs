@@ -54,6 +54,9 @@ pub enum ModelError {
         /// Positions the cache was allocated for.
         capacity: usize,
     },
+    /// Images were given to a text-only checkpoint (a Qwen2 text model has no vision tower).
+    #[error("this model is a text-only checkpoint (no vision tower): it cannot take images")]
+    NoVisionTower,
     /// A tensor operation failed.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
@@ -88,11 +91,12 @@ pub struct PreparedPrompt {
     pub positions: RopeIndex,
 }
 
-/// The full Qwen2.5-VL model (`Qwen2_5_VLForConditionalGeneration`).
+/// The full Qwen2.5-VL model (`Qwen2_5_VLForConditionalGeneration`), or a Qwen2 text model
+/// (`Qwen2ForCausalLM`) without the vision tower (see [`crate::Qwen25VlConfig`]).
 #[derive(Debug, Clone)]
 pub struct Qwen25Vl {
-    /// The vision tower (`visual.*`).
-    pub vision: Qwen25VisionModel,
+    /// The vision tower (`visual.*`); `None` for a text-only checkpoint.
+    pub vision: Option<Qwen25VisionModel>,
     /// The text decoder with its KV cache (`model.*`, `lm_head`).
     pub text: TextModel,
     cfg: Qwen25VlConfig,
@@ -127,8 +131,16 @@ impl Qwen25Vl {
         vb: VarBuilder,
     ) -> candle_core::Result<Self> {
         cfg.validate().map_err(candle_core::Error::wrap)?;
+        let vision = match &cfg.vision {
+            Some(v) => Some(Qwen25VisionModel::new_quantized(
+                v,
+                vision_quant,
+                vb.pp("visual"),
+            )?),
+            None => None,
+        };
         Ok(Self {
-            vision: Qwen25VisionModel::new_quantized(&cfg.vision, vision_quant, vb.pp("visual"))?,
+            vision,
             text: TextModel::new(&cfg.text, quant, vb.clone())?,
             cfg: cfg.clone(),
             positions: None,
@@ -143,13 +155,16 @@ impl Qwen25Vl {
 
     /// Bytes held by both towers' weights, as stored (dense f32 or quantized blocks).
     pub fn weight_bytes(&self) -> usize {
-        self.vision.weight_bytes() + self.text.weight_bytes()
+        self.vision.as_ref().map_or(0, |v| v.weight_bytes()) + self.text.weight_bytes()
     }
 
     /// Both rotary tables rounded to bf16 (reproduces a transformers model cast to bf16, as in
     /// the fixture's golden run).
     pub fn with_bf16_rotary_freqs(mut self) -> candle_core::Result<Self> {
-        self.vision = self.vision.with_bf16_rotary_freqs()?;
+        self.vision = match self.vision {
+            Some(v) => Some(v.with_bf16_rotary_freqs()?),
+            None => None,
+        };
         self.text = self.text.with_bf16_rotary_freqs()?;
         Ok(self)
     }
@@ -170,7 +185,10 @@ impl Qwen25Vl {
         images
             .iter()
             .map(|img| {
-                let want = self.cfg.vision.patch_dim();
+                let (Some(tower), Some(cfg)) = (&self.vision, &self.cfg.vision) else {
+                    return Err(ModelError::NoVisionTower);
+                };
+                let want = cfg.patch_dim();
                 let got = img.pixel_values.dim(1)?;
                 if got != want {
                     return Err(ModelError::PatchDim {
@@ -178,7 +196,7 @@ impl Qwen25Vl {
                         want,
                     });
                 }
-                Ok(self.vision.forward(&img.pixel_values, &[img.grid_thw])?)
+                Ok(tower.forward(&img.pixel_values, &[img.grid_thw])?)
             })
             .collect()
     }
@@ -213,14 +231,15 @@ impl Qwen25Vl {
         {
             return Err(ModelError::TokenId { id, pos, vocab });
         }
+        let merge = match (&self.cfg.vision, images.is_empty()) {
+            (Some(v), _) => v.spatial_merge_size,
+            // No image: the merge size is never used.
+            (None, true) => 1,
+            (None, false) => return Err(ModelError::NoVisionTower),
+        };
         let grids: Vec<[usize; 3]> = images.iter().map(|i| i.grid_thw).collect();
         // Also checks that each image has exactly its number of pad tokens.
-        let positions = rope_index(
-            input_ids,
-            &grids,
-            self.cfg.vision.spatial_merge_size,
-            &self.cfg.tokens,
-        )?;
+        let positions = rope_index(input_ids, &grids, merge, &self.cfg.tokens)?;
         let text = text.embed(input_ids)?;
         let embeds = if vision_rows.is_empty() {
             text

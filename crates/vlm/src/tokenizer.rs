@@ -266,36 +266,41 @@ impl Qwen25Tokenizer {
     }
 
     /// Checks that `config.json`'s special-token ids are the tokenizer's: the vision ids must be
-    /// the ids of their token strings, and bos/eos must be special tokens of the tokenizer.
-    /// A mismatch would silently put image rows at the wrong positions or never stop generating.
-    pub fn check_token_ids(&self, cfg: &TokenIds) -> Result<(), TokenizerError> {
+    /// the ids of their token strings (a text-only config, `vision: false`, has none), and
+    /// bos/eos must be special tokens of the tokenizer. A mismatch would silently put image rows
+    /// at the wrong positions or never stop generating.
+    pub fn check_token_ids(&self, cfg: &TokenIds, vision: bool) -> Result<(), TokenizerError> {
         let t = &self.ids;
-        let pairs = [
-            (
-                special::IMAGE_PAD,
-                "image_token_id",
-                cfg.image_token_id,
-                t.image_pad,
-            ),
-            (
-                special::VIDEO_PAD,
-                "video_token_id",
-                cfg.video_token_id,
-                t.video_pad,
-            ),
-            (
-                special::VISION_START,
-                "vision_start_token_id",
-                cfg.vision_start_token_id,
-                t.vision_start,
-            ),
-            (
-                special::VISION_END,
-                "vision_end_token_id",
-                cfg.vision_end_token_id,
-                t.vision_end,
-            ),
-        ];
+        let pairs = if !vision {
+            Vec::new()
+        } else {
+            vec![
+                (
+                    special::IMAGE_PAD,
+                    "image_token_id",
+                    cfg.image_token_id,
+                    t.image_pad,
+                ),
+                (
+                    special::VIDEO_PAD,
+                    "video_token_id",
+                    cfg.video_token_id,
+                    t.video_pad,
+                ),
+                (
+                    special::VISION_START,
+                    "vision_start_token_id",
+                    cfg.vision_start_token_id,
+                    t.vision_start,
+                ),
+                (
+                    special::VISION_END,
+                    "vision_end_token_id",
+                    cfg.vision_end_token_id,
+                    t.vision_end,
+                ),
+            ]
+        };
         for (token, field, config_id, tokenizer_id) in pairs {
             if config_id != tokenizer_id {
                 return Err(TokenizerError::TokenIdMismatch {
@@ -306,7 +311,7 @@ impl Qwen25Tokenizer {
                 });
             }
         }
-        if let Some(config_id) = cfg.vision_token_id {
+        if let (true, Some(config_id)) = (vision, cfg.vision_token_id) {
             let tokenizer_id = t.vision_pad.ok_or(TokenizerError::MissingSpecialToken {
                 token: special::VISION_PAD,
             })?;

@@ -49,6 +49,8 @@ fn vision_rows(f: &Fixture) -> Vec<Tensor> {
     vec![f
         .model
         .vision
+        .as_ref()
+        .unwrap()
         .forward(&f.image.pixel_values, &[f.image.grid_thw])
         .unwrap()]
 }

@@ -349,7 +349,7 @@ fn measure(
             dir: ckpt.dir.clone(),
             seed: args.seed,
             text_layers: ckpt.config.text.num_hidden_layers,
-            vision_depth: ckpt.config.vision.depth,
+            vision_depth: ckpt.config.vision.as_ref().map_or(0, |v| v.depth),
             params: ckpt.params,
             bytes: ckpt.bytes,
             shards: ckpt.files.len(),

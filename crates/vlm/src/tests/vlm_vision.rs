@@ -16,7 +16,7 @@ use super::vlm_fixture::*;
 fn window_index_matches_transformers() {
     let g = golden();
     let cfg = config();
-    let w = window_index(&cfg.vision, &[grid(&g)]).unwrap();
+    let w = window_index(cfg.vision.as_ref().expect("a vision config"), &[grid(&g)]).unwrap();
     let want: Vec<usize> = i64s(&g, "window_index")
         .into_iter()
         .map(|v| v as usize)
@@ -51,10 +51,14 @@ fn window_index_matches_transformers() {
 fn window_index_handles_several_images_and_frames() {
     let cfg = config();
     // Two frames of 4×4 patches (2×2 merged: one window, padded) and a 2×2-patch image.
-    let w = window_index(&cfg.vision, &[[2, 4, 4], [1, 2, 2]]).unwrap();
+    let w = window_index(
+        cfg.vision.as_ref().expect("a vision config"),
+        &[[2, 4, 4], [1, 2, 2]],
+    )
+    .unwrap();
     assert_eq!(w.index, (0..9).collect::<Vec<_>>());
     assert_eq!(w.cu_seqlens, [0, 16, 32, 36]);
-    let pos = patch_positions(&cfg.vision, &[[1, 2, 4]]).unwrap();
+    let pos = patch_positions(cfg.vision.as_ref().expect("a vision config"), &[[1, 2, 4]]).unwrap();
     assert_eq!(
         pos,
         [
@@ -69,11 +73,11 @@ fn window_index_handles_several_images_and_frames() {
         ]
     );
     assert!(matches!(
-        window_index(&cfg.vision, &[[1, 3, 4]]),
+        window_index(cfg.vision.as_ref().expect("a vision config"), &[[1, 3, 4]]),
         Err(VisionError::Grid { .. })
     ));
     assert!(matches!(
-        window_index(&cfg.vision, &[]),
+        window_index(cfg.vision.as_ref().expect("a vision config"), &[]),
         Err(VisionError::NoImages)
     ));
 }
@@ -185,10 +189,14 @@ fn quantized_vision_tower_stays_close() {
     use crate::Quant;
     let g = golden();
     let cfg = config();
-    let q = Qwen25VisionModel::new_quantized(&cfg.vision, Quant::Q8_0, weights().pp("visual"))
-        .unwrap()
-        .with_bf16_rotary_freqs()
-        .unwrap();
+    let q = Qwen25VisionModel::new_quantized(
+        cfg.vision.as_ref().expect("a vision config"),
+        Quant::Q8_0,
+        weights().pp("visual"),
+    )
+    .unwrap()
+    .with_bf16_rotary_freqs()
+    .unwrap();
     let ours = q.forward(&golden_pixel_values(&g), &[grid(&g)]).unwrap();
     let (err, scale) = max_errors("q8_0 vision_embeds", &ours, &g["vision_embeds"]);
     println!("q8_0 vision_embeds: relative {:.3e}", err / scale);

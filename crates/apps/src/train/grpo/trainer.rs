@@ -357,6 +357,8 @@ impl GrpoTrainer {
         let rows = p
             .model
             .vision
+            .as_ref()
+            .ok_or(ModelError::NoVisionTower)?
             .forward(&image.pixel_values, &[image.grid_thw])
             .map_err(ModelError::from)?;
         Ok(Prepared {
