@@ -11,6 +11,7 @@ mod geometry_cloud;
 mod geometry_golden;
 mod geometry_interp;
 mod geometry_plane;
+mod keyframes_golden;
 mod safety;
 #[allow(dead_code)]
 #[path = "../../../../tests/common/temp.rs"]

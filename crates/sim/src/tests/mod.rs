@@ -1,6 +1,7 @@
 //! Tests that name the crate's internals (protocol tables, encoders, private helpers): they
 //! live inside the crate so that what they reach need not be public.
 
+mod keyframe_sequences;
 mod sim_clutter;
 mod sim_physics_grasp;
 mod sim_physics_judge;

@@ -1,0 +1,120 @@
+//! Key frames against Embodied-R's released extractor run with OpenCV.
+//!
+//! `tests/fixtures/keyframes/*/` are camera sequences rendered by the simulator
+//! (`crates/sim/src/tests/keyframe_sequences.rs`); `tests/fixtures/keyframes_golden.json` holds
+//! what `extract_keyframes` and the min/max rule of `train/conver_format/utils.py`
+//! (Embodied-R.code 174ae99) give on them with opencv-python-headless 4.10.0.84
+//! (`tests/fixtures/gen_keyframes_golden.py` regenerates it). The bars: the same final indices
+//! on at least 95 % of the sequences, and every overlap ratio both sides computed within 0.02.
+//! The ORB descriptors differ by design (see `camera::keyframes`), so match counts are printed,
+//! not compared.
+
+use std::path::{Path, PathBuf};
+
+use crate::camera::keyframes::{select_keyframes, KeyframeOptions, Overlap};
+use serde_json::Value;
+
+const OVERLAP_TOL: f64 = 0.02;
+const SAME_SELECTION: f64 = 0.95;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+fn indices(v: &Value) -> Vec<usize> {
+    v.as_array()
+        .expect("an index list")
+        .iter()
+        .map(|i| i.as_u64().expect("an index") as usize)
+        .collect()
+}
+
+fn frames(dir: &Path) -> Vec<image::RgbImage> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("sequence folder")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "png"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| image::open(p).expect("a PNG frame").to_rgb8())
+        .collect()
+}
+
+#[test]
+fn keyframes_agree_with_the_released_pipeline() {
+    let text = std::fs::read_to_string(fixtures().join("keyframes_golden.json"))
+        .expect("golden file is committed");
+    let golden: Value = serde_json::from_str(&text).expect("golden file is valid JSON");
+    let sequences = golden["sequences"].as_object().expect("sequences");
+    assert!(sequences.len() >= 20, "{} sequences", sequences.len());
+    let options = KeyframeOptions::default();
+    let (mut same, mut compared, mut worst) = (0usize, 0usize, (0.0f64, String::new()));
+    let mut paths = (false, false);
+    for (name, want) in sequences {
+        let frames = frames(&fixtures().join("keyframes").join(name));
+        assert_eq!(frames.len() as u64, want["frames"].as_u64().expect("frames"), "{name}");
+        let got = select_keyframes(&frames, &options).expect("frames of one size");
+        let want_final = indices(&want["final"]);
+        let want_key = indices(&want["keyframes"]);
+        paths.0 |= want_key.len() < options.min_frames;
+        paths.1 |= want_key.len() > options.max_frames;
+        let agree = got.selected == want_final;
+        same += agree as usize;
+        println!(
+            "{name}: {} key frames {:?} final {:?} | released {:?} final {:?}",
+            if agree { "same" } else { "DIFFERENT" },
+            got.keyframes,
+            got.selected,
+            want_key,
+            want_final
+        );
+        for w in want["compared"].as_array().expect("compared") {
+            let t = w["t"].as_u64().expect("t") as usize;
+            let Some(c) = got.compared.iter().find(|c| c.frame == t) else {
+                panic!("{name}: frame {t} not compared");
+            };
+            let (Some(theirs), Overlap::Ratio(ours)) = (w["overlap"].as_f64(), c.overlap) else {
+                println!(
+                    "  t {t}: ref {} vs {} (released), matches {} vs {}, overlap {:?} vs {}",
+                    c.reference, w["reference"], c.matches, w["matches"], c.overlap, w["overlap"]
+                );
+                continue;
+            };
+            // Compare only like with like: the same frame against the same reference.
+            if w["reference"].as_u64() != Some(c.reference as u64) {
+                continue;
+            }
+            compared += 1;
+            let d = (ours - theirs).abs();
+            if d > worst.0 {
+                worst = (d, format!("{name} t {t} (ref {})", c.reference));
+            }
+            if d > OVERLAP_TOL / 4.0 {
+                println!(
+                    "  t {t}: overlap {ours:.4} vs {theirs:.4}, matches {} vs {}, inliers {} vs {}",
+                    c.matches, w["matches"], c.inliers, w["inliers"]
+                );
+            }
+        }
+    }
+    let n = sequences.len();
+    println!(
+        "same final indices on {same} of {n} sequences; {compared} overlaps compared, worst \
+         difference {:.4} at {}",
+        worst.0, worst.1
+    );
+    assert!(paths.0 && paths.1, "fixtures exercise both the min and the max rule");
+    assert!(compared >= 100, "only {compared} overlaps compared");
+    assert!(
+        same as f64 >= SAME_SELECTION * n as f64,
+        "same final indices on {same} of {n} sequences"
+    );
+    assert!(
+        worst.0 <= OVERLAP_TOL,
+        "overlap differs by {:.4} at {}",
+        worst.0,
+        worst.1
+    );
+}
