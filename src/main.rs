@@ -34,6 +34,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(a) => cli::run::run(*a),
         Command::Point(a) => cli::point::run(a),
+        Command::Ask(a) => cli::ask::run(*a),
+        Command::Keyframes(a) => cli::ask::keyframes(a),
         Command::Eval { which } => cli::eval::run(which),
         Command::Serve { which } => cli::serve::run(which),
         Command::Emulate { which } => cli::emulate::run(which),

@@ -1,6 +1,7 @@
 //! The `pointact` command line: arguments, one file per command, and what they print. Commands
 //! parse, call the library and print; the work itself lives in the library.
 
+pub mod ask;
 pub mod calibrate;
 pub mod capture;
 #[cfg(test)]
@@ -47,6 +48,11 @@ pub enum Command {
     Run(Box<run::RunCli>),
     /// Ask the pointing model for REG/RRG/OFG/VTG points on one image (JSON + overlay PNG).
     Point(point::PointCli),
+    /// Ask a spatial question about a video (Embodied-R): key frames, a vision model's
+    /// descriptions, a language model's <think>/<answer> reasoning.
+    Ask(Box<ask::AskCli>),
+    /// The key frames Embodied-R would keep of a video (ORB + homography overlap).
+    Keyframes(ask::KeyframesCli),
     /// Evaluate over a task suite (simulator or SimplerEnv bridge).
     Eval {
         #[command(subcommand)]

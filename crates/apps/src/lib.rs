@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod ask;
 pub mod bridge;
 pub mod calibrate;
 pub mod runner;

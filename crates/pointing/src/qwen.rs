@@ -278,9 +278,12 @@ impl QwenPointer {
                 source,
             })?;
         let quant_cache = cache.finish();
-        // After loading, so the memory the weights took is no longer counted as available.
-        if let Some(cap) = &cap_pixels(&cfg, &mut pcfg, &options)? {
-            tracing::warn!("{cap}");
+        // After loading, so the memory the weights took is no longer counted as available. A
+        // text-only checkpoint takes no image: nothing to cap.
+        if cfg.vision.is_some() {
+            if let Some(cap) = &cap_pixels(&cfg, &mut pcfg, &options)? {
+                tracing::warn!("{cap}");
+            }
         }
         let processor = ImageProcessor::new(pcfg)?;
         if options.generation.stop_ids.is_empty() {
@@ -446,6 +449,62 @@ impl QwenPointer {
         };
         let gen = generate(&mut self.model, &ids, &[], &generation, &mut |_| true)
             .map_err(|e| backend(&e))?;
+        let text = self
+            .tokenizer
+            .decode_with(&gen.tokens, true)
+            .map_err(|e| backend(&e))?;
+        Ok(QwenTextReply {
+            text,
+            tokens: gen.tokens,
+            timings: gen.timings,
+        })
+    }
+}
+
+impl QwenPointer {
+    /// Asks the model about several images at once, free text: one user message holding
+    /// `prompt` then the images in order (Embodied-R's perception request: the previous and the
+    /// current key frame), at most `max_tokens` new tokens, decoded with the backend's generation
+    /// settings. Streams to the text sink like [`QwenPointer::ask`].
+    pub fn describe(
+        &mut self,
+        images: &[&RgbImage],
+        prompt: &str,
+        max_tokens: usize,
+    ) -> Result<QwenTextReply, PointerError> {
+        let backend = |e: &dyn std::fmt::Display| PointerError::Backend(format!("qwen: {e}"));
+        let mut inputs = Vec::with_capacity(images.len());
+        let mut counts = Vec::with_capacity(images.len());
+        for image in images {
+            let processed = self
+                .processor
+                .preprocess_rgb(image)
+                .map_err(|e| backend(&e))?;
+            counts.push(processed.num_image_tokens());
+            inputs.push(
+                ImageInput::from_processed(&processed, self.model.device())
+                    .map_err(|e| backend(&e))?,
+            );
+        }
+        let ids = self
+            .tokenizer
+            .text_then_images_prompt_ids(prompt, self.options.system.as_deref(), &counts)
+            .map_err(|e| backend(&e))?;
+        let mut generation = self.options.generation.clone();
+        generation.max_new_tokens = max_tokens;
+        let mut stream = self.tokenizer.stream_with(true);
+        let mut on_text = self.on_text.take();
+        let result = generate(&mut self.model, &ids, &inputs, &generation, &mut |id| {
+            if let (Some(f), Ok(Some(piece))) = (on_text.as_mut(), stream.step(id)) {
+                f(&piece);
+            }
+            true
+        });
+        if let (Some(f), Ok(Some(rest))) = (on_text.as_mut(), stream.finish()) {
+            f(&rest);
+        }
+        self.on_text = on_text;
+        let gen = result.map_err(|e| backend(&e))?;
         let text = self
             .tokenizer
             .decode_with(&gen.tokens, true)

@@ -416,32 +416,65 @@ impl Qwen25Tokenizer {
         rendered: &str,
         n_image_tokens: usize,
     ) -> Result<Vec<u32>, TokenizerError> {
-        if n_image_tokens == 0 {
+        self.encode_images(rendered, &[n_image_tokens])
+    }
+
+    /// Expands the k-th `<|image_pad|>` of a rendered prompt to `image_tokens[k]` copies (one
+    /// placeholder per image, in order) and tokenises the result.
+    fn encode_images(
+        &self,
+        rendered: &str,
+        image_tokens: &[usize],
+    ) -> Result<Vec<u32>, TokenizerError> {
+        if image_tokens.contains(&0) {
             return Err(TokenizerError::NoImageTokens);
         }
         let pieces: Vec<&str> = rendered.split(special::IMAGE_PAD).collect();
-        if pieces.len() != 2 {
+        if pieces.len() != image_tokens.len() + 1 {
             return Err(TokenizerError::ImagePlaceholders {
                 token: special::IMAGE_PAD,
                 found: pieces.len() - 1,
             });
         }
-        let mut text =
-            String::with_capacity(rendered.len() + (n_image_tokens - 1) * special::IMAGE_PAD.len());
+        let expected: usize = image_tokens.iter().sum();
+        let mut text = String::with_capacity(rendered.len() + expected * special::IMAGE_PAD.len());
         text.push_str(pieces[0]);
-        for _ in 0..n_image_tokens {
-            text.push_str(special::IMAGE_PAD);
+        for (&n, piece) in image_tokens.iter().zip(&pieces[1..]) {
+            for _ in 0..n {
+                text.push_str(special::IMAGE_PAD);
+            }
+            text.push_str(piece);
         }
-        text.push_str(pieces[1]);
         let ids = self.encode(&text)?;
         let found = ids.iter().filter(|&&id| id == self.ids.image_pad).count();
-        if found != n_image_tokens {
-            return Err(TokenizerError::ImageTokenCount {
-                expected: n_image_tokens,
-                found,
-            });
+        if found != expected {
+            return Err(TokenizerError::ImageTokenCount { expected, found });
         }
         Ok(ids)
+    }
+
+    /// One user message `[text, image, image, …]` (text first: the order of Embodied-R's
+    /// perception requests, `train/conver_format/VLM_perception_local.py` at 174ae99), optionally
+    /// after a system message, then the generation prompt; image k expanded to
+    /// `image_tokens[k]` pads.
+    pub fn text_then_images_prompt_ids(
+        &self,
+        prompt: &str,
+        system: Option<&str>,
+        image_tokens: &[usize],
+    ) -> Result<Vec<u32>, TokenizerError> {
+        let content: Vec<Value> = std::iter::once(object([
+            ("type", Value::from("text")),
+            ("text", Value::from(prompt)),
+        ]))
+        .chain(
+            image_tokens
+                .iter()
+                .map(|_| object([("type", Value::from("image"))])),
+        )
+        .collect();
+        let rendered = self.render_turn(system, Value::from(content))?;
+        self.encode_images(&rendered, image_tokens)
     }
 
     /// Renders the chat template for a text-only turn: an optional system message, then one user

@@ -33,6 +33,12 @@ impl Viz {
     pub fn log_answer(&mut self, _ability: Ability, _query: &str, _pointing: &Pointing) {
         match self.never {}
     }
+    pub fn log_keyframe(&mut self, _index: usize, _stamp_s: f64, _rgb: &RgbImage, _text: &str) {
+        match self.never {}
+    }
+    pub fn log_reasoning(&mut self, _question: &str, _think: &str, _answer: &str) {
+        match self.never {}
+    }
     pub fn log_timing(&mut self, _stage: &str, _seconds: f64) {
         match self.never {}
     }

@@ -275,6 +275,24 @@ impl Viz {
         );
     }
 
+    /// A key frame of `pointact ask` at its time in the video (`stamp_s`), with what the vision
+    /// model said about it: the image, and the description as a text log line at the same time.
+    pub fn log_keyframe(&mut self, index: usize, stamp_s: f64, rgb: &RgbImage, description: &str) {
+        self.set_clock(Some(stamp_s));
+        self.log_image(rgb);
+        self.log_line(
+            TextLogLevel::INFO,
+            &format!("keyframe  {index}: {description}"),
+        );
+    }
+
+    /// The reasoning model's reply to `pointact ask`: the question, the think and the answer.
+    pub fn log_reasoning(&mut self, question: &str, think: &str, answer: &str) {
+        self.log_line(TextLogLevel::INFO, &format!("question  {question}"));
+        self.log_line(TextLogLevel::INFO, &format!("think     {think}"));
+        self.log_line(TextLogLevel::INFO, &format!("answer    {answer}"));
+    }
+
     /// One answer: its points on the image, labelled, the VTG trace as a line, and the query with
     /// the model's reasoning as text.
     pub fn log_answer(&mut self, ability: Ability, query: &str, pointing: &Pointing) {

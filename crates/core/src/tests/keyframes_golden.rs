@@ -54,7 +54,11 @@ fn keyframes_agree_with_the_released_pipeline() {
     let mut paths = (false, false);
     for (name, want) in sequences {
         let frames = frames(&fixtures().join("keyframes").join(name));
-        assert_eq!(frames.len() as u64, want["frames"].as_u64().expect("frames"), "{name}");
+        assert_eq!(
+            frames.len() as u64,
+            want["frames"].as_u64().expect("frames"),
+            "{name}"
+        );
         let got = select_keyframes(&frames, &options).expect("frames of one size");
         let want_final = indices(&want["final"]);
         let want_key = indices(&want["keyframes"]);
@@ -105,7 +109,10 @@ fn keyframes_agree_with_the_released_pipeline() {
          difference {:.4} at {}",
         worst.0, worst.1
     );
-    assert!(paths.0 && paths.1, "fixtures exercise both the min and the max rule");
+    assert!(
+        paths.0 && paths.1,
+        "fixtures exercise both the min and the max rule"
+    );
     assert!(compared >= 100, "only {compared} overlaps compared");
     assert!(
         same as f64 >= SAME_SELECTION * n as f64,

@@ -167,11 +167,7 @@ impl OpenAiPointer {
         ability: Ability,
         instruction: &str,
     ) -> Result<Value, OpenAiError> {
-        let png = encode_png(image)?;
-        let data_url = format!(
-            "data:image/png;base64,{}",
-            base64::engine::general_purpose::STANDARD.encode(png)
-        );
+        let data_url = data_url(image)?;
         Ok(json!({
             "model": self.config.model,
             "messages": [{
@@ -338,6 +334,36 @@ impl OpenAiPointer {
     }
 }
 
+impl OpenAiPointer {
+    /// Asks about several images at once, free text: one user message holding `prompt` then the
+    /// images in order (Embodied-R's perception request for a large VLM behind a server), through
+    /// the same transport as [`OpenAiPointer::ask`]. Returns `choices[0].message.content` as sent.
+    pub fn chat_images(
+        &self,
+        images: &[&RgbImage],
+        prompt: &str,
+        max_tokens: usize,
+        temperature: f64,
+    ) -> Result<String, OpenAiError> {
+        let mut content = vec![json!({"type": "text", "text": prompt})];
+        for image in images {
+            content.push(json!({"type": "image_url", "image_url": {"url": data_url(image)?}}));
+        }
+        let body = json!({
+            "model": self.config.model,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+        });
+        let text = self.post_with_retries(&body.to_string())?;
+        message_content(&text).map_err(|reason| OpenAiError::BadResponse {
+            url: self.url.clone(),
+            reason,
+            body: text,
+        })
+    }
+}
+
 /// `choices[0].message.content` of a chat-completion body, as text.
 fn message_content(body: &str) -> Result<String, String> {
     let value: Value =
@@ -375,6 +401,15 @@ pub fn parse_reply(
 
 /// Lossless so the server sees the camera's exact pixels; fast compression because the image is
 /// sent once and encode time is on the critical path.
+/// The image as a `data:image/png;base64,…` URL, what chat-completion servers take inline.
+fn data_url(image: &RgbImage) -> Result<String, OpenAiError> {
+    let png = encode_png(image)?;
+    Ok(format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(png)
+    ))
+}
+
 fn encode_png(rgb: &RgbImage) -> Result<Vec<u8>, OpenAiError> {
     let mut png = Vec::new();
     PngEncoder::new_with_quality(&mut png, CompressionType::Fast, FilterType::Adaptive)

@@ -69,7 +69,17 @@ fn normaliser(pts: &[[f64; 2]]) -> Option<Matrix3<f64>> {
         return None;
     }
     let s = std::f64::consts::SQRT_2 / mean;
-    Some(Matrix3::new(s, 0.0, -s * cx, 0.0, s, -s * cy, 0.0, 0.0, 1.0))
+    Some(Matrix3::new(
+        s,
+        0.0,
+        -s * cx,
+        0.0,
+        s,
+        -s * cy,
+        0.0,
+        0.0,
+        1.0,
+    ))
 }
 
 /// Normalised DLT through ≥ 4 correspondences: the null vector (least-squares, via the smallest
@@ -85,8 +95,10 @@ pub(crate) fn dlt(src: &[[f64; 2]], dst: &[[f64; 2]]) -> Option<Matrix3<f64>> {
         let s = ts * Vector3::new(s[0], s[1], 1.0);
         let d = td * Vector3::new(d[0], d[1], 1.0);
         let (x, y, u, v) = (s.x, s.y, d.x, d.y);
-        let r1 = SVector::<f64, 9>::from_column_slice(&[x, y, 1.0, 0.0, 0.0, 0.0, -u * x, -u * y, -u]);
-        let r2 = SVector::<f64, 9>::from_column_slice(&[0.0, 0.0, 0.0, x, y, 1.0, -v * x, -v * y, -v]);
+        let r1 =
+            SVector::<f64, 9>::from_column_slice(&[x, y, 1.0, 0.0, 0.0, 0.0, -u * x, -u * y, -u]);
+        let r2 =
+            SVector::<f64, 9>::from_column_slice(&[0.0, 0.0, 0.0, x, y, 1.0, -v * x, -v * y, -v]);
         ata += r1 * r1.transpose() + r2 * r2.transpose();
     }
     let eig = SymmetricEigen::new(ata);
@@ -153,7 +165,8 @@ fn needed_iters(confidence: f64, outlier_ratio: f64, max_iters: usize) -> usize 
 /// reprojection error of `src` onto `dst`; at most 10 steps, a step kept only if it lowers the
 /// cost.
 fn refine(h: Matrix3<f64>, src: &[[f64; 2]], dst: &[[f64; 2]]) -> Matrix3<f64> {
-    let cost = |h: &Matrix3<f64>| -> f64 { src.iter().zip(dst).map(|(s, d)| sq_error(h, *s, *d)).sum() };
+    let cost =
+        |h: &Matrix3<f64>| -> f64 { src.iter().zip(dst).map(|(s, d)| sq_error(h, *s, *d)).sum() };
     let mut h = h;
     let mut c = cost(&h);
     let mut lambda = 1e-3;
@@ -224,11 +237,7 @@ fn refine(h: Matrix3<f64>, src: &[[f64; 2]], dst: &[[f64; 2]]) -> Matrix3<f64> {
 
 /// The homography mapping `src` onto `dst` by RANSAC, or `None` (fewer than 4 pairs, no usable
 /// sample, or no finite model) — the cases in which `cv2.findHomography` returns `None`.
-pub(crate) fn find_homography(
-    src: &[[f64; 2]],
-    dst: &[[f64; 2]],
-    p: &RansacParams,
-) -> Option<Fit> {
+pub(crate) fn find_homography(src: &[[f64; 2]], dst: &[[f64; 2]], p: &RansacParams) -> Option<Fit> {
     let n = src.len();
     if n < 4 || n != dst.len() {
         return None;
