@@ -93,10 +93,24 @@ fn room() -> RenderScene {
     for (i, (at, normal)) in walls.into_iter().enumerate() {
         let tex = grid(&mut rng, 34, 27);
         let centre = at + Vector3::new(0.0, 0.0, WALL_HEIGHT / 2.0);
-        prims.push(panel(centre, normal, up, (ROOM, WALL_HEIGHT / 2.0), tex, 2 + i as u16));
+        prims.push(panel(
+            centre,
+            normal,
+            up,
+            (ROOM, WALL_HEIGHT / 2.0),
+            tex,
+            2 + i as u16,
+        ));
     }
     let floor = grid(&mut rng, 30, 30);
-    prims.push(panel(Vector3::zeros(), up, Vector3::x(), (ROOM, ROOM), floor, 1));
+    prims.push(panel(
+        Vector3::zeros(),
+        up,
+        Vector3::x(),
+        (ROOM, ROOM),
+        floor,
+        1,
+    ));
     // Solids on the floor: boxes with printed tops, cylinders and balls in plain colours.
     for i in 0..10 {
         let (x, y) = loop {
@@ -207,7 +221,9 @@ fn sequences() -> Vec<(&'static str, Vec<Pose>)> {
     let still = [0.0; 3];
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let mut walk = |n: usize, scale: f64| {
-        let steps: Vec<f64> = (1..n).map(|_| rng.gen_range(-scale..scale) + scale * 0.5).collect();
+        let steps: Vec<f64> = (1..n)
+            .map(|_| rng.gen_range(-scale..scale) + scale * 0.5)
+            .collect();
         steps
     };
     let walk_a = walk(14, 12.0);
@@ -219,14 +235,22 @@ fn sequences() -> Vec<(&'static str, Vec<Pose>)> {
         .collect();
     // Between two views 40° apart: every frame overlaps the previous key frame by about a third,
     // so every frame is a key frame and the 36 of them exceed the 32 allowed.
-    let swing: Vec<f64> = (1..36).map(|i| if i % 2 == 1 { 40.0 } else { -40.0 }).collect();
+    let swing: Vec<f64> = (1..36)
+        .map(|i| if i % 2 == 1 { 40.0 } else { -40.0 })
+        .collect();
     vec![
         ("pan_slow_a", steady(10, at(10.0, -5.0), 1.5, 0.0, still)),
         ("pan_slow_b", steady(12, at(100.0, -10.0), -2.5, 0.0, still)),
         ("tilt_slow", steady(10, at(200.0, -20.0), 0.0, 1.5, still)),
         ("pan_medium_a", steady(14, at(30.0, -8.0), 6.0, 0.0, still)),
-        ("pan_medium_b", steady(14, at(250.0, -15.0), -7.0, 0.0, still)),
-        ("pan_medium_c", steady(16, at(-60.0, -5.0), 8.0, 0.0, [0.02, 0.0, 0.0])),
+        (
+            "pan_medium_b",
+            steady(14, at(250.0, -15.0), -7.0, 0.0, still),
+        ),
+        (
+            "pan_medium_c",
+            steady(16, at(-60.0, -5.0), 8.0, 0.0, [0.02, 0.0, 0.0]),
+        ),
         ("pan_medium_d", steady(12, at(140.0, 0.0), 10.0, 0.5, still)),
         ("pan_tilt", steady(14, at(70.0, -25.0), 5.0, 2.0, still)),
         ("pan_fast_a", steady(10, at(0.0, -10.0), 18.0, 0.0, still)),
@@ -239,8 +263,14 @@ fn sequences() -> Vec<(&'static str, Vec<Pose>)> {
         ("walk_a", stepped(at(210.0, -8.0), &walk_a)),
         ("walk_b", stepped(at(330.0, -14.0), &walk_b)),
         ("look_down", steady(12, at(120.0, -45.0), 6.0, 0.0, still)),
-        ("slide_and_turn", steady(12, at(15.0, -10.0), 4.0, 0.0, [0.0, 0.03, 0.0])),
-        ("forward", steady(12, at(0.0, -10.0), 1.0, 0.0, [0.06, 0.0, 0.0])),
+        (
+            "slide_and_turn",
+            steady(12, at(15.0, -10.0), 4.0, 0.0, [0.0, 0.03, 0.0]),
+        ),
+        (
+            "forward",
+            steady(12, at(0.0, -10.0), 1.0, 0.0, [0.06, 0.0, 0.0]),
+        ),
         ("swing", stepped(at(60.0, -10.0), &swing)),
     ]
 }
@@ -265,7 +295,10 @@ fn keyframe_sequences() {
             let out = render(&scene, &camera(*pose), &options);
             // Every pixel sees something: the room is closed around the camera's views.
             let seen = out.instance.iter().filter(|&&id| id != 0).count();
-            assert!(seen * 10 >= out.instance.len() * 9, "{name} frame {i}: {seen} px hit");
+            assert!(
+                seen * 10 >= out.instance.len() * 9,
+                "{name} frame {i}: {seen} px hit"
+            );
             let img = RgbImage::from_raw(out.width, out.height, out.rgb).expect("RGB8 buffer");
             img.save(dir.join(format!("{i:04}.png")))
                 .expect("frame written");

@@ -252,8 +252,14 @@ fn extract(
                 // Current-frame points (src) onto reference points (dst), as the released code
                 // calls `findHomography(dst_pts, src_pts, …)`.
                 let pt = |k: &orb::Keypoint| [k.x as f64, k.y as f64];
-                let src: Vec<[f64; 2]> = matches.iter().map(|m| pt(&curr.keypoints[m.train])).collect();
-                let dst: Vec<[f64; 2]> = matches.iter().map(|m| pt(&prev.keypoints[m.query])).collect();
+                let src: Vec<[f64; 2]> = matches
+                    .iter()
+                    .map(|m| pt(&curr.keypoints[m.train]))
+                    .collect();
+                let dst: Vec<[f64; 2]> = matches
+                    .iter()
+                    .map(|m| pt(&prev.keypoints[m.query]))
+                    .collect();
                 match homography::find_homography(&src, &dst, &ransac) {
                     Some(fit) => {
                         c.inliers = fit.inliers.iter().filter(|&&m| m).count();

@@ -306,9 +306,11 @@ fn harris(img: &Plane, x: i32, y: i32) -> f64 {
     let p = |dx: i32, dy: i32| img.at_reflect(dx, dy) as i32;
     for v in y - r..=y + r {
         for u in x - r..=x + r {
-            let ix = (p(u + 1, v) - p(u - 1, v)) * 2 + (p(u + 1, v - 1) - p(u - 1, v - 1))
+            let ix = (p(u + 1, v) - p(u - 1, v)) * 2
+                + (p(u + 1, v - 1) - p(u - 1, v - 1))
                 + (p(u + 1, v + 1) - p(u - 1, v + 1));
-            let iy = (p(u, v + 1) - p(u, v - 1)) * 2 + (p(u - 1, v + 1) - p(u - 1, v - 1))
+            let iy = (p(u, v + 1) - p(u, v - 1)) * 2
+                + (p(u - 1, v + 1) - p(u - 1, v - 1))
                 + (p(u + 1, v + 1) - p(u + 1, v - 1));
             a += (ix * ix) as f64;
             b += (iy * iy) as f64;
@@ -326,7 +328,10 @@ fn disc_rows() -> [i32; (HALF_PATCH + 1) as usize] {
     let mut u = [0; (HALF_PATCH + 1) as usize];
     for (v, slot) in u.iter_mut().enumerate() {
         let v = v as i32;
-        *slot = (0..=HALF_PATCH).rev().find(|x| x * x + v * v <= r2).unwrap_or(0);
+        *slot = (0..=HALF_PATCH)
+            .rev()
+            .find(|x| x * x + v * v <= r2)
+            .unwrap_or(0);
     }
     u
 }
@@ -377,13 +382,7 @@ pub(crate) fn test_pattern() -> Vec<[(i32, i32); 2]> {
 
 /// Steered BRIEF (ORB §4): each test point rotated by the keypoint's angle and rounded, bit
 /// `i` set when the first point of pair `i` is darker than the second.
-fn describe(
-    blurred: &Plane,
-    x: i32,
-    y: i32,
-    angle: f32,
-    pattern: &[[(i32, i32); 2]],
-) -> [u8; 32] {
+fn describe(blurred: &Plane, x: i32, y: i32, angle: f32, pattern: &[[(i32, i32); 2]]) -> [u8; 32] {
     let (s, c) = (angle as f64).sin_cos();
     let sample = |(px, py): (i32, i32)| {
         let (px, py) = (px as f64, py as f64);

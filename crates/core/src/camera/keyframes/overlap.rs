@@ -81,7 +81,12 @@ pub(crate) fn fill_count(poly: &[[i64; 2]], w: u32, h: u32) -> usize {
         }
         xs.sort_by(|a, b| a.total_cmp(b));
         for pair in xs.chunks_exact(2) {
-            set_run(y, (pair[0] - 0.5).ceil(), (pair[1] + 0.5).floor(), &mut mask);
+            set_run(
+                y,
+                (pair[0] - 0.5).ceil(),
+                (pair[1] + 0.5).floor(),
+                &mut mask,
+            );
         }
     }
     // Outline: each edge drawn one pixel per step along its major axis, clipped to the image.
