@@ -5,8 +5,11 @@
 //! inliers within 5 px of reprojection error, the iteration count adapted to the best inlier
 //! ratio for 99.5 % confidence and capped at 2000, then a least-squares fit on the inliers
 //! refined by Levenberg–Marquardt on the reprojection error (the refinement the OpenCV page
-//! describes). The sampler is a fixed-seed ChaCha stream, so a call is a pure function of its
-//! points; OpenCV's own generator differs, so near-tied inlier sets may differ from its.
+//! describes). Samples are drawn in PROSAC order (best-ranked matches first, see [`Prosac`])
+//! where OpenCV draws uniformly: both look for the largest consensus set, and the ordered draws
+//! find it far more reliably when correct matches are a small share, which is where a uniform
+//! sampler's misses (its own and OpenCV's) would make the two disagree. The generator is a
+//! fixed-seed ChaCha stream, so a call is a pure function of its points.
 
 use k::nalgebra::{Matrix3, SMatrix, SVector, SymmetricEigen, Vector3};
 use rand::{Rng, SeedableRng};
@@ -65,7 +68,7 @@ fn normaliser(pts: &[[f64; 2]]) -> Option<Matrix3<f64>> {
         .map(|p| ((p[0] - cx).powi(2) + (p[1] - cy).powi(2)).sqrt())
         .sum::<f64>()
         / n;
-    if !(mean > 1e-12) || !mean.is_finite() {
+    if mean.is_nan() || mean <= 1e-12 || !mean.is_finite() {
         return None;
     }
     let s = std::f64::consts::SQRT_2 / mean;
@@ -301,6 +304,7 @@ impl Prosac {
 
 /// The homography mapping `src` onto `dst` by RANSAC, or `None` (fewer than 4 pairs, no usable
 /// sample, or no finite model) — the cases in which `cv2.findHomography` returns `None`.
+/// Pairs are expected best first (PROSAC draws from the front of the lists first).
 pub(crate) fn find_homography(src: &[[f64; 2]], dst: &[[f64; 2]], p: &RansacParams) -> Option<Fit> {
     let n = src.len();
     if n < 4 || n != dst.len() {
