@@ -114,9 +114,8 @@ fn room() -> RenderScene {
     // Solids on the floor: boxes with printed tops, cylinders and balls in plain colours.
     for i in 0..10 {
         let (x, y) = loop {
-            let p = (rng.gen_range(-2.2..2.2), rng.gen_range(-2.2..2.2));
-            let r: f64 = (p.0 * p.0 + p.1 * p.1) as f64;
-            if r.sqrt() > 0.9 {
+            let p: (f64, f64) = (rng.gen_range(-2.2..2.2), rng.gen_range(-2.2..2.2));
+            if (p.0 * p.0 + p.1 * p.1).sqrt() > 0.9 {
                 break p;
             }
         };
