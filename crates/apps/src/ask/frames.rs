@@ -122,10 +122,12 @@ pub fn record_dir(dir: &Path) -> Result<Video, FramesError> {
     Ok(timed(frames, stamps, names))
 }
 
-/// Frames from `camera` until `seconds` of its clock have passed (at least two frames).
+/// Frames from `camera` until `seconds` have passed on its clock or on ours (a source whose
+/// stamps stand still, e.g. a replay, would otherwise be recorded forever); at least two frames.
 pub fn record_camera(camera: &mut dyn Camera, seconds: f64) -> Result<Video, FramesError> {
     let mut frames = Vec::new();
     let mut stamps = Vec::new();
+    let started = std::time::Instant::now();
     loop {
         let frame = camera.capture().map_err(|e| FramesError::Camera {
             frames: frames.len(),
@@ -134,7 +136,10 @@ pub fn record_camera(camera: &mut dyn Camera, seconds: f64) -> Result<Video, Fra
         frames.push(frame.rgb);
         stamps.push(frame.stamp_s);
         let elapsed = stamps[stamps.len() - 1] - stamps[0];
-        if frames.len() >= 2 && !(elapsed < seconds) {
+        let done = elapsed >= seconds
+            || elapsed.is_nan()
+            || started.elapsed().as_secs_f64() >= seconds;
+        if frames.len() >= 2 && done {
             break;
         }
     }
