@@ -17,9 +17,9 @@ use pointact_core::camera::Frame;
 use pointact_vlm::qcache::CacheOptions;
 use pointact_vlm::qcache::CacheReport;
 use pointact_vlm::{
-    budget, generate, generate_reusing, qcache, DeviceSpec, GenerationConfig, ImageInput,
-    ImageProcessor, ImageProcessorConfig, ModelFiles, PromptCache, Quant, Qwen25Tokenizer,
-    Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling, Timings,
+    budget, generate, generate_reusing, qcache, DeviceSpec, Generation, GenerationConfig,
+    ImageInput, ImageProcessor, ImageProcessorConfig, ModelError, ModelFiles, PromptCache, Quant,
+    Qwen25Tokenizer, Qwen25Vl, Qwen25VlConfig, SafetensorsReader, Sampling, Timings,
 };
 
 /// Settings of the local backend.
@@ -368,27 +368,11 @@ impl QwenPointer {
             .map_err(|e| backend(&e))?;
         let input =
             ImageInput::from_processed(&processed, self.model.device()).map_err(|e| backend(&e))?;
-        let mut stream = self.tokenizer.stream_with(true);
-        let mut on_text = self.on_text.take();
         let t0 = Instant::now();
-        let result = generate_reusing(
-            &mut self.model,
-            &ids,
-            &[input],
-            &self.options.generation,
-            &mut |id| {
-                if let (Some(f), Ok(Some(piece))) = (on_text.as_mut(), stream.step(id)) {
-                    f(&piece);
-                }
-                true
-            },
-            &mut self.frame,
-        );
-        if let (Some(f), Ok(Some(rest))) = (on_text.as_mut(), stream.finish()) {
-            f(&rest);
-        }
-        self.on_text = on_text;
-        let gen = result.map_err(|e| backend(&e))?;
+        let generation = self.options.generation.clone();
+        let gen = self
+            .generate_streamed(&ids, &[input], &generation, true)
+            .map_err(|e| backend(&e))?;
         tracing::debug!("qwen query took {:.2} s", t0.elapsed().as_secs_f64());
         let text = self
             .tokenizer
@@ -449,15 +433,57 @@ impl QwenPointer {
         };
         let gen = generate(&mut self.model, &ids, &[], &generation, &mut |_| true)
             .map_err(|e| backend(&e))?;
+        self.text_reply(gen)
+    }
+
+    /// A generation's tokens decoded (special tokens removed), with its timings.
+    fn text_reply(&self, gen: Generation) -> Result<QwenTextReply, PointerError> {
         let text = self
             .tokenizer
             .decode_with(&gen.tokens, true)
-            .map_err(|e| backend(&e))?;
+            .map_err(|e| PointerError::Backend(format!("qwen: {e}")))?;
         Ok(QwenTextReply {
             text,
             tokens: gen.tokens,
             timings: gen.timings,
         })
+    }
+
+    /// Generates a reply to `ids` with `images`, streaming its text to the sink as it comes;
+    /// `reuse_frame` starts from (and keeps) the last question's prompt cache, for questions
+    /// about one frame.
+    fn generate_streamed(
+        &mut self,
+        ids: &[u32],
+        images: &[ImageInput],
+        generation: &GenerationConfig,
+        reuse_frame: bool,
+    ) -> Result<Generation, ModelError> {
+        let mut stream = self.tokenizer.stream_with(true);
+        let mut on_text = self.on_text.take();
+        let mut on_token = |id| {
+            if let (Some(f), Ok(Some(piece))) = (on_text.as_mut(), stream.step(id)) {
+                f(&piece);
+            }
+            true
+        };
+        let result = if reuse_frame {
+            generate_reusing(
+                &mut self.model,
+                ids,
+                images,
+                generation,
+                &mut on_token,
+                &mut self.frame,
+            )
+        } else {
+            generate(&mut self.model, ids, images, generation, &mut on_token)
+        };
+        if let (Some(f), Ok(Some(rest))) = (on_text.as_mut(), stream.finish()) {
+            f(&rest);
+        }
+        self.on_text = on_text;
+        result
     }
 }
 
@@ -492,28 +518,10 @@ impl QwenPointer {
             .map_err(|e| backend(&e))?;
         let mut generation = self.options.generation.clone();
         generation.max_new_tokens = max_tokens;
-        let mut stream = self.tokenizer.stream_with(true);
-        let mut on_text = self.on_text.take();
-        let result = generate(&mut self.model, &ids, &inputs, &generation, &mut |id| {
-            if let (Some(f), Ok(Some(piece))) = (on_text.as_mut(), stream.step(id)) {
-                f(&piece);
-            }
-            true
-        });
-        if let (Some(f), Ok(Some(rest))) = (on_text.as_mut(), stream.finish()) {
-            f(&rest);
-        }
-        self.on_text = on_text;
-        let gen = result.map_err(|e| backend(&e))?;
-        let text = self
-            .tokenizer
-            .decode_with(&gen.tokens, true)
+        let gen = self
+            .generate_streamed(&ids, &inputs, &generation, false)
             .map_err(|e| backend(&e))?;
-        Ok(QwenTextReply {
-            text,
-            tokens: gen.tokens,
-            timings: gen.timings,
-        })
+        self.text_reply(gen)
     }
 }
 

@@ -136,9 +136,8 @@ pub fn record_camera(camera: &mut dyn Camera, seconds: f64) -> Result<Video, Fra
         frames.push(frame.rgb);
         stamps.push(frame.stamp_s);
         let elapsed = stamps[stamps.len() - 1] - stamps[0];
-        let done = elapsed >= seconds
-            || elapsed.is_nan()
-            || started.elapsed().as_secs_f64() >= seconds;
+        let done =
+            elapsed >= seconds || elapsed.is_nan() || started.elapsed().as_secs_f64() >= seconds;
         if frames.len() >= 2 && done {
             break;
         }
