@@ -164,7 +164,7 @@ fn answers_match_an_independent_recomputation() {
                         f.index
                     ),
                 }
-                if n >= seq.min_pixels + tol {
+                if n >= seq.min_pixels {
                     firsts.entry(o.name.clone()).or_insert(f.index);
                 }
                 // The label bbox lies inside the projection of the object's world bounds.
