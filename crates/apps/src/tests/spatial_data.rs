@@ -134,7 +134,10 @@ fn answers_match_an_independent_recomputation() {
         if seq.moved.is_some() {
             continue;
         }
-        let ep = tasks::task(&seq.task).unwrap().instantiate(seq.seed).unwrap();
+        let ep = tasks::task(&seq.task)
+            .unwrap()
+            .instantiate(seq.seed)
+            .unwrap();
         let prepared = prepare_episode(&ep).unwrap();
         let home = prepared.model.home().to_vec();
         SimRobot::new(prepared.world.clone(), prepared.model.clone(), home).unwrap();
@@ -170,7 +173,12 @@ fn answers_match_an_independent_recomputation() {
                 // The label bbox lies inside the projection of the object's world bounds.
                 if let Some(v) = listed {
                     let (lo, hi) = world.object_aabb(&o.name).unwrap();
-                    let mut px = [f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY];
+                    let mut px = [
+                        f64::INFINITY,
+                        f64::INFINITY,
+                        f64::NEG_INFINITY,
+                        f64::NEG_INFINITY,
+                    ];
                     for c in 0..8 {
                         let p = Point3::new(
                             if c & 1 == 0 { lo.x } else { hi.x },
@@ -182,7 +190,10 @@ fn answers_match_an_independent_recomputation() {
                     }
                     let b = v.bbox.map(f64::from);
                     assert!(
-                        b[0] >= px[0] - 1.0 && b[1] >= px[1] - 1.0 && b[2] <= px[2] + 1.0 && b[3] <= px[3] + 1.0,
+                        b[0] >= px[0] - 1.0
+                            && b[1] >= px[1] - 1.0
+                            && b[2] <= px[2] + 1.0
+                            && b[3] <= px[3] + 1.0,
                         "{} frame {}: bbox {:?} outside the projected bounds {px:?}",
                         o.name,
                         f.index,
@@ -194,6 +205,7 @@ fn answers_match_an_independent_recomputation() {
     }
 
     let mut checked: BTreeMap<QuestionType, usize> = BTreeMap::new();
+    let mut sized = 0;
     for q in &questions {
         let seq = truth_of(dir.path(), q);
         let task = &seq.task;
@@ -221,24 +233,30 @@ fn answers_match_an_independent_recomputation() {
         };
         match q.question_type {
             QuestionType::ObjectAbsDistance => {
-                let a = between(&q.question, "between the ", " and the ");
+                let a = between(&q.question, "distance between the ", " and the ");
                 let b = between(&q.question, " and the ", " (in meters)");
                 let want = d3(centre(&a), centre(&b));
                 let got: f64 = q.answer.parse().unwrap();
                 assert!((got - want).abs() < 0.015, "{}: {got} vs {want}", q.id);
             }
             QuestionType::ObjectSizeEstimation => {
-                let name = phrase_to_name(&seq, &between(&q.question, "of the ", ", measured"));
+                let name =
+                    phrase_to_name(&seq, &between(&q.question, "height) of the ", ", measured"));
                 let ep = tasks::task(task).unwrap().instantiate(0).unwrap();
                 let obj = ep.scene.object(&name).unwrap();
-                if let [p] = obj.primitives.as_slice() {
-                    let want = match p.shape {
-                        Shape::Cuboid { half_extents } => half_extents.max() * 200.0,
-                        Shape::Sphere { radius } => radius * 200.0,
-                        _ => continue,
-                    };
+                // Objects of one box or ball: the longest side or the diameter.
+                let want = match obj.primitives.as_slice() {
+                    [p] => match p.shape {
+                        Shape::Cuboid { half_extents } => Some(half_extents.max() * 200.0),
+                        Shape::Sphere { radius } => Some(radius * 200.0),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some(want) = want {
                     let got: f64 = q.answer.parse().unwrap();
                     assert!((got - want).abs() < 0.051, "{}: {got} vs {want}", q.id);
+                    sized += 1;
                 }
             }
             QuestionType::ObjectCounting => {
@@ -271,7 +289,11 @@ fn answers_match_an_independent_recomputation() {
                 let deg = f.cross(&v).z.atan2(f.dot(&v)).to_degrees();
                 let want = match q.question_type {
                     QuestionType::ObjectRelDirectionEasy => {
-                        if deg > 0.0 { "left" } else { "right" }
+                        if deg > 0.0 {
+                            "left"
+                        } else {
+                            "right"
+                        }
                     }
                     QuestionType::ObjectRelDirectionMedium => {
                         if deg.abs() >= 135.0 {
@@ -307,7 +329,12 @@ fn answers_match_an_independent_recomputation() {
                 let right = q
                     .options
                     .iter()
-                    .filter(|o| o[3..].split(", ").map(|p| phrase_to_name(&seq, p)).eq(order.iter().cloned()))
+                    .filter(|o| {
+                        o[3..]
+                            .split(", ")
+                            .map(|p| phrase_to_name(&seq, p))
+                            .eq(order.iter().cloned())
+                    })
                     .count();
                 assert_eq!(right, 1, "{}", q.id);
             }
@@ -328,7 +355,11 @@ fn answers_match_an_independent_recomputation() {
                 );
                 let (a, b) = (d.dot(&r), d.dot(&fw));
                 let want = if a.abs() > b.abs() {
-                    if a > 0.0 { "right" } else { "left" }
+                    if a > 0.0 {
+                        "right"
+                    } else {
+                        "left"
+                    }
                 } else if b > 0.0 {
                     "away from the camera"
                 } else {
@@ -342,6 +373,7 @@ fn answers_match_an_independent_recomputation() {
         *checked.entry(q.question_type).or_default() += 1;
     }
     assert_eq!(checked.values().sum::<usize>(), questions.len());
+    assert!(sized >= 3, "the three blocks' sizes are checked");
 }
 
 #[test]
@@ -368,7 +400,12 @@ fn the_same_options_give_the_same_bytes() {
     }
     let (fa, fb) = (read_all(a.path()), read_all(b.path()));
     // Two sequences of 8 frames, their truths and descriptions, and the questions.
-    assert_eq!(fa.len(), 2 * (8 + 2) + 1, "{:?}", fa.keys().collect::<Vec<_>>());
+    assert_eq!(
+        fa.len(),
+        2 * (8 + 2) + 1,
+        "{:?}",
+        fa.keys().collect::<Vec<_>>()
+    );
     assert!(fa == fb, "two runs with the same options differ");
 }
 
@@ -401,7 +438,10 @@ fn mean_relative_accuracy_is_vsi_bench_s() {
     };
     let q = number("0.42");
     assert_eq!(score(&q, "0.42"), 1.0);
-    assert_eq!(score(&q, "<think>about half a metre</think><answer>0.42</answer>"), 1.0);
+    assert_eq!(
+        score(&q, "<think>about half a metre</think><answer>0.42</answer>"),
+        1.0
+    );
     assert_eq!(score(&q, "0.42 m."), 1.0);
     assert_eq!(score(&q, "0.462"), 0.9);
     assert_eq!(score(&q, "about 0.42"), 0.0, "the first word is read");
@@ -454,8 +494,16 @@ fn the_tally_averages_types_and_merges_directions() {
     assert!(table.contains("object_counting"), "{table}");
     assert!(table.contains("object_rel_direction "), "{table}");
     assert!(!table.contains("object_rel_direction_easy"), "{table}");
-    assert!(table.lines().any(|l| l.starts_with("object_counting") && l.contains("75.00") && l.ends_with("MRA")), "{table}");
-    assert!(table.lines().last().unwrap().starts_with("overall"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("object_counting") && l.contains("75.00") && l.ends_with("MRA")),
+        "{table}"
+    );
+    assert!(
+        table.lines().last().unwrap().starts_with("overall"),
+        "{table}"
+    );
     assert!(table.contains("41.67"), "{table}");
 }
 
@@ -465,20 +513,27 @@ fn the_describer_names_every_object_in_view() {
     let summary = generate(&options(dir.path(), &["fruit_in_bowl"], 12), &mut |_| {}).unwrap();
     assert_eq!(summary.sequences, 2, "{:?}", summary.skipped);
     let mut appeared = 0;
-    for id in ["tabletop-fruit_in_bowl-s0", "tabletop-fruit_in_bowl-s0-moved"] {
+    for id in [
+        "tabletop-fruit_in_bowl-s0",
+        "tabletop-fruit_in_bowl-s0-moved",
+    ] {
         let folder = dir.join("sequences").join(id);
         let seq: SequenceTruth =
             serde_json::from_str(&std::fs::read_to_string(folder.join("truth.json")).unwrap())
                 .unwrap();
-        let written: Vec<String> =
-            serde_json::from_str(&std::fs::read_to_string(folder.join("descriptions.json")).unwrap())
-                .unwrap();
+        let written: Vec<String> = serde_json::from_str(
+            &std::fs::read_to_string(folder.join("descriptions.json")).unwrap(),
+        )
+        .unwrap();
         assert_eq!(written.len(), seq.frames.len());
         for (i, f) in seq.frames.iter().enumerate() {
             let text = describe(&seq, i);
             assert_eq!(text, written[i], "frame {i}: written = described again");
             for v in &f.visible {
-                assert!(text.contains(&format!("the {} ", v.phrase)), "frame {i}: {text}");
+                assert!(
+                    text.contains(&format!("the {} ", v.phrase)),
+                    "frame {i}: {text}"
+                );
             }
             // The "I see …" sentence names nothing out of view.
             let seen_part = text
@@ -489,7 +544,11 @@ fn the_describer_names_every_object_in_view() {
                 .unwrap_or("");
             for o in seq.objects.iter().filter(|o| !f.sees(&o.name)) {
                 let said = format!("the {} ", o.phrase);
-                assert!(!seen_part.contains(&said), "frame {i} does not see the {}: {text}", o.phrase);
+                assert!(
+                    !seen_part.contains(&said),
+                    "frame {i} does not see the {}: {text}",
+                    o.phrase
+                );
             }
             if i > 0 {
                 let new = f.visible.iter().any(|v| !seq.frames[i - 1].sees(&v.name));

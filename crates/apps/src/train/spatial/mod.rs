@@ -204,9 +204,7 @@ fn selected_tasks(opts: &SpatialOptions) -> Result<Vec<TaskSpec>, SpatialError> 
 
 /// The questions of one sequence's truth, with their ids and the sequence's path, and why a
 /// recorded change gives none.
-pub(crate) fn questions_of(
-    seq: &truth::SequenceTruth,
-) -> (Vec<SpatialQuestion>, Option<String>) {
+pub(crate) fn questions_of(seq: &truth::SequenceTruth) -> (Vec<SpatialQuestion>, Option<String>) {
     let mut rng = ChaCha8Rng::seed_from_u64(seq.seed ^ fnv1a(&seq.id));
     let (drafts, why) = if seq.moved.is_some() {
         match questions::moved_question(seq, &mut rng) {

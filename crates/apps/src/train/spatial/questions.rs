@@ -20,8 +20,8 @@
 //!   sector (left/right: 0° and 180°; back: ±135°; quadrants: 0°, ±90°, 180°), with X, Y and Z
 //!   pairwise at least `MIN_PAIR_M` apart. Easy asks left or right, medium left, right or back
 //!   (back: a turn of at least 135°, VSI-Bench's words), hard the quadrant.
-//! * `obj_appearance_order`: objects whose first frames in view are at least
-//!   `APPEARANCE_GAP_FRAMES` apart (3 or 4 of them); the distractors are other orders.
+//! * `obj_appearance_order`: objects whose first frames in view differ (by at least
+//!   `APPEARANCE_GAP_FRAMES`; 3 or 4 of them); the distractors are other orders.
 //! * `object_moved_direction` (recorded changes): the move, in the table plane, split along the
 //!   first frame's camera right and forward (both levelled); the larger part at least twice the
 //!   other and the move at least `MIN_MOVE_M`. Left/right are the viewer's, toward/away from the
@@ -47,7 +47,7 @@ pub(crate) const REL_DISTANCE_MARGIN_M: f64 = 0.05;
 /// Bearings this close to a sector boundary (degrees) are not asked about.
 pub(crate) const ANGLE_MARGIN_DEG: f64 = 20.0;
 /// First appearances must be this many frames apart.
-pub(crate) const APPEARANCE_GAP_FRAMES: usize = 2;
+pub(crate) const APPEARANCE_GAP_FRAMES: usize = 1;
 /// A move shorter than this (m) is not asked about.
 pub(crate) const MIN_MOVE_M: f64 = 0.05;
 /// At most this many relative-direction questions of each difficulty per sequence.
@@ -462,7 +462,11 @@ pub(crate) fn static_questions(seq: &SequenceTruth, rng: &mut ChaCha8Rng) -> Vec
 
 /// The direction of a move `d` (world, m) in the view of a camera whose levelled right and
 /// forward axes are `right` and `forward`, or `None` without a clear winner (see the module docs).
-pub(crate) fn moved_direction(d: [f64; 3], right: [f64; 2], forward: [f64; 2]) -> Option<&'static str> {
+pub(crate) fn moved_direction(
+    d: [f64; 3],
+    right: [f64; 2],
+    forward: [f64; 2],
+) -> Option<&'static str> {
     let a = d[0] * right[0] + d[1] * right[1];
     let b = d[0] * forward[0] + d[1] * forward[1];
     if (d[0] * d[0] + d[1] * d[1]).sqrt() < MIN_MOVE_M {

@@ -122,9 +122,7 @@ impl SpatialTally {
 
     /// Mean score of one type, if any was counted.
     pub fn mean(&self, question_type: QuestionType) -> Option<f64> {
-        self.sums
-            .get(&question_type)
-            .map(|(s, n)| s / *n as f64)
+        self.sums.get(&question_type).map(|(s, n)| s / *n as f64)
     }
 
     /// The table's rows: `(name, questions, mean)`; the relative-direction levels counted are
@@ -132,7 +130,10 @@ impl SpatialTally {
     fn rows(&self) -> Vec<(String, usize, f64)> {
         let mut merged: BTreeMap<Row, Vec<(f64, usize)>> = BTreeMap::new();
         for (t, (s, n)) in &self.sums {
-            merged.entry(Row::of(*t)).or_default().push((s / *n as f64, *n));
+            merged
+                .entry(Row::of(*t))
+                .or_default()
+                .push((s / *n as f64, *n));
         }
         merged
             .into_iter()
@@ -158,7 +159,11 @@ impl SpatialTally {
 impl fmt::Display for SpatialTally {
     /// One row per type (`name  questions  score %`, the metric named), then `overall`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{:<28} {:>9} {:>8}  metric", "question type", "questions", "score")?;
+        writeln!(
+            f,
+            "{:<28} {:>9} {:>8}  metric",
+            "question type", "questions", "score"
+        )?;
         let rows = self.rows();
         for (name, n, mean) in &rows {
             let metric = if QuestionType::ALL
@@ -173,8 +178,17 @@ impl fmt::Display for SpatialTally {
         }
         let total: usize = rows.iter().map(|r| r.1).sum();
         match self.overall() {
-            Some(o) => write!(f, "{:<28} {total:>9} {:>8.2}  mean over types", "overall", o * 100.0),
-            None => write!(f, "{:<28} {total:>9} {:>8}  mean over types", "overall", "-"),
+            Some(o) => write!(
+                f,
+                "{:<28} {total:>9} {:>8.2}  mean over types",
+                "overall",
+                o * 100.0
+            ),
+            None => write!(
+                f,
+                "{:<28} {total:>9} {:>8}  mean over types",
+                "overall", "-"
+            ),
         }
     }
 }

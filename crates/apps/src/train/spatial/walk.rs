@@ -33,7 +33,7 @@ pub(crate) const ARC_RADIUS_M: f64 = 0.75;
 /// Angle the walk covers around the centroid, degrees.
 pub(crate) const ARC_SPAN_DEG: f64 = 100.0;
 /// How far beside the centroid the gaze starts and ends, m.
-pub(crate) const PAN_M: f64 = 0.4;
+pub(crate) const PAN_M: f64 = 0.55;
 /// The lens's horizontal field of view, degrees (a phone camera's main lens is about 65°).
 pub(crate) const HFOV_DEG: f64 = 60.0;
 
@@ -65,8 +65,8 @@ pub(crate) fn camera_at(
         centre[1] + ARC_RADIUS_M * phi.sin(),
         table_z + STAND_HEIGHT_M,
     );
-    // The viewer's right on the table: the view direction (toward the centre) turned clockwise.
-    let right = Vector3::new(phi.sin(), -phi.cos(), 0.0);
+    // The viewer's right on the table: the view direction (toward the centre) × up.
+    let right = Vector3::new(-phi.sin(), phi.cos(), 0.0);
     let pan = sign * PAN_M * (2.0 * t - 1.0);
     let target = Point3::new(centre[0], centre[1], table_z) + right * pan;
     PinholeCamera::look_at_hfov(
