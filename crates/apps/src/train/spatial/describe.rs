@@ -1,7 +1,7 @@
 //! The oracle describer: what a perfect vision-language model would say about one frame, from the
 //! frame's ground truth and the frame before it.
 //!
-//! Embodied-R (Zhao et al. 2025, arXiv 2504.12680, §3) has a large VLM describe each key frame
+//! Embodied-R (Zhao et al. 2025, arXiv 2504.12680, its method) has a large VLM describe each key frame
 //! and a small LM reason over the descriptions; in tests and in training data this stands in for
 //! the VLM. Its text carries what the questions need and nothing it could not see: each object in
 //! view (left to right), where it is in the picture (left / centre / right third, and the bearing

@@ -1,5 +1,5 @@
-//! The question makers: VSI-Bench's question types (Yang et al. 2024, arXiv 2412.14171, §3 and
-//! its question templates; the type names are those of `lmms_eval/tasks/vsibench/utils.py` in
+//! The question makers: VSI-Bench's question types (Yang et al. 2024, arXiv 2412.14171, its
+//! benchmark construction and question templates; the type names are those of `lmms_eval/tasks/vsibench/utils.py` in
 //! github.com/vision-x-nyu/thinking-in-space at commit 51e089c) asked of one sequence's truth,
 //! plus ours, `object_moved_direction`.
 //!

@@ -1,6 +1,6 @@
-//! VSI-Bench's scoring (Yang et al. 2024, arXiv 2412.14171, §3.3 "Evaluation metric"; the code:
-//! `lmms_eval/tasks/vsibench/utils.py` in github.com/vision-x-nyu/thinking-in-space at commit
-//! 51e089c, which this follows where the two differ).
+//! VSI-Bench's scoring (Yang et al. 2024, arXiv 2412.14171, the metric design of its evaluation
+//! setup; the code: `lmms_eval/tasks/vsibench/utils.py` in github.com/vision-x-nyu/thinking-in-space
+//! at commit 51e089c, which this follows where the two differ).
 //!
 //! * **Multiple choice**: exact match of the option letter. Their code compares the first
 //!   space-separated word of the reply (trailing `.` dropped) with the letter; a reasoning model's

@@ -1,7 +1,7 @@
 //! The camera's walk through a scene and the rendering of a sequence along it.
 //!
-//! VSI-Bench's videos are a person walking through a room (Yang et al. 2024, arXiv 2412.14171,
-//! §3: ScanNet, ScanNet++ and ARKitScenes scans); ours is a person walking around the table: the
+//! VSI-Bench's videos are a person walking through a room (Yang et al. 2024, arXiv 2412.14171:
+//! ScanNet, ScanNet++ and ARKitScenes scans); ours is a person walking around the table: the
 //! eye `STAND_HEIGHT_M` above the table top on an arc of radius `ARC_RADIUS_M` around the objects'
 //! centroid, on the side the scene's own camera stands (away from the robot), sweeping
 //! `ARC_SPAN_DEG` at constant speed. The gaze pans along the table meanwhile, from
