@@ -219,11 +219,11 @@ pub(crate) fn direction_answer(level: usize, b: f64) -> Option<&'static str> {
     let a = b.abs();
     let side = if b > 0.0 { "left" } else { "right" };
     match level {
-        0 => (a >= m && a <= 180.0 - m).then_some(side),
+        0 => (m..=180.0 - m).contains(&a).then_some(side),
         1 => {
             if a >= 135.0 + m {
                 Some("back")
-            } else if a >= m && a <= 135.0 - m {
+            } else if (m..=135.0 - m).contains(&a) {
                 Some(side)
             } else {
                 None
@@ -385,12 +385,12 @@ pub(crate) fn static_questions(seq: &SequenceTruth, rng: &mut ChaCha8Rng) -> Vec
             }
         }
     }
-    for level in 0..3 {
-        let qt = [
-            QuestionType::ObjectRelDirectionEasy,
-            QuestionType::ObjectRelDirectionMedium,
-            QuestionType::ObjectRelDirectionHard,
-        ][level];
+    let levels = [
+        QuestionType::ObjectRelDirectionEasy,
+        QuestionType::ObjectRelDirectionMedium,
+        QuestionType::ObjectRelDirectionHard,
+    ];
+    for (level, qt) in levels.into_iter().enumerate() {
         let mut valid: Vec<(&ObjectTruth, &ObjectTruth, &ObjectTruth, &str)> = triples
             .iter()
             .filter_map(|&(x, y, z)| {
