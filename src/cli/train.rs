@@ -1,6 +1,8 @@
 //! `pointact train`: training data and the GRPO trainer (`train grpo`, in `train_grpo.rs`). `train questions` writes
 //! Robot-R1's multiple-choice questions from demonstrations recorded in the simulator; `train
-//! data` writes GRPO prompt records from simulated scenes (`train::grpo::data`).
+//! data` writes GRPO prompt records from simulated scenes (`train::grpo::data`); `train
+//! spatial-data` writes VSI-Bench-style questions about videos of simulated scenes
+//! (`train::spatial`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,6 +13,7 @@ use pointact::pointing::Ability;
 use pointact::sim::tasks::Suite;
 use pointact::train::grpo::data::{self, DataOptions};
 use pointact::train::robot_r1::{generate, QuestionOptions};
+use pointact::train::spatial::{self, SpatialOptions};
 
 #[derive(Subcommand)]
 pub enum TrainCommand {
@@ -25,6 +28,125 @@ pub enum TrainCommand {
     /// ground truth from the scene (REG point_rec, OFG grounding_rec, RRG fsd_free_point, VTG
     /// fsd_visual_trace).
     Data(DataCli),
+    /// VSI-Bench-style spatial questions with exact answers: per task and seed a video of a
+    /// camera walking around the table (PNG frames + truth.json), and one with the task's object
+    /// moved halfway; questions.jsonl (counting, distances, sizes, relative distance and
+    /// direction, appearance order, which way an object was moved).
+    SpatialData(SpatialDataCli),
+}
+
+#[derive(Args)]
+pub struct SpatialDataCli {
+    /// Suite whose tasks lay out the scenes: tabletop, bridge or clutter.
+    #[arg(long, default_value = "tabletop", value_parser = parse_suite)]
+    suite: Suite,
+    /// Only these tasks of the suite (id or suite/id; repeatable). Default: all.
+    #[arg(long = "task")]
+    tasks: Vec<String>,
+    /// Seeds per task (S..S+N).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    seeds: u64,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Frames per video.
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(2..=10_000))]
+    frames: u64,
+    /// Nominal frames per second of the videos.
+    #[arg(long, default_value_t = 2.0, value_parser = parse_fps)]
+    fps: f64,
+    /// Frame size, WIDTHxHEIGHT (32 to 4096 each).
+    #[arg(long, default_value = "320x240", value_parser = parse_size)]
+    size: (u32, u32),
+    /// No videos with the task's object moved halfway (no object_moved_direction questions).
+    #[arg(long)]
+    no_moved: bool,
+    /// Write into a non-empty --out (files of the same names are replaced).
+    #[arg(long)]
+    force: bool,
+    /// Output folder (questions.jsonl, sequences/<id>/).
+    #[arg(long, default_value = "spatial-data")]
+    out: PathBuf,
+}
+
+/// A frame rate: a finite number of frames per second above 0.
+fn parse_fps(s: &str) -> Result<f64, String> {
+    let v = super::values::non_negative(s)?;
+    if v > 0.0 {
+        Ok(v)
+    } else {
+        Err("0 is outside (0, inf): give frames per second above 0".into())
+    }
+}
+
+/// `WIDTHxHEIGHT`, each in [32, 4096].
+fn parse_size(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("`{s}`: expected WIDTHxHEIGHT, e.g. 320x240"))?;
+    let side = |v: &str| -> Result<u32, String> {
+        let n: u32 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{v}` in `{s}` is not a whole number of pixels"))?;
+        if (32..=4096).contains(&n) {
+            Ok(n)
+        } else {
+            Err(format!("{n} px in `{s}` is outside [32, 4096]"))
+        }
+    };
+    Ok((side(w)?, side(h)?))
+}
+
+/// `train spatial-data`: refuses a non-empty --out without --force, generates with a progress
+/// bar, then prints the counts per question type.
+fn run_spatial(a: SpatialDataCli) -> Result<ExitCode> {
+    let non_empty = std::fs::read_dir(&a.out).is_ok_and(|mut d| d.next().is_some());
+    if non_empty && !a.force {
+        anyhow::bail!(
+            "{} is not empty: choose another --out or add --force",
+            a.out.display()
+        );
+    }
+    let options = SpatialOptions {
+        suite: a.suite,
+        tasks: a.tasks,
+        seeds: a.seeds,
+        seed: a.seed,
+        frames: usize::try_from(a.frames)?,
+        fps: a.fps,
+        width: a.size.0,
+        height: a.size.1,
+        moved: !a.no_moved,
+        out: a.out,
+    };
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} videos ({eta}) {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let s = spatial::generate(&options, &mut |p| {
+        bar.set_length(p.total as u64);
+        bar.set_position(p.done as u64);
+        bar.set_message(format!("{} questions", p.questions));
+    })?;
+    bar.finish_and_clear();
+    println!(
+        "{} questions from {} videos ({} frames, {}x{}) -> {}",
+        s.total_questions(),
+        s.sequences,
+        s.frames,
+        options.width,
+        options.height,
+        s.jsonl.display()
+    );
+    for (t, n) in &s.questions {
+        println!("  {t:<28} {n}");
+    }
+    for skipped in &s.skipped {
+        println!("left out {skipped}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Args)]
@@ -118,6 +240,7 @@ pub fn run(which: TrainCommand) -> Result<ExitCode> {
     match which {
         TrainCommand::Grpo(a) => super::train_grpo::run(*a),
         TrainCommand::Data(a) => run_data(a),
+        TrainCommand::SpatialData(a) => run_spatial(a),
         TrainCommand::Questions(a) => {
             let options = QuestionOptions {
                 delta_m: a.delta_m,

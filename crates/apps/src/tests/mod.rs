@@ -49,5 +49,6 @@ mod robot_r1;
 mod runner_approve;
 mod runner_async;
 mod sim_e2e;
+mod spatial_data;
 mod viz_rrd;
 mod xarm_sim_task;

@@ -20,3 +20,4 @@ pub mod grpo;
 pub mod rewards;
 pub mod robot_r1;
 pub mod service;
+pub mod spatial;
