@@ -154,6 +154,15 @@ pub struct AskCli {
     vlm: PointerKind,
     #[command(flatten)]
     model: ModelOptions,
+    #[command(flatten)]
+    reasoning: ReasoningCli,
+    #[command(flatten)]
+    rerun: RerunCli,
+}
+
+/// The reasoning model and the pipeline's limits (`ask`, `eval spatial`).
+#[derive(Args)]
+pub struct ReasoningCli {
     /// The reasoning model: qwen (in process) or openai (a server).
     #[arg(long, value_enum, default_value = "qwen")]
     lm: PointerKind,
@@ -173,15 +182,42 @@ pub struct AskCli {
     /// Overlap under which a frame becomes a key frame (released: 0.5).
     #[arg(long, default_value_t = 0.5, value_parser = pointact::values::probability)]
     threshold: f64,
-    #[command(flatten)]
-    rerun: RerunCli,
 }
 
-/// The reasoning model as the reference-model trait the pipeline takes.
-fn reasoner(pointer: ModelPointer) -> Box<dyn ReferenceModel> {
-    match pointer {
-        ModelPointer::Qwen(p) => Box::new(QwenReference::new(*p)),
-        ModelPointer::Openai(p) => Box::new(OpenAiReference::new(*p)),
+impl ReasoningCli {
+    /// The reasoning model (its options are `base`'s with the --lm-* flags), as the
+    /// reference-model trait the pipeline takes.
+    pub fn open(&self, base: &ModelOptions) -> Result<Box<dyn ReferenceModel>> {
+        anyhow::ensure!(
+            self.lm != PointerKind::Oracle,
+            "--lm takes qwen or openai (the oracle answers only inside the simulator)"
+        );
+        let options = ModelOptions {
+            model: self.lm_model.clone(),
+            endpoint: self
+                .lm_endpoint
+                .clone()
+                .unwrap_or_else(|| base.endpoint.clone()),
+            ..base.clone()
+        };
+        announce_model(self.lm, &options);
+        Ok(match pointact::pointing::open(self.lm, &options, None)? {
+            ModelPointer::Qwen(p) => Box::new(QwenReference::new(*p)),
+            ModelPointer::Openai(p) => Box::new(OpenAiReference::new(*p)),
+        })
+    }
+
+    /// The pipeline's options, the reasoning sampled at `temperature`.
+    pub fn ask_options(&self, temperature: f64) -> AskOptions {
+        AskOptions {
+            keyframes: KeyframeOptions {
+                overlap_threshold: self.threshold,
+                ..KeyframeOptions::default()
+            },
+            description_tokens: self.description_tokens,
+            reasoning_tokens: self.reasoning_tokens,
+            temperature,
+        }
     }
 }
 
@@ -191,8 +227,8 @@ pub fn run(a: AskCli) -> Result<ExitCode> {
         "the question is empty: ask something about the video"
     );
     anyhow::ensure!(
-        a.vlm != PointerKind::Oracle && a.lm != PointerKind::Oracle,
-        "--vlm and --lm take qwen or openai (the oracle answers only inside the simulator)"
+        a.vlm != PointerKind::Oracle,
+        "--vlm takes qwen or openai (the oracle describes only simulated sequences: eval spatial)"
     );
     let video = match a.video.load()? {
         Ok(v) => v,
@@ -205,25 +241,8 @@ pub fn run(a: AskCli) -> Result<ExitCode> {
             ModelPointer::Qwen(p) => p,
             ModelPointer::Openai(p) => p,
         };
-    let lm_options = ModelOptions {
-        model: a.lm_model.clone(),
-        endpoint: a
-            .lm_endpoint
-            .clone()
-            .unwrap_or_else(|| a.model.endpoint.clone()),
-        ..a.model.clone()
-    };
-    announce_model(a.lm, &lm_options);
-    let mut reasoner = reasoner(pointact::pointing::open(a.lm, &lm_options, None)?);
-    let options = AskOptions {
-        keyframes: KeyframeOptions {
-            overlap_threshold: a.threshold,
-            ..KeyframeOptions::default()
-        },
-        description_tokens: a.description_tokens,
-        reasoning_tokens: a.reasoning_tokens,
-        temperature: a.model.temperature,
-    };
+    let mut reasoner = a.reasoning.open(&a.model)?;
+    let options = a.reasoning.ask_options(a.model.temperature);
     let result = ask(
         &video,
         &a.question,
@@ -289,4 +308,72 @@ fn print_stage(stage: &Stage<'_>, video: &Video) {
         }
         Stage::Reasoned { reply, .. } => println!("reply     {reply}"),
     }
+}
+
+#[derive(Args)]
+pub struct EvalSpatialCli {
+    /// The questions (`questions.jsonl` of `train spatial-data`; the frames are beside it).
+    #[arg(long)]
+    questions: PathBuf,
+    /// Who describes the key frames: oracle (the simulator's own words: the table measures the
+    /// reasoning alone), qwen (local Qwen2.5-VL, --model) or openai (a server).
+    #[arg(long, value_enum, default_value = "oracle")]
+    vlm: PointerKind,
+    #[command(flatten)]
+    model: ModelOptions,
+    #[command(flatten)]
+    reasoning: ReasoningCli,
+    /// Ask only the first N questions.
+    #[arg(long)]
+    limit: Option<usize>,
+}
+
+pub fn eval_spatial(a: EvalSpatialCli) -> Result<ExitCode> {
+    use pointact::ask::eval::{eval_spatial, DescriberChoice};
+    let mut model: Option<Box<dyn Describer>> = match a.vlm {
+        PointerKind::Oracle => None,
+        kind => {
+            announce_model(kind, &a.model);
+            Some(match pointact::pointing::open(kind, &a.model, None)? {
+                ModelPointer::Qwen(p) => p,
+                ModelPointer::Openai(p) => p,
+            })
+        }
+    };
+    let describer = match model.as_mut() {
+        Some(d) => DescriberChoice::Model(d.as_mut()),
+        None => DescriberChoice::Oracle,
+    };
+    let mut reasoner = a.reasoning.open(&a.model)?;
+    let options = a.reasoning.ask_options(a.model.temperature);
+    let mut unanswered = 0usize;
+    let tally = eval_spatial(
+        &a.questions,
+        describer,
+        reasoner.as_mut(),
+        &options,
+        a.limit,
+        &mut |q, row, i, total| {
+            if row.note.is_some() {
+                unanswered += 1;
+            }
+            let said = match (&row.answer, &row.note) {
+                (Some(answer), _) => format!("answer {answer:?}"),
+                (None, Some(note)) => note.clone(),
+                (None, None) => String::new(),
+            };
+            eprintln!(
+                "[{}/{total}] {} score {:.2} (truth {}): {said}",
+                i + 1,
+                row.id,
+                row.score,
+                q.answer
+            );
+        },
+    )?;
+    println!("{tally}");
+    if unanswered > 0 {
+        println!("{unanswered} questions got no answer in the <think>/<answer> format (scored 0)");
+    }
+    Ok(ExitCode::SUCCESS)
 }

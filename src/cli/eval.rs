@@ -25,6 +25,9 @@ pub enum EvalCommand {
     /// Our simulator's suite through a bridge server and its protocol (the Rust evaluator; for
     /// SimplerEnv itself run sim/simplerenv/run.py against `serve bridge`).
     Bridge(EvalBridgeCli),
+    /// `ask` (Embodied-R) on generated spatial questions (`train spatial-data`): accuracy per
+    /// question type, as VSI-Bench's table.
+    Spatial(Box<super::ask::EvalSpatialCli>),
 }
 
 #[derive(Args)]
@@ -63,6 +66,7 @@ pub fn run(which: EvalCommand) -> Result<ExitCode> {
     match which {
         EvalCommand::Sim(a) => sim(a),
         EvalCommand::Bridge(a) => bridge(a),
+        EvalCommand::Spatial(a) => super::ask::eval_spatial(*a),
     }
 }
 

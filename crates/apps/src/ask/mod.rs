@@ -22,6 +22,7 @@
 //! A reply without both tags is an error ([`AskError::NoFormat`]) that carries the reply, never a
 //! guessed answer.
 
+pub mod eval;
 pub mod frames;
 pub mod prompts;
 

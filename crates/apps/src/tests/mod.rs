@@ -25,6 +25,7 @@ mod common {
 #[path = "../../../../tests/vlm_fixture/mod.rs"]
 mod vlm_fixture;
 
+mod ask_eval_spatial;
 mod ask_pipeline;
 mod bridge_pointer;
 mod bridge_server;
