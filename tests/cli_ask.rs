@@ -175,3 +175,64 @@ fn bad_videos_and_formatless_replies_are_refused_clearly() {
     let mock = Mock::start(vec![Reply::Http(200, completion("B, because it moved."))]);
     refused(&run(&frames, &mock.base), "not in the <think>");
 }
+
+/// The spatial-QA loop a user runs: generate questions from the simulator, then evaluate an `ask`
+/// configuration on them (oracle descriptions, a scripted reasoning server), table printed.
+#[test]
+fn spatial_data_then_eval_spatial_prints_the_table() {
+    let dir = TempDir::new("cli-eval-spatial");
+    let data = dir.join("data");
+    let o = pointact(&[
+        "train",
+        "spatial-data",
+        "--task",
+        "pepper_in_pan",
+        "--seeds",
+        "1",
+        "--frames",
+        "8",
+        "--size",
+        "160x120",
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let questions = data.join("questions.jsonl");
+    let first: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&questions)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let truth = first["answer"].as_str().unwrap().to_owned();
+    let mock = Mock::start(vec![Reply::Http(
+        200,
+        completion(&format!(
+            "<think>From the frames.</think><answer>{truth}</answer>"
+        )),
+    )]);
+    let o = pointact(&[
+        "eval",
+        "spatial",
+        "--questions",
+        questions.to_str().unwrap(),
+        "--lm",
+        "openai",
+        "--lm-endpoint",
+        &mock.base,
+        "--limit",
+        "1",
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let qtype = first["question_type"].as_str().unwrap();
+    let row = out
+        .lines()
+        .find(|l| l.starts_with(qtype))
+        .unwrap_or_else(|| panic!("no {qtype} row in {out}"));
+    assert!(row.contains(" 100.00 "), "the right answer scores 100 %: {row}");
+    assert!(out.contains("overall"), "{out}");
+}
