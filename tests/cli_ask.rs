@@ -233,6 +233,9 @@ fn spatial_data_then_eval_spatial_prints_the_table() {
         .lines()
         .find(|l| l.starts_with(qtype))
         .unwrap_or_else(|| panic!("no {qtype} row in {out}"));
-    assert!(row.contains(" 100.00 "), "the right answer scores 100 %: {row}");
+    assert!(
+        row.contains(" 100.00 "),
+        "the right answer scores 100 %: {row}"
+    );
     assert!(out.contains("overall"), "{out}");
 }

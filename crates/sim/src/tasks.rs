@@ -152,6 +152,30 @@ impl Suite {
             .filter(|t| t.suite == self)
             .collect()
     }
+
+    /// The tasks `ids` names (`id` or `suite/id`, in the given order), or all of the suite's when
+    /// `ids` is empty; an id the suite lacks is an error listing the suite's ids.
+    pub fn select(self, ids: &[String]) -> Result<Vec<TaskSpec>, TaskError> {
+        let all = self.tasks();
+        if ids.is_empty() {
+            return Ok(all);
+        }
+        ids.iter()
+            .map(|want| {
+                all.iter()
+                    .find(|t| t.id == want || t.full_id() == *want)
+                    .cloned()
+                    .ok_or_else(|| TaskError::UnknownTask {
+                        name: want.clone(),
+                        known: all
+                            .iter()
+                            .map(TaskSpec::full_id)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })
+            })
+            .collect()
+    }
 }
 
 /// What must hold at the end of an episode. Judged by `sim::judge` from the settled object poses.

@@ -629,31 +629,6 @@ fn check(opts: &DataOptions) -> Result<(), DataError> {
     Ok(())
 }
 
-/// The suite's tasks `opts` asks for (an unknown id is an error, naming the suite's ids).
-fn selected_tasks(opts: &DataOptions) -> Result<Vec<TaskSpec>, DataError> {
-    let all = opts.suite.tasks();
-    if opts.tasks.is_empty() {
-        return Ok(all);
-    }
-    opts.tasks
-        .iter()
-        .map(|want| {
-            all.iter()
-                .find(|t| t.id == want || t.full_id() == *want)
-                .cloned()
-                .ok_or_else(|| TaskError::UnknownTask {
-                    name: want.clone(),
-                    known: all
-                        .iter()
-                        .map(|t| t.full_id())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })
-                .map_err(DataError::from)
-        })
-        .collect()
-}
-
 /// Makes the records (see the module docs); `progress` sees every finished episode. Episodes or
 /// questions that cannot be made are listed in the summary, not errors; a file that cannot be
 /// written is.
@@ -662,7 +637,7 @@ pub fn generate(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Summary, DataError> {
     check(opts)?;
-    let tasks = selected_tasks(opts)?;
+    let tasks = opts.suite.select(&opts.tasks)?;
     let images_dir = opts.out.join(IMAGES_DIR);
     std::fs::create_dir_all(&images_dir).map_err(|e| io_err(&images_dir, e))?;
     let jsonl = opts.out.join(JSONL_NAME);

@@ -45,7 +45,7 @@ use rand_chacha::ChaCha8Rng;
 pub use questions::{AnswerKind, QuestionType, SpatialQuestion};
 pub use score::{score, SpatialTally};
 
-use crate::sim::tasks::{fnv1a, Suite, TaskError, TaskSpec};
+use crate::sim::tasks::{fnv1a, Suite, TaskError};
 
 /// The JSONL [`generate`] writes in its output folder.
 pub(crate) const QUESTIONS_NAME: &str = "questions.jsonl";
@@ -176,32 +176,6 @@ fn check(opts: &SpatialOptions) -> Result<(), SpatialError> {
     Ok(())
 }
 
-/// The suite's tasks `opts` asks for (an unknown id is an error naming the suite's ids).
-fn selected_tasks(opts: &SpatialOptions) -> Result<Vec<TaskSpec>, SpatialError> {
-    let all = opts.suite.tasks();
-    if opts.tasks.is_empty() {
-        return Ok(all);
-    }
-    opts.tasks
-        .iter()
-        .map(|want| {
-            all.iter()
-                .find(|t| t.id == want || t.full_id() == *want)
-                .cloned()
-                .ok_or_else(|| {
-                    SpatialError::Task(TaskError::UnknownTask {
-                        name: want.clone(),
-                        known: all
-                            .iter()
-                            .map(|t| t.full_id())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    })
-                })
-        })
-        .collect()
-}
-
 /// The questions of one sequence's truth, with their ids and the sequence's path, and why a
 /// recorded change gives none.
 pub(crate) fn questions_of(seq: &truth::SequenceTruth) -> (Vec<SpatialQuestion>, Option<String>) {
@@ -248,7 +222,7 @@ pub fn generate(
     progress: &mut dyn FnMut(&SpatialProgress),
 ) -> Result<SpatialSummary, SpatialError> {
     check(opts)?;
-    let tasks = selected_tasks(opts)?;
+    let tasks = opts.suite.select(&opts.tasks)?;
     let seq_dir = opts.out.join(SEQUENCES_DIR);
     std::fs::create_dir_all(&seq_dir).map_err(|e| io_err(&seq_dir, e))?;
     let jsonl = opts.out.join(QUESTIONS_NAME);
