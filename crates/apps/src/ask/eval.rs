@@ -24,14 +24,14 @@ const DESCRIPTIONS: &str = "descriptions.json";
 /// The simulator's words for the frames of one sequence: the description of the frame shown
 /// last (the current key frame), found by its pixels among the sequence's frames.
 #[derive(Debug, Clone)]
-pub struct OracleDescriber {
+pub(crate) struct OracleDescriber {
     frames: Vec<RgbImage>,
     descriptions: Vec<String>,
 }
 
 impl OracleDescriber {
     /// The describer of `video`'s frames, whose descriptions are `descriptions` (frame order).
-    pub fn new(video: &Video, descriptions: Vec<String>) -> Self {
+    pub(crate) fn new(video: &Video, descriptions: Vec<String>) -> Self {
         OracleDescriber {
             frames: video.frames.clone(),
             descriptions,
@@ -101,7 +101,7 @@ pub enum EvalSpatialError {
 
 /// The text a question is asked with: the question, then its options one per line
 /// (`Options:` first, as VSI-Bench's prompts list them).
-pub fn question_text(q: &SpatialQuestion) -> String {
+pub(crate) fn question_text(q: &SpatialQuestion) -> String {
     if q.options.is_empty() {
         q.question.clone()
     } else {

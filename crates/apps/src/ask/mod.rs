@@ -24,7 +24,7 @@
 
 pub mod eval;
 pub mod frames;
-pub mod prompts;
+pub(crate) mod prompts;
 
 use std::sync::LazyLock;
 
@@ -215,7 +215,7 @@ static ANSWER: LazyLock<Regex> =
 
 /// The think and the answer of a reply: the first `<think>…</think>`, and the first
 /// `<answer>…</answer>` after it, both stripped. `None` when either is missing.
-pub fn parse_reply(reply: &str) -> Option<(String, String)> {
+pub(crate) fn parse_reply(reply: &str) -> Option<(String, String)> {
     let think = THINK.captures(reply)?;
     let end = think.get(0)?.end();
     let answer = ANSWER.captures(&reply[end..])?;
