@@ -31,6 +31,7 @@
 //! Deterministic: the same options give the same bytes.
 
 pub(crate) mod describe;
+mod options;
 pub(crate) mod questions;
 pub(crate) mod score;
 pub(crate) mod truth;
@@ -42,10 +43,11 @@ use std::path::{Path, PathBuf};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+pub use options::SpatialOptions;
 pub use questions::{AnswerKind, QuestionType, SpatialQuestion};
 pub use score::{score, SpatialTally};
 
-use crate::sim::tasks::{fnv1a, Suite, TaskError};
+use crate::sim::tasks::{fnv1a, TaskError};
 
 /// The JSONL [`generate`] writes in its output folder.
 pub(crate) const QUESTIONS_NAME: &str = "questions.jsonl";
@@ -55,48 +57,6 @@ pub(crate) const SEQUENCES_DIR: &str = "sequences";
 pub(crate) const TRUTH_NAME: &str = "truth.json";
 /// Each sequence's oracle descriptions, one string per frame (a JSON list).
 pub(crate) const DESCRIPTIONS_NAME: &str = "descriptions.json";
-
-/// What to generate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SpatialOptions {
-    /// The suite whose tasks lay out the scenes; default tabletop.
-    pub suite: Suite,
-    /// Task ids of the suite (`cup_on_plate` or `tabletop/cup_on_plate`); empty: all.
-    pub tasks: Vec<String>,
-    /// Seeds `seed .. seed + seeds` of every task.
-    pub seeds: u64,
-    /// First seed; default 0.
-    pub seed: u64,
-    /// Frames per sequence; default 24.
-    pub frames: usize,
-    /// Nominal frames per second (what `time_s` and the questions' `fps` say); default 2.
-    pub fps: f64,
-    /// Frame width, px; default 320.
-    pub width: u32,
-    /// Frame height, px; default 240.
-    pub height: u32,
-    /// Also make the recorded changes (the task's object moved halfway); default true.
-    pub moved: bool,
-    /// Output folder.
-    pub out: PathBuf,
-}
-
-impl Default for SpatialOptions {
-    fn default() -> Self {
-        SpatialOptions {
-            suite: Suite::Tabletop,
-            tasks: Vec::new(),
-            seeds: 4,
-            seed: 0,
-            frames: 24,
-            fps: 2.0,
-            width: 320,
-            height: 240,
-            moved: true,
-            out: PathBuf::from("spatial-data"),
-        }
-    }
-}
 
 /// Errors of generating the data.
 #[derive(Debug, thiserror::Error)]

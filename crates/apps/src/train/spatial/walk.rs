@@ -19,8 +19,8 @@
 use image::RgbImage;
 use k::nalgebra::{Isometry3, Point3, Translation3, Vector3};
 
+use super::options::SpatialOptions;
 use super::truth::{frame_truth, objects_now, FrameTruth, MovedTruth, Pose, SequenceTruth};
-use super::SpatialOptions;
 use crate::runner::episode::prepare_episode;
 use crate::sim::devices::{SharedWorld, SimRobot};
 use crate::sim::render::{render, PinholeCamera, RenderOptions};
