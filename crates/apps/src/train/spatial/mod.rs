@@ -4,7 +4,7 @@
 //! answer is known.
 //!
 //! * [`walk`]: a camera walking around the table, rendered frame by frame (and the recorded
-//!   changes: the task's object moved halfway through).
+//!   changes: the task run by the simulated arm halfway through).
 //! * [`truth`]: each frame's camera and objects in view, each object's pose and size.
 //! * [`questions`]: VSI-Bench's question types asked of that truth, with margins.
 //! * [`score`]: VSI-Bench's scoring (letters by exact match, numbers by Mean Relative Accuracy)
@@ -13,8 +13,8 @@
 //!
 //! # Output ([`generate`])
 //! For each task of the suite and each seed, one sequence of the settled scene
-//! (`<suite>-<task>-s<seed>`) and, for tasks that put their object somewhere, one with the object
-//! moved there halfway through (`…-moved`):
+//! (`<suite>-<task>-s<seed>`) and, for tasks that put their object somewhere, one with the task
+//! run halfway through (`…-moved`):
 //! * `OUT/sequences/<id>/0000.png …`: the frames, `width` × `height`, at `fps` frames per second
 //!   of the walk;
 //! * `OUT/sequences/<id>/truth.json`: the sequence's truth (`truth::SequenceTruth`): `id`, `task`,

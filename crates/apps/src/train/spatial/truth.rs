@@ -71,7 +71,7 @@ pub(crate) struct ObjectTruth {
     pub size_m: [f64; 3],
 }
 
-/// A recorded change: the task's object moved to where the task puts it.
+/// A recorded change: where the task's run moved its object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct MovedTruth {
     pub object: String,

@@ -10,21 +10,22 @@
 //! need. The seed picks the direction of the walk, so two seeds of one layout differ.
 //!
 //! A recorded change (the sequences for "which way was the object moved"): the first half of the
-//! frames shows the settled world; then the task's object is put where the task wants it (the
-//! bottom centre of the task's target region: a container's floor, a support's top, the area
-//! beside a reference), the world settles for a second, and the second half is rendered from the
-//! camera walking on. The object is placed, not carried by the arm: the video shows it in one
-//! place, then in the other, with the arm at home throughout.
+//! frames shows the settled world; then the task itself runs — the simulated arm, driven by the
+//! executor with the oracle pointer, as `pointact run` runs it (`runner::episode::run_prepared`,
+//! polled in place: the simulator's devices answer at once) — and the second half is rendered from
+//! the camera walking on, the object where the run left it and the arm where it ended. The move is
+//! what the run did, read back from the world, whether or not the judge would call it a success.
 
 use image::RgbImage;
-use k::nalgebra::{Isometry3, Point3, Translation3, Vector3};
+use k::nalgebra::{Point3, Vector3};
 
 use super::options::SpatialOptions;
 use super::truth::{frame_truth, objects_now, FrameTruth, MovedTruth, Pose, SequenceTruth};
-use crate::runner::episode::prepare_episode;
-use crate::sim::devices::{SharedWorld, SimRobot};
+use crate::runner::episode::{prepare_episode, run_now, run_prepared, sim_camera, EpisodeOptions};
+use crate::sim::devices::SimRobot;
+use crate::sim::oracle::OraclePointer;
 use crate::sim::render::{render, PinholeCamera, RenderOptions};
-use crate::sim::tasks::{Episode, TaskSpec};
+use crate::sim::tasks::TaskSpec;
 
 /// Eye height above the table top, m (a person's eye above a table they stand at).
 pub(crate) const STAND_HEIGHT_M: f64 = 0.5;
@@ -86,27 +87,9 @@ pub(crate) fn min_pixels(width: usize, height: usize) -> usize {
     (width * height / 2560).max(8)
 }
 
-/// Where the moved object goes: its pose with the translation at the bottom centre of the task's
-/// target region (2 mm above, to drop onto it), or why there is none.
-fn destination(episode: &Episode, world: &SharedWorld) -> Result<Isometry3<f64>, String> {
-    let w = world.lock();
-    let region = episode
-        .target_region_world(&w)
-        .ok_or("the task has no place to put the object (pick up)")?;
-    let pose = w
-        .object_pose(&episode.object)
-        .ok_or_else(|| format!("no object `{}` in the world", episode.object))?;
-    let half = region.shape.local_half_extents();
-    let bottom = region.frame_from_region * Point3::new(0.0, 0.0, -half.z);
-    Ok(Isometry3::from_parts(
-        Translation3::new(bottom.x, bottom.y, bottom.z + 0.002),
-        pose.rotation,
-    ))
-}
-
 /// Builds and settles `spec`'s episode `seed` as `train data` does (`runner::prepare_episode`,
-/// the arm at home), then renders the walk; with `moved`, the task's object is moved halfway
-/// through (see the module docs).
+/// the arm at home), then renders the walk; with `moved`, the task runs halfway through (see the
+/// module docs).
 pub(crate) fn record(
     spec: &TaskSpec,
     seed: u64,
@@ -117,8 +100,9 @@ pub(crate) fn record(
     let prepared = prepare_episode(&episode).map_err(|e| e.to_string())?;
     let world = prepared.world.clone();
     let home = prepared.model.home().to_vec();
-    SimRobot::new(world.clone(), prepared.model.clone(), home)
+    let mut robot = SimRobot::new(world.clone(), prepared.model.clone(), home)
         .map_err(|e| format!("placing the arm at home: {e}"))?;
+    let mut truth = Some(prepared.truth);
     let id = sequence_id(&spec.full_id(), seed, moved);
     let (objects, table_z, eye, scene_name) = {
         let w = world.lock();
@@ -155,13 +139,33 @@ pub(crate) fn record(
     let render_options = RenderOptions::default();
     for i in 0..opts.frames {
         if moved && i == half {
-            let to = destination(&episode, &world)?;
-            let mut w = world.lock();
-            let start = w.object_pose(&episode.object).ok_or("no moved object")?;
-            let start_centre = super::truth::centre_now(&w, &episode.object).unwrap_or_default();
-            w.set_object_pose(&episode.object, &to)
-                .map_err(|e| e.to_string())?;
-            w.settle(1.0);
+            if episode.target_region_world(&world.lock()).is_none() {
+                return Err("the task has no place to put the object (pick up)".into());
+            }
+            let (start, start_centre) = {
+                let w = world.lock();
+                let start = w.object_pose(&episode.object).ok_or("no moved object")?;
+                (
+                    start,
+                    super::truth::centre_now(&w, &episode.object).unwrap_or_default(),
+                )
+            };
+            let options = EpisodeOptions::default();
+            let mut camera = sim_camera(&world, &options);
+            let oracle = truth.take().ok_or("the task runs once")?;
+            let mut pointer = OraclePointer::new(oracle, options.oracle.clone());
+            run_now(run_prepared(
+                &episode,
+                &options,
+                &world,
+                &mut robot,
+                &mut camera,
+                &mut pointer,
+                &mut |_| true,
+                &mut |_| {},
+            ))
+            .map_err(|e| format!("the task run failed: {e}"))?;
+            let w = world.lock();
             let end = w.object_pose(&episode.object).ok_or("no moved object")?;
             moved_truth = Some(MovedTruth {
                 object: episode.object.clone(),
