@@ -61,6 +61,10 @@ pub struct SpatialDataCli {
     /// No videos with the task's object moved halfway (no object_moved_direction questions).
     #[arg(long)]
     no_moved: bool,
+    /// Also write records.jsonl for `train grpo`: each question as Embodied-R's reasoning prompt
+    /// over the oracle descriptions of its key frames (text-only `spatial` records).
+    #[arg(long)]
+    records: bool,
     /// Write into a non-empty --out (files of the same names are replaced).
     #[arg(long)]
     force: bool,
@@ -108,6 +112,7 @@ fn run_spatial(a: SpatialDataCli) -> Result<ExitCode> {
             a.out.display()
         );
     }
+    let records = a.records;
     let options = SpatialOptions {
         suite: a.suite,
         tasks: a.tasks,
@@ -145,6 +150,13 @@ fn run_spatial(a: SpatialDataCli) -> Result<ExitCode> {
     }
     for skipped in &s.skipped {
         println!("left out {skipped}");
+    }
+    if records {
+        let (path, n) = pointact::train::grpo::spatial::write_spatial_records(
+            &s.jsonl,
+            &pointact::ask::AskOptions::default(),
+        )?;
+        println!("{n} GRPO records -> {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -503,16 +503,18 @@ pub fn worker(request: &Path) -> anyhow::Result<Measured> {
             id: format!("q{i}"),
             task: "length".into(),
             question: req.question.clone(),
-            image: img.clone(),
+            image: Some(img.clone()),
+            system: None,
             ground_truth: String::new(),
         })
         .collect();
-    let length_reward = |response: &str, _gt: &str| -> Result<Vec<(String, f64)>, String> {
-        Ok(vec![(
-            "overall".to_string(),
-            response.chars().count() as f64 / 100.0,
-        )])
-    };
+    let length_reward =
+        |response: &str, _gt: &str, _question: &str| -> Result<Vec<(String, f64)>, String> {
+            Ok(vec![(
+                "overall".to_string(),
+                response.chars().count() as f64 / 100.0,
+            )])
+        };
     let scorer: &Scorer<'_> = &length_reward;
 
     let (mut min_len, mut max_len) = (f64::INFINITY, f64::NEG_INFINITY);

@@ -170,7 +170,7 @@ fn grpo_raises_the_held_out_reward_of_a_tiny_model_on_simulated_frames() {
     };
     let mut trainer =
         GrpoTrainer::new(load(MODEL), &Tune::Full { modules: vec![] }, options, None).unwrap();
-    let scorer = |resp: &str, gt: &str| {
+    let scorer = |resp: &str, gt: &str, _question: &str| {
         let kind = pointact::train::grpo::data::classify(gt).map_err(|e| format!("{e:?}"))?;
         run::score(kind, resp, gt)
     };

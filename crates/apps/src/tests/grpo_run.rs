@@ -107,7 +107,7 @@ fn trainer_with(
 }
 
 /// A length reward, so that groups differ and every step updates.
-fn scorer(resp: &str, _gt: &str) -> Result<Vec<(String, f64)>, String> {
+fn scorer(resp: &str, _gt: &str, _question: &str) -> Result<Vec<(String, f64)>, String> {
     Ok(vec![("overall".into(), resp.len() as f64 / 40.0)])
 }
 

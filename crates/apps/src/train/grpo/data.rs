@@ -25,8 +25,9 @@
 //! has no problem or no answer, names no image or one that is not a file, has no `<type>` tag or
 //! one that nobody scores, or carries a ground truth its reward cannot read. Blank lines are not
 //! records and are not counted. The types are the released ones ([`TaskType`], scored by
-//! `train::rewards::score`) and ours: `env` (`train::env_reward`) and `robot_r1`
-//! (`train::robot_r1`).
+//! `train::rewards::score`) and ours: `env` (`train::env_reward`), `robot_r1`
+//! (`train::robot_r1`) and `spatial` (Embodied-R's reasoning reward, [`super::spatial`]). A
+//! `spatial` record is text-only: it needs no image, and one it names is not read.
 //!
 //! "Cannot read" for a released type: the released function raises for a bad ground truth only
 //! for `point_ref` ([`RewardError::GroundTruth`]); every other type reads its ground truth inside
@@ -36,7 +37,8 @@
 //! `point_rec`: a dict whose `segmentation` has ≥ 3 `[x, y]` number pairs; `fsd_free_point`: a
 //! 4-number `bbox` and exactly 8 `free_points`). Payloads are parsed with `serde_json`, stricter
 //! than Python's `json.loads` (no `NaN`); what it refuses is skipped. `env`: the payload after a
-//! leading `<type>env</type>` must be an [`EnvTruth`]; `robot_r1`: one option letter.
+//! leading `<type>env</type>` must be an [`EnvTruth`]; `robot_r1`: one option letter; `spatial`:
+//! a `super::spatial::SpatialTruth` (a letter A–H, or a positive number).
 //!
 //! # Generator ([`generate`])
 //! For each task of a suite and each seed: the episode's world is built and settled as the runner
@@ -122,6 +124,9 @@ pub enum RecordKind {
     Env,
     /// `train::robot_r1::reward` (`<type>robot_r1</type>`).
     RobotR1,
+    /// Embodied-R's reasoning reward on a text-only question (`<type>spatial</type>`, scored by
+    /// `super::spatial::spatial_reward`; the payload is a `super::spatial::SpatialTruth`).
+    Spatial,
 }
 
 impl RecordKind {
@@ -131,6 +136,7 @@ impl RecordKind {
             RecordKind::Released(t) => t.name(),
             RecordKind::Env => "env",
             RecordKind::RobotR1 => robot_r1::TASK_TYPE,
+            RecordKind::Spatial => super::spatial::TASK_TYPE,
         }
     }
 
@@ -139,6 +145,7 @@ impl RecordKind {
         match name {
             "env" => Some(RecordKind::Env),
             n if n == robot_r1::TASK_TYPE => Some(RecordKind::RobotR1),
+            n if n == super::spatial::TASK_TYPE => Some(RecordKind::Spatial),
             n => TaskType::from_name(n).map(RecordKind::Released),
         }
     }
@@ -161,7 +168,8 @@ pub struct Record {
     pub ground_truth: String,
     /// Who scores it, from the ground truth's `<type>`.
     pub kind: RecordKind,
-    /// Resolved paths, each an existing file; at least one.
+    /// Resolved paths, each an existing file; at least one, except for a text-only
+    /// [`RecordKind::Spatial`] record, which has none.
     pub images: Vec<PathBuf>,
 }
 
@@ -384,8 +392,15 @@ pub(crate) fn parse_line(line: &str, base: &Path, fallback_id: &str) -> Result<R
     let problem =
         first_string(&obj, &["problem", "prompt", "question"]).ok_or(SkipReason::MissingProblem)?;
     let answer = answer_of(&obj).ok_or(SkipReason::MissingAnswer)?;
-    let images = images_of(&obj, base)?;
-    let kind = classify(answer)?;
+    // A spatial record is a text-only question (Embodied-R trains its reasoning model on text);
+    // any image it names is not read. Every other kind needs its image, checked before its type.
+    let kind = classify(answer);
+    let images = if kind == Ok(RecordKind::Spatial) {
+        Vec::new()
+    } else {
+        images_of(&obj, base)?
+    };
+    let kind = kind?;
     let id = match obj.get("id") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Number(n)) => n.to_string(),
@@ -473,6 +488,7 @@ pub fn classify(ground_truth: &str) -> Result<RecordKind, SkipReason> {
             .strip_prefix("<type>env</type>")
             .is_some_and(|p| serde_json::from_str::<EnvTruth>(p).is_ok()),
         RecordKind::RobotR1 => robot_r1::ground_truth_letter(ground_truth).is_ok(),
+        RecordKind::Spatial => super::spatial::SpatialTruth::parse(ground_truth).is_ok(),
     };
     if readable {
         Ok(kind)
@@ -1131,6 +1147,41 @@ mod tests {
         let free = r#"{"bbox": [0, 0, 9, 9], "free_points": [[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1]]}"#;
         assert!(classify(&format!("<type>fsd_free_point</type>{free}")).is_ok());
         assert_eq!(question_of("<image> Where? "), "Where?");
+        assert_eq!(
+            classify(r#"<type>spatial</type>{"kind": "choice", "answer": "B"}"#),
+            Ok(RecordKind::Spatial)
+        );
+        assert_eq!(
+            classify(r#"<type>spatial</type>{"kind": "number", "answer": "2.5"}"#),
+            Ok(RecordKind::Spatial)
+        );
+        for bad in [
+            r#"{"kind": "choice", "answer": "Z"}"#,
+            r#"{"kind": "number", "answer": "-1"}"#,
+            r#"{"kind": "number", "answer": "far"}"#,
+            "B",
+        ] {
+            assert_eq!(
+                classify(&format!("<type>spatial</type>{bad}")),
+                Err(SkipReason::UnparsableGroundTruth),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn spatial_records_need_no_image_and_others_still_do() {
+        let base = Path::new("/nonexistent");
+        let line = r#"{"problem": "Question: which?", "answer": "<type>spatial</type>{\"kind\": \"choice\", \"answer\": \"A\"}"}"#;
+        let r = parse_line(line, base, "f:1").unwrap();
+        assert_eq!((r.kind, r.images.len()), (RecordKind::Spatial, 0));
+        let named = r#"{"problem": "q", "answer": "<type>spatial</type>{\"kind\": \"choice\", \"answer\": \"A\"}", "images": ["gone.png"]}"#;
+        assert!(parse_line(named, base, "f:2").unwrap().images.is_empty());
+        let general = r#"{"problem": "q", "answer": "<type>general_qa</type>A"}"#;
+        assert_eq!(
+            parse_line(general, base, "f:3"),
+            Err(SkipReason::MissingImage)
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use super::checkpoint::{self, CheckpointError, TrainerState};
 use super::data::{Record, RecordKind};
+use super::spatial::{spatial_reward, NoReference, SpatialScoring, RELEASED_CONSISTENCY_WEIGHT};
 use super::trainer::{EvalMetrics, GrpoTrainer, Sample, Scorer, StepMetrics, TrainError};
 use crate::train::{env_reward, rewards, robot_r1};
 
@@ -111,12 +112,30 @@ pub struct RunSummary {
 }
 
 /// Scores a response to a record of `kind` with its reward: the released functions, the
-/// environment reward (a simulated episode, run to its end in place), Robot-R1's. Components
-/// `overall` first.
+/// environment reward (a simulated episode, run to its end in place), Robot-R1's, Embodied-R's
+/// (`spatial`: released weights, no reference model, so the consistency term reads the think
+/// text, and no question; [`score_with`] chooses them). Components `overall` first.
 pub fn score(
     kind: RecordKind,
     response: &str,
     ground_truth: &str,
+) -> Result<Vec<(String, f64)>, String> {
+    let mut none = NoReference;
+    let mut spatial = SpatialScoring {
+        reference: &mut none,
+        consistency_weight: RELEASED_CONSISTENCY_WEIGHT,
+    };
+    score_with(kind, response, ground_truth, None, &mut spatial)
+}
+
+/// [`score`] with the question (the user text; Embodied-R's consistency reward sends it to the
+/// reference model) and how spatial records are scored.
+pub fn score_with(
+    kind: RecordKind,
+    response: &str,
+    ground_truth: &str,
+    question: Option<&str>,
+    spatial: &mut SpatialScoring<'_>,
 ) -> Result<Vec<(String, f64)>, String> {
     let named = |v: &[(&str, f64)]| v.iter().map(|(k, x)| (k.to_string(), *x)).collect();
     match kind {
@@ -135,11 +154,23 @@ pub fn score(
                 ])
             })
             .map_err(|e| e.to_string()),
+        RecordKind::Spatial => spatial_reward(response, ground_truth, question, spatial),
     }
 }
 
-/// A record with its image read.
+/// A record with its image read; a spatial record is text-only, asked with Embodied-R's
+/// reasoning system prompt (`--system SYSTEM_PROMPT` of the released `train/train_8GPUs.sh`).
 pub fn sample(record: &Record) -> Result<Sample, String> {
+    if record.kind == RecordKind::Spatial {
+        return Ok(Sample {
+            id: record.id.clone(),
+            task: record.kind.name().to_string(),
+            question: record.question.clone(),
+            image: None,
+            system: Some(crate::ask::prompts::REASONING_SYSTEM.to_string()),
+            ground_truth: record.ground_truth.clone(),
+        });
+    }
     let path = record
         .images
         .first()
@@ -151,7 +182,8 @@ pub fn sample(record: &Record) -> Result<Sample, String> {
         id: record.id.clone(),
         task: record.kind.name().to_string(),
         question: record.question.clone(),
-        image,
+        image: Some(image),
+        system: None,
         ground_truth: record.ground_truth.clone(),
     })
 }

@@ -147,16 +147,21 @@ pub struct Sample {
     pub id: String,
     /// The metrics key (the ground truth's task type).
     pub task: String,
-    /// The text after the image in the user turn.
+    /// The text after the image in the user turn (the whole user turn without an image).
     pub question: String,
-    /// The image shown before the question.
-    pub image: RgbImage,
+    /// The image shown before the question; `None`: a text-only prompt (no vision rows), as
+    /// Embodied-R trains its reasoning model.
+    pub image: Option<RgbImage>,
+    /// The system message; `None`: the model's ([`QwenParts::system`]).
+    pub system: Option<String>,
     /// The ground truth the scorer compares responses against (`<type>…</type>` envelope included).
     pub ground_truth: String,
 }
 
-/// Scores a response against a ground truth: the components, `overall` first.
-pub type Scorer<'a> = dyn Fn(&str, &str) -> Result<Vec<(String, f64)>, String> + 'a;
+/// Scores a response (first argument) against a ground truth (second) for a question (third:
+/// the sample's user text, which Embodied-R's consistency reward reads): the components,
+/// `overall` first.
+pub type Scorer<'a> = dyn Fn(&str, &str, &str) -> Result<Vec<(String, f64)>, String> + 'a;
 
 /// Means over one task's responses.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -341,18 +346,26 @@ impl GrpoTrainer {
             reason,
         };
         let p = &self.parts;
+        let system = s.system.as_deref().or(p.system.as_deref());
+        let Some(rgb) = &s.image else {
+            let ids = p
+                .tokenizer
+                .text_prompt_ids(&s.question, system)
+                .map_err(|e| bad(e.to_string()))?;
+            return Ok(Prepared {
+                ids,
+                images: Vec::new(),
+                vision_rows: Vec::new(),
+            });
+        };
         let processed = p
             .processor
-            .preprocess_rgb(&s.image)
+            .preprocess_rgb(rgb)
             .map_err(|e| bad(e.to_string()))?;
         let image = ImageInput::from_processed(&processed, p.model.device())?;
         let ids = p
             .tokenizer
-            .prompt_ids(
-                &s.question,
-                p.system.as_deref(),
-                processed.num_image_tokens(),
-            )
+            .prompt_ids(&s.question, system, processed.num_image_tokens())
             .map_err(|e| bad(e.to_string()))?;
         let rows = p
             .model
@@ -426,7 +439,7 @@ impl GrpoTrainer {
             for r in &group {
                 generated += r.tokens.len();
                 let text = self.response_text(r);
-                let (reward, comps) = match scorer(&text, &s.ground_truth) {
+                let (reward, comps) = match scorer(&text, &s.ground_truth, &s.question) {
                     Ok(c) => (c.first().map_or(0.0, |x| x.1), c),
                     Err(e) => {
                         tracing::warn!("question {}: the reward refused a response: {e}", s.id);
@@ -632,7 +645,7 @@ impl GrpoTrainer {
             let prompt = policy.prepare_with_vision(&p.ids, &p.images, &p.vision_rows)?;
             let r = rollouts(&mut policy, &prompt, &cfg, 0)?;
             let text = self.response_text(&r[0]);
-            let (reward, comps) = match scorer(&text, &s.ground_truth) {
+            let (reward, comps) = match scorer(&text, &s.ground_truth, &s.question) {
                 Ok(c) => (c.first().map_or(0.0, |x| x.1), c),
                 Err(_) => {
                     out.score_errors += 1;
