@@ -152,7 +152,7 @@ fn run_spatial(a: SpatialDataCli) -> Result<ExitCode> {
         println!("left out {skipped}");
     }
     if records {
-        let (path, n) = pointact::train::grpo::spatial::write_spatial_records(
+        let (path, n) = pointact::train::grpo::spatial_records::write_spatial_records(
             &s.jsonl,
             &pointact::ask::AskOptions::default(),
         )?;

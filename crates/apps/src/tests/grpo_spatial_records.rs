@@ -13,7 +13,7 @@ fn spatial_questions_become_text_records_with_the_ask_prompt() {
     use pointact::ask::eval::{eval_spatial, DescriberChoice};
     use pointact::ask::AskOptions;
     use pointact::train::consistency::{ReferenceError, ReferenceModel};
-    use pointact::train::grpo::spatial::write_spatial_records;
+    use pointact::train::grpo::spatial_records::write_spatial_records;
     use pointact::train::spatial::{generate, load_questions, SpatialOptions};
 
     struct Records(Vec<String>);

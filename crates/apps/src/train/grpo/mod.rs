@@ -10,8 +10,9 @@
 //! * [`checkpoint`]: model folders `pointact point --model DIR` loads, plus what resuming needs.
 //! * [`data`]: prompt records in the EasyR1 layout, and a generator of records from our simulator.
 //! * [`run`]: a training run (`pointact train grpo`): order, steps, evaluation, metrics, resume.
-//! * [`spatial`]: Embodied-R's reasoning training on text-only records: their reward, and
-//!   records made from generated spatial questions.
+//! * [`spatial`]: Embodied-R's reasoning training on text-only records: their ground truth and
+//!   reward.
+//! * [`spatial_records`]: those records made from generated spatial questions.
 
 pub mod checkpoint;
 pub mod data;
@@ -21,4 +22,5 @@ pub(crate) mod policy;
 pub mod rollout;
 pub mod run;
 pub mod spatial;
+pub mod spatial_records;
 pub mod trainer;
