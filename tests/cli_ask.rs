@@ -57,6 +57,28 @@ fn model() -> String {
 
 const QUESTION: &str = "Which way did the camera turn? A. left B. right";
 
+/// `pointact ask QUESTION` on `frames`: the tiny Qwen2.5-VL fixture describes (`tokens` per key
+/// frame), the OpenAI-compatible server at `base` reasons; `extra` flags after those.
+fn ask(frames: &Path, base: &str, tokens: &str, extra: &[&str]) -> Output {
+    let model = model();
+    let mut args = vec![
+        "ask",
+        QUESTION,
+        "--frames",
+        frames.to_str().unwrap(),
+        "--model",
+        &model,
+        "--description-tokens",
+        tokens,
+        "--lm",
+        "openai",
+        "--lm-endpoint",
+        base,
+    ];
+    args.extend_from_slice(extra);
+    pointact(&args)
+}
+
 #[test]
 fn ask_prints_every_stage_and_the_parsed_answer_and_logs_to_rerun() {
     let dir = TempDir::new("cli-ask");
@@ -70,25 +92,17 @@ fn ask_prints_every_stage_and_the_parsed_answer_and_logs_to_rerun() {
         ),
     )]);
     let rrd = dir.join("ask.rrd");
-    let model = model();
-    let o = pointact(&[
-        "ask",
-        QUESTION,
-        "--frames",
-        frames.to_str().unwrap(),
-        "--model",
-        &model,
-        "--description-tokens",
-        "8",
-        "--lm",
-        "openai",
-        "--lm-endpoint",
+    let o = ask(
+        &frames,
         &mock.base,
-        "--lm-model",
-        "qwen2.5-3b-instruct",
-        "--rerun",
-        &format!("save:{}", rrd.display()),
-    ]);
+        "8",
+        &[
+            "--lm-model",
+            "qwen2.5-3b-instruct",
+            "--rerun",
+            &format!("save:{}", rrd.display()),
+        ],
+    );
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
     assert!(out.contains("sampled   6 of 6 frames"), "{out}");
@@ -140,25 +154,9 @@ fn keyframes_lists_the_comparisons_and_writes_the_key_frames() {
 #[test]
 fn bad_videos_and_formatless_replies_are_refused_clearly() {
     let dir = TempDir::new("cli-ask-bad");
-    let model = model();
     let frames = dir.join("frames");
     std::fs::create_dir_all(&frames).unwrap();
-    let run = |frames: &Path, base: &str| {
-        pointact(&[
-            "ask",
-            QUESTION,
-            "--frames",
-            frames.to_str().unwrap(),
-            "--model",
-            &model,
-            "--description-tokens",
-            "4",
-            "--lm",
-            "openai",
-            "--lm-endpoint",
-            base,
-        ])
-    };
+    let run = |frames: &Path, base: &str| ask(frames, base, "4", &[]);
     let refused = |o: &Output, want: &str| {
         let (out, err) = text(o);
         assert_eq!(o.status.code(), Some(1), "{out}\n{err}");

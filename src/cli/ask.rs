@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 use pointact::ask::frames::{frames_dir, record_camera, record_dir, Video};
-use pointact::ask::{ask, AskOptions, Describer, Stage};
-use pointact::camera::keyframes::{select_keyframes, KeyframeOptions, Overlap};
+use pointact::ask::{ask, video_keyframes, AskOptions, Describer, Stage, VideoKeyframes};
+use pointact::camera::keyframes::{KeyframeOptions, Overlap};
 use pointact::camera::{CameraError, CameraSpec};
 use pointact::pointing::{ModelOptions, ModelPointer, PointerKind};
 use pointact::train::consistency::{OpenAiReference, QwenReference, ReferenceModel};
@@ -87,13 +87,15 @@ pub fn keyframes(a: KeyframesCli) -> Result<ExitCode> {
         Ok(v) => v,
         Err(code) => return Ok(code),
     };
-    let kept = pointact::camera::keyframes::sample_indices(video.frames.len(), video.fps);
-    let sampled: Vec<_> = kept.iter().map(|&i| video.frames[i].clone()).collect();
     let options = KeyframeOptions {
         overlap_threshold: a.threshold,
         ..KeyframeOptions::default()
     };
-    let report = select_keyframes(&sampled, &options)?;
+    let VideoKeyframes {
+        sampled: kept,
+        report,
+        frames: chosen,
+    } = video_keyframes(&video, &options)?;
     println!(
         "sampled   {} of {} frames (1 fps)",
         kept.len(),
@@ -113,7 +115,6 @@ pub fn keyframes(a: KeyframesCli) -> Result<ExitCode> {
             if c.keyframe { "  -> key frame" } else { "" }
         );
     }
-    let chosen: Vec<usize> = report.selected.iter().map(|&i| kept[i]).collect();
     if let Some(note) = &report.note {
         println!("note      {note}");
     }

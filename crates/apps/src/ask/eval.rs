@@ -8,7 +8,6 @@
 //! reply without the `<think>`/`<answer>` format scores 0 (it answered nothing), as does a
 //! question whose model call failed; both are counted and named in the row, and the run goes on.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use image::RgbImage;
@@ -16,30 +15,29 @@ use image::RgbImage;
 use super::frames::{frames_dir, FramesError, Video};
 use super::{ask, AskError, AskOptions, Describer};
 use crate::train::consistency::ReferenceModel;
-use crate::train::spatial::{load_questions, score, SpatialError, SpatialQuestion, SpatialTally};
-
-/// Each sequence's oracle descriptions, one string per frame (written by `train spatial-data`).
-const DESCRIPTIONS: &str = "descriptions.json";
+use crate::train::spatial::{
+    load_questions, score, SpatialError, SpatialQuestion, SpatialTally, DESCRIPTIONS_NAME,
+};
 
 /// The simulator's words for the frames of one sequence: the description of the frame shown
 /// last (the current key frame), found by its pixels among the sequence's frames.
-#[derive(Debug, Clone)]
-pub(crate) struct OracleDescriber {
-    frames: Vec<RgbImage>,
-    descriptions: Vec<String>,
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OracleDescriber<'a> {
+    frames: &'a [RgbImage],
+    descriptions: &'a [String],
 }
 
-impl OracleDescriber {
+impl<'a> OracleDescriber<'a> {
     /// The describer of `video`'s frames, whose descriptions are `descriptions` (frame order).
-    pub(crate) fn new(video: &Video, descriptions: Vec<String>) -> Self {
+    pub(crate) fn new(video: &'a Video, descriptions: &'a [String]) -> Self {
         OracleDescriber {
-            frames: video.frames.clone(),
+            frames: &video.frames,
             descriptions,
         }
     }
 }
 
-impl Describer for OracleDescriber {
+impl Describer for OracleDescriber<'_> {
     fn describe(
         &mut self,
         images: &[&RgbImage],
@@ -109,33 +107,76 @@ pub(crate) fn question_text(q: &SpatialQuestion) -> String {
     }
 }
 
-/// A sequence's frames and, for the oracle, its descriptions.
-fn load_sequence(
-    dir: &Path,
-    fps: f64,
+/// The questions of a `questions.jsonl`, the first `limit` when given; none is an error.
+pub(crate) fn questions_in(
+    path: &Path,
+    limit: Option<usize>,
+) -> Result<Vec<SpatialQuestion>, EvalSpatialError> {
+    let mut all = load_questions(path)?;
+    if let Some(n) = limit {
+        all.truncate(n);
+    }
+    if all.is_empty() {
+        return Err(EvalSpatialError::Empty(path.to_path_buf()));
+    }
+    Ok(all)
+}
+
+/// The frames (and, for the oracle, the descriptions) of the sequence a question is about, read
+/// when the question names another sequence than the last one: `train spatial-data` writes a
+/// sequence's questions together, so each sequence is read once and only one is held.
+pub(crate) struct Sequences {
+    root: PathBuf,
     oracle: bool,
-) -> Result<(Video, Option<Vec<String>>), EvalSpatialError> {
-    let bad = |reason: String| EvalSpatialError::Sequence {
-        sequence: dir.to_path_buf(),
-        reason,
-    };
-    let video = frames_dir(dir, fps).map_err(|e: FramesError| bad(e.to_string()))?;
-    if !oracle {
-        return Ok((video, None));
+    last: Option<(String, Video, Vec<String>)>,
+}
+
+impl Sequences {
+    /// The sequences beside `questions`; `oracle` also reads their descriptions.
+    pub(crate) fn new(questions: &Path, oracle: bool) -> Self {
+        Sequences {
+            root: questions.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            oracle,
+            last: None,
+        }
     }
-    let path = dir.join(DESCRIPTIONS);
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
-    let said: Vec<String> =
-        serde_json::from_str(&text).map_err(|e| bad(format!("{}: {e}", path.display())))?;
-    if said.len() != video.frames.len() {
-        return Err(bad(format!(
-            "{} descriptions for {} frames",
-            said.len(),
-            video.frames.len()
-        )));
+
+    /// `q`'s frames and descriptions (empty unless `oracle`).
+    pub(crate) fn of(
+        &mut self,
+        q: &SpatialQuestion,
+    ) -> Result<(&Video, &[String]), EvalSpatialError> {
+        if self.last.as_ref().is_none_or(|(s, ..)| *s != q.sequence) {
+            let dir = self.root.join(&q.sequence);
+            let bad = |reason: String| EvalSpatialError::Sequence {
+                sequence: dir.clone(),
+                reason,
+            };
+            let video = frames_dir(&dir, q.fps).map_err(|e: FramesError| bad(e.to_string()))?;
+            let said = if self.oracle {
+                let path = dir.join(DESCRIPTIONS_NAME);
+                let said: Vec<String> = std::fs::read_to_string(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+                    .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+                if said.len() != video.frames.len() {
+                    return Err(bad(format!(
+                        "{} descriptions for {} frames",
+                        said.len(),
+                        video.frames.len()
+                    )));
+                }
+                said
+            } else {
+                Vec::new()
+            };
+            self.last = Some((q.sequence.clone(), video, said));
+        }
+        let Some((_, video, said)) = &self.last else {
+            unreachable!("read above")
+        };
+        Ok((video, said))
     }
-    Ok((video, Some(said)))
 }
 
 /// Asks every question of `questions` (a `questions.jsonl`; the first `limit` when given) and
@@ -148,32 +189,16 @@ pub fn eval_spatial(
     limit: Option<usize>,
     on_row: &mut dyn FnMut(&SpatialQuestion, &SpatialRow, usize, usize),
 ) -> Result<SpatialTally, EvalSpatialError> {
-    let mut all = load_questions(questions)?;
-    if let Some(n) = limit {
-        all.truncate(n);
-    }
-    if all.is_empty() {
-        return Err(EvalSpatialError::Empty(questions.to_path_buf()));
-    }
-    let root = questions.parent().unwrap_or(Path::new("."));
-    let oracle = matches!(describer, DescriberChoice::Oracle);
-    let mut sequences: BTreeMap<String, (Video, Option<Vec<String>>)> = BTreeMap::new();
+    let all = questions_in(questions, limit)?;
+    let mut sequences = Sequences::new(questions, matches!(describer, DescriberChoice::Oracle));
     let mut tally = SpatialTally::default();
     let total = all.len();
     for (i, q) in all.iter().enumerate() {
-        if !sequences.contains_key(&q.sequence) {
-            let loaded = load_sequence(&root.join(&q.sequence), q.fps, oracle)?;
-            sequences.insert(q.sequence.clone(), loaded);
-        }
-        let (video, said) = &sequences[&q.sequence];
-        let mut own;
-        let describer: &mut dyn Describer = match (&mut describer, said) {
-            (DescriberChoice::Model(d), _) => &mut **d,
-            (DescriberChoice::Oracle, Some(said)) => {
-                own = OracleDescriber::new(video, said.clone());
-                &mut own
-            }
-            (DescriberChoice::Oracle, None) => unreachable!("oracle sequences load descriptions"),
+        let (video, said) = sequences.of(q)?;
+        let mut oracle = OracleDescriber::new(video, said);
+        let describer: &mut dyn Describer = match &mut describer {
+            DescriberChoice::Model(d) => &mut **d,
+            DescriberChoice::Oracle => &mut oracle,
         };
         let row = match ask(
             video,

@@ -26,17 +26,14 @@ pub mod eval;
 pub mod frames;
 pub(crate) mod prompts;
 
-use std::sync::LazyLock;
-
 use image::RgbImage;
-use regex::Regex;
 
 use crate::camera::keyframes::{
     sample_indices, select_keyframes, KeyframeError, KeyframeOptions, Keyframes,
 };
 use crate::pointing::openai::OpenAiPointer;
 use crate::pointing::qwen::QwenPointer;
-use crate::train::consistency::ReferenceModel;
+use crate::train::consistency::{ReferenceModel, ANSWER_TAG, THINK_TAG};
 pub use frames::Video;
 pub use prompts::Description;
 
@@ -208,21 +205,43 @@ fn excerpt(text: &str) -> String {
     format!("{out:?}")
 }
 
-static THINK: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?s)<think>(.*?)</think>").expect("static"));
-static ANSWER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?s)<answer>(.*?)</answer>").expect("static"));
-
 /// The think and the answer of a reply: the first `<think>…</think>`, and the first
 /// `<answer>…</answer>` after it, both stripped. `None` when either is missing.
 pub(crate) fn parse_reply(reply: &str) -> Option<(String, String)> {
-    let think = THINK.captures(reply)?;
+    let think = THINK_TAG.captures(reply)?;
     let end = think.get(0)?.end();
-    let answer = ANSWER.captures(&reply[end..])?;
+    let answer = ANSWER_TAG.captures(&reply[end..])?;
     Some((
         think.get(1)?.as_str().trim().to_owned(),
         answer.get(1)?.as_str().trim().to_owned(),
     ))
+}
+
+/// A video's key frames and how they were chosen.
+#[derive(Debug, Clone)]
+pub struct VideoKeyframes {
+    /// The frames the 1 fps sampling kept, indices into the video.
+    pub sampled: Vec<usize>,
+    /// The extractor's report on the sampled frames (its indices are into `sampled`).
+    pub report: Keyframes,
+    /// The key frames, indices into the video.
+    pub frames: Vec<usize>,
+}
+
+/// Stages 1 and 2: the video brought to 1 fps, then the key frames among those frames.
+pub fn video_keyframes(
+    video: &Video,
+    options: &KeyframeOptions,
+) -> Result<VideoKeyframes, KeyframeError> {
+    let sampled = sample_indices(video.frames.len(), video.fps);
+    let frames: Vec<RgbImage> = sampled.iter().map(|&i| video.frames[i].clone()).collect();
+    let report = select_keyframes(&frames, options)?;
+    let frames = report.selected.iter().map(|&i| sampled[i]).collect();
+    Ok(VideoKeyframes {
+        sampled,
+        report,
+        frames,
+    })
 }
 
 /// Runs the four stages on `video` for `question`; `on_stage` sees each as it ends.
@@ -239,14 +258,15 @@ pub fn ask(
         1 => return Err(AskError::OneFrame),
         _ => {}
     }
-    let kept = sample_indices(video.frames.len(), video.fps);
+    let VideoKeyframes {
+        sampled,
+        report,
+        frames: keyframes,
+    } = video_keyframes(video, &options.keyframes)?;
     on_stage(Stage::Sampled {
-        kept: &kept,
+        kept: &sampled,
         total: video.frames.len(),
     });
-    let sampled: Vec<RgbImage> = kept.iter().map(|&i| video.frames[i].clone()).collect();
-    let report = select_keyframes(&sampled, &options.keyframes)?;
-    let keyframes: Vec<usize> = report.selected.iter().map(|&i| kept[i]).collect();
     on_stage(Stage::Keyframes {
         frames: &keyframes,
         report: &report,

@@ -241,6 +241,29 @@ pub(crate) fn sim_camera(world: &SharedWorld, options: &EpisodeOptions) -> SimCa
     }
 }
 
+/// [`run_prepared`] driven to its end in place ([`run_now`]: the simulator's devices answer every
+/// call at once), every plan approved, no event watched: a simulated run as the data generators
+/// (`train questions`, `train spatial-data`) record it.
+pub(crate) fn run_prepared_now<R: Robot, C: Camera, P: Pointer>(
+    episode: &Episode,
+    options: &EpisodeOptions,
+    world: &SharedWorld,
+    robot: &mut R,
+    camera: &mut C,
+    pointer: &mut P,
+) -> Result<EpisodeResult, EpisodeError> {
+    run_now(run_prepared(
+        episode,
+        options,
+        world,
+        robot,
+        camera,
+        pointer,
+        &mut |_| true,
+        &mut |_| {},
+    ))
+}
+
 /// Runs a prepared episode on `robot` (whose arm moves `world`, starting at home) and judges the
 /// world when the run ends, however it ends. `approve` sees the checked plan (see `run_task`).
 #[allow(clippy::too_many_arguments)]

@@ -203,8 +203,10 @@ static SIMPLE_DOT: LazyLock<Regex> =
 // in the newline Python's `$` may stand before.
 static SIMPLE: LazyLock<Regex> =
     LazyLock::new(|| re(&format!(r"(?:\A|[^{LETTER}])([A-Ha-h])(?:\z|[^{LETTER}])")));
-static ANSWER_TAG: LazyLock<Regex> = LazyLock::new(|| re(r"(?s)<answer>(.*?)</answer>"));
-static THINK_TAG: LazyLock<Regex> = LazyLock::new(|| re(r"(?s)<think>(.*?)</think>"));
+/// The first `<answer>…</answer>` block (DOTALL), shared by every reader of a reply's answer.
+pub(crate) static ANSWER_TAG: LazyLock<Regex> = LazyLock::new(|| re(r"(?s)<answer>(.*?)</answer>"));
+/// The first `<think>…</think>` block (DOTALL).
+pub(crate) static THINK_TAG: LazyLock<Regex> = LazyLock::new(|| re(r"(?s)<think>(.*?)</think>"));
 static FORMAT: LazyLock<Regex> = LazyLock::new(|| {
     re(&format!(
         r"(?s)\A<think>.*?</think>{S}*<answer>.*?</answer>\z"

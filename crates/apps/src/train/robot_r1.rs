@@ -81,7 +81,7 @@ use crate::executor::Branch;
 use crate::kinematics::{IkOptions, IkSolver, RobotModel};
 use crate::robot::JointState;
 use crate::runner::episode::sim_camera;
-use crate::runner::{prepare_episode, run_prepared, EpisodeOptions};
+use crate::runner::{prepare_episode, EpisodeOptions};
 use crate::sim::devices::SimRobot;
 use crate::sim::oracle::OraclePointer;
 use crate::sim::render::{render, RenderOptions};
@@ -319,16 +319,14 @@ pub(crate) fn record_demonstration(
     };
     let mut camera = sim_camera(&world, &episode_options);
     let mut pointer = OraclePointer::new(prepared.truth, episode_options.oracle.clone());
-    let result = crate::runner::episode::run_now(run_prepared(
+    let result = crate::runner::episode::run_prepared_now(
         &episode,
         &episode_options,
         &world,
         &mut robot,
         &mut camera,
         &mut pointer,
-        &mut |_| true,
-        &mut |_| {},
-    ))
+    )
     .map_err(|e| err(e.to_string()))?;
     drop(robot);
     let Recording {

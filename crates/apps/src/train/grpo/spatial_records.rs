@@ -7,11 +7,9 @@ use std::path::Path;
 
 use super::data::{write_records, DataError, RecordLine, IMAGE_MARKER, JSONL_NAME};
 use super::spatial::{SpatialTruth, TASK_TYPE};
-use crate::ask::eval::{question_text, EvalSpatialError, OracleDescriber};
-use crate::ask::frames::frames_dir;
+use crate::ask::eval::{question_text, questions_in, EvalSpatialError, OracleDescriber, Sequences};
 use crate::ask::{ask, AskOptions};
 use crate::train::consistency::{ReferenceError, ReferenceModel};
-use crate::train::spatial::{load_questions, DESCRIPTIONS_NAME};
 
 /// Captures the reasoning prompt `ask` builds, replying in format so that `ask` completes.
 struct PromptCapture(Option<String>);
@@ -32,46 +30,30 @@ pub(crate) fn spatial_records(
     questions: &Path,
     options: &AskOptions,
 ) -> Result<Vec<RecordLine>, EvalSpatialError> {
-    let all = load_questions(questions)?;
-    if all.is_empty() {
-        return Err(EvalSpatialError::Empty(questions.to_path_buf()));
-    }
-    let root = questions.parent().unwrap_or(Path::new("."));
-    let mut loaded: Option<(String, OracleDescriber, crate::ask::Video)> = None;
+    let all = questions_in(questions, None)?;
+    let mut sequences = Sequences::new(questions, true);
     let mut lines = Vec::with_capacity(all.len());
     for q in &all {
-        let dir = root.join(&q.sequence);
         let bad = |reason: String| EvalSpatialError::Sequence {
-            sequence: dir.clone(),
+            sequence: questions
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(&q.sequence),
             reason,
         };
-        if loaded.as_ref().is_none_or(|(s, _, _)| *s != q.sequence) {
-            let video = frames_dir(&dir, q.fps).map_err(|e| bad(e.to_string()))?;
-            let path = dir.join(DESCRIPTIONS_NAME);
-            let said: Vec<String> = std::fs::read_to_string(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-                .map_err(|e| bad(format!("{}: {e}", path.display())))?;
-            if said.len() != video.frames.len() {
-                return Err(bad(format!(
-                    "{} descriptions for {} frames",
-                    said.len(),
-                    video.frames.len()
-                )));
-            }
-            loaded = Some((
-                q.sequence.clone(),
-                OracleDescriber::new(&video, said),
-                video,
-            ));
-        }
-        let Some((_, describer, video)) = loaded.as_mut() else {
-            unreachable!("loaded above")
-        };
+        let (video, said) = sequences.of(q)?;
+        let mut describer = OracleDescriber::new(video, said);
         let mut capture = PromptCapture(None);
         let text = question_text(q);
-        ask(video, &text, describer, &mut capture, options, &mut |_| {})
-            .map_err(|e| bad(e.to_string()))?;
+        ask(
+            video,
+            &text,
+            &mut describer,
+            &mut capture,
+            options,
+            &mut |_| {},
+        )
+        .map_err(|e| bad(e.to_string()))?;
         let prompt = capture
             .0
             .ok_or_else(|| bad("the reasoning model was not asked".into()))?;

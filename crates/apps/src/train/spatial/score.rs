@@ -21,17 +21,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::LazyLock;
-
-use regex::Regex;
 
 use super::questions::{AnswerKind, QuestionType, SpatialQuestion};
+use crate::train::consistency::ANSWER_TAG;
 use crate::train::robot_r1::response_letter;
-
-static ANSWER_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?s)<answer>(.*?)</answer>")
-        .unwrap_or_else(|e| unreachable!("constant regex: {e}"))
-});
 
 /// VSI-Bench's confidence thresholds, as `numpy.linspace(0.5, 0.95, 10)` computes them.
 fn thresholds() -> [f64; 10] {
@@ -55,7 +48,7 @@ pub(crate) fn mean_relative_accuracy(pred: f64, target: f64) -> f64 {
 
 /// The text an answer is read from: the first `<answer>` block's, else the whole reply.
 fn answer_text(reply: &str) -> &str {
-    ANSWER_BLOCK
+    ANSWER_TAG
         .captures(reply)
         .and_then(|c| c.get(1))
         .map_or(reply, |m| m.as_str())

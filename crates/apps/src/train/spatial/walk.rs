@@ -21,7 +21,7 @@ use k::nalgebra::{Point3, Vector3};
 
 use super::options::SpatialOptions;
 use super::truth::{frame_truth, objects_now, FrameTruth, MovedTruth, Pose, SequenceTruth};
-use crate::runner::episode::{prepare_episode, run_now, run_prepared, sim_camera, EpisodeOptions};
+use crate::runner::episode::{prepare_episode, run_prepared_now, sim_camera, EpisodeOptions};
 use crate::sim::devices::SimRobot;
 use crate::sim::oracle::OraclePointer;
 use crate::sim::render::{render, PinholeCamera, RenderOptions};
@@ -154,16 +154,14 @@ pub(crate) fn record(
             let mut camera = sim_camera(&world, &options);
             let oracle = truth.take().ok_or("the task runs once")?;
             let mut pointer = OraclePointer::new(oracle, options.oracle.clone());
-            run_now(run_prepared(
+            run_prepared_now(
                 &episode,
                 &options,
                 &world,
                 &mut robot,
                 &mut camera,
                 &mut pointer,
-                &mut |_| true,
-                &mut |_| {},
-            ))
+            )
             .map_err(|e| format!("the task run failed: {e}"))?;
             let w = world.lock();
             let end = w.object_pose(&episode.object).ok_or("no moved object")?;
