@@ -42,6 +42,7 @@ mod grpo_data;
 mod grpo_learn;
 mod grpo_loss_golden;
 mod grpo_run;
+mod grpo_spatial_learn;
 mod grpo_spatial_records;
 mod grpo_train;
 mod pointing_qwen_text;

@@ -633,30 +633,44 @@ impl GrpoTrainer {
             temperature: 0.0,
             ..self.options.rollout.clone()
         };
+        self.evaluate_with(samples, scorer, &cfg, 0)
+    }
+
+    /// `cfg.group` answers to each of `samples`, drawn as `cfg` says (seeded by `seed`), scored:
+    /// a held-out reward in expectation rather than of the single greedy answer.
+    pub(crate) fn evaluate_with(
+        &mut self,
+        samples: &[Sample],
+        scorer: &Scorer<'_>,
+        cfg: &RolloutConfig,
+        seed: u64,
+    ) -> Result<EvalMetrics, TrainError> {
         let mut out = EvalMetrics {
             step: self.step,
             ..EvalMetrics::default()
         };
         let mut tally = TaskTally::default();
-        let mut sum = 0.0;
+        let (mut sum, mut n) = (0.0, 0usize);
         let mut policy = self.parts.model.detached();
         for s in samples {
             let p = self.prepare(s)?;
             let prompt = policy.prepare_with_vision(&p.ids, &p.images, &p.vision_rows)?;
-            let r = rollouts(&mut policy, &prompt, &cfg, 0)?;
-            let text = self.response_text(&r[0]);
-            let (reward, comps) = match scorer(&text, &s.ground_truth, &s.question) {
-                Ok(c) => (c.first().map_or(0.0, |x| x.1), c),
-                Err(_) => {
-                    out.score_errors += 1;
-                    (0.0, Vec::new())
-                }
-            };
-            let reward = if reward.is_finite() { reward } else { 0.0 };
-            sum += reward;
-            tally.add(&s.task, reward, &comps);
+            for r in rollouts(&mut policy, &prompt, cfg, seed)? {
+                let text = self.response_text(&r);
+                let (reward, comps) = match scorer(&text, &s.ground_truth, &s.question) {
+                    Ok(c) => (c.first().map_or(0.0, |x| x.1), c),
+                    Err(_) => {
+                        out.score_errors += 1;
+                        (0.0, Vec::new())
+                    }
+                };
+                let reward = if reward.is_finite() { reward } else { 0.0 };
+                sum += reward;
+                n += 1;
+                tally.add(&s.task, reward, &comps);
+            }
         }
-        out.reward = sum / samples.len().max(1) as f64;
+        out.reward = sum / n.max(1) as f64;
         out.tasks = tally.finish();
         Ok(out)
     }
