@@ -11,6 +11,7 @@
 pub mod ask;
 pub mod bridge;
 pub mod calibrate;
+pub mod dataset;
 pub mod runner;
 pub mod train;
 pub mod values;

@@ -1,0 +1,45 @@
+"""Decodes an MP4 with PyAV (FFmpeg), as LeRobot's PyAV backend does, and compares it with the
+raw RGB frames it was made from.
+
+Usage: python dataset_video.py VIDEO.mp4 FRAMES.rgb WIDTH HEIGHT
+Prints one JSON object: codec, frames, pts_seconds (pts · time_base per frame), keyframes (indices),
+psnr_db (per frame, RGB, peak 255), and seek_ok (a seek to the middle frame decodes that frame).
+"""
+import json
+import sys
+
+import av
+import numpy as np
+
+
+def main():
+    video, raw, width, height = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    source = np.fromfile(raw, dtype=np.uint8).reshape(-1, height, width, 3)
+    out = {"pts_seconds": [], "keyframes": [], "psnr_db": []}
+    with av.open(video) as container:
+        stream = container.streams.video[0]
+        out["codec"] = stream.codec_context.name
+        for i, frame in enumerate(container.decode(stream)):
+            out["pts_seconds"].append(float(frame.pts * stream.time_base))
+            if frame.key_frame:
+                out["keyframes"].append(i)
+            rgb = frame.to_ndarray(format="rgb24").astype(np.float64)
+            mse = np.mean((rgb - source[i].astype(np.float64)) ** 2)
+            out["psnr_db"].append(float("inf") if mse == 0 else float(10 * np.log10(255**2 / mse)))
+        out["frames"] = len(out["pts_seconds"])
+        middle = out["frames"] // 2
+        target = int(round(out["pts_seconds"][middle] / stream.time_base))
+        container.seek(target, stream=stream, backward=True)
+        seek_ok = False
+        for frame in container.decode(stream):
+            if frame.pts == target:
+                rgb = frame.to_ndarray(format="rgb24").astype(np.float64)
+                mse = np.mean((rgb - source[middle].astype(np.float64)) ** 2)
+                seek_ok = bool(10 * np.log10(255**2 / max(mse, 1e-12)) > 30)
+                break
+        out["seek_ok"] = seek_ok
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
