@@ -43,18 +43,17 @@
 
 use std::cell::RefCell;
 
+use super::grpo_learn::{restart_from_warm_up, warm_up_trainer};
+
 use pointact::pointing::qwen::{QwenOptions, QwenParts, QwenPointer};
 use pointact::train::consistency::{format_reward, ANSWER_TAG};
-use pointact::train::grpo::checkpoint::{self, TrainerState};
 use pointact::train::grpo::data::{load_records, write_records, RecordKind, RecordLine};
-use pointact::train::grpo::objective::KlKind;
-use pointact::train::grpo::optim::{AdamWOptions, Schedule};
 use pointact::train::grpo::rollout::RolloutConfig;
 use pointact::train::grpo::run;
 use pointact::train::grpo::spatial::{
     NoReference, SpatialScoring, SpatialTruth, RELEASED_CONSISTENCY_WEIGHT,
 };
-use pointact::train::grpo::trainer::{GrpoOptions, GrpoTrainer, Sample, Tune};
+use pointact::train::grpo::trainer::{GrpoTrainer, Sample};
 use pointact::train::spatial::AnswerKind;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -231,25 +230,7 @@ fn grpo_on_spatial_text_records_raises_held_out_accuracy() {
     let eval: Vec<Sample> = held.iter().map(short).collect();
     assert!(eval.iter().all(|s| s.image.is_none()));
 
-    let options = GrpoOptions {
-        rollout: RolloutConfig {
-            group: 8,
-            max_new_tokens: 32,
-            temperature: 1.0,
-            top_p: 1.0,
-            stop_ids: Vec::new(),
-        },
-        kl: None,
-        adamw: AdamWOptions {
-            lr: 3e-3,
-            weight_decay: 0.0,
-            ..AdamWOptions::default()
-        },
-        schedule: Schedule::Constant { warmup: 0 },
-        ..GrpoOptions::default()
-    };
-    let mut trainer =
-        GrpoTrainer::new(load(MODEL), &Tune::Full { modules: vec![] }, options, None).unwrap();
+    let mut trainer = warm_up_trainer(load(MODEL), 8, 32);
 
     // Warm-up: the format, every letter once per prompt, the think letters shuffled.
     let mut rng = ChaCha8Rng::seed_from_u64(1);
@@ -269,32 +250,7 @@ fn grpo_on_spatial_text_records_raises_held_out_accuracy() {
             .collect();
         trainer.sft_step(&batch).unwrap();
     }
-    let warm_state = TrainerState {
-        step: 0,
-        seed: 0,
-        base_model: MODEL.into(),
-        samples_seen: 0,
-        settings: serde_json::json!({ "test": "grpo_spatial_learn warm-up" }),
-    };
-    let warm = checkpoint::save(&trainer, &dir.join("warm"), &warm_state, 1).unwrap();
-    let options = GrpoOptions {
-        kl: Some((KlKind::K3, 0.2)),
-        adamw: AdamWOptions {
-            lr: 1e-3,
-            ..trainer.options.adamw
-        },
-        schedule: Schedule::Constant { warmup: 10 },
-        ..trainer.options.clone()
-    };
-    drop(trainer);
-
-    let mut trainer = GrpoTrainer::new(
-        load(warm.to_str().unwrap()),
-        &Tune::Full { modules: vec![] },
-        options,
-        None,
-    )
-    .unwrap();
+    let mut trainer = restart_from_warm_up(trainer, &dir, MODEL, "grpo_spatial_learn", 1e-3, load);
     let before = accuracy(&mut trainer, &eval);
     for step in 0..GRPO_STEPS {
         // Both objects at each of the step's training places.
