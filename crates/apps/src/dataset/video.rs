@@ -90,10 +90,8 @@ impl H264Writer {
         height: u32,
         options: VideoOptions,
     ) -> Result<Self, VideoError> {
-        if width == 0 || height == 0 || width % 2 == 1 || height % 2 == 1 || width > 65535 {
-            return Err(VideoError::Size(width, height));
-        }
-        if height > 65535 {
+        let side_ok = |s: u32| s > 0 && s % 2 == 0 && s <= 65535;
+        if !side_ok(width) || !side_ok(height) {
             return Err(VideoError::Size(width, height));
         }
         let mut cfg = EncoderConfig::new(width as usize, height as usize);
