@@ -90,7 +90,7 @@ impl H264Writer {
         height: u32,
         options: VideoOptions,
     ) -> Result<Self, VideoError> {
-        let side_ok = |s: u32| s > 0 && s % 2 == 0 && s <= 65535;
+        let side_ok = |s: u32| s > 0 && s.is_multiple_of(2) && s <= 65535;
         if !side_ok(width) || !side_ok(height) {
             return Err(VideoError::Size(width, height));
         }
