@@ -10,7 +10,7 @@
 //! `pointact-apps` (`runner`: simulated episodes and suites; `bridge`; `train`; `calibrate`;
 //! `viz`). The benchmarks (`pointact-bench`) belong to the binary, not to this library.
 
-pub use pointact_apps::{ask, bridge, calibrate, runner, train, values, viz};
+pub use pointact_apps::{ask, bridge, calibrate, dataset, runner, train, values, viz};
 pub use pointact_core::{camera, geometry, kinematics, planning, safety};
 pub use pointact_pointing as pointing;
 pub use pointact_robot as robot;

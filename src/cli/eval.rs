@@ -59,6 +59,8 @@ pub struct EvalSimCli {
     #[arg(long)]
     resume: Option<PathBuf>,
     #[command(flatten)]
+    dataset: super::DatasetCli,
+    #[command(flatten)]
     rerun: RerunCli,
 }
 
@@ -237,6 +239,7 @@ fn sweep(a: EvalSimCli) -> Result<ExitCode> {
             &opts,
             Vec::new(),
             &stop,
+            None,
             &mut |e| {
                 if let SuiteEvent::Finished { done, record, .. } = e {
                     ok += record.success as usize;
@@ -298,6 +301,9 @@ fn sweep_table(reports: &[EvalReport]) -> String {
 
 fn sim(a: EvalSimCli) -> Result<ExitCode> {
     if a.sweep {
+        if a.dataset.dataset.is_some() {
+            anyhow::bail!("--dataset records one suite, not a --sweep: run the suite alone");
+        }
         return sweep(a);
     }
     let suite = Suite::parse(&a.suite)?;
@@ -330,9 +336,14 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         &a.json,
         &EvalReport::new(suite, &opts, &seeds, resumed.clone(), true),
     )?;
+    let mut recorder = match &a.dataset.dataset {
+        Some(_) => Some(open_suite_dataset(&a.dataset, suite, &opts)?),
+        None => None,
+    };
     let stop = super::stop_on_ctrl_c()?;
     let bar = episode_bar(suite.tasks().len() * seeds.len());
     let mut viz = a.rerun.open("pointact-eval")?;
+    let mut dataset_err = None;
     let mut ok = 0;
     let mut finished = Vec::new();
     let mut last_write = Instant::now();
@@ -343,7 +354,17 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         &opts,
         resumed,
         &stop,
+        recorder.as_mut(),
         &mut |e| match e {
+            SuiteEvent::Recorded(kept) => {
+                if let Err(e) = kept {
+                    // Nothing more is run once an episode could not be kept: every later one
+                    // would be lost the same way.
+                    bar.println(super::recorded_line(kept));
+                    dataset_err.get_or_insert(e.to_string());
+                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
             SuiteEvent::Started { task, seed } => {
                 if let Some(v) = viz.as_mut() {
                     v.begin_episode(&format!("{task} seed {seed}"));
@@ -389,6 +410,18 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         );
     }
     finish_viz(viz)?;
+    if let Some(r) = &recorder {
+        let info = r.writer().info();
+        println!(
+            "dataset   {}: {} episodes, {} frames",
+            r.writer().root().display(),
+            info.total_episodes,
+            info.total_frames
+        );
+    }
+    if let Some(e) = dataset_err {
+        anyhow::bail!("--dataset: an episode could not be written, the run stopped: {e}");
+    }
     if report.interrupted {
         eprintln!(
             "interrupted: continue with the same arguments and --resume {}",
@@ -397,6 +430,35 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         return Ok(ExitCode::from(super::INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The dataset every episode of `suite` goes to: one robot's, so a suite mixing arms is refused
+/// before anything runs.
+fn open_suite_dataset(
+    d: &super::DatasetCli,
+    suite: Suite,
+    opts: &EpisodeOptions,
+) -> Result<pointact::runner::record::DatasetRecorder> {
+    let episodes: Vec<_> = suite
+        .tasks()
+        .iter()
+        .map(|t| t.instantiate(0))
+        .collect::<Result<_, _>>()?;
+    let mut robots: Vec<&str> = episodes.iter().map(|e| e.robot.as_str()).collect();
+    robots.sort();
+    robots.dedup();
+    if robots.len() > 1 {
+        anyhow::bail!(
+            "suite {} mixes arms ({}); a dataset holds one robot's episodes",
+            suite.name(),
+            robots.join(", ")
+        );
+    }
+    let first = episodes
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("suite {} has no task", suite.name()))?;
+    d.open(first, opts)?
+        .ok_or_else(|| anyhow::anyhow!("no --dataset folder given"))
 }
 
 /// The progress bar of a suite of `total` episodes.

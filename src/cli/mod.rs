@@ -180,6 +180,64 @@ pub fn end_stream() {
     }
 }
 
+/// Where episodes are kept as a LeRobotDataset (`run`, `eval sim`).
+#[derive(Args, Clone, Debug)]
+pub struct DatasetCli {
+    /// Append every episode to this LeRobotDataset v3.0 folder (created when absent; a dataset of
+    /// another robot, fps or feature set is refused before anything moves).
+    #[arg(long)]
+    pub dataset: Option<std::path::PathBuf>,
+    /// Frames per second of the dataset, 1 to 60.
+    #[arg(long, default_value_t = 10, value_parser = values::dataset_fps, requires = "dataset")]
+    pub dataset_fps: u64,
+    /// Keep only the episodes the judge counts as successes.
+    #[arg(long, requires = "dataset")]
+    pub only_success: bool,
+}
+
+impl DatasetCli {
+    /// Opens the dataset for `episode`'s robot and camera, or `None` without `--dataset`.
+    pub fn open(
+        &self,
+        episode: &pointact::sim::tasks::Episode,
+        options: &pointact::runner::EpisodeOptions,
+    ) -> Result<Option<pointact::runner::record::DatasetRecorder>> {
+        let Some(dir) = &self.dataset else {
+            return Ok(None);
+        };
+        let recorder = pointact::runner::record::DatasetRecorder::open_for(
+            dir,
+            episode,
+            options,
+            self.dataset_fps as u32,
+            self.only_success,
+        )
+        .map_err(|e| anyhow::anyhow!("--dataset {}: {e}", dir.display()))?;
+        let info = recorder.writer().info();
+        println!(
+            "dataset   {} ({} episodes, {} frames so far, {} fps)",
+            dir.display(),
+            info.total_episodes,
+            info.total_frames,
+            info.fps
+        );
+        Ok(Some(recorder))
+    }
+}
+
+/// What happened to an episode's dataset entry, as one line.
+pub fn recorded_line(
+    kept: &Result<pointact::runner::record::Kept, pointact::dataset::DatasetError>,
+) -> String {
+    use pointact::runner::record::Kept;
+    match kept {
+        Ok(Kept::Frames(n)) => format!("dataset   episode appended ({n} frames)"),
+        Ok(Kept::Skipped) => "dataset   episode left out (--only-success)".to_string(),
+        Ok(Kept::NoMotion) => "dataset   episode left out: nothing moved".to_string(),
+        Err(e) => format!("dataset   episode NOT written: {e}"),
+    }
+}
+
 /// The conditions a simulated episode runs under: how well the oracle points, how the depth
 /// sensor behaves and how far off the camera calibration is (shared by `run` and `eval sim`).
 #[derive(Args, Clone, Debug)]

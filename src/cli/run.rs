@@ -89,6 +89,8 @@ pub struct RunCli {
     #[arg(long, requires = "record")]
     force: bool,
     #[command(flatten)]
+    dataset: super::DatasetCli,
+    #[command(flatten)]
     rerun: RerunCli,
 }
 
@@ -99,6 +101,12 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
         (None, None) => None,
     };
     if let Some(target) = target {
+        if a.dataset.dataset.is_some() {
+            anyhow::bail!(
+                "--dataset is not built yet for --xarm/--widowx runs (only simulated episodes are \
+                 recorded); run without it"
+            );
+        }
         let expected = match target {
             super::run_robot::Target::Xarm(_) => "xarm6",
             super::run_robot::Target::Widowx(_) => "widowx250",
@@ -160,6 +168,10 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
         pointact::camera::record::prepare_out_dir(dir, a.force)?;
         pointact::camera::record::check_writable(dir)?;
     }
+    if a.dry_run && a.dataset.dataset.is_some() {
+        anyhow::bail!("--dataset keeps episodes that move; a --dry-run moves nothing");
+    }
+    let mut recorder = a.dataset.open(&ep, &opts)?;
     let mut viz = a.rerun.open("pointact-run")?;
     let mut record_err = None;
     let mut captures = 0usize;
@@ -181,17 +193,36 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
     let kind = a.pointer.unwrap_or(PointerKind::Oracle);
     announce_model(kind, &a.model);
     let pointer = EpisodePointer::open(kind, &a.model, oracle, Some(super::stream_to_stderr()))?;
-    let result = runtime()?.block_on(run_episode_with(
-        &ep,
-        &opts,
-        |c| c,
-        |truth| pointact::pointing::consensus::Consensus {
-            inner: pointer.for_episode(truth),
-            samples: opts.samples,
-        },
-        &mut on_event,
-    ))?;
+    let make_pointer = |truth| pointact::pointing::consensus::Consensus {
+        inner: pointer.for_episode(truth),
+        samples: opts.samples,
+    };
+    let mut dataset_err = None;
+    let result = match recorder.as_mut() {
+        Some(rec) => {
+            let (result, kept) = runtime()?.block_on(rec.run_episode_with(
+                &ep,
+                a.seed,
+                &opts,
+                make_pointer,
+                &mut on_event,
+            ))?;
+            println!("{}", super::recorded_line(&kept));
+            dataset_err = kept.err();
+            result
+        }
+        None => runtime()?.block_on(run_episode_with(
+            &ep,
+            &opts,
+            |c| c,
+            make_pointer,
+            &mut on_event,
+        ))?,
+    };
     end_stream();
+    if let Some(e) = dataset_err {
+        anyhow::bail!("--dataset: the episode could not be written: {e}");
+    }
     if let Some(v) = viz.as_mut() {
         v.log_outcome(result.success, &result.detail);
     }

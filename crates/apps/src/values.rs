@@ -82,6 +82,12 @@ pub fn episodes(s: &str) -> Result<u64, String> {
     count(s, 1, MAX_EPISODES)
 }
 
+/// Frames per second of a recorded dataset (`--dataset-fps`): 1 to 60 (a simulated step is 2 ms
+/// or more, and 60 fps is past what any policy is trained at).
+pub fn dataset_fps(s: &str) -> Result<u64, String> {
+    count(s, 1, 60)
+}
+
 /// The most episodes per task `episodes` accepts.
 pub(crate) const MAX_EPISODES: u64 = 100_000;
 

@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 use super::episode::{run_episode, EpisodeOptions};
+use super::record::{DatasetRecorder, Kept};
+use crate::dataset::DatasetError;
 use crate::executor::Event;
 use crate::sim::tasks::Suite;
 
@@ -273,7 +275,7 @@ pub async fn run_suite(
     progress: &mut (dyn FnMut(usize, usize, &EpisodeRecord) + Send),
 ) -> EvalReport {
     let never = AtomicBool::new(false);
-    run_suite_observed(suite, seeds, options, Vec::new(), &never, &mut |e| {
+    run_suite_observed(suite, seeds, options, Vec::new(), &never, None, &mut |e| {
         if let SuiteEvent::Finished {
             done,
             total,
@@ -306,17 +308,22 @@ pub enum SuiteEvent<'a> {
         /// This episode's record.
         record: &'a EpisodeRecord,
     },
+    /// The episode just finished went to the dataset (`--dataset`), or was left out, or could
+    /// not be written.
+    Recorded(&'a Result<Kept, DatasetError>),
 }
 
 /// [`run_suite`], with every episode's executor events passed on. Episodes found in `resumed`
 /// (by task and seed) are not run again: their records are reported as they are. `stop` is read
-/// between episodes; once set, the report of what finished comes back with `interrupted`.
+/// between episodes; once set, the report of what finished comes back with `interrupted`. With a
+/// `recorder`, every episode run is also appended to its dataset ([`SuiteEvent::Recorded`]).
 pub async fn run_suite_observed(
     suite: Suite,
     seeds: &[u64],
     options: &EpisodeOptions,
     resumed: Vec<EpisodeRecord>,
     stop: &AtomicBool,
+    mut recorder: Option<&mut DatasetRecorder>,
     observe: &mut (dyn FnMut(SuiteEvent<'_>) + Send),
 ) -> EvalReport {
     let tasks = suite.tasks();
@@ -341,7 +348,19 @@ pub async fn run_suite_observed(
                     match spec.instantiate(seed) {
                         Ok(ep) => {
                             let observed = &mut |e: Event<'_>| observe(SuiteEvent::Episode(e));
-                            match run_episode(&ep, &opts, observed).await {
+                            let run = match recorder.as_deref_mut() {
+                                Some(rec) => {
+                                    match rec.run_episode(&ep, seed, &opts, observed).await {
+                                        Ok((r, kept)) => {
+                                            observe(SuiteEvent::Recorded(&kept));
+                                            Ok(r)
+                                        }
+                                        Err(e) => Err(e),
+                                    }
+                                }
+                                None => run_episode(&ep, &opts, observed).await,
+                            };
+                            match run {
                                 Ok(r) => EpisodeRecord {
                                     task: task.clone(),
                                     seed,

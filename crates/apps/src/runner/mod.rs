@@ -9,6 +9,7 @@
 //!   xArm driver and the controller emulator between the runner and the simulated arm.
 //! * [`remote`]: episodes whose actions come from a policy over a link (the bridge), SimplerEnv's
 //!   observation and controller contract, and `eval bridge`'s evaluator side on our simulator.
+//! * [`record`]: simulated episodes appended to a LeRobotDataset (`--dataset`).
 //! * [`pointer`]: the pointer of a simulated episode, oracle or model; [`open_camera`]: any
 //!   `--camera` source, the simulator's included.
 //!
@@ -20,6 +21,7 @@ pub(crate) mod emulated;
 pub(crate) mod episode;
 pub mod eval;
 pub mod pointer;
+pub mod record;
 pub mod remote;
 pub(crate) use pointact_runtime::task;
 

@@ -36,6 +36,7 @@ mod calibrate_target;
 mod camera_check;
 mod closed_loop;
 mod consistency_openai;
+mod dataset_stats;
 mod dataset_video;
 mod embodied_r_golden;
 mod env_reward;

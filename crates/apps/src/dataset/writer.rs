@@ -1,0 +1,746 @@
+//! Appends episodes to a LeRobotDataset v3.0 folder, creating it on first use.
+//!
+//! Layout and bookkeeping follow lerobot v0.6.1 (`datasets/dataset_writer.py`,
+//! `dataset_metadata.py`): frames of many episodes per data file (one row group each), a row per
+//! episode in `meta/episodes/`, tasks in first-seen order, `stats.json` the left fold of
+//! per-episode statistics, and, like lerobot resuming a dataset, every session starting new
+//! files after the last episode's. Two choices of ours: each episode's video is its own MP4
+//! (lerobot concatenates episodes into one file, which its loader does not require; a file per
+//! episode is never rewritten), and each table file is rewritten whole, atomically, after every
+//! episode, with `info.json` written last. A run stopped between episodes therefore leaves a
+//! dataset the loader reads, holding every finished episode.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use arrow_array::RecordBatch;
+
+use super::info::{chunk_file, next_chunk_file, Feature, Info, CODEBASE_VERSION};
+use super::stats::{self, FeatureStats};
+use super::tables::{self, Cell, Column};
+use super::video::{H264Writer, VideoOptions};
+use super::DatasetError;
+
+/// What a dataset holds per frame and how fast: fixed when the folder is created, checked when
+/// it is appended to.
+#[derive(Debug, Clone)]
+pub struct DatasetSpec {
+    /// Frames per second.
+    pub fps: u32,
+    /// The robot (`info.json` `robot_type`).
+    pub robot_type: String,
+    /// The features, videos included; the five defaults are added.
+    pub features: Vec<(String, Feature)>,
+    /// How videos are coded (its fps is the dataset's).
+    pub video: VideoOptions,
+}
+
+/// One RGB frame source of an episode: frame `i` as packed RGB8 rows, asked for in order.
+pub type FrameSource<'a> = &'a mut dyn FnMut(usize) -> Result<Vec<u8>, String>;
+
+/// One episode to append.
+pub struct EpisodeInput<'a> {
+    /// The instruction.
+    pub task: &'a str,
+    /// Frames in the episode (≥ 1).
+    pub frames: usize,
+    /// Values of every non-video feature but the five defaults, row-major.
+    pub columns: Vec<(&'a str, Column)>,
+    /// Frames of every video feature.
+    pub videos: Vec<(&'a str, FrameSource<'a>)>,
+    /// Further columns of the episode's metadata row (success, the judge's words, …); the same
+    /// names and types for every episode of a session.
+    pub extras: Vec<(String, Cell)>,
+}
+
+/// The open dataset: what is on disk, and the table files this session is filling.
+pub struct DatasetWriter {
+    root: PathBuf,
+    info: Info,
+    video: VideoOptions,
+    tasks: Vec<String>,
+    /// The statistics over every episode (`None` before the first).
+    stats: Option<Vec<(String, FeatureStats)>>,
+    data: TableFile,
+    episodes: TableFile,
+    /// Per video key, the (chunk, file) its next episode goes to.
+    next_video: Vec<(String, (u64, u64))>,
+}
+
+/// A table file this session fills: where, and its row groups so far.
+#[derive(Clone)]
+struct TableFile {
+    at: (u64, u64),
+    batches: Vec<RecordBatch>,
+    bytes: u64,
+    rows: u64,
+}
+
+impl TableFile {
+    fn new(at: (u64, u64)) -> Self {
+        TableFile {
+            at,
+            batches: Vec::new(),
+            bytes: 0,
+            rows: 0,
+        }
+    }
+
+    /// Moves to the next file when `rows` more would take this one past `limit_mb`, as
+    /// lerobot's writer decides (its size so far plus the new rows at its bytes per row).
+    fn make_room(&mut self, rows: u64, limit_mb: u64, chunks_size: u64) {
+        if self.rows == 0 {
+            return;
+        }
+        let per_row = self.bytes as f64 / self.rows as f64;
+        if self.bytes as f64 + per_row * rows as f64 >= (limit_mb * 1024 * 1024) as f64 {
+            *self = TableFile::new(next_chunk_file(self.at.0, self.at.1, chunks_size));
+        }
+    }
+
+    fn write(&mut self, path: &Path, batch: RecordBatch) -> Result<(), DatasetError> {
+        self.rows += batch.num_rows() as u64;
+        self.batches.push(batch);
+        tables::write_parquet(path, &self.batches)?;
+        self.bytes = fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        Ok(())
+    }
+}
+
+/// The statistics before `count` and the quantiles, in lerobot's order (`compute_stats.py`).
+const STAT_KEYS: [&str; 4] = ["min", "max", "mean", "std"];
+
+impl DatasetWriter {
+    /// Opens the dataset at `root` for appending, or creates it (`root` absent or an empty
+    /// folder). A folder holding something else, or a dataset of another robot, fps or feature
+    /// set, is refused: call this before anything moves.
+    pub fn open(root: &Path, spec: &DatasetSpec) -> Result<Self, DatasetError> {
+        if spec.fps == 0 {
+            return Err(DatasetError::Incompatible("fps must be at least 1".into()));
+        }
+        let wanted = Info::new(spec.fps, &spec.robot_type, spec.features.clone());
+        let info_path = root.join("meta/info.json");
+        let video = VideoOptions {
+            fps: spec.fps,
+            ..spec.video
+        };
+        if info_path.exists() {
+            return Self::resume(root, wanted, video);
+        }
+        if let Ok(mut entries) = fs::read_dir(root) {
+            if entries.next().is_some() {
+                return Err(DatasetError::Incompatible(format!(
+                    "{} is not empty and holds no dataset (no meta/info.json); give a new or \
+                     empty folder",
+                    root.display()
+                )));
+            }
+        }
+        fs::create_dir_all(root).map_err(|e| DatasetError::io(root, e))?;
+        let next_video = wanted
+            .features
+            .videos()
+            .map(|(k, _)| (k.to_string(), (0, 0)))
+            .collect();
+        Ok(DatasetWriter {
+            root: root.to_path_buf(),
+            info: wanted,
+            video,
+            tasks: Vec::new(),
+            stats: None,
+            data: TableFile::new((0, 0)),
+            episodes: TableFile::new((0, 0)),
+            next_video,
+        })
+    }
+
+    fn resume(root: &Path, wanted: Info, video: VideoOptions) -> Result<Self, DatasetError> {
+        let info = read_info(root)?;
+        let incompatible = |what: String| {
+            DatasetError::Incompatible(format!(
+                "{} holds a dataset with {what}; write to another folder",
+                root.display()
+            ))
+        };
+        if info.codebase_version != CODEBASE_VERSION {
+            return Err(incompatible(format!(
+                "format {} (this writer appends to {CODEBASE_VERSION} only)",
+                info.codebase_version
+            )));
+        }
+        if info.robot_type != wanted.robot_type {
+            return Err(incompatible(format!(
+                "robot type {:?}, not {:?}",
+                info.robot_type.as_deref().unwrap_or("none"),
+                wanted.robot_type.as_deref().unwrap_or("none")
+            )));
+        }
+        if info.fps != wanted.fps {
+            return Err(incompatible(format!(
+                "{} fps, not {}",
+                info.fps, wanted.fps
+            )));
+        }
+        let strip = |i: &Info| -> Vec<(String, Feature)> {
+            i.features
+                .0
+                .iter()
+                .map(|(n, f)| {
+                    let mut f = f.clone();
+                    f.info = None;
+                    (n.clone(), f)
+                })
+                .collect()
+        };
+        let (have, want) = (strip(&info), strip(&wanted));
+        if have != want {
+            let describe = |fs: &[(String, Feature)]| {
+                fs.iter()
+                    .map(|(n, f)| format!("{n} {} {:?}", f.dtype, f.shape))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(incompatible(format!(
+                "other features: it has [{}], this run writes [{}]",
+                describe(&have),
+                describe(&want)
+            )));
+        }
+        let tasks = read_tasks(root)?;
+        if tasks.len() as u64 != info.total_tasks {
+            return Err(DatasetError::Table(format!(
+                "meta/tasks.parquet holds {} tasks but info.json says {}",
+                tasks.len(),
+                info.total_tasks
+            )));
+        }
+        let stats = if info.total_episodes == 0 {
+            None
+        } else {
+            Some(read_stats(root, &info)?)
+        };
+        let rows = read_episode_rows(root)?;
+        if rows.len() as u64 != info.total_episodes {
+            return Err(DatasetError::Table(format!(
+                "meta/episodes holds {} episodes but info.json says {} (an interrupted write?)",
+                rows.len(),
+                info.total_episodes
+            )));
+        }
+        let last = rows.last();
+        let after = |c: &str, f: &str| -> (u64, u64) {
+            last.and_then(|r| Some((r.get(c)?, r.get(f)?)))
+                .map(|(c, f)| next_chunk_file(c as u64, f as u64, info.chunks_size))
+                .unwrap_or((0, 0))
+        };
+        let data = TableFile::new(after("data/chunk_index", "data/file_index"));
+        let episodes = TableFile::new(after(
+            "meta/episodes/chunk_index",
+            "meta/episodes/file_index",
+        ));
+        let next_video = info
+            .features
+            .videos()
+            .map(|(k, _)| {
+                let at = after(
+                    &format!("videos/{k}/chunk_index"),
+                    &format!("videos/{k}/file_index"),
+                );
+                (k.to_string(), at)
+            })
+            .collect();
+        Ok(DatasetWriter {
+            root: root.to_path_buf(),
+            info,
+            video,
+            tasks,
+            stats,
+            data,
+            episodes,
+            next_video,
+        })
+    }
+
+    /// The dataset's info as it stands.
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+
+    /// The folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Appends one episode: its videos, its frames, its metadata row, then tasks, statistics and
+    /// info (the last write makes the episode part of the dataset). When any of it fails, what
+    /// was written of the episode is undone, so the folder holds the dataset as it was.
+    pub fn append(&mut self, episode: EpisodeInput<'_>) -> Result<(), DatasetError> {
+        let saved = (
+            self.info.clone(),
+            self.tasks.len(),
+            self.data.clone(),
+            self.episodes.clone(),
+            self.next_video.clone(),
+        );
+        let result = self.append_unchecked(episode);
+        if result.is_err() {
+            let (info, tasks, data, episodes, next_video) = saved;
+            // Videos of this episode: the files each key's next index points at now.
+            for ((key, at), (_, before)) in self.next_video.iter().zip(&next_video) {
+                if at != before {
+                    let _ = fs::remove_file(self.video_path(key, *before));
+                }
+            }
+            self.restore_table("data", &data, true);
+            self.restore_table("meta/episodes", &episodes, false);
+            self.data = data;
+            self.episodes = episodes;
+            self.info = info;
+            self.tasks.truncate(tasks);
+            self.next_video = next_video;
+            // The small metadata files as they were (best effort: the error above is the one
+            // to report).
+            if self.info.total_episodes > 0 {
+                let _ = self.write_meta();
+            }
+        }
+        result
+    }
+
+    /// Puts a table file back as `before` had it (removing a file this episode started).
+    fn restore_table(&self, dir: &str, before: &TableFile, is_data: bool) {
+        let now = if is_data { &self.data } else { &self.episodes };
+        let path = |at: (u64, u64)| {
+            self.root
+                .join(format!("{dir}/{}.parquet", chunk_file(at.0, at.1)))
+        };
+        if now.at != before.at {
+            let _ = fs::remove_file(path(now.at));
+        }
+        if now.batches.len() != before.batches.len() || now.at != before.at {
+            let _ = if before.batches.is_empty() {
+                fs::remove_file(path(before.at)).map_err(|e| DatasetError::io(&path(before.at), e))
+            } else {
+                tables::write_parquet(&path(before.at), &before.batches)
+            };
+        }
+    }
+
+    fn video_path(&self, key: &str, at: (u64, u64)) -> PathBuf {
+        self.root
+            .join(format!("videos/{key}/{}.mp4", chunk_file(at.0, at.1)))
+    }
+
+    /// `meta/tasks.parquet`, `meta/stats.json` and, last, `meta/info.json` as they stand.
+    fn write_meta(&self) -> Result<(), DatasetError> {
+        tables::write_parquet(
+            &self.root.join("meta/tasks.parquet"),
+            &[tables::tasks_batch(&self.tasks)?],
+        )?;
+        if let Some(stats) = &self.stats {
+            let json: serde_json::Map<String, serde_json::Value> = stats
+                .iter()
+                .map(|(n, s)| (n.clone(), s.to_json()))
+                .collect();
+            tables::write_atomic(
+                &self.root.join("meta/stats.json"),
+                super::info::to_json_indent4(&json).as_bytes(),
+            )?;
+        }
+        tables::write_atomic(
+            &self.root.join("meta/info.json"),
+            self.info.to_json().as_bytes(),
+        )
+    }
+
+    fn append_unchecked(&mut self, episode: EpisodeInput<'_>) -> Result<(), DatasetError> {
+        let n = episode.frames;
+        if n == 0 {
+            return Err(DatasetError::Episode(
+                "an episode needs at least one frame".into(),
+            ));
+        }
+        if episode.task.is_empty() {
+            return Err(DatasetError::Episode("an episode needs a task".into()));
+        }
+        let ep_index = self.info.total_episodes as i64;
+        let from = self.info.total_frames as i64;
+        let fps = self.info.fps;
+        let task_index = match self.tasks.iter().position(|t| t == episode.task) {
+            Some(i) => i,
+            None => {
+                self.tasks.push(episode.task.to_string());
+                self.tasks.len() - 1
+            }
+        } as i64;
+
+        // Every user column present with n rows of its feature's width.
+        let features = self.info.features.clone();
+        let mut columns: Vec<(&str, Column)> = Vec::new();
+        for (name, f) in features.0.iter().filter(|(_, f)| !f.is_video()) {
+            if is_default(name) {
+                continue;
+            }
+            let col = episode
+                .columns
+                .iter()
+                .find(|(c, _)| c == name)
+                .map(|(_, c)| c.clone())
+                .ok_or_else(|| DatasetError::Episode(format!("no values for `{name}`")))?;
+            if col.len() != n * f.len() {
+                return Err(DatasetError::Episode(format!(
+                    "`{name}` has {} values for {n} frames of {}",
+                    col.len(),
+                    f.len()
+                )));
+            }
+            columns.push((name.as_str(), col));
+        }
+        let timestamp: Vec<f32> = (0..n).map(|i| (i as f64 / fps as f64) as f32).collect();
+        let frame_index: Vec<i64> = (0..n as i64).collect();
+        let index: Vec<i64> = (from..from + n as i64).collect();
+        columns.push(("timestamp", Column::F32(timestamp)));
+        columns.push(("frame_index", Column::I64(frame_index.clone())));
+        columns.push(("episode_index", Column::I64(vec![ep_index; n])));
+        columns.push(("index", Column::I64(index.clone())));
+        columns.push(("task_index", Column::I64(vec![task_index; n])));
+
+        // Videos first: a frame source's error leaves the tables untouched.
+        let mut video_cells = Vec::new();
+        let mut video_stats = Vec::new();
+        let mut sources = episode.videos;
+        for (key, f) in features.videos() {
+            let source = sources
+                .iter_mut()
+                .find(|(k, _)| *k == key)
+                .map(|(_, s)| s)
+                .ok_or_else(|| DatasetError::Episode(format!("no frames for video `{key}`")))?;
+            let at = self.video_at(key);
+            let (stats, frames) = self.write_video(key, f, at, n, &mut **source)?;
+            video_stats.push((key.to_string(), stats));
+            let duration = frames as f64 / fps as f64;
+            video_cells.push((format!("videos/{key}/chunk_index"), Cell::I64(at.0 as i64)));
+            video_cells.push((format!("videos/{key}/file_index"), Cell::I64(at.1 as i64)));
+            video_cells.push((format!("videos/{key}/from_timestamp"), Cell::F64(0.0)));
+            video_cells.push((format!("videos/{key}/to_timestamp"), Cell::F64(duration)));
+        }
+
+        // Frames.
+        let named: Vec<(&str, &Column)> = columns.iter().map(|(n, c)| (*n, c)).collect();
+        let batch = tables::frames_batch(&features, &named)?;
+        self.data.make_room(
+            n as u64,
+            self.info.data_files_size_in_mb,
+            self.info.chunks_size,
+        );
+        let data_at = self.data.at;
+        let data_path = self
+            .root
+            .join(format!("data/{}.parquet", chunk_file(data_at.0, data_at.1)));
+        self.data.write(&data_path, batch)?;
+
+        // Statistics of this episode, in features order (lerobot `compute_episode_stats`).
+        let mut ep_stats: Vec<(String, FeatureStats)> = Vec::new();
+        for (name, f) in &features.0 {
+            let s = if f.is_video() {
+                match video_stats.iter().position(|(k, _)| k == name) {
+                    Some(i) => video_stats.swap_remove(i).1,
+                    None => continue,
+                }
+            } else {
+                match columns.iter().find(|(c, _)| c == name).map(|(_, c)| c) {
+                    // lerobot computes timestamp statistics from the float64 `i / fps`, not the
+                    // stored float32 (`DatasetWriter.save_episode`).
+                    Some(_) if name == "timestamp" => {
+                        let t: Vec<f64> = (0..n).map(|i| i as f64 / fps as f64).collect();
+                        stats::vector_stats_f64(&t, 1)
+                    }
+                    Some(Column::F32(v)) => stats::vector_stats_f32(v, f.len()),
+                    Some(Column::F64(v)) => stats::vector_stats_f64(v, f.len()),
+                    Some(Column::I64(v)) => stats::int_stats(v, f.len()),
+                    Some(Column::Bool(v)) => {
+                        let as_f32: Vec<f32> = v.iter().map(|&b| b as u8 as f32).collect();
+                        stats::vector_stats_f32(&as_f32, f.len())
+                    }
+                    None => continue,
+                }
+                .map_err(|e| DatasetError::Episode(format!("statistics of `{name}`: {e}")))?
+            };
+            ep_stats.push((name.clone(), s));
+        }
+
+        // The episode's metadata row, columns in lerobot's order, then ours.
+        self.episodes
+            .make_room(1, self.info.data_files_size_in_mb, self.info.chunks_size);
+        let meta_at = self.episodes.at;
+        let mut row: Vec<(String, Cell)> = vec![
+            ("episode_index".into(), Cell::I64(ep_index)),
+            (
+                "tasks".into(),
+                Cell::StrList(vec![episode.task.to_string()]),
+            ),
+            ("length".into(), Cell::I64(n as i64)),
+            ("data/chunk_index".into(), Cell::I64(data_at.0 as i64)),
+            ("data/file_index".into(), Cell::I64(data_at.1 as i64)),
+            ("dataset_from_index".into(), Cell::I64(from)),
+            ("dataset_to_index".into(), Cell::I64(from + n as i64)),
+        ];
+        row.extend(video_cells);
+        for (name, s) in &ep_stats {
+            row.extend(stat_cells(name, s));
+        }
+        row.push((
+            "meta/episodes/chunk_index".into(),
+            Cell::I64(meta_at.0 as i64),
+        ));
+        row.push((
+            "meta/episodes/file_index".into(),
+            Cell::I64(meta_at.1 as i64),
+        ));
+        row.extend(episode.extras);
+        let meta_path = self.root.join(format!(
+            "meta/episodes/{}.parquet",
+            chunk_file(meta_at.0, meta_at.1)
+        ));
+        self.episodes.write(&meta_path, tables::row_batch(&row)?)?;
+
+        // Tasks, statistics, info.
+        let stats = match &self.stats {
+            None => ep_stats,
+            Some(prev) => prev
+                .iter()
+                .map(|(name, p)| {
+                    let merged = match ep_stats.iter().find(|(n, _)| n == name) {
+                        Some((_, e)) => stats::aggregate(p, e).map_err(|e| {
+                            DatasetError::Table(format!("statistics of `{name}`: {e}"))
+                        })?,
+                        None => p.clone(),
+                    };
+                    Ok((name.clone(), merged))
+                })
+                .collect::<Result<_, DatasetError>>()?,
+        };
+        let before = self.stats.replace(stats);
+        self.info.total_episodes += 1;
+        self.info.total_frames += n as u64;
+        self.info.total_tasks = self.tasks.len() as u64;
+        self.info
+            .splits
+            .insert("train".into(), format!("0:{}", self.info.total_episodes));
+        let written = self.write_meta();
+        if written.is_err() {
+            self.stats = before;
+        }
+        written
+    }
+
+    fn video_at(&self, key: &str) -> (u64, u64) {
+        self.next_video
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, at)| *at)
+            .unwrap_or((0, 0))
+    }
+
+    /// Encodes `n` frames of `key` into its next file; returns the frames' statistics (from the
+    /// frames themselves, as lerobot computes them from the lossless images) and frames written.
+    fn write_video(
+        &mut self,
+        key: &str,
+        feature: &Feature,
+        at: (u64, u64),
+        n: usize,
+        source: &mut dyn FnMut(usize) -> Result<Vec<u8>, String>,
+    ) -> Result<(FeatureStats, usize), DatasetError> {
+        let (h, w) = (feature.shape[0], feature.shape[1]);
+        let path = self.video_path(key, at);
+        let dir = path.parent().expect("a video path has a folder");
+        fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
+        let tmp = tables::tmp_path(&path);
+        let video_err = |e: super::video::VideoError| DatasetError::Video(format!("{key}: {e}"));
+        let mut enc =
+            H264Writer::create(&tmp, w as u32, h as u32, self.video).map_err(video_err)?;
+        // Only the frames lerobot samples for statistics are kept, already strided as it strides
+        // them (`auto_downsample_height_width`): the strided frames have the same pixels in the
+        // same order, and are small enough never to be strided again.
+        let keep = stats::sample_indices(n);
+        let f = stats::downsample_factor(w, h);
+        let (ws, hs) = (w.div_ceil(f), h.div_ceil(f));
+        let mut sampled: Vec<(usize, Vec<u8>)> = Vec::with_capacity(keep.len());
+        for i in 0..n {
+            let rgb = source(i)
+                .map_err(|e| DatasetError::Episode(format!("frame {i} of `{key}`: {e}")))?;
+            if rgb.len() != w * h * 3 {
+                return Err(DatasetError::Episode(format!(
+                    "frame {i} of `{key}` has {} bytes, not {w}×{h}×3",
+                    rgb.len()
+                )));
+            }
+            if keep.binary_search(&i).is_ok() {
+                let mut small = Vec::with_capacity(ws * hs * 3);
+                for row in rgb.chunks_exact(w * 3).step_by(f) {
+                    for px in row.chunks_exact(3).step_by(f) {
+                        small.extend_from_slice(px);
+                    }
+                }
+                sampled.push((i, small));
+            }
+            enc.push_rgb(&rgb).map_err(video_err)?;
+        }
+        enc.finish().map_err(video_err)?;
+        fs::rename(&tmp, &path).map_err(|e| DatasetError::io(&path, e))?;
+        if let Some((_, next)) = self.next_video.iter_mut().find(|(k, _)| k == key) {
+            *next = next_chunk_file(at.0, at.1, self.info.chunks_size);
+        }
+        if let Some((_, f)) = self.info.features.0.iter_mut().find(|(k, _)| k == key) {
+            f.info.get_or_insert_with(|| video_info(w, h, self.video));
+        }
+        let stats = stats::image_stats_with(n, ws, hs, |i| {
+            sampled
+                .iter()
+                .find(|(j, _)| *j == i)
+                .map(|(_, px)| px.as_slice())
+                .ok_or_else(|| format!("frame {i} was not kept"))
+        })
+        .map_err(|e| DatasetError::Episode(format!("statistics of `{key}`: {e}")))?;
+        Ok((stats, n))
+    }
+}
+
+/// The video `info` block lerobot probes from the first file (`video_utils.get_video_info`) and
+/// completes with its encoder's settings.
+fn video_info(w: usize, h: usize, o: VideoOptions) -> serde_json::Value {
+    serde_json::json!({
+        "video.height": h,
+        "video.width": w,
+        "video.codec": "h264",
+        "video.pix_fmt": "yuv420p",
+        "video.fps": o.fps,
+        "video.channels": 3,
+        "has_audio": false,
+        "video.g": o.gop,
+        "video.qp": o.qp,
+        "video.encoder": "rusty_h264",
+        "is_depth_map": false
+    })
+}
+
+fn is_default(name: &str) -> bool {
+    super::info::default_features()
+        .iter()
+        .any(|(n, _)| n == name)
+}
+
+/// The `stats/<feature>/<stat>` cells of an episode row, in lerobot's order.
+fn stat_cells(name: &str, s: &FeatureStats) -> Vec<(String, Cell)> {
+    let cell = |v: &[f64]| {
+        if s.image {
+            Cell::F64Cube(v.to_vec())
+        } else {
+            Cell::F64List(v.to_vec())
+        }
+    };
+    let mut out: Vec<(String, Cell)> = [&s.min, &s.max, &s.mean, &s.std]
+        .iter()
+        .zip(STAT_KEYS)
+        .map(|(stat, key)| (format!("stats/{name}/{key}"), cell(&stat.values)))
+        .collect();
+    out.push((
+        format!("stats/{name}/count"),
+        Cell::I64List(vec![s.count as i64]),
+    ));
+    for (key, q) in &s.quantiles {
+        out.push((format!("stats/{name}/{key}"), cell(&q.values)));
+    }
+    out
+}
+
+/// `meta/info.json` of the dataset at `root`.
+pub fn read_info(root: &Path) -> Result<Info, DatasetError> {
+    let path = root.join("meta/info.json");
+    let text = super::read_small_file(&path)?;
+    serde_json::from_str(&text).map_err(|e| {
+        DatasetError::Table(format!(
+            "{} is not a LeRobot info.json: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// The task strings of `meta/tasks.parquet`, by task index.
+pub fn read_tasks(root: &Path) -> Result<Vec<String>, DatasetError> {
+    let path = root.join("meta/tasks.parquet");
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<(i64, String)> = Vec::new();
+    for b in tables::read_parquet(&path)? {
+        let idx = tables::i64_values(&b, "task_index")?;
+        let name = if b.column_by_name(tables::TASK_COLUMN).is_some() {
+            tables::TASK_COLUMN
+        } else {
+            "task"
+        };
+        let names = tables::str_values(&b, name)?;
+        out.extend(
+            idx.into_iter()
+                .zip(names.into_iter().map(Option::unwrap_or_default)),
+        );
+    }
+    out.sort_by_key(|(i, _)| *i);
+    Ok(out.into_iter().map(|(_, t)| t).collect())
+}
+
+/// `meta/stats.json` as lerobot reads it back (float64 arrays).
+fn read_stats(root: &Path, info: &Info) -> Result<Vec<(String, FeatureStats)>, DatasetError> {
+    let path = root.join("meta/stats.json");
+    let text = super::read_small_file(&path)?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| DatasetError::Table(format!("{}: {e}", path.display())))?;
+    let mut out = Vec::new();
+    for (name, f) in &info.features.0 {
+        if f.dtype == "string" {
+            continue;
+        }
+        let v = json.get(name).ok_or_else(|| {
+            DatasetError::Table(format!("{} has no statistics of `{name}`", path.display()))
+        })?;
+        let s = FeatureStats::from_json(v, f.is_video() || f.dtype == "image")
+            .map_err(|e| DatasetError::Table(format!("{}: `{name}`: {e}", path.display())))?;
+        out.push((name.clone(), s));
+    }
+    Ok(out)
+}
+
+/// The integer columns of every episode row, in episode order (enough to continue the files).
+pub fn read_episode_rows(root: &Path) -> Result<Vec<EpisodeRow>, DatasetError> {
+    let mut out = Vec::new();
+    for path in tables::table_files(&root.join("meta/episodes"))? {
+        for b in tables::read_parquet(&path)? {
+            let schema = b.schema();
+            let ints: Vec<(String, Vec<i64>)> = schema
+                .fields()
+                .iter()
+                .filter(|f| *f.data_type() == arrow_schema::DataType::Int64)
+                .map(|f| Ok((f.name().clone(), tables::i64_values(&b, f.name())?)))
+                .collect::<Result<_, DatasetError>>()?;
+            for r in 0..b.num_rows() {
+                out.push(EpisodeRow(
+                    ints.iter().map(|(n, v)| (n.clone(), v[r])).collect(),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One episode row's integer columns by name.
+#[derive(Debug, Clone)]
+pub struct EpisodeRow(pub Vec<(String, i64)>);
+
+impl EpisodeRow {
+    /// The column `name`'s value.
+    pub fn get(&self, name: &str) -> Option<i64> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+}
