@@ -557,37 +557,14 @@ impl DatasetWriter {
         let dir = path.parent().expect("a video path has a folder");
         fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
         let tmp = tables::tmp_path(&path);
-        let video_err = |e: super::video::VideoError| DatasetError::Video(format!("{key}: {e}"));
-        let mut enc =
-            H264Writer::create(&tmp, w as u32, h as u32, self.video).map_err(video_err)?;
-        // Only the frames lerobot samples for statistics are kept, already strided as it strides
-        // them (`auto_downsample_height_width`): the strided frames have the same pixels in the
-        // same order, and are small enough never to be strided again.
-        let keep = stats::sample_indices(n);
-        let f = stats::downsample_factor(w, h);
-        let (ws, hs) = (w.div_ceil(f), h.div_ceil(f));
-        let mut sampled: Vec<(usize, Vec<u8>)> = Vec::with_capacity(keep.len());
-        for i in 0..n {
-            let rgb = source(i)
-                .map_err(|e| DatasetError::Episode(format!("frame {i} of `{key}`: {e}")))?;
-            if rgb.len() != w * h * 3 {
-                return Err(DatasetError::Episode(format!(
-                    "frame {i} of `{key}` has {} bytes, not {w}×{h}×3",
-                    rgb.len()
-                )));
+        let encoded = encode_video(&tmp, key, w, h, n, self.video, source);
+        let (sampled, ws, hs) = match encoded {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                return Err(e);
             }
-            if keep.binary_search(&i).is_ok() {
-                let mut small = Vec::with_capacity(ws * hs * 3);
-                for row in rgb.chunks_exact(w * 3).step_by(f) {
-                    for px in row.chunks_exact(3).step_by(f) {
-                        small.extend_from_slice(px);
-                    }
-                }
-                sampled.push((i, small));
-            }
-            enc.push_rgb(&rgb).map_err(video_err)?;
-        }
-        enc.finish().map_err(video_err)?;
+        };
         fs::rename(&tmp, &path).map_err(|e| DatasetError::io(&path, e))?;
         if let Some((_, next)) = self.next_video.iter_mut().find(|(k, _)| k == key) {
             *next = next_chunk_file(at.0, at.1, self.info.chunks_size);
@@ -605,6 +582,53 @@ impl DatasetWriter {
         .map_err(|e| DatasetError::Episode(format!("statistics of `{key}`: {e}")))?;
         Ok((stats, n))
     }
+}
+
+/// The frames lerobot samples for an episode's image statistics, strided as it strides them,
+/// and their size.
+type Sampled = (Vec<(usize, Vec<u8>)>, usize, usize);
+
+/// Encodes `n` frames of `source` into `path`, keeping the frames statistics are computed from.
+fn encode_video(
+    path: &Path,
+    key: &str,
+    w: usize,
+    h: usize,
+    n: usize,
+    options: VideoOptions,
+    source: &mut dyn FnMut(usize) -> Result<Vec<u8>, String>,
+) -> Result<Sampled, DatasetError> {
+    let video_err = |e: super::video::VideoError| DatasetError::Video(format!("{key}: {e}"));
+    let mut enc = H264Writer::create(path, w as u32, h as u32, options).map_err(video_err)?;
+    // Only the frames lerobot samples for statistics are kept, already strided as it strides
+    // them (`auto_downsample_height_width`): the strided frames have the same pixels in the
+    // same order, and are small enough never to be strided again.
+    let keep = stats::sample_indices(n);
+    let f = stats::downsample_factor(w, h);
+    let (ws, hs) = (w.div_ceil(f), h.div_ceil(f));
+    let mut sampled: Vec<(usize, Vec<u8>)> = Vec::with_capacity(keep.len());
+    for i in 0..n {
+        let rgb =
+            source(i).map_err(|e| DatasetError::Episode(format!("frame {i} of `{key}`: {e}")))?;
+        if rgb.len() != w * h * 3 {
+            return Err(DatasetError::Episode(format!(
+                "frame {i} of `{key}` has {} bytes, not {w}×{h}×3",
+                rgb.len()
+            )));
+        }
+        if keep.binary_search(&i).is_ok() {
+            let mut small = Vec::with_capacity(ws * hs * 3);
+            for row in rgb.chunks_exact(w * 3).step_by(f) {
+                for px in row.chunks_exact(3).step_by(f) {
+                    small.extend_from_slice(px);
+                }
+            }
+            sampled.push((i, small));
+        }
+        enc.push_rgb(&rgb).map_err(video_err)?;
+    }
+    enc.finish().map_err(video_err)?;
+    Ok((sampled, ws, hs))
 }
 
 /// The video `info` block lerobot probes from the first file (`video_utils.get_video_info`) and

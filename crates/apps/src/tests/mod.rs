@@ -38,6 +38,7 @@ mod closed_loop;
 mod consistency_openai;
 mod dataset_stats;
 mod dataset_video;
+mod dataset_writer;
 mod embodied_r_golden;
 mod env_reward;
 mod grpo_data;
