@@ -37,6 +37,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Ask(a) => cli::ask::run(*a),
         Command::Keyframes(a) => cli::ask::keyframes(a),
         Command::Eval { which } => cli::eval::run(which),
+        Command::Dataset { which } => cli::dataset::run(which),
         Command::Serve { which } => cli::serve::run(which),
         Command::Emulate { which } => cli::emulate::run(which),
         Command::Calibrate { which } => cli::calibrate::run(which),

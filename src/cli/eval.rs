@@ -331,15 +331,16 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         }
         None => Vec::new(),
     };
+    // The dataset is opened (or refused) before anything else is written.
+    let mut recorder = match &a.dataset.dataset {
+        Some(_) => Some(open_suite_dataset(&a.dataset, suite, &opts)?),
+        None => None,
+    };
     // The output file is proven writable before the first episode.
     write_report(
         &a.json,
         &EvalReport::new(suite, &opts, &seeds, resumed.clone(), true),
     )?;
-    let mut recorder = match &a.dataset.dataset {
-        Some(_) => Some(open_suite_dataset(&a.dataset, suite, &opts)?),
-        None => None,
-    };
     let stop = super::stop_on_ctrl_c()?;
     let bar = episode_bar(suite.tasks().len() * seeds.len());
     let mut viz = a.rerun.open("pointact-eval")?;

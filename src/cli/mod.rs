@@ -4,6 +4,7 @@
 pub mod ask;
 pub mod calibrate;
 pub mod capture;
+pub mod dataset;
 #[cfg(test)]
 mod doc_check;
 pub mod emulate;
@@ -57,6 +58,11 @@ pub enum Command {
     Eval {
         #[command(subcommand)]
         which: eval::EvalCommand,
+    },
+    /// Inspect LeRobotDataset folders (what `--dataset` writes).
+    Dataset {
+        #[command(subcommand)]
+        which: dataset::DatasetCommand,
     },
     /// Serve the policy to external evaluators (SimplerEnv bridge).
     Serve {

@@ -3,11 +3,12 @@
 //! pointact runs train ACT, Diffusion Policy, SmolVLA or π0 as any lerobot recording does.
 //!
 //! `info` (`meta/info.json`), `tables` (the Parquet tables), `stats` (`meta/stats.json`, computed
-//! as lerobot computes it), `video` + `mp4` (H.264 in MP4), `writer` (appending episodes). The
+//! as lerobot computes it), `video` + `mp4` (H.264 in MP4), `writer` (appending episodes), `read` (a folder's summary). The
 //! format knows nothing of robots or the simulator: `runner::record` turns episodes into rows.
 
 pub mod info;
 pub mod mp4;
+pub mod read;
 pub mod stats;
 pub mod tables;
 pub mod video;
