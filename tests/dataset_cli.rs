@@ -5,7 +5,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::TempDir;
 
@@ -38,20 +38,9 @@ fn ctrl_c_keeps_every_finished_episode_and_a_later_run_appends() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while info(&ds).map_or(0, |i| i["total_episodes"].as_u64().unwrap()) < 1 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(180),
-            "no episode was kept"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
+    let out = common::interrupt_when(child, Duration::from_secs(180), || {
+        info(&ds).map_or(0, |i| i["total_episodes"].as_u64().unwrap()) >= 1
+    });
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(130), "{stdout}");
     let report: serde_json::Value =

@@ -5,7 +5,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::TempDir;
 
@@ -35,24 +35,9 @@ fn an_interrupted_eval_keeps_what_finished_and_resumes_to_the_full_report() {
         .spawn()
         .unwrap();
     // Wait for the first intermediate write with a finished episode, then press Ctrl-C.
-    let t0 = Instant::now();
-    loop {
-        let n = episodes(&json).map_or(0, |r| r["episodes"].as_array().map_or(0, |e| e.len()));
-        if n >= 1 {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "no episode was saved"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
+    let out = common::interrupt_when(child, Duration::from_secs(120), || {
+        episodes(&json).map_or(0, |r| r["episodes"].as_array().map_or(0, |e| e.len())) >= 1
+    });
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");

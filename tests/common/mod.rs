@@ -12,4 +12,4 @@ mod temp;
 #[allow(unused_imports)] // each test binary uses part of them
 pub use run::*;
 #[allow(unused_imports)]
-pub use temp::{temp_dir, TempDir};
+pub use temp::{read_tree, temp_dir, TempDir};

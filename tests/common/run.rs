@@ -72,3 +72,22 @@ impl SimTask {
         ))
     }
 }
+
+/// Waits (at most `limit`) until `ready()`, then sends the child SIGINT (Ctrl-C) and collects it.
+pub fn interrupt_when(
+    child: std::process::Child,
+    limit: std::time::Duration,
+    mut ready: impl FnMut() -> bool,
+) -> std::process::Output {
+    let t0 = std::time::Instant::now();
+    while !ready() {
+        assert!(t0.elapsed() < limit, "nothing to interrupt after {limit:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    child.wait_with_output().unwrap()
+}

@@ -16,6 +16,8 @@
 //! and `pointact/points` (every question asked and the points answered, in frame pixels, JSON).
 
 use std::path::Path;
+
+use rayon::prelude::*;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -35,6 +37,9 @@ use crate::sim::oracle::{OraclePointer, OracleTruth};
 use crate::sim::render::render;
 use crate::sim::tasks::Episode;
 use crate::sim::RenderScene;
+
+/// Frames rendered at once, in parallel (bounded: each is a 640×480×3 buffer).
+const RENDER_BATCH: usize = 16;
 
 /// The video feature of the scene camera.
 pub const CAMERA_KEY: &str = "observation.images.front";
@@ -190,7 +195,7 @@ impl DatasetRecorder {
         }));
         let plan_step = Arc::new(AtomicI64::new(-1));
         let (sink, step_now) = (samples.clone(), plan_step.clone());
-        let gripper = model.config.gripper.clone();
+        let gripper = model.config.gripper;
         let mut robot = SimRobot::new(world.clone(), model.clone(), model.home().to_vec())
             .map_err(|e| setup(&e))?
             .with_step_observer(Box::new(move |w, state| {
@@ -248,9 +253,25 @@ impl DatasetRecorder {
         }
         let pinhole = camera.pinhole().clone();
         let render_options = options.render.clone();
+        // Frames are asked for in order; they are rendered a batch at a time on every core (the
+        // renderer is most of the recording's cost).
+        let mut batch: Vec<(usize, Vec<u8>)> = Vec::new();
         let mut frame = |i: usize| -> Result<Vec<u8>, String> {
-            let s = kept.get(i).ok_or("no such frame")?;
-            Ok(render(&s.scene, &pinhole, &render_options).rgb)
+            if let Some(k) = batch.iter().position(|(j, _)| *j == i) {
+                return Ok(batch.swap_remove(k).1);
+            }
+            let end = (i + RENDER_BATCH).min(kept.len());
+            let scenes = kept.get(i..end).ok_or("no such frame")?;
+            batch = scenes
+                .par_iter()
+                .enumerate()
+                .map(|(k, s)| (i + k, render(&s.scene, &pinhole, &render_options).rgb))
+                .collect();
+            let k = batch
+                .iter()
+                .position(|(j, _)| *j == i)
+                .ok_or("no such frame")?;
+            Ok(batch.swap_remove(k).1)
         };
         let extras = vec![
             (

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::common::{python, TempDir};
+use super::common::{python, read_tree, TempDir};
 use pointact::dataset::writer::{read_episode_rows, read_info, FrameSource};
 use pointact::dataset::{
     Cell, Column, DatasetError, DatasetSpec, DatasetWriter, EpisodeInput, Feature, VideoOptions,
@@ -88,7 +88,7 @@ fn append(
             ("pointact.plan_step", Column::I64((0..n as i64).collect())),
         ],
         videos: vec![(KEY, &mut source)],
-        extras: vec![("pointact/success".into(), Cell::Bool(e % 2 == 0))],
+        extras: vec![("pointact/success".into(), Cell::Bool(e.is_multiple_of(2)))],
     })
     .unwrap();
     for i in 0..n {
@@ -199,23 +199,6 @@ fn a_dataset_written_in_two_sessions_reads_back_as_lerobot_reads_it() {
     }
 }
 
-fn files(root: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 #[test]
 fn a_folder_of_another_robot_fps_or_features_is_refused_untouched() {
     let tmp = TempDir::new("dataset-refuse");
@@ -224,7 +207,7 @@ fn a_folder_of_another_robot_fps_or_features_is_refused_untouched() {
     let mut w = DatasetWriter::open(&root, &spec("xarm6")).unwrap();
     append(&mut w, 0, 3, "pick", &mut expect, &mut raw);
     drop(w);
-    let before = files(&root);
+    let before = read_tree(&root);
     let refused = |s: DatasetSpec, what: &str| match DatasetWriter::open(&root, &s) {
         Err(DatasetError::Incompatible(m)) => assert!(m.contains(what), "{m}"),
         Err(e) => panic!("{e}"),
@@ -237,7 +220,10 @@ fn a_folder_of_another_robot_fps_or_features_is_refused_untouched() {
     let mut other = spec("xarm6");
     other.features[0].1 = Feature::vector(&["a", "b", "c", "d"]);
     refused(other, "other features");
-    assert!(files(&root) == before, "a refused open changed the folder");
+    assert!(
+        read_tree(&root) == before,
+        "a refused open changed the folder"
+    );
 
     let stranger = tmp.path().join("photos");
     std::fs::create_dir_all(&stranger).unwrap();
@@ -255,7 +241,7 @@ fn an_episode_that_fails_midway_leaves_the_dataset_as_it_was() {
     let (mut expect, mut raw) = (Vec::new(), Vec::new());
     let mut w = DatasetWriter::open(&root, &spec("xarm6")).unwrap();
     append(&mut w, 0, 4, "pick", &mut expect, &mut raw);
-    let before = files(&root);
+    let before = read_tree(&root);
     let (state, action) = values(1, 6);
     let mut broken = |i: usize| {
         if i == 3 {
@@ -280,7 +266,7 @@ fn an_episode_that_fails_midway_leaves_the_dataset_as_it_was() {
         .unwrap_err();
     assert!(err.to_string().contains("the camera went away"), "{err}");
     assert!(
-        files(&root) == before,
+        read_tree(&root) == before,
         "a failed episode changed the folder"
     );
     // A short column is refused before anything is written, too.
@@ -298,7 +284,7 @@ fn an_episode_that_fails_midway_leaves_the_dataset_as_it_was() {
         })
         .unwrap_err();
     assert!(err.to_string().contains("observation.state"), "{err}");
-    assert!(files(&root) == before);
+    assert!(read_tree(&root) == before);
     // The writer goes on: the next episode lands as episode 1, its task as task 1.
     append(&mut w, 1, 6, "place", &mut expect, &mut raw);
     let info = read_info(&root).unwrap();

@@ -378,27 +378,14 @@ fn answers_match_an_independent_recomputation() {
 
 #[test]
 fn the_same_options_give_the_same_bytes() {
-    let read_all = |root: &Path| -> BTreeMap<String, Vec<u8>> {
-        let mut out = BTreeMap::new();
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-                    out.insert(rel, std::fs::read(&p).unwrap());
-                }
-            }
-        }
-        out
-    };
     let (a, b) = (TempDir::new("spatial-det-a"), TempDir::new("spatial-det-b"));
     for d in [&a, &b] {
         generate(&options(d.path(), &["cup_on_plate"], 8), &mut |_| {}).unwrap();
     }
-    let (fa, fb) = (read_all(a.path()), read_all(b.path()));
+    let (fa, fb) = (
+        super::common::read_tree(a.path()),
+        super::common::read_tree(b.path()),
+    );
     // Two sequences of 8 frames, their truths and descriptions, and the questions.
     assert_eq!(
         fa.len(),
