@@ -285,7 +285,7 @@ fn an_episode_that_fails_midway_leaves_the_dataset_as_it_was() {
         .unwrap_err();
     assert!(err.to_string().contains("observation.state"), "{err}");
     assert!(read_tree(&root) == before);
-    // The writer goes on: the next episode lands as episode 1, its task as task 1.
+    // The writer goes on: the next episode gets index 1 and its task the next task index.
     append(&mut w, 1, 6, "place", &mut expect, &mut raw);
     let info = read_info(&root).unwrap();
     assert_eq!(
