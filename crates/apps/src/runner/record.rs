@@ -17,7 +17,6 @@
 
 use std::path::Path;
 
-use rayon::prelude::*;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -34,11 +33,11 @@ use crate::pointing::consensus::Consensus;
 use crate::pointing::Pointer;
 use crate::sim::devices::SimRobot;
 use crate::sim::oracle::{OraclePointer, OracleTruth};
-use crate::sim::render::render;
+use crate::sim::render::render_rgb_reusing;
 use crate::sim::tasks::Episode;
 use crate::sim::RenderScene;
 
-/// Frames rendered at once, in parallel (bounded: each is a 640×480×3 buffer).
+/// Frames rendered at once, as two chains in parallel (bounded: each is a 640×480×3 buffer).
 const RENDER_BATCH: usize = 16;
 
 /// The video feature of the scene camera.
@@ -253,20 +252,41 @@ impl DatasetRecorder {
         }
         let pinhole = camera.pinhole().clone();
         let render_options = options.render.clone();
-        // Frames are asked for in order; they are rendered a batch at a time on every core (the
-        // renderer is most of the recording's cost).
+        // Frames are asked for in order; they are rendered a batch at a time, as two chains on
+        // two cores, each frame re-tracing only what moved since the one before it
+        // (`render_rgb_reusing`, byte for byte the full render). The first chain continues from
+        // the previous batch's last frame.
         let mut batch: Vec<(usize, Vec<u8>)> = Vec::new();
-        let mut frame = |i: usize| -> Result<Vec<u8>, String> {
-            if let Some(k) = batch.iter().position(|(j, _)| *j == i) {
-                return Ok(batch.swap_remove(k).1);
+        let mut last: Option<(usize, Vec<u8>)> = None;
+        let chain = |from: usize, to: usize, seed: Option<&[u8]>| -> Vec<(usize, Vec<u8>)> {
+            let mut out: Vec<(usize, Vec<u8>)> = Vec::with_capacity(to - from);
+            for j in from..to {
+                let previous = match (out.last(), seed) {
+                    (Some((_, rgb)), _) => Some((&kept[j - 1].scene, rgb.as_slice())),
+                    (None, Some(rgb)) if j > 0 => Some((&kept[j - 1].scene, rgb)),
+                    _ => None,
+                };
+                let rgb = render_rgb_reusing(&kept[j].scene, &pinhole, &render_options, previous);
+                out.push((j, rgb));
             }
-            let end = (i + RENDER_BATCH).min(kept.len());
-            let scenes = kept.get(i..end).ok_or("no such frame")?;
-            batch = scenes
-                .par_iter()
-                .enumerate()
-                .map(|(k, s)| (i + k, render(&s.scene, &pinhole, &render_options).rgb))
-                .collect();
+            out
+        };
+        let mut frame = |i: usize| -> Result<Vec<u8>, String> {
+            if i >= kept.len() {
+                return Err(format!("no frame {i}"));
+            }
+            if !batch.iter().any(|(j, _)| *j == i) {
+                let end = (i + RENDER_BATCH).min(kept.len());
+                let mid = i + (end - i).div_ceil(2);
+                let seed = last
+                    .as_ref()
+                    .filter(|(j, _)| *j + 1 == i)
+                    .map(|(_, rgb)| rgb.as_slice());
+                let (mut a, b) = rayon::join(|| chain(i, mid, seed), || chain(mid, end, None));
+                a.extend(b);
+                last = a.last().cloned();
+                batch = a;
+            }
             let k = batch
                 .iter()
                 .position(|(j, _)| *j == i)

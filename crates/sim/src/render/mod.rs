@@ -110,6 +110,96 @@ impl Visibility {
     }
 }
 
+/// What every pixel of one frame shares: the rays' coordinates, the primitives in the camera's
+/// frame, and the shading constants.
+struct FrameSetup {
+    xs: Vec<f64>,
+    ys: Vec<f64>,
+    prepared: Vec<Prepared>,
+    lut: noise::SrgbEncoder,
+    ambient: f64,
+    background: [u8; 3],
+}
+
+impl FrameSetup {
+    fn new(scene: &RenderScene, camera: &PinholeCamera, options: &RenderOptions) -> Self {
+        let (w, h) = (camera.intrinsics.width, camera.intrinsics.height);
+        // The same per-column / per-row ray coordinates feed every path, so they see identical
+        // rays.
+        let i = &camera.intrinsics;
+        let xs: Vec<f64> = (0..w).map(|u| (u as f64 - i.cx) / i.fx).collect();
+        let ys: Vec<f64> = (0..h).map(|v| (v as f64 - i.cy) / i.fy).collect();
+        let light = light_direction(options);
+        let camera_from_world = camera.camera_from_world();
+        let prepared: Vec<Prepared> = scene
+            .primitives
+            .iter()
+            .map(|p| {
+                prepare(
+                    &p.shape,
+                    &p.world_from_shape,
+                    &camera_from_world,
+                    camera,
+                    &light,
+                )
+            })
+            .collect();
+        let lut = noise::SrgbEncoder::new();
+        let background = options.background.map(|c| lut.encode(c as f64));
+        FrameSetup {
+            xs,
+            ys,
+            prepared,
+            lut,
+            ambient: options.ambient.clamp(0.0, 1.0) as f64,
+            background,
+        }
+    }
+
+    /// The colour of pixel `(u, v)` (index `i`) given its nearest hit.
+    #[inline(always)]
+    fn shade(
+        &self,
+        scene: &RenderScene,
+        camera: &PinholeCamera,
+        vis: &Visibility,
+        (u, v, i): (usize, usize, usize),
+    ) -> [u8; 3] {
+        let k = vis.prim[i];
+        if k == NO_PRIM {
+            return self.background;
+        }
+        let (x, y) = (self.xs[u], self.ys[v]);
+        let (pp, prim) = (&self.prepared[k as usize], &scene.primitives[k as usize]);
+        let t = vis.t[i];
+        let d = ray_dir(pp, x, y);
+        let p = [
+            pp.origin[0] + t * d[0],
+            pp.origin[1] + t * d[1],
+            pp.origin[2] + t * d[2],
+        ];
+        let nrm = local_normal(&pp.shape, vis.surface[i], p);
+        let lambert = (nrm[0] * pp.light[0] + nrm[1] * pp.light[1] + nrm[2] * pp.light[2]).max(0.0);
+        let shade = self.ambient + (1.0 - self.ambient) * lambert;
+        let albedo = match (&prim.texture, vis.surface[i]) {
+            (Some(tex), Surface::PosZ) => printed_albedo(pp, tex, camera, x, y),
+            _ => None,
+        }
+        .unwrap_or(prim.color);
+        albedo.map(|a| self.lut.encode(a as f64 * shade))
+    }
+}
+
+/// The light direction in the world, unit; zero (no directional light) when it is unusable.
+fn light_direction(options: &RenderOptions) -> Vector3<f64> {
+    let light = options.light_dir_world.normalize();
+    if light.iter().all(|c| c.is_finite()) {
+        light
+    } else {
+        Vector3::zeros()
+    }
+}
+
 fn render_impl(
     scene: &RenderScene,
     camera: &PinholeCamera,
@@ -123,35 +213,11 @@ fn render_impl(
     } else {
         &no_primitives
     };
-    // The same per-column / per-row ray coordinates feed both paths, so they see identical rays.
-    let i = &camera.intrinsics;
-    let xs: Vec<f64> = (0..w).map(|u| (u as f64 - i.cx) / i.fx).collect();
-    let ys: Vec<f64> = (0..h).map(|v| (v as f64 - i.cy) / i.fy).collect();
-    let light = options.light_dir_world.normalize();
-    let light = if light.iter().all(|c| c.is_finite()) {
-        light
-    } else {
-        Vector3::zeros()
-    };
-    let camera_from_world = camera.camera_from_world();
-    let prepared: Vec<Prepared> = scene
-        .primitives
-        .iter()
-        .map(|p| {
-            prepare(
-                &p.shape,
-                &p.world_from_shape,
-                &camera_from_world,
-                camera,
-                &light,
-            )
-        })
-        .collect();
-
+    let frame = FrameSetup::new(scene, camera, options);
     let vis = if culled {
-        visibility_culled(&prepared, &xs, &ys)
+        visibility_culled(&frame.prepared, &frame.xs, &frame.ys, None)
     } else {
-        visibility_brute(&prepared, &xs, &ys)
+        visibility_brute(&frame.prepared, &frame.xs, &frame.ys)
     };
 
     let n = w * h;
@@ -163,44 +229,86 @@ fn render_impl(
         instance: vec![BACKGROUND_INSTANCE; n],
         part: vec![NO_PART; n],
     };
-    let lut = noise::SrgbEncoder::new();
-    let ambient = options.ambient.clamp(0.0, 1.0) as f64;
-    let background = options.background.map(|c| lut.encode(c as f64));
-    for (v, &y) in ys.iter().enumerate() {
-        for (u, &x) in xs.iter().enumerate() {
+    for v in 0..h {
+        for u in 0..w {
             let i = v * w + u;
+            let rgb = frame.shade(scene, camera, &vis, (u, v, i));
+            out.rgb[3 * i..3 * i + 3].copy_from_slice(&rgb);
             let k = vis.prim[i];
-            if k == NO_PRIM {
-                out.rgb[3 * i..3 * i + 3].copy_from_slice(&background);
-                continue;
+            if k != NO_PRIM {
+                let prim = &scene.primitives[k as usize];
+                out.depth_m[i] = vis.t[i] as f32;
+                out.instance[i] = prim.instance;
+                out.part[i] = prim.part;
             }
-            let (pp, prim) = (&prepared[k as usize], &scene.primitives[k as usize]);
-            let t = vis.t[i];
-            let d = ray_dir(pp, x, y);
-            let p = [
-                pp.origin[0] + t * d[0],
-                pp.origin[1] + t * d[1],
-                pp.origin[2] + t * d[2],
-            ];
-            let nrm = local_normal(&pp.shape, vis.surface[i], p);
-            let lambert =
-                (nrm[0] * pp.light[0] + nrm[1] * pp.light[1] + nrm[2] * pp.light[2]).max(0.0);
-            let shade = ambient + (1.0 - ambient) * lambert;
-            let albedo = match (&prim.texture, vis.surface[i]) {
-                (Some(tex), Surface::PosZ) => printed_albedo(pp, tex, camera, x, y),
-                _ => None,
-            }
-            .unwrap_or(prim.color);
-            for (o, a) in out.rgb[3 * i..3 * i + 3].iter_mut().zip(albedo) {
-                *o = lut.encode(a as f64 * shade);
-            }
-            out.depth_m[i] = t as f32;
-            out.instance[i] = prim.instance;
-            out.part[i] = prim.part;
         }
     }
     noise::apply_sensor_model(&mut out, &vis.t, &vis.prim, options);
     out
+}
+
+/// The colour image [`render`] gives of `scene`, byte for byte, computed only where it can differ
+/// from `previous` (an earlier scene from the same camera and options, and its colour image).
+///
+/// Why it is exact: the renderer draws no shadows or reflections, so a pixel's colour depends
+/// only on the primitives its ray meets, and a ray can meet a primitive only inside that
+/// primitive's screen rectangle. A pixel outside the old and the new rectangles of every
+/// primitive that changed meets the same primitives in the same poses as before, hence keeps its
+/// colour. Every other pixel is traced as [`render`] traces it. A recording of an arm moving over a
+/// still table re-traces the arm's part of the image only.
+pub fn render_rgb_reusing(
+    scene: &RenderScene,
+    camera: &PinholeCamera,
+    options: &RenderOptions,
+    previous: Option<(&RenderScene, &[u8])>,
+) -> Vec<u8> {
+    let (w, h) = (camera.intrinsics.width, camera.intrinsics.height);
+    let usable = |(s, rgb): &(&RenderScene, &[u8])| {
+        s.primitives.len() == scene.primitives.len()
+            && rgb.len() == 3 * w * h
+            && camera.validate().is_ok()
+    };
+    let Some((before, before_rgb)) = previous.filter(usable) else {
+        return render(scene, camera, options).rgb;
+    };
+    let frame = FrameSetup::new(scene, camera, options);
+    let camera_from_world = camera.camera_from_world();
+    let light = light_direction(options);
+    let mut dirty = vec![false; w * h];
+    let mut any = false;
+    for (k, (a, b)) in before.primitives.iter().zip(&scene.primitives).enumerate() {
+        if a == b {
+            continue;
+        }
+        any = true;
+        let old = prepare(
+            &a.shape,
+            &a.world_from_shape,
+            &camera_from_world,
+            camera,
+            &light,
+        );
+        for [u0, u1, v0, v1] in [old.rect, frame.prepared[k].rect].into_iter().flatten() {
+            for v in v0..=v1 {
+                dirty[v * w + u0..=v * w + u1].fill(true);
+            }
+        }
+    }
+    let mut rgb = before_rgb.to_vec();
+    if !any {
+        return rgb;
+    }
+    let vis = visibility_culled(&frame.prepared, &frame.xs, &frame.ys, Some(&dirty));
+    for v in 0..h {
+        for u in 0..w {
+            let i = v * w + u;
+            if dirty[i] {
+                let c = frame.shade(scene, camera, &vis, (u, v, i));
+                rgb[3 * i..3 * i + 3].copy_from_slice(&c);
+            }
+        }
+    }
+    rgb
 }
 
 fn prepare(
@@ -311,7 +419,13 @@ fn closer(t: f64, k: u32, best_t: f64, best_k: u32) -> bool {
     t < best_t || (t == best_t && k < best_k)
 }
 
-fn visibility_culled(prepared: &[Prepared], xs: &[f64], ys: &[f64]) -> Visibility {
+/// Nearest hits at every pixel, or only where `mask` is true (the others stay empty).
+fn visibility_culled(
+    prepared: &[Prepared],
+    xs: &[f64],
+    ys: &[f64],
+    mask: Option<&[bool]>,
+) -> Visibility {
     let w = xs.len();
     let mut vis = Visibility::empty(w * ys.len());
     for (k, pp) in prepared.iter().enumerate() {
@@ -323,6 +437,9 @@ fn visibility_culled(prepared: &[Prepared], xs: &[f64], ys: &[f64]) -> Visibilit
             let row = row_dir(pp, y);
             let base = v * w;
             for (u, &x) in xs.iter().enumerate().take(u1 + 1).skip(u0) {
+                if mask.is_some_and(|m| !m[base + u]) {
+                    continue;
+                }
                 let d = [
                     pp.dir_x[0] * x + row[0],
                     pp.dir_x[1] * x + row[1],

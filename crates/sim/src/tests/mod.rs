@@ -2,6 +2,7 @@
 //! live inside the crate so that what they reach need not be public.
 
 mod keyframe_sequences;
+mod render_reuse;
 mod sim_clutter;
 mod sim_physics_grasp;
 mod sim_physics_judge;

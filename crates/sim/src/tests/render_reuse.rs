@@ -1,0 +1,96 @@
+//! `render_rgb_reusing` against `render`: byte for byte on every frame of an arm moving through a
+//! scene (objects pushed and lifted on the way, the fingers opening and closing, a sensor model
+//! on), on a scene that did not change, and when the previous frame cannot be reused.
+
+use super::sim_physics_util::{model, scene_with};
+use crate::devices::{SharedWorld, SimCamera};
+use crate::render::{render, render_rgb_reusing, RenderOptions};
+use crate::SimWorld;
+use k::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
+
+const OBJECTS: &str = r#"
+[[objects]]
+name = "block"
+color = [0.8, 0.1, 0.1]
+mass = 0.08
+pose = [0.35, -0.2, 0.3]
+shape = { kind = "block", size = [0.045, 0.045, 0.045] }
+[[objects]]
+name = "can"
+color = [0.8, 0.0, 0.0]
+mass = 0.15
+pose = [0.35, 0.12, 0.0]
+shape = { kind = "cylinder", radius = 0.032, height = 0.11 }
+[[objects]]
+name = "bowl"
+color = [0.1, 0.4, 0.3]
+mass = 0.3
+pose = [0.55, 0.22, 0.0]
+shape = { kind = "bowl", radius = 0.085, height = 0.065 }
+"#;
+
+#[test]
+fn reusing_the_previous_frame_gives_the_full_render_byte_for_byte() {
+    let m = model("xarm6");
+    let mut world = SimWorld::new(&scene_with("xarm6", OBJECTS), m.clone()).unwrap();
+    world.settle(1.0);
+    let shared = SharedWorld::new(world);
+    for options in [RenderOptions::default(), RenderOptions::realsense_like()] {
+        let camera = SimCamera::new(shared.clone(), options.clone())
+            .pinhole()
+            .clone();
+        let home = m.home().to_vec();
+        let mut previous: Option<(crate::RenderScene, Vec<u8>)> = None;
+        let mut reused_pixels = 0usize;
+        for j in 0..24 {
+            {
+                let mut w = shared.lock();
+                let q: Vec<f64> = home
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &q)| q + 0.04 * j as f64 * if i % 2 == 0 { 1.0 } else { -0.5 })
+                    .collect();
+                w.set_robot(&q, if j % 6 < 3 { 1.0 } else { 0.0 }).unwrap();
+                if j == 9 {
+                    // An object moved by hand: its old and new places both change.
+                    let p = w.object_pose("block").unwrap();
+                    let moved = Isometry3::from_parts(
+                        Translation3::from(p.translation.vector + Vector3::new(0.05, 0.1, 0.02)),
+                        UnitQuaternion::from_euler_angles(0.0, 0.0, 0.4) * p.rotation,
+                    );
+                    w.set_object_pose("block", &moved).unwrap();
+                }
+                for _ in 0..5 {
+                    w.step();
+                }
+            }
+            let scene = shared.lock().render_scene();
+            let full = render(&scene, &camera, &options).rgb;
+            let reused = render_rgb_reusing(
+                &scene,
+                &camera,
+                &options,
+                previous.as_ref().map(|(s, rgb)| (s, rgb.as_slice())),
+            );
+            assert!(reused == full, "frame {j} differs from the full render");
+            if let Some((_, prev)) = &previous {
+                reused_pixels += prev
+                    .chunks(3)
+                    .zip(full.chunks(3))
+                    .filter(|(a, b)| a == b)
+                    .count();
+            }
+            previous = Some((scene, full));
+        }
+        // The scene changed in part only: most pixels kept their colour from frame to frame.
+        assert!(reused_pixels > 23 * 640 * 480 / 2, "{reused_pixels}");
+        // An unchanged scene gives its previous image back; an unusable previous is ignored.
+        let (scene, rgb) = previous.unwrap();
+        assert!(render_rgb_reusing(&scene, &camera, &options, Some((&scene, &rgb))) == rgb);
+        let mut fewer = scene.clone();
+        fewer.primitives.pop();
+        let alone = render(&fewer, &camera, &options).rgb;
+        assert!(render_rgb_reusing(&fewer, &camera, &options, Some((&scene, &rgb))) == alone);
+        assert!(render_rgb_reusing(&scene, &camera, &options, Some((&scene, &rgb[..10]))) == rgb);
+    }
+}
