@@ -37,8 +37,8 @@ use crate::sim::render::render_rgb_reusing;
 use crate::sim::tasks::Episode;
 use crate::sim::RenderScene;
 
-/// Frames rendered at once, as two chains in parallel (bounded: each is a 640×480×3 buffer).
-const RENDER_BATCH: usize = 16;
+/// Frames the renderer may be ahead of the coder (each a 640×480×3 buffer).
+const RENDER_AHEAD: usize = 8;
 
 /// The video feature of the scene camera.
 pub const CAMERA_KEY: &str = "observation.images.front";
@@ -252,46 +252,20 @@ impl DatasetRecorder {
         }
         let pinhole = camera.pinhole().clone();
         let render_options = options.render.clone();
-        // Frames are asked for in order; they are rendered a batch at a time, as two chains on
-        // two cores, each frame re-tracing only what moved since the one before it
-        // (`render_rgb_reusing`, byte for byte the full render). The first chain continues from
-        // the previous batch's last frame.
-        let mut batch: Vec<(usize, Vec<u8>)> = Vec::new();
-        let mut last: Option<(usize, Vec<u8>)> = None;
-        let chain = |from: usize, to: usize, seed: Option<&[u8]>| -> Vec<(usize, Vec<u8>)> {
-            let mut out: Vec<(usize, Vec<u8>)> = Vec::with_capacity(to - from);
-            for j in from..to {
-                let previous = match (out.last(), seed) {
-                    (Some((_, rgb)), _) => Some((&kept[j - 1].scene, rgb.as_slice())),
-                    (None, Some(rgb)) if j > 0 => Some((&kept[j - 1].scene, rgb)),
-                    _ => None,
-                };
-                let rgb = render_rgb_reusing(&kept[j].scene, &pinhole, &render_options, previous);
-                out.push((j, rgb));
+        // Rendering and coding run side by side: a scoped thread renders the frames in order,
+        // each re-tracing only what moved since the one before (`render_rgb_reusing`, byte for
+        // byte the full render), while this thread codes them and computes the statistics. The
+        // channel is bounded, so at most a few frames wait in memory.
+        let render_frames = |tx: std::sync::mpsc::SyncSender<Vec<u8>>| {
+            let mut previous: Option<Vec<u8>> = None;
+            for (j, sample) in kept.iter().enumerate() {
+                let before = previous.as_deref().map(|rgb| (&kept[j - 1].scene, rgb));
+                let rgb = render_rgb_reusing(&sample.scene, &pinhole, &render_options, before);
+                previous = Some(rgb.clone());
+                if tx.send(rgb).is_err() {
+                    return; // the writer stopped early (its error is the one reported)
+                }
             }
-            out
-        };
-        let mut frame = |i: usize| -> Result<Vec<u8>, String> {
-            if i >= kept.len() {
-                return Err(format!("no frame {i}"));
-            }
-            if !batch.iter().any(|(j, _)| *j == i) {
-                let end = (i + RENDER_BATCH).min(kept.len());
-                let mid = i + (end - i).div_ceil(2);
-                let seed = last
-                    .as_ref()
-                    .filter(|(j, _)| *j + 1 == i)
-                    .map(|(_, rgb)| rgb.as_slice());
-                let (mut a, b) = rayon::join(|| chain(i, mid, seed), || chain(mid, end, None));
-                a.extend(b);
-                last = a.last().cloned();
-                batch = a;
-            }
-            let k = batch
-                .iter()
-                .position(|(j, _)| *j == i)
-                .ok_or("no such frame")?;
-            Ok(batch.swap_remove(k).1)
         };
         let extras = vec![
             (
@@ -316,14 +290,24 @@ impl DatasetRecorder {
                 Cell::Str(serde_json::Value::Array(asked).to_string()),
             ),
         ];
+        let writer = &mut self.writer;
         let appended = episode_columns(&model, &kept).and_then(|columns| {
             let n = kept.len();
-            self.writer.append(EpisodeInput {
-                task: &episode.instruction,
-                frames: n,
-                columns,
-                videos: vec![(CAMERA_KEY, &mut frame)],
-                extras,
+            std::thread::scope(|scope| {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(RENDER_AHEAD);
+                scope.spawn(move || render_frames(tx));
+                // Frames are asked for once each, in order: the channel's order.
+                let mut frame = |_: usize| {
+                    rx.recv()
+                        .map_err(|_| "the renderer stopped before the last frame".to_string())
+                };
+                writer.append(EpisodeInput {
+                    task: &episode.instruction,
+                    frames: n,
+                    columns,
+                    videos: vec![(CAMERA_KEY, &mut frame)],
+                    extras,
+                })
             })?;
             Ok(Kept::Frames(n))
         });
