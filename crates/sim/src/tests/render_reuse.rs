@@ -1,33 +1,14 @@
 //! `render_rgb_reusing` against `render`: byte for byte on every frame of an arm moving through a
 //! scene (objects pushed and lifted on the way, the fingers opening and closing, a sensor model
-//! on), on a scene that did not change, and when the previous frame cannot be reused.
+//! on), on a scene that did not change, and when the previous frame cannot be reused. The scene
+//! is the physics world tests' seven objects.
 
 use super::sim_physics_util::{model, scene_with};
+use super::sim_physics_world::OBJECTS;
 use crate::devices::{SharedWorld, SimCamera};
 use crate::render::{render, render_rgb_reusing, RenderOptions};
 use crate::SimWorld;
 use k::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
-
-const OBJECTS: &str = r#"
-[[objects]]
-name = "block"
-color = [0.8, 0.1, 0.1]
-mass = 0.08
-pose = [0.35, -0.2, 0.3]
-shape = { kind = "block", size = [0.045, 0.045, 0.045] }
-[[objects]]
-name = "can"
-color = [0.8, 0.0, 0.0]
-mass = 0.15
-pose = [0.35, 0.12, 0.0]
-shape = { kind = "cylinder", radius = 0.032, height = 0.11 }
-[[objects]]
-name = "bowl"
-color = [0.1, 0.4, 0.3]
-mass = 0.3
-pose = [0.55, 0.22, 0.0]
-shape = { kind = "bowl", radius = 0.085, height = 0.065 }
-"#;
 
 #[test]
 fn reusing_the_previous_frame_gives_the_full_render_byte_for_byte() {

@@ -5,7 +5,8 @@ use super::sim_physics_util::{model, scene_with, top_down, Mover};
 use crate::{SimWorld, FIRST_OBJECT_INSTANCE, NO_PART, ROBOT_INSTANCE, TABLE_INSTANCE};
 use k::nalgebra::{Isometry3, Translation3, UnitQuaternion};
 
-const OBJECTS: &str = r#"
+/// Seven objects of every shape kind, some dropped from a height (also drawn by `render_reuse`).
+pub(super) const OBJECTS: &str = r#"
 [[objects]]
 name = "block"
 color = [0.8, 0.1, 0.1]
