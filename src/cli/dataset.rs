@@ -13,11 +13,28 @@ pub enum DatasetCommand {
         /// The dataset's folder (the one holding meta/info.json).
         dir: PathBuf,
     },
+    /// One episode in rerun: its video with the points the pointer answered drawn over it, its
+    /// state and plan step over time, its task and the judge's words.
+    View {
+        /// The dataset's folder.
+        dir: PathBuf,
+        /// Which episode (0-based).
+        #[arg(long, default_value_t = 0)]
+        episode: i64,
+        /// Where to log (default: spawn a `rerun` viewer from PATH).
+        #[arg(long, value_name = "save:FILE.rrd|spawn|connect[:URL]")]
+        rerun: Option<pointact::viz::Sink>,
+    },
 }
 
 pub fn run(which: DatasetCommand) -> Result<ExitCode> {
     match which {
         DatasetCommand::Info { dir } => info(&dir),
+        DatasetCommand::View {
+            dir,
+            episode,
+            rerun,
+        } => view(&dir, episode, rerun.unwrap_or(pointact::viz::Sink::Spawn)),
     }
 }
 
@@ -62,5 +79,21 @@ fn info(dir: &std::path::Path) -> Result<ExitCode> {
             .unwrap_or_default();
         println!("  {name:<28} {:<8} {:?}{codec}", f.dtype, f.shape);
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn view(dir: &std::path::Path, episode: i64, sink: pointact::viz::Sink) -> Result<ExitCode> {
+    let ep = pointact::dataset::read::episode(dir, episode)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+    let mut viz = pointact::viz::Viz::open("pointact-dataset", &sink)?;
+    viz.log_dataset_episode(&ep);
+    println!(
+        "episode   {} of {}: {} ({} frames)",
+        ep.index,
+        dir.display(),
+        ep.task,
+        ep.length
+    );
+    super::finish_viz(Some(viz))?;
     Ok(ExitCode::SUCCESS)
 }

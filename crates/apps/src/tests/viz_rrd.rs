@@ -345,6 +345,88 @@ mod with_rerun {
     }
 
     #[test]
+    fn a_dataset_episode_reads_back_as_video_frames_points_and_states() {
+        use pointact::dataset::{
+            Cell, Column, DatasetSpec, DatasetWriter, EpisodeInput, Feature, VideoOptions,
+        };
+        let dir = std::env::temp_dir().join(format!("pointact-viz-ds-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root = dir.join("ds");
+        let key = "observation.images.front";
+        let spec = DatasetSpec {
+            fps: 10,
+            robot_type: "xarm6".into(),
+            features: vec![
+                (
+                    "observation.state".into(),
+                    Feature::vector(&["j1", "gripper_width"]),
+                ),
+                ("pointact.plan_step".into(), Feature::int_scalar()),
+                (key.into(), Feature::video(32, 24)),
+            ],
+            video: VideoOptions::default(),
+        };
+        let mut w = DatasetWriter::open(&root, &spec).unwrap();
+        let points = serde_json::json!([
+            {"ability": "Reg", "query": "the pepper", "points_px": [[10.0, 12.0]]},
+            {"ability": "Vtg", "query": "the pepper", "points_px": [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]}
+        ]);
+        for (e, n) in [(0usize, 4usize), (1, 7)] {
+            let mut frames = |i: usize| Ok(vec![(40 * i + 9 * e) as u8; 32 * 24 * 3]);
+            w.append(EpisodeInput {
+                task: "put the pepper in the pan",
+                frames: n,
+                columns: vec![
+                    (
+                        "observation.state",
+                        Column::F32((0..2 * n).map(|v| v as f32).collect()),
+                    ),
+                    ("pointact.plan_step", Column::I64((0..n as i64).collect())),
+                ],
+                videos: vec![(key, &mut frames)],
+                extras: vec![
+                    ("pointact/success".into(), Cell::Bool(true)),
+                    ("pointact/detail".into(), Cell::Str("pepper in pan".into())),
+                    ("pointact/points".into(), Cell::Str(points.to_string())),
+                ],
+            })
+            .unwrap();
+        }
+        let ep = pointact::dataset::read::episode(&root, 1).unwrap();
+        assert_eq!(ep.length, 7);
+        assert_eq!(ep.state.len(), 14);
+        assert_eq!(ep.plan_step.as_deref(), Some(&[0, 1, 2, 3, 4, 5, 6][..]));
+        assert!(pointact::dataset::read::episode(&root, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("no episode 2"));
+
+        let file = dir.join("view.rrd");
+        let mut viz = Viz::open("pointact-test", &Sink::Save(file.clone())).unwrap();
+        viz.log_dataset_episode(&ep);
+        viz.finish().unwrap();
+        let e = read_rrd(&file);
+        let video = &e[&format!("dataset/{key}")];
+        assert!(video.static_rows >= 1, "{video:?}");
+        assert_eq!(
+            video.rows - video.static_rows,
+            7,
+            "one frame reference per frame"
+        );
+        assert_eq!(
+            e[&format!("dataset/{key}/points/reg")].count("Points2D:positions"),
+            1
+        );
+        assert_eq!(
+            e[&format!("dataset/{key}/points/vtg")].count("Points2D:positions"),
+            3
+        );
+        assert_eq!(e["dataset/state/gripper_width"].rows, 7);
+        assert_eq!(e["dataset/plan_step"].rows, 7);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
     fn an_unwritable_file_is_a_clear_error() {
         let e = Viz::open(
             "pointact-test",

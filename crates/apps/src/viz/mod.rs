@@ -34,6 +34,8 @@
 //! | `timings/<stage>` | wall-clock seconds per stage, as the observer saw them |
 //! | `log` | one text line per event |
 //! | `eval/success` | per episode, on the `episode` timeline (`eval sim`) |
+//! | `dataset/<video key>`, `…/points/<ability>` | `dataset view`: the episode's MP4 (static) and a frame reference per frame; the points asked before it moved (static) |
+//! | `dataset/state/<name>`, `dataset/plan_step` | `dataset view`: the recorded state and plan step per frame |
 //! | `train/<metric>`, `train/<task>/<metric>`, `train/eval/…` | `train grpo`'s metrics per update, on the `train_step` timeline |
 
 #[cfg(feature = "viz")]
@@ -102,6 +104,20 @@ pub(crate) mod paths {
     pub(crate) fn timing(stage: &str) -> String {
         format!("timings/{stage}")
     }
+    /// A dataset episode's video feature (`dataset view`), e.g. `dataset/observation.images.front`.
+    pub(crate) fn dataset_video(key: &str) -> String {
+        format!("dataset/{key}")
+    }
+    /// A dataset episode's answered points for one ability, drawn over its video.
+    pub(crate) fn dataset_points(key: &str, ability: &str) -> String {
+        format!("dataset/{key}/points/{ability}")
+    }
+    /// One entry of a dataset episode's `observation.state`.
+    pub(crate) fn dataset_state(name: &str) -> String {
+        format!("dataset/state/{name}")
+    }
+    /// The plan step executing in a dataset episode.
+    pub(crate) const DATASET_PLAN_STEP: &str = "dataset/plan_step";
     /// A training metric (`train grpo`): `train/reward`, `train/point_rec/reward`,
     /// `eval/point_rec/reward`, ….
     pub(crate) fn training(name: &str) -> String {

@@ -27,6 +27,9 @@ impl Viz {
     pub fn log_outcome(&mut self, _success: bool, _detail: &str) {
         match self.never {}
     }
+    pub fn log_dataset_episode(&mut self, _ep: &crate::dataset::read::EpisodeFrames) {
+        match self.never {}
+    }
     pub fn log_image(&mut self, _rgb: &RgbImage) {
         match self.never {}
     }

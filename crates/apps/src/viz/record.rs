@@ -267,6 +267,66 @@ impl Viz {
         );
     }
 
+    /// A recorded dataset episode (`pointact dataset view`) on the `sim_time` timeline at its
+    /// frame times: each video as the MP4 itself with a frame reference per frame (the viewer
+    /// decodes it), the points the pointer answered before the arm moved drawn over it, the state
+    /// and plan step as scalars, the task and the judge's words as log lines.
+    pub fn log_dataset_episode(&mut self, ep: &crate::dataset::read::EpisodeFrames) {
+        self.set_clock(Some(0.0));
+        self.log_line(
+            TextLogLevel::INFO,
+            &format!("episode   {}: {}", ep.index, ep.task),
+        );
+        if let (Some(ok), Some(detail)) = (ep.success, &ep.detail) {
+            let word = if ok { "SUCCESS" } else { "FAILURE" };
+            self.log_line(TextLogLevel::INFO, &format!("outcome   {word}: {detail}"));
+        }
+        let fps = f64::from(ep.fps.max(1));
+        for (key, path, from) in &ep.videos {
+            match rerun::AssetVideo::from_file_path(path) {
+                Ok(asset) => self.log_static(paths::dataset_video(key), &asset),
+                Err(e) => self.note_error(format!("{}: {e}", path.display())),
+            }
+            let asked = ep.points.as_ref().and_then(|p| p.as_array());
+            for q in asked.into_iter().flatten() {
+                let ability = q["ability"].as_str().unwrap_or("points").to_lowercase();
+                let points: Vec<(f32, f32)> = q["points_px"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| Some((p[0].as_f64()? as f32, p[1].as_f64()? as f32)))
+                    .collect();
+                let label = q["query"].as_str().unwrap_or_default().to_string();
+                self.log_static(
+                    paths::dataset_points(key, &ability),
+                    &Points2D::new(points).with_labels([label]).with_radii([4.0]),
+                );
+            }
+            for i in 0..ep.length {
+                let t = i as f64 / fps;
+                self.set_clock(Some(t));
+                self.log(
+                    paths::dataset_video(key),
+                    &rerun::VideoFrameReference::new(rerun::components::VideoTimestamp::from_secs(
+                        from + t,
+                    )),
+                );
+            }
+        }
+        let width = ep.state_names.len();
+        for i in 0..ep.length {
+            self.set_clock(Some(i as f64 / fps));
+            for (j, name) in ep.state_names.iter().enumerate() {
+                if let Some(&v) = ep.state.get(i * width + j) {
+                    self.log(paths::dataset_state(name), &Scalars::single(f64::from(v)));
+                }
+            }
+            if let Some(step) = ep.plan_step.as_ref().and_then(|s| s.get(i)) {
+                self.log(paths::DATASET_PLAN_STEP, &Scalars::single(*step as f64));
+            }
+        }
+    }
+
     /// A colour image without depth or camera model (`pointact point`).
     pub fn log_image(&mut self, rgb: &RgbImage) {
         self.log(
