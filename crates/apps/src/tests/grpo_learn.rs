@@ -322,6 +322,19 @@ pub(super) fn restart_from_warm_up(
     lr: f64,
     load: impl Fn(&str) -> QwenParts,
 ) -> GrpoTrainer {
+    let (warm, options) = save_warm_up(trainer, dir, model, test, lr);
+    grpo_from_warm_up(&warm, options, load)
+}
+
+/// The warm-up's checkpoint under `dir/warm` and GRPO's options after it (see
+/// `restart_from_warm_up`): for tests that start several GRPO runs from one warm-up.
+pub(super) fn save_warm_up(
+    trainer: GrpoTrainer,
+    dir: &Path,
+    model: &str,
+    test: &str,
+    lr: f64,
+) -> (std::path::PathBuf, GrpoOptions) {
     let warm_state = TrainerState {
         step: 0,
         seed: 0,
@@ -339,7 +352,15 @@ pub(super) fn restart_from_warm_up(
         schedule: Schedule::Constant { warmup: 10 },
         ..trainer.options.clone()
     };
-    drop(trainer);
+    (warm, options)
+}
+
+/// A GRPO trainer on the checkpoint `warm` saved by `save_warm_up`, which is also its KL reference.
+pub(super) fn grpo_from_warm_up(
+    warm: &Path,
+    options: GrpoOptions,
+    load: impl Fn(&str) -> QwenParts,
+) -> GrpoTrainer {
     GrpoTrainer::new(
         load(warm.to_str().unwrap()),
         &Tune::Full { modules: vec![] },

@@ -40,13 +40,19 @@
 //! Asserted: the released accuracy on held-out prompts, greedy ≤ 0.625 after the warm-up and
 //! ≥ 0.8125 after GRPO, and its expectation over sampled answers (16 per prompt, temperature
 //! 1) from ≤ 0.6 to ≥ 0.75.
+//!
+//! A second test is the consistency term's ablation: from a warm-up that already answers right,
+//! GRPO with the term ties the think's conclusion to the answer, and GRPO without it does not
+//! (see `turning_the_consistency_term_off_leaves_the_think_untied_to_the_answer`).
 
 use std::cell::RefCell;
 
-use super::grpo_learn::{restart_from_warm_up, warm_up_trainer};
+use super::grpo_learn::{grpo_from_warm_up, restart_from_warm_up, save_warm_up, warm_up_trainer};
 
 use pointact::pointing::qwen::{QwenOptions, QwenParts, QwenPointer};
-use pointact::train::consistency::{format_reward, ANSWER_TAG};
+use pointact::train::consistency::{
+    extract_answer_from_think, extract_think_content, format_reward, ANSWER_TAG,
+};
 use pointact::train::grpo::data::{load_records, write_records, RecordKind, RecordLine};
 use pointact::train::grpo::rollout::RolloutConfig;
 use pointact::train::grpo::run;
@@ -130,6 +136,16 @@ fn load(model: &str) -> QwenParts {
 
 /// The released reward, consistency judged from the think text.
 fn score(response: &str, truth: &str, question: &str) -> Result<Vec<(String, f64)>, String> {
+    score_weighted(response, truth, question, RELEASED_CONSISTENCY_WEIGHT)
+}
+
+/// The released reward with the consistency term weighted `weight` (0: switched off).
+fn score_weighted(
+    response: &str,
+    truth: &str,
+    question: &str,
+    weight: f64,
+) -> Result<Vec<(String, f64)>, String> {
     run::score_with(
         RecordKind::Spatial,
         response,
@@ -137,7 +153,7 @@ fn score(response: &str, truth: &str, question: &str) -> Result<Vec<(String, f64
         Some(question),
         &mut SpatialScoring {
             reference: &mut NoReference,
-            consistency_weight: RELEASED_CONSISTENCY_WEIGHT,
+            consistency_weight: weight,
         },
     )
 }
@@ -284,4 +300,144 @@ fn grpo_on_spatial_text_records_raises_held_out_accuracy() {
         "GRPO did not raise the held-out accuracy: {before:?} -> {after:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Think–answer agreement over `SAMPLES` sampled replies (temperature 1) per prompt: the share
+/// whose think letter (read as the consistency term's fallback reads it,
+/// `extract_answer_from_think`) and answer block are one and the same option letter.
+fn agreement(trainer: &mut GrpoTrainer, prompts: &[Sample]) -> f64 {
+    let agree = RefCell::new(Vec::new());
+    let scorer = |r: &str, t: &str, q: &str| {
+        let think = extract_answer_from_think(extract_think_content(r));
+        let answer = ANSWER_TAG
+            .captures(r)
+            .and_then(|c| c.get(1))
+            .map_or("", |m| m.as_str().trim());
+        agree
+            .borrow_mut()
+            .push(LETTERS.contains(&answer) && think == answer);
+        score(r, t, q)
+    };
+    let cfg = RolloutConfig {
+        group: SAMPLES,
+        temperature: 1.0,
+        ..trainer.options.rollout.clone()
+    };
+    let m = trainer.evaluate_with(prompts, &scorer, &cfg, 7).unwrap();
+    assert_eq!(m.score_errors, 0);
+    let agree = agree.into_inner();
+    assert_eq!(agree.len(), prompts.len() * SAMPLES);
+    agree.iter().filter(|&&a| a).count() as f64 / agree.len() as f64
+}
+
+const ABLATION_WARMUP_STEPS: usize = 300;
+const ABLATION_STEPS: u64 = 200;
+/// Sampling seeds of the ablation's runs (offsets to the step number); each seed runs once
+/// with the consistency term and once without.
+const ABLATION_SEEDS: [u64; 2] = [0, 1000];
+
+/// The ablation: GRPO runs from one warm-up that answers right and whose think names the object
+/// but concludes either letter ("a cup, so A" and "a cup, so B" equally often), each sampling seed
+/// once with the released consistency weight and once with it switched off. Accuracy and format
+/// are then nearly flat within a group, so the consistency term is the only reward that tells one
+/// think from another: with it, the think comes to conclude the answer; without it, agreement
+/// stays where the warm-up left it (0.5).
+///
+/// Choices, each measured (warm-up seeds 3–8 × sampling seeds 0/1000/2000, 200 steps): with
+/// these settings 16 of 18 runs with consistency ended at agreement ≥ 0.99 and 2 stayed at 0.5
+/// (the think stuck on one letter whatever the object); all 18 without it ended at 0.49–0.51.
+/// A think of the letter alone ("so A"), a learning rate of 1e-3, or steps whose groups are all
+/// flat left in the loss (Adam then takes full-size steps on the KL's tiny gradient) failed
+/// more often: the think stuck on one letter, or the policy dropped `</think><answer>` as in the
+/// accuracy test above. The assertion allows one of the two seeds to stay stuck.
+#[test]
+fn turning_the_consistency_term_off_leaves_the_think_untied_to_the_answer() {
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+    let dir =
+        std::env::temp_dir().join(format!("pointact-grpo-consistency-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines: Vec<RecordLine> = PLACES[..TRAIN_PLACES]
+        .iter()
+        .enumerate()
+        .flat_map(|(p, place)| {
+            (0..OBJECTS.len()).map(move |o| record(format!("t{p}/{o}"), o, place))
+        })
+        .collect();
+    write_records(&dir.join("train.jsonl"), &lines).unwrap();
+    let train: Vec<Sample> = load_records(&dir.join("train.jsonl"))
+        .unwrap()
+        .0
+        .iter()
+        .map(|r| Sample {
+            system: None,
+            ..run::sample(r).unwrap()
+        })
+        .collect();
+    assert_eq!(train.len(), TRAIN_PLACES * OBJECTS.len());
+
+    let mut trainer = warm_up_trainer(load(MODEL), 8, 32);
+    // Warm-up: the right answer; the think names the object and concludes each letter once.
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    for _ in 0..ABLATION_WARMUP_STEPS {
+        let o = rng.gen_range(0..train.len());
+        let (object, answer) = (OBJECTS[o % OBJECTS.len()], LETTERS[o % OBJECTS.len()]);
+        let batch: Vec<(Sample, String)> = LETTERS
+            .iter()
+            .map(|think| {
+                (
+                    train[o].clone(),
+                    format!("<think>a {object}, so {think}</think><answer>{answer}</answer>"),
+                )
+            })
+            .collect();
+        trainer.sft_step(&batch).unwrap();
+    }
+    let (warm, mut options) = save_warm_up(trainer, &dir, MODEL, "grpo_consistency_ablation", 3e-4);
+    options.drop_flat_groups = true;
+    // (consistency on, consistency off) agreement before and after, per sampling seed.
+    let mut runs = Vec::new();
+    for seed in ABLATION_SEEDS {
+        let mut pair = [(0.0, 0.0); 2];
+        for (arm, weight) in [RELEASED_CONSISTENCY_WEIGHT, 0.0].into_iter().enumerate() {
+            let mut trainer = grpo_from_warm_up(&warm, options.clone(), load);
+            let before = agreement(&mut trainer, &train);
+            let score = |r: &str, t: &str, q: &str| score_weighted(r, t, q, weight);
+            for step in 0..ABLATION_STEPS {
+                let at = step as usize % TRAIN_PLACES;
+                let batch = train[at * OBJECTS.len()..(at + 1) * OBJECTS.len()].to_vec();
+                trainer.step(&batch, &score, seed + step).unwrap();
+            }
+            let after = agreement(&mut trainer, &train);
+            eprintln!(
+                "seed {seed}, consistency weight {weight}: think-answer agreement {before:.3} -> {after:.3}"
+            );
+            pair[arm] = (before, after);
+        }
+        runs.push(pair);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    for [(on_before, _), (off_before, off_after)] in &runs {
+        assert_eq!(on_before, off_before, "both arms start from one checkpoint");
+        assert!(
+            *on_before < 0.7,
+            "the warm-up already ties think and answer: {on_before}"
+        );
+        assert!(
+            (off_after - off_before).abs() <= 0.1,
+            "without consistency the agreement moved: {off_before} -> {off_after}"
+        );
+    }
+    let mean = |arm: usize| runs.iter().map(|p| p[arm].1).sum::<f64>() / runs.len() as f64;
+    let best_on = runs.iter().map(|p| p[0].1).fold(0.0, f64::max);
+    assert!(
+        best_on >= 0.9,
+        "consistency on never tied think and answer: {runs:?}"
+    );
+    assert!(
+        mean(0) - mean(1) >= 0.2,
+        "consistency on vs off: {:.3} vs {:.3} ({runs:?})",
+        mean(0),
+        mean(1)
+    );
 }
