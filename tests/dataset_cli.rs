@@ -97,4 +97,37 @@ fn ctrl_c_keeps_every_finished_episode_and_a_later_run_appends() {
     assert!(err.contains("robot type"), "{err}");
     assert!(!tmp.join("b.json").exists(), "the refused suite started");
     assert_eq!(info(&ds).unwrap(), after);
+
+    // Frames at another size are another feature set: refused, the folder untouched.
+    let out = pointact(&[
+        "run",
+        "--seed",
+        "7",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--dataset-size",
+        "320x240",
+    ]);
+    assert!(!out.status.success());
+    assert_eq!(info(&ds).unwrap(), after);
+    // A new dataset at that size holds frames of that size.
+    let small = tmp.join("small");
+    let out = pointact(&[
+        "run",
+        "--seed",
+        "7",
+        "--dataset",
+        small.to_str().unwrap(),
+        "--dataset-size",
+        "320x240",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let video = &info(&small).unwrap()["features"]["observation.images.front"];
+    assert_eq!(video["shape"], serde_json::json!([240, 320, 3]));
+    assert_eq!(video["info"]["video.width"], 320);
+    assert_eq!(info(&small).unwrap()["total_episodes"], 1);
 }

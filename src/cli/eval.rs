@@ -411,14 +411,19 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         );
     }
     finish_viz(viz)?;
-    if let Some(r) = &recorder {
-        let info = r.writer().info();
-        println!(
-            "dataset   {}: {} episodes, {} frames",
-            r.writer().root().display(),
-            info.total_episodes,
-            info.total_frames
-        );
+    if let Some(r) = recorder.as_mut() {
+        // The episodes still being written are finished first (after Ctrl-C too).
+        match r.settle() {
+            Ok(w) => println!(
+                "dataset   {}: {} episodes, {} frames",
+                w.root().display(),
+                w.info().total_episodes,
+                w.info().total_frames
+            ),
+            Err(e) => {
+                dataset_err.get_or_insert(e.to_string());
+            }
+        }
     }
     if let Some(e) = dataset_err {
         anyhow::bail!("--dataset: an episode could not be written, the run stopped: {e}");

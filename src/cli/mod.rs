@@ -196,6 +196,11 @@ pub struct DatasetCli {
     /// Frames per second of the dataset, 1 to 60.
     #[arg(long, default_value_t = 10, value_parser = values::dataset_fps, requires = "dataset")]
     pub dataset_fps: u64,
+    /// Frame size of the dataset's video, WIDTHxHEIGHT (even sides): the scene camera's view at
+    /// that size (its intrinsics scaled). Default: the camera's own size. The size is part of
+    /// the dataset: appending at another size is refused.
+    #[arg(long, value_parser = values::dataset_size, requires = "dataset")]
+    pub dataset_size: Option<(u32, u32)>,
     /// Keep only the episodes the judge counts as successes.
     #[arg(long, requires = "dataset")]
     pub only_success: bool,
@@ -211,15 +216,19 @@ impl DatasetCli {
         let Some(dir) = &self.dataset else {
             return Ok(None);
         };
-        let recorder = pointact::runner::record::DatasetRecorder::open_for(
+        let mut recorder = pointact::runner::record::DatasetRecorder::open_for(
             dir,
             episode,
             options,
             self.dataset_fps as u32,
+            self.dataset_size,
             self.only_success,
         )
         .map_err(|e| anyhow::anyhow!("--dataset {}: {e}", dir.display()))?;
-        let info = recorder.writer().info();
+        let info = recorder
+            .settle()
+            .map_err(|e| anyhow::anyhow!("--dataset {}: {e}", dir.display()))?
+            .info();
         println!(
             "dataset   {} ({} episodes, {} frames so far, {} fps)",
             dir.display(),

@@ -207,6 +207,8 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
                 make_pointer,
                 &mut on_event,
             ))?;
+            // The episode is written on the recorder's thread: wait for it.
+            let kept = kept.and_then(|k| rec.settle().map(|_| k));
             println!("{}", super::recorded_line(&kept));
             dataset_err = kept.err();
             result

@@ -88,6 +88,27 @@ pub fn dataset_fps(s: &str) -> Result<u64, String> {
     count(s, 1, 60)
 }
 
+/// A recorded dataset's frame size (`--dataset-size WxH`): even sides (4:2:0 video) from 16 to
+/// 4096 pixels.
+pub fn dataset_size(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("{s:?} is not WIDTHxHEIGHT (e.g. 320x240)"))?;
+    let side = |v: &str| -> Result<u32, String> {
+        let n: u32 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{v:?} in {s:?} is not a whole number of pixels"))?;
+        if !(16..=4096).contains(&n) || n % 2 != 0 {
+            return Err(format!(
+                "{n} px in {s:?}: each side must be even and 16 to 4096 px (4:2:0 video)"
+            ));
+        }
+        Ok(n)
+    };
+    Ok((side(w)?, side(h)?))
+}
+
 /// The most episodes per task `episodes` accepts.
 pub(crate) const MAX_EPISODES: u64 = 100_000;
 
@@ -111,5 +132,20 @@ pub fn tag_size(s: &str) -> Result<f64, String> {
         Err(format!(
             "{v} m is outside [0.01, 1] m: give the tag's black square edge in metres"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dataset_sizes_are_even_sides_within_bounds() {
+        assert_eq!(super::dataset_size("320x240"), Ok((320, 240)));
+        assert_eq!(super::dataset_size("640X480"), Ok((640, 480)));
+        for bad in [
+            "320", "321x240", "320x0", "8x8", "8192x240", "axb", "320x-2", "",
+        ] {
+            let e = super::dataset_size(bad).unwrap_err();
+            assert!(e.contains(bad) || bad.is_empty(), "{bad}: {e}");
+        }
     }
 }

@@ -452,10 +452,21 @@ fn cumulative_histogram<T: Real>(column: &[T], edges: &[T]) -> Vec<f64> {
     let mut hist = vec![0u64; NUM_BINS];
     let inner = &edges[..NUM_BINS];
     let last = edges[NUM_BINS];
+    // An image's column holds long runs of one value (flat surfaces): a value equal to the one
+    // before lands in the same bin, without the search.
+    let mut previous: Option<(T, Option<usize>)> = None;
     for &x in column {
-        let p = inner.partition_point(|&e| e <= x);
-        if p > 0 && x <= last {
-            hist[p - 1] += 1;
+        let bin = match previous {
+            Some((v, bin)) if v == x => bin,
+            _ => {
+                let p = inner.partition_point(|&e| e <= x);
+                let bin = (p > 0 && x <= last).then(|| p - 1);
+                previous = Some((x, bin));
+                bin
+            }
+        };
+        if let Some(b) = bin {
+            hist[b] += 1;
         }
     }
     let mut acc = 0.0;

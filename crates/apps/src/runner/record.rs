@@ -33,7 +33,7 @@ use crate::pointing::consensus::Consensus;
 use crate::pointing::Pointer;
 use crate::sim::devices::SimRobot;
 use crate::sim::oracle::{OraclePointer, OracleTruth};
-use crate::sim::render::render_rgb_reusing;
+use crate::sim::render::{render_rgb_reusing, PinholeCamera, RenderOptions};
 use crate::sim::tasks::Episode;
 use crate::sim::RenderScene;
 
@@ -89,16 +89,54 @@ struct Samples {
 }
 
 /// An open dataset and how episodes go into it.
+///
+/// Episodes are rendered, coded and appended on a thread of their own while the next episode
+/// runs: the simulation keeps one core, the dataset the other. At most [`QUEUED`] episode waits
+/// while another is written; [`DatasetRecorder::settle`] waits for both.
 pub struct DatasetRecorder {
-    writer: DatasetWriter,
     fps: u32,
+    /// The frames' size (the dataset's video feature).
+    size: (u32, u32),
     only_success: bool,
+    state: WriterState,
+}
+
+/// Episodes waiting for the writer thread beyond the one it is writing.
+const QUEUED: usize = 1;
+
+/// Where the dataset's writer is.
+enum WriterState {
+    /// Here: nothing is being written.
+    Idle(DatasetWriter),
+    /// On the writer thread, with episodes in flight.
+    Writing(WriterThread),
+    /// Lost: the writer thread panicked.
+    Lost,
+}
+
+/// The writer thread: episodes in, one result per episode out, the writer back at the end.
+struct WriterThread {
+    jobs: std::sync::mpsc::SyncSender<Captured>,
+    results: std::sync::mpsc::Receiver<Result<Kept, DatasetError>>,
+    thread: std::thread::JoinHandle<DatasetWriter>,
+}
+
+/// An episode as captured, waiting to be rendered, coded and appended.
+struct Captured {
+    model: Arc<RobotModel>,
+    samples: Vec<Sample>,
+    camera: PinholeCamera,
+    render: RenderOptions,
+    instruction: String,
+    extras: Vec<(String, Cell)>,
 }
 
 /// What recording did with an episode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kept {
-    /// Appended, with this many frames.
+    /// Given to the dataset with this many frames, for the writer thread to append: whether
+    /// the write succeeded comes from [`DatasetRecorder::settle`] (or from the next episode's
+    /// recording).
     Frames(usize),
     /// Not appended: `--only-success` and the episode failed.
     Skipped,
@@ -120,19 +158,21 @@ impl DatasetRecorder {
     ) -> Result<Self, DatasetError> {
         let spec = dataset_spec(model, fps, width, height);
         Ok(DatasetRecorder {
-            writer: DatasetWriter::open(dir, &spec)?,
+            state: WriterState::Idle(DatasetWriter::open(dir, &spec)?),
             fps,
+            size: (width, height),
             only_success,
         })
     }
 
     /// [`Self::open`] for the robot and camera `episode` runs with under `options` (its world is
-    /// built, not run).
+    /// built, not run), the frames `size` (`None`: the camera's own size).
     pub fn open_for(
         dir: &Path,
         episode: &Episode,
         options: &EpisodeOptions,
         fps: u32,
+        size: Option<(u32, u32)>,
         only_success: bool,
     ) -> Result<Self, DatasetError> {
         let setup = |e: &dyn std::fmt::Display| {
@@ -140,13 +180,83 @@ impl DatasetRecorder {
         };
         let prepared = prepare_episode(episode).map_err(|e| setup(&e))?;
         let camera = sim_camera(&prepared.world, options);
-        let size = (camera.pinhole().width(), camera.pinhole().height());
+        let size = size.unwrap_or((camera.pinhole().width(), camera.pinhole().height()));
         Self::open(dir, &prepared.model, fps, size, only_success)
     }
 
-    /// The dataset's writer (its info, its folder).
-    pub fn writer(&self) -> &DatasetWriter {
-        &self.writer
+    /// Waits until every episode given to the dataset is written, and returns the writer (its
+    /// info, its folder), or the first write that failed since the last call.
+    pub fn settle(&mut self) -> Result<&DatasetWriter, DatasetError> {
+        let mut first_err = None;
+        if matches!(self.state, WriterState::Writing(_)) {
+            let WriterState::Writing(t) = std::mem::replace(&mut self.state, WriterState::Lost)
+            else {
+                unreachable!("matched just above")
+            };
+            let WriterThread {
+                jobs,
+                results,
+                thread,
+            } = t;
+            drop(jobs);
+            for r in results.iter() {
+                if let Err(e) = r {
+                    first_err.get_or_insert(e);
+                }
+            }
+            if let Ok(writer) = thread.join() {
+                self.state = WriterState::Idle(writer);
+            }
+        }
+        match (&self.state, first_err) {
+            (_, Some(e)) => Err(e),
+            (WriterState::Idle(w), None) => Ok(w),
+            _ => Err(lost()),
+        }
+    }
+
+    /// Hands `captured` to the writer thread (started at the first episode). A write that
+    /// failed since the last call is returned instead, and `captured` is not kept: nothing more
+    /// should be recorded once an episode could not be.
+    fn queue(&mut self, captured: Captured) -> Result<(), DatasetError> {
+        if matches!(self.state, WriterState::Idle(_)) {
+            let WriterState::Idle(mut writer) =
+                std::mem::replace(&mut self.state, WriterState::Lost)
+            else {
+                unreachable!("matched just above")
+            };
+            let (jobs, inbox) = std::sync::mpsc::sync_channel::<Captured>(QUEUED);
+            let (outbox, results) = std::sync::mpsc::channel();
+            let thread = std::thread::Builder::new()
+                .name("dataset-writer".into())
+                .spawn(move || {
+                    for job in inbox {
+                        if outbox.send(append_captured(&mut writer, job)).is_err() {
+                            break;
+                        }
+                    }
+                    writer
+                })
+                .map_err(|e| {
+                    DatasetError::Episode(format!("cannot start the writer thread: {e}"))
+                })?;
+            self.state = WriterState::Writing(WriterThread {
+                jobs,
+                results,
+                thread,
+            });
+        }
+        let WriterState::Writing(t) = &mut self.state else {
+            return Err(lost());
+        };
+        while let Ok(r) = t.results.try_recv() {
+            r?;
+        }
+        if t.jobs.send(captured).is_err() {
+            // The thread is gone (it panicked): `settle` says so.
+            return self.settle().map(|_| ());
+        }
+        Ok(())
     }
 
     /// Runs `episode` (seeded by `seed`) like [`super::episode::run_episode`], with the oracle
@@ -250,69 +360,111 @@ impl DatasetRecorder {
         if result.steps_executed == 0 || kept.len() < 2 {
             return Ok((result, Ok(Kept::NoMotion)));
         }
-        let pinhole = camera.pinhole().clone();
-        let render_options = options.render.clone();
-        // Rendering and coding run side by side: a scoped thread renders the frames in order,
-        // each re-tracing only what moved since the one before (`render_rgb_reusing`, byte for
-        // byte the full render), while this thread codes them and computes the statistics. The
-        // channel is bounded, so at most a few frames wait in memory.
-        let render_frames = |tx: std::sync::mpsc::SyncSender<Vec<u8>>| {
-            let mut previous: Option<Vec<u8>> = None;
-            for (j, sample) in kept.iter().enumerate() {
-                let before = previous.as_deref().map(|rgb| (&kept[j - 1].scene, rgb));
-                let rgb = render_rgb_reusing(&sample.scene, &pinhole, &render_options, before);
-                previous = Some(rgb.clone());
-                if tx.send(rgb).is_err() {
-                    return; // the writer stopped early (its error is the one reported)
-                }
-            }
+        let n = kept.len();
+        let captured = Captured {
+            model,
+            samples: kept,
+            camera: resized(camera.pinhole(), self.size),
+            render: options.render.clone(),
+            instruction: episode.instruction.clone(),
+            extras: vec![
+                (
+                    "pointact/task_id".to_string(),
+                    Cell::Str(episode.task.clone()),
+                ),
+                ("pointact/seed".to_string(), Cell::I64(seed as i64)),
+                (
+                    "pointact/branch".to_string(),
+                    Cell::Str(match options.branch {
+                        Branch::Affordance => "p".into(),
+                        Branch::Trace => "v".into(),
+                    }),
+                ),
+                ("pointact/success".to_string(), Cell::Bool(result.success)),
+                (
+                    "pointact/detail".to_string(),
+                    Cell::Str(result.detail.clone()),
+                ),
+                (
+                    "pointact/points".to_string(),
+                    Cell::Str(serde_json::Value::Array(asked).to_string()),
+                ),
+            ],
         };
-        let extras = vec![
-            (
-                "pointact/task_id".to_string(),
-                Cell::Str(episode.task.clone()),
-            ),
-            ("pointact/seed".to_string(), Cell::I64(seed as i64)),
-            (
-                "pointact/branch".to_string(),
-                Cell::Str(match options.branch {
-                    Branch::Affordance => "p".into(),
-                    Branch::Trace => "v".into(),
-                }),
-            ),
-            ("pointact/success".to_string(), Cell::Bool(result.success)),
-            (
-                "pointact/detail".to_string(),
-                Cell::Str(result.detail.clone()),
-            ),
-            (
-                "pointact/points".to_string(),
-                Cell::Str(serde_json::Value::Array(asked).to_string()),
-            ),
-        ];
-        let writer = &mut self.writer;
-        let appended = episode_columns(&model, &kept).and_then(|columns| {
-            let n = kept.len();
-            std::thread::scope(|scope| {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(RENDER_AHEAD);
-                scope.spawn(move || render_frames(tx));
-                // Frames are asked for once each, in order: the channel's order.
-                let mut frame = |_: usize| {
-                    rx.recv()
-                        .map_err(|_| "the renderer stopped before the last frame".to_string())
-                };
-                writer.append(EpisodeInput {
-                    task: &episode.instruction,
-                    frames: n,
-                    columns,
-                    videos: vec![(CAMERA_KEY, &mut frame)],
-                    extras,
-                })
-            })?;
-            Ok(Kept::Frames(n))
-        });
-        Ok((result, appended))
+        let queued = self.queue(captured).map(|()| Kept::Frames(n));
+        Ok((result, queued))
     }
+}
+
+/// `camera` seeing the same view in a `width`×`height` image: focal lengths and principal point
+/// scaled per axis, pixel centres kept (OpenCV's `resize` convention), distortion unchanged (it
+/// acts on normalised coordinates).
+fn resized(camera: &PinholeCamera, (width, height): (u32, u32)) -> PinholeCamera {
+    let mut c = camera.clone();
+    let k = &mut c.intrinsics;
+    let (sx, sy) = (
+        width as f64 / k.width as f64,
+        height as f64 / k.height as f64,
+    );
+    k.fx *= sx;
+    k.fy *= sy;
+    k.cx = (k.cx + 0.5) * sx - 0.5;
+    k.cy = (k.cy + 0.5) * sy - 0.5;
+    k.width = width as usize;
+    k.height = height as usize;
+    c
+}
+
+/// The error of a writer thread that panicked.
+fn lost() -> DatasetError {
+    DatasetError::Episode("the dataset's writer thread panicked".into())
+}
+
+/// Renders, codes and appends one captured episode (on the writer thread).
+///
+/// Rendering and coding run side by side: a scoped thread renders the frames in order, each
+/// re-tracing only what moved since the one before (`render_rgb_reusing`, byte for byte the
+/// full render), while this thread codes them and computes the statistics. The channel is
+/// bounded, so at most a few frames wait in memory.
+fn append_captured(writer: &mut DatasetWriter, c: Captured) -> Result<Kept, DatasetError> {
+    let Captured {
+        model,
+        samples: kept,
+        camera,
+        render,
+        instruction,
+        extras,
+    } = c;
+    let render_frames = |tx: std::sync::mpsc::SyncSender<Vec<u8>>| {
+        let mut previous: Option<Vec<u8>> = None;
+        for (j, sample) in kept.iter().enumerate() {
+            let before = previous.as_deref().map(|rgb| (&kept[j - 1].scene, rgb));
+            let rgb = render_rgb_reusing(&sample.scene, &camera, &render, before);
+            previous = Some(rgb.clone());
+            if tx.send(rgb).is_err() {
+                return; // the writer stopped early (its error is the one reported)
+            }
+        }
+    };
+    let columns = episode_columns(&model, &kept)?;
+    let n = kept.len();
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(RENDER_AHEAD);
+        scope.spawn(move || render_frames(tx));
+        // Frames are asked for once each, in order: the channel's order.
+        let mut frame = |_: usize| {
+            rx.recv()
+                .map_err(|_| "the renderer stopped before the last frame".to_string())
+        };
+        writer.append(EpisodeInput {
+            task: &instruction,
+            frames: n,
+            columns,
+            videos: vec![(CAMERA_KEY, &mut frame)],
+            extras,
+        })
+    })?;
+    Ok(Kept::Frames(n))
 }
 
 /// The frame columns of `kept`: states, actions (the next frame's command), poses, plan steps.

@@ -313,13 +313,14 @@ fn a_simulated_episode_is_recorded_with_its_states_actions_and_points() {
         .and_then(|t| t.instantiate(0))
         .unwrap();
     let options = EpisodeOptions::default();
-    let mut rec = DatasetRecorder::open_for(&root, &episode, &options, FPS, false).unwrap();
+    let mut rec = DatasetRecorder::open_for(&root, &episode, &options, FPS, None, false).unwrap();
     let (result, kept) =
         super::common::block_on(rec.run_episode(&episode, 0, &options, &mut |_| {})).unwrap();
     assert!(result.success, "{}", result.detail);
     let Ok(Kept::Frames(n)) = kept else {
         panic!("{kept:?}")
     };
+    rec.settle().unwrap();
     // Motion only, at 10 fps of simulated time: the arm moved for (n-1)/10 s.
     assert!((20..400).contains(&n), "{n} frames");
 
