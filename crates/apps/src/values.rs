@@ -99,7 +99,7 @@ pub fn dataset_size(s: &str) -> Result<(u32, u32), String> {
             .trim()
             .parse()
             .map_err(|_| format!("{v:?} in {s:?} is not a whole number of pixels"))?;
-        if !(16..=4096).contains(&n) || n % 2 != 0 {
+        if !(16..=4096).contains(&n) || !n.is_multiple_of(2) {
             return Err(format!(
                 "{n} px in {s:?}: each side must be even and 16 to 4096 px (4:2:0 video)"
             ));

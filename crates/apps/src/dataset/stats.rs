@@ -344,17 +344,8 @@ fn column_sums<T: Real>(x: &[T], d: usize, layout: Layout) -> Vec<T> {
 fn running_stats<T: Real>(x: &[T], d: usize, layout: Layout, count: u64) -> FeatureStats {
     let m = x.len() / d;
     let squares: Vec<T> = x.iter().map(|&v| v * v).collect();
-    // `np.mean` divides the T sum by an intp count: a float64 division cast
-    // back to T (`true_divide(..., casting='unsafe')`).
-    let mean_of = |sums: Vec<T>| -> Vec<T> {
-        sums.into_iter()
-            .map(|s| T::from_f64(s.widen() / m as f64))
-            // The first `update` then also runs `mean += (batch_mean - mean)
-            // * 1.0`, adding +0.0: a no-op, as these sums are never -0.0.
-            .collect()
-    };
-    let mean = mean_of(column_sums(x, d, layout));
-    let mean_sq = mean_of(column_sums(&squares, d, layout));
+    let sums = column_sums(x, d, layout);
+    let square_sums = column_sums(&squares, d, layout);
 
     let mut min = x[..d].to_vec();
     let mut max = x[..d].to_vec();
@@ -368,6 +359,77 @@ fn running_stats<T: Real>(x: &[T], d: usize, layout: Layout, count: u64) -> Feat
             }
         }
     }
+    let mut column = Vec::with_capacity(m);
+    let histogram = |j: usize, edges: &[T]| {
+        column.clear();
+        column.extend(x.chunks_exact(d).map(|row| row[j]));
+        cumulative_histogram(&column, edges)
+    };
+    finish_running_stats(m, sums, square_sums, min, max, histogram, count)
+}
+
+/// [`running_stats`] of 8-bit pixels (`px`: rows of 3 channels, row-major, as float32 in
+/// numpy), in one pass and without a float copy: the float32 sums are the same additions in
+/// the same order, and a histogram needs one bin search per distinct value, not per pixel.
+fn pixel_running_stats(px: &[u8], count: u64) -> FeatureStats {
+    const D: usize = 3;
+    let m = px.len() / D;
+    let (mut sums, mut square_sums) = ([0.0f32; D], [0.0f32; D]);
+    let mut counts = [[0u64; 256]; D];
+    for row in px.chunks_exact(D) {
+        for j in 0..D {
+            let v = f32::from(row[j]);
+            sums[j] += v;
+            square_sums[j] += v * v;
+            counts[j][row[j] as usize] += 1;
+        }
+    }
+    let first = |c: &[u64; 256]| c.iter().position(|&n| n > 0).unwrap_or(0) as f32;
+    let last = |c: &[u64; 256]| c.iter().rposition(|&n| n > 0).unwrap_or(0) as f32;
+    let min = counts.iter().map(first).collect();
+    let max = counts.iter().map(last).collect();
+    let histogram = |j: usize, edges: &[f32]| {
+        let mut hist = vec![0u64; NUM_BINS];
+        for (v, &n) in counts[j].iter().enumerate().filter(|(_, &n)| n > 0) {
+            if let Some(b) = bin_of(f32::from(v as u8), edges) {
+                hist[b] += n;
+            }
+        }
+        cumulate(&hist)
+    };
+    finish_running_stats(
+        m,
+        sums.to_vec(),
+        square_sums.to_vec(),
+        min,
+        max,
+        histogram,
+        count,
+    )
+}
+
+/// The statistics from the per-column sums, sums of squares, extremes and (given the bin edges
+/// of column `j`) cumulative histograms: `RunningQuantileStats.get_statistics`.
+fn finish_running_stats<T: Real>(
+    m: usize,
+    sums: Vec<T>,
+    square_sums: Vec<T>,
+    min: Vec<T>,
+    max: Vec<T>,
+    mut histogram: impl FnMut(usize, &[T]) -> Vec<f64>,
+    count: u64,
+) -> FeatureStats {
+    // `np.mean` divides the T sum by an intp count: a float64 division cast
+    // back to T (`true_divide(..., casting='unsafe')`).
+    let mean_of = |sums: Vec<T>| -> Vec<T> {
+        sums.into_iter()
+            .map(|s| T::from_f64(s.widen() / m as f64))
+            // The first `update` then also runs `mean += (batch_mean - mean)
+            // * 1.0`, adding +0.0: a no-op, as these sums are never -0.0.
+            .collect()
+    };
+    let mean = mean_of(sums);
+    let mean_sq = mean_of(square_sums);
 
     let std = stat(mean.iter().zip(&mean_sq).map(|(&mu, &sq)| {
         let var = sq - mu * mu;
@@ -378,12 +440,9 @@ fn running_stats<T: Real>(x: &[T], d: usize, layout: Layout, count: u64) -> Feat
 
     let targets: Vec<f64> = QUANTILES.iter().map(|(_, q)| q * m as f64).collect();
     let mut per_q: Vec<Vec<Quantile<T>>> = QUANTILES.iter().map(|_| Vec::new()).collect();
-    let mut column = Vec::with_capacity(m);
     for (j, (&lo, &hi)) in min.iter().zip(&max).enumerate() {
-        column.clear();
-        column.extend(x.chunks_exact(d).map(|row| row[j]));
         let edges = bin_edges(lo, hi);
-        let cumsum = cumulative_histogram(&column, &edges);
+        let cumsum = histogram(j, &edges);
         for (qs, &target) in per_q.iter_mut().zip(&targets) {
             qs.push(single_quantile(&cumsum, &edges, target));
         }
@@ -450,8 +509,6 @@ fn bin_edges<T: Real>(min: T, max: T) -> Vec<T> {
 /// in bin `(#edges[..5000] <= x) - 1`.
 fn cumulative_histogram<T: Real>(column: &[T], edges: &[T]) -> Vec<f64> {
     let mut hist = vec![0u64; NUM_BINS];
-    let inner = &edges[..NUM_BINS];
-    let last = edges[NUM_BINS];
     // An image's column holds long runs of one value (flat surfaces): a value equal to the one
     // before lands in the same bin, without the search.
     let mut previous: Option<(T, Option<usize>)> = None;
@@ -459,8 +516,7 @@ fn cumulative_histogram<T: Real>(column: &[T], edges: &[T]) -> Vec<f64> {
         let bin = match previous {
             Some((v, bin)) if v == x => bin,
             _ => {
-                let p = inner.partition_point(|&e| e <= x);
-                let bin = (p > 0 && x <= last).then(|| p - 1);
+                let bin = bin_of(x, edges);
                 previous = Some((x, bin));
                 bin
             }
@@ -469,6 +525,17 @@ fn cumulative_histogram<T: Real>(column: &[T], edges: &[T]) -> Vec<f64> {
             hist[b] += 1;
         }
     }
+    cumulate(&hist)
+}
+
+/// The histogram bin of `x` under `edges` (see [`cumulative_histogram`]); `None` outside.
+fn bin_of<T: Real>(x: T, edges: &[T]) -> Option<usize> {
+    let p = edges[..NUM_BINS].partition_point(|&e| e <= x);
+    (p > 0 && x <= edges[NUM_BINS]).then(|| p - 1)
+}
+
+/// `np.cumsum` of bin counts, as float64.
+fn cumulate(hist: &[u64]) -> Vec<f64> {
     let mut acc = 0.0;
     hist.iter()
         .map(|&h| {
@@ -580,7 +647,7 @@ where
             "need at least 2 sampled pixels, got {n} frames of {width}x{height}"
         ));
     }
-    let mut pixels = Vec::with_capacity(indices.len() * w2 * h2 * 3);
+    let mut pixels: Vec<u8> = Vec::with_capacity(indices.len() * w2 * h2 * 3);
     for &i in &indices {
         let buf = frame(i)?;
         let buf = buf.as_ref();
@@ -593,16 +660,18 @@ where
         for y in (0..height).step_by(f) {
             let line = &buf[y * width * 3..(y + 1) * width * 3];
             for px in line.chunks_exact(3).step_by(f) {
-                pixels.extend(px.iter().map(|&v| f32::from(v)));
+                pixels.extend_from_slice(px);
             }
         }
     }
-    let layout = if indices.len() == 1 {
-        Layout::Columns
+    // One frame: numpy holds it column-major and sums each column pairwise, which the
+    // one-pass form does not reproduce.
+    let mut st = if indices.len() == 1 {
+        let as_float: Vec<f32> = pixels.iter().map(|&v| f32::from(v)).collect();
+        running_stats(&as_float, 3, Layout::Columns, 1)
     } else {
-        Layout::Rows
+        pixel_running_stats(&pixels, indices.len() as u64)
     };
-    let mut st = running_stats(&pixels, 3, layout, indices.len() as u64);
     for s in [&mut st.min, &mut st.max, &mut st.mean, &mut st.std]
         .into_iter()
         .chain(st.quantiles.iter_mut().map(|(_, s)| s))

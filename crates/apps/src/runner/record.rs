@@ -107,7 +107,7 @@ const QUEUED: usize = 1;
 /// Where the dataset's writer is.
 enum WriterState {
     /// Here: nothing is being written.
-    Idle(DatasetWriter),
+    Idle(Box<DatasetWriter>),
     /// On the writer thread, with episodes in flight.
     Writing(WriterThread),
     /// Lost: the writer thread panicked.
@@ -118,7 +118,7 @@ enum WriterState {
 struct WriterThread {
     jobs: std::sync::mpsc::SyncSender<Captured>,
     results: std::sync::mpsc::Receiver<Result<Kept, DatasetError>>,
-    thread: std::thread::JoinHandle<DatasetWriter>,
+    thread: std::thread::JoinHandle<Box<DatasetWriter>>,
 }
 
 /// An episode as captured, waiting to be rendered, coded and appended.
@@ -158,7 +158,7 @@ impl DatasetRecorder {
     ) -> Result<Self, DatasetError> {
         let spec = dataset_spec(model, fps, width, height);
         Ok(DatasetRecorder {
-            state: WriterState::Idle(DatasetWriter::open(dir, &spec)?),
+            state: WriterState::Idle(Box::new(DatasetWriter::open(dir, &spec)?)),
             fps,
             size: (width, height),
             only_success,

@@ -177,10 +177,7 @@ fn accuracy(trainer: &mut GrpoTrainer, eval: &[Sample]) -> Accuracy {
         let strict = RefCell::new(Vec::new());
         let scorer = |r: &str, t: &str, q: &str| {
             let truth = SpatialTruth::parse(t)?;
-            let answer = ANSWER_TAG
-                .captures(r)
-                .and_then(|c| c.get(1))
-                .map_or("", |m| m.as_str().trim());
+            let answer = answer_block(r);
             strict
                 .borrow_mut()
                 .push(format_reward(r) == 1.0 && answer == truth.answer);
@@ -302,6 +299,14 @@ fn grpo_on_spatial_text_records_raises_held_out_accuracy() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The text of a reply's `<answer>` block, trimmed (`""` without one).
+fn answer_block(reply: &str) -> &str {
+    ANSWER_TAG
+        .captures(reply)
+        .and_then(|c| c.get(1))
+        .map_or("", |m| m.as_str().trim())
+}
+
 /// Think–answer agreement over `SAMPLES` sampled replies (temperature 1) per prompt: the share
 /// whose think letter (read as the consistency term's fallback reads it,
 /// `extract_answer_from_think`) and answer block are one and the same option letter.
@@ -309,10 +314,7 @@ fn agreement(trainer: &mut GrpoTrainer, prompts: &[Sample]) -> f64 {
     let agree = RefCell::new(Vec::new());
     let scorer = |r: &str, t: &str, q: &str| {
         let think = extract_answer_from_think(extract_think_content(r));
-        let answer = ANSWER_TAG
-            .captures(r)
-            .and_then(|c| c.get(1))
-            .map_or("", |m| m.as_str().trim());
+        let answer = answer_block(r);
         agree
             .borrow_mut()
             .push(LETTERS.contains(&answer) && think == answer);
