@@ -443,3 +443,45 @@ fn a_scene_with_objects_overlapping_off_the_table_or_unseen_is_refused() {
         nothing_moved(&o);
     }
 }
+
+#[test]
+fn eval_bridge_at_an_address_where_nothing_listens_is_an_error() {
+    let tmp = TempDir::new("bridge-unreachable");
+    // A port that was free a moment ago: nothing listens there now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("127.0.0.1:{port}");
+    let json = tmp.join("eval.json");
+    refused(
+        &[
+            "eval",
+            "bridge",
+            "--server",
+            &server,
+            "--episodes",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        1,
+        &["cannot reach the bridge server", &server],
+    );
+}
+
+#[test]
+fn a_dry_run_whose_pointing_fails_says_why() {
+    let o = pointact(&[
+        "run",
+        "--dry-run",
+        "--instruction",
+        "put the elephant in the pan",
+    ]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    assert!(out.contains("no object in view matches"), "{out}");
+    assert!(!out.contains("every motion planned"), "{out}");
+    nothing_moved(&o);
+}

@@ -127,7 +127,13 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
     let rt = runtime()?;
     let report = rt.block_on(async {
         let (addr, shutdown) = match &a.server {
-            Some(s) => (s.clone(), None),
+            Some(s) => {
+                // Unreachable is a refusal of the whole run, not a table of failed episodes.
+                BridgeClient::connect(s)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot reach the bridge server at {s}: {e}"))?;
+                (s.clone(), None)
+            }
             None => {
                 // One in-process server drives one arm.
                 let mut robots: Vec<String> = suite

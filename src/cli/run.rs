@@ -243,12 +243,17 @@ fn outcome(
         return Err(anyhow::anyhow!("--record failed: {err}"));
     }
     if a.dry_run {
+        if result.error.is_some() {
+            // Planning stopped before the end (the pointer found nothing, a target was out of
+            // reach): say why, as a run without --dry-run would.
+            println!(
+                "outcome   dry run stopped, nothing moved: {}",
+                result.detail
+            );
+            return Ok(ExitCode::FAILURE);
+        }
         println!("outcome   dry run: every motion planned and checked, nothing moved");
-        return Ok(if result.error.is_none() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        });
+        return Ok(ExitCode::SUCCESS);
     }
     println!(
         "outcome   {} ({:.1} s simulated): {}",

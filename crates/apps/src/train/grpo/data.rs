@@ -373,6 +373,12 @@ pub fn load_records(path: &Path) -> Result<(Vec<Record>, SkipTally), DataError> 
             tally.add(SkipReason::InvalidJson, line_no);
             continue;
         };
+        // Editors on Windows start a UTF-8 file with a byte-order mark; it is not JSON.
+        let text = if line_no == 1 {
+            text.strip_prefix(UTF8_BOM).unwrap_or(text)
+        } else {
+            text
+        };
         if text.trim().is_empty() {
             continue;
         }
@@ -383,6 +389,9 @@ pub fn load_records(path: &Path) -> Result<(Vec<Record>, SkipTally), DataError> 
     }
     Ok((records, tally))
 }
+
+/// The UTF-8 byte-order mark a file may start with (U+FEFF).
+pub(crate) const UTF8_BOM: char = '\u{feff}';
 
 /// One line to a record, or why not. `fallback_id` names a line without an `id`.
 pub(crate) fn parse_line(line: &str, base: &Path, fallback_id: &str) -> Result<Record, SkipReason> {
@@ -1102,6 +1111,26 @@ pub(crate) fn convex_hull(mut pts: Vec<[f64; 2]>) -> Vec<[f64; 2]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_order_mark_does_not_cost_the_first_record() {
+        let dir = std::env::temp_dir().join(format!("pointact-bom-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.jsonl");
+        let line = |id: &str| {
+            let truth = r#"<type>spatial</type>{\"kind\":\"choice\",\"answer\":\"A\"}"#;
+            format!(r#"{{"id": "{id}", "problem": "Which? A. cup B. box", "solution": "{truth}"}}"#)
+        };
+        let text = format!("\u{feff}{}\n{}\n", line("first"), line("second"));
+        std::fs::write(&path, text).unwrap();
+        let (records, skipped) = load_records(&path).unwrap();
+        let ids: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["first", "second"], "skipped: {skipped}");
+        // Only at the very start: a mark on a later line is not a record.
+        std::fs::write(&path, format!("{}\n\u{feff}{}\n", line("a"), line("b"))).unwrap();
+        assert_eq!(load_records(&path).unwrap().0.len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn hull_of_a_rectangle_mask_is_its_pixel_outline() {

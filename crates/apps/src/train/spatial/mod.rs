@@ -263,6 +263,9 @@ fn write_sequence(seq_dir: &Path, rec: &walk::Recorded) -> Result<(), SpatialErr
 /// naming it.
 pub fn load_questions(path: &Path) -> Result<Vec<SpatialQuestion>, SpatialError> {
     let text = std::fs::read_to_string(path).map_err(|e| io_err(path, e))?;
+    let text = text
+        .strip_prefix(crate::train::grpo::data::UTF8_BOM)
+        .unwrap_or(&text);
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
