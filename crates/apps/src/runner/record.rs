@@ -415,6 +415,15 @@ fn resized(camera: &PinholeCamera, (width, height): (u32, u32)) -> PinholeCamera
     c
 }
 
+impl Drop for DatasetRecorder {
+    /// An early return must not end the process in the middle of a write: the episodes handed
+    /// over are finished first (a failure was reported by `queue` or `settle`, or is lost with
+    /// the error that caused the early return).
+    fn drop(&mut self) {
+        let _ = self.settle();
+    }
+}
+
 /// The error of a writer thread that panicked.
 fn lost() -> DatasetError {
     DatasetError::Episode("the dataset's writer thread panicked".into())
