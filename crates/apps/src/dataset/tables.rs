@@ -3,8 +3,9 @@
 //!
 //! Column types are the ones lerobot v0.6.1 writes (`datasets/feature_utils.py`
 //! `get_hf_features_from_features`; `dataset_writer.py`): a shape-`[1]` feature is a plain column,
-//! a vector a `fixed_size_list<item>[n]`, video features no column at all; Snappy, one row group
-//! per episode. A table file is always rewritten whole into a temporary file and renamed over
+//! a vector a `fixed_size_list<item>[n]`, video features no column at all; Snappy. lerobot writes a
+//! row group per episode; here a file is one row group, as its footer otherwise grows by every
+//! column of every episode and is rewritten after each (its loader reads either). A table file is always rewritten whole into a temporary file and renamed over
 //! the old one, so a reader (or a crash) only ever sees a file with its footer.
 
 use std::fs;
@@ -296,7 +297,7 @@ pub fn tasks_batch(tasks: &[String]) -> Result<RecordBatch, DatasetError> {
     .map_err(|e| DatasetError::Table(e.to_string()))
 }
 
-/// Writes `batches` (one row group each, all of one schema) to `path` atomically: a temporary
+/// Writes `batches` (all of one schema, one row group in all) to `path` atomically: a temporary
 /// file beside it, synced, then renamed over it.
 pub fn write_parquet(path: &Path, batches: &[RecordBatch]) -> Result<(), DatasetError> {
     let first = batches
@@ -313,9 +314,11 @@ pub fn write_parquet(path: &Path, batches: &[RecordBatch]) -> Result<(), Dataset
         .build();
     let table = |e: parquet::errors::ParquetError| DatasetError::Table(e.to_string());
     let mut writer = ArrowWriter::try_new(file, first.schema(), Some(props)).map_err(table)?;
+    // One row group for the file: a footer describes each row group's every column, so a row
+    // group per episode made the footers of wide tables (the episodes' statistics) grow with
+    // every episode.
     for batch in batches {
         writer.write(batch).map_err(table)?;
-        writer.flush().map_err(table)?;
     }
     let file = writer.into_inner().map_err(table)?;
     file.sync_all().map_err(|e| DatasetError::io(&tmp, e))?;

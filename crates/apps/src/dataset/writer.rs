@@ -1,13 +1,14 @@
 //! Appends episodes to a LeRobotDataset v3.0 folder, creating it on first use.
 //!
 //! Layout and bookkeeping follow lerobot v0.6.1 (`datasets/dataset_writer.py`,
-//! `dataset_metadata.py`): frames of many episodes per data file (one row group each), a row per
+//! `dataset_metadata.py`): frames of many episodes per data file, a row per
 //! episode in `meta/episodes/`, tasks in first-seen order, `stats.json` the left fold of
 //! per-episode statistics, and, like lerobot resuming a dataset, every session starting new
 //! files after the last episode's. Two choices of ours: each episode's video is its own MP4
 //! (lerobot concatenates episodes into one file, which its loader does not require; a file per
 //! episode is never rewritten), and each table file is rewritten whole, atomically, after every
-//! episode, with `info.json` written last. A run stopped between episodes therefore leaves a
+//! episode, with `info.json` written last (so a table file takes at most [`EPISODES_PER_FILE`]
+//! episodes). A run stopped between episodes therefore leaves a
 //! dataset the loader reads, holding every finished episode.
 
 use std::fs;
@@ -67,7 +68,13 @@ pub struct DatasetWriter {
     next_video: Vec<(String, (u64, u64))>,
 }
 
-/// A table file this session fills: where, and its row groups so far.
+/// Episodes a table file takes before the next is started. Every episode rewrites its files
+/// whole (a Parquet footer comes last, and a file must stay readable after any episode should
+/// the run be interrupted), so without a cap a session's writing time would grow with the square
+/// of its episodes; lerobot reads any number of files.
+const EPISODES_PER_FILE: usize = 50;
+
+/// A table file this session fills: where, and its episodes' batches so far.
 #[derive(Clone)]
 struct TableFile {
     at: (u64, u64),
@@ -87,13 +94,16 @@ impl TableFile {
     }
 
     /// Moves to the next file when `rows` more would take this one past `limit_mb`, as
-    /// lerobot's writer decides (its size so far plus the new rows at its bytes per row).
+    /// lerobot's writer decides (its size so far plus the new rows at its bytes per row), or
+    /// when it already holds [`EPISODES_PER_FILE`] episodes.
     fn make_room(&mut self, rows: u64, limit_mb: u64, chunks_size: u64) {
         if self.rows == 0 {
             return;
         }
         let per_row = self.bytes as f64 / self.rows as f64;
-        if self.bytes as f64 + per_row * rows as f64 >= (limit_mb * 1024 * 1024) as f64 {
+        if self.bytes as f64 + per_row * rows as f64 >= (limit_mb * 1024 * 1024) as f64
+            || self.batches.len() >= EPISODES_PER_FILE
+        {
             *self = TableFile::new(next_chunk_file(self.at.0, self.at.1, chunks_size));
         }
     }

@@ -215,7 +215,7 @@ fn render_impl(
     };
     let frame = FrameSetup::new(scene, camera, options);
     let vis = if culled {
-        visibility_culled(&frame.prepared, &frame.xs, &frame.ys, None)
+        visibility_culled(&frame.prepared, &frame.xs, &frame.ys, &Region::whole(w, h))
     } else {
         visibility_brute(&frame.prepared, &frame.xs, &frame.ys)
     };
@@ -274,13 +274,12 @@ pub fn render_rgb_reusing(
     let frame = FrameSetup::new(scene, camera, options);
     let camera_from_world = camera.camera_from_world();
     let light = light_direction(options);
-    let mut dirty = vec![false; w * h];
-    let mut any = false;
+    // Old and new rectangles of every primitive that changed; only their union is re-traced.
+    let mut rects: Vec<[usize; 4]> = Vec::new();
     for (k, (a, b)) in before.primitives.iter().zip(&scene.primitives).enumerate() {
         if a == b {
             continue;
         }
-        any = true;
         let old = prepare(
             &a.shape,
             &a.world_from_shape,
@@ -288,27 +287,70 @@ pub fn render_rgb_reusing(
             camera,
             &light,
         );
-        for [u0, u1, v0, v1] in [old.rect, frame.prepared[k].rect].into_iter().flatten() {
-            for v in v0..=v1 {
-                dirty[v * w + u0..=v * w + u1].fill(true);
-            }
-        }
+        rects.extend([old.rect, frame.prepared[k].rect].into_iter().flatten());
     }
     let mut rgb = before_rgb.to_vec();
-    if !any {
+    let Some(region) = Region::covering(&rects) else {
         return rgb;
-    }
-    let vis = visibility_culled(&frame.prepared, &frame.xs, &frame.ys, Some(&dirty));
-    for v in 0..h {
-        for u in 0..w {
-            let i = v * w + u;
-            if dirty[i] {
-                let c = frame.shade(scene, camera, &vis, (u, v, i));
-                rgb[3 * i..3 * i + 3].copy_from_slice(&c);
-            }
-        }
+    };
+    let vis = visibility_culled(&frame.prepared, &frame.xs, &frame.ys, &region);
+    let traced = region.mask.as_deref().unwrap_or_default();
+    for (j, _) in traced.iter().enumerate().filter(|(_, &m)| m) {
+        let (u, v) = (region.u0 + j % region.w, region.v0 + j / region.w);
+        let c = frame.shade(scene, camera, &vis, (u, v, j));
+        let i = v * w + u;
+        rgb[3 * i..3 * i + 3].copy_from_slice(&c);
     }
     rgb
+}
+
+/// The pixels a visibility pass traces: a rectangle of the image and, within it, a mask. The
+/// pass's buffers cover the rectangle only (indexed row by row from its corner), so re-tracing a
+/// small moving part of a frame neither clears nor scans buffers of the whole image.
+struct Region {
+    u0: usize,
+    v0: usize,
+    w: usize,
+    h: usize,
+    /// `w · h` flags, row by row: which pixels of the rectangle are traced (all when `None`).
+    mask: Option<Vec<bool>>,
+}
+
+impl Region {
+    /// Every pixel of a `w`×`h` image.
+    fn whole(w: usize, h: usize) -> Self {
+        Region {
+            u0: 0,
+            v0: 0,
+            w,
+            h,
+            mask: None,
+        }
+    }
+
+    /// The pixels of the inclusive rectangles `[u0, u1, v0, v1]`, in their bounding box; `None`
+    /// when there are none.
+    fn covering(rects: &[[usize; 4]]) -> Option<Self> {
+        let u0 = rects.iter().map(|r| r[0]).min()?;
+        let u1 = rects.iter().map(|r| r[1]).max()?;
+        let v0 = rects.iter().map(|r| r[2]).min()?;
+        let v1 = rects.iter().map(|r| r[3]).max()?;
+        let (w, h) = (u1 + 1 - u0, v1 + 1 - v0);
+        let mut mask = vec![false; w * h];
+        for [a0, a1, b0, b1] in rects {
+            for v in *b0..=*b1 {
+                let row = (v - v0) * w;
+                mask[row + a0 - u0..=row + a1 - u0].fill(true);
+            }
+        }
+        Some(Region {
+            u0,
+            v0,
+            w,
+            h,
+            mask: Some(mask),
+        })
+    }
 }
 
 fn prepare(
@@ -420,24 +462,25 @@ fn closer(t: f64, k: u32, best_t: f64, best_k: u32) -> bool {
 }
 
 /// Nearest hits at every pixel, or only where `mask` is true (the others stay empty).
-fn visibility_culled(
-    prepared: &[Prepared],
-    xs: &[f64],
-    ys: &[f64],
-    mask: Option<&[bool]>,
-) -> Visibility {
-    let w = xs.len();
-    let mut vis = Visibility::empty(w * ys.len());
+fn visibility_culled(prepared: &[Prepared], xs: &[f64], ys: &[f64], region: &Region) -> Visibility {
+    let mut vis = Visibility::empty(region.w * region.h);
+    let (ru1, rv1) = (region.u0 + region.w - 1, region.v0 + region.h - 1);
     for (k, pp) in prepared.iter().enumerate() {
         let Some([u0, u1, v0, v1]) = pp.rect else {
             continue;
         };
+        let (u0, u1) = (u0.max(region.u0), u1.min(ru1));
+        let (v0, v1) = (v0.max(region.v0), v1.min(rv1));
+        if u0 > u1 || v0 > v1 {
+            continue;
+        }
         let k = k as u32;
         for (v, &y) in ys.iter().enumerate().take(v1 + 1).skip(v0) {
             let row = row_dir(pp, y);
-            let base = v * w;
+            let base = (v - region.v0) * region.w;
             for (u, &x) in xs.iter().enumerate().take(u1 + 1).skip(u0) {
-                if mask.is_some_and(|m| !m[base + u]) {
+                let i = base + u - region.u0;
+                if region.mask.as_ref().is_some_and(|m| !m[i]) {
                     continue;
                 }
                 let d = [
@@ -446,7 +489,6 @@ fn visibility_culled(
                     pp.dir_x[2] * x + row[2],
                 ];
                 if let Some((t, s)) = intersect(&pp.shape, pp.origin, d, MIN_DEPTH_M) {
-                    let i = base + u;
                     if closer(t, k, vis.t[i], vis.prim[i]) {
                         vis.t[i] = t;
                         vis.prim[i] = k;
