@@ -4,6 +4,7 @@
 //!
 //! | module | holds |
 //! | --- | --- |
+//! | [`check`] | observations checked against themselves, actions against the controller's bounds |
 //! | [`wire`] | the msgpack encoding, byte-identical to openpi's `packb`, bounded decoding |
 //! | [`protocol`] | the messages (metadata, `reset`, `infer` → `action`, `episode_end`) as wire values |
 //! | [`session`] | one episode: the runner's `run_task` with the evaluator as camera and robot |
@@ -16,6 +17,7 @@
 //! a [`session::SessionPointers`] it is handed, and the evaluator side on the built-in simulator
 //! (`runner::remote::run_remote_episode`) lives above it.
 
+pub mod check;
 pub(crate) mod client;
 pub mod protocol;
 pub mod remote;

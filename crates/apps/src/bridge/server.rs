@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::check;
 use super::protocol::{
     decode_client_with, encode_metadata, encode_server, ClientMessage, Images, Metadata,
     ServerMessage,
@@ -25,6 +26,7 @@ use super::protocol::{
 use super::remote::{Action, EpisodeStart, Observation, PolicyStatus};
 use super::session::{hold_after, spawn_episode, EpisodeEnd, EpisodeLink, SessionConfig};
 use super::wire::MAX_FRAME_BYTES;
+use crate::kinematics::RobotModel;
 
 /// A bound server, not yet serving.
 pub struct BridgeServer {
@@ -125,25 +127,34 @@ impl Running {
         end
     }
 
-    /// The answer to `obs`: the episode's action, or a hold once it has ended.
-    async fn answer(&mut self, obs: Arc<Observation>, arm_joints: usize) -> Action {
+    /// The answer to `obs`: the episode's action, or a hold once it has ended. An action that
+    /// fails [`check::action`] is never sent: the episode fails and the arm is held.
+    async fn answer(&mut self, obs: Arc<Observation>, model: &RobotModel) -> Action {
+        let mode = self.start.control_mode;
         if let Some(link) = &mut self.link {
             if link.observations.send(obs.clone()).await.is_ok() {
                 if let Some(a) = link.actions.recv().await {
-                    self.last_action = Some(a.clone());
-                    return a;
+                    match check::action(model, mode, &a.values) {
+                        Ok(()) => {
+                            self.last_action = Some(a.clone());
+                            return a;
+                        }
+                        Err(why) => {
+                            tracing::warn!("episode {}: refused an action: {why}", self.start.task);
+                            self.link = None;
+                            self.end = Some(EpisodeEnd {
+                                status: PolicyStatus::Failed,
+                                detail: format!("refused to send the policy's action: {why}"),
+                            });
+                        }
+                    }
                 }
             }
         }
         let end = self.finish().await;
         Action {
             step: obs.step,
-            values: hold_after(
-                self.start.control_mode,
-                self.last_action.as_ref(),
-                &obs,
-                arm_joints,
-            ),
+            values: hold_after(mode, self.last_action.as_ref(), &obs, model),
             terminate: true,
             status: end.status,
             detail: end.detail,
@@ -241,7 +252,6 @@ async fn handle(
         _ => Images::Keep,
     };
     let msg = decode_client_with(bytes, images).map_err(|e| e.to_string())?;
-    let arm_joints = config.model.joint_limits().len();
     match (&mut *state, msg) {
         (State::Idle, ClientMessage::Reset(start)) => {
             let (link, join) = spawn_episode(start.clone(), config.clone());
@@ -283,18 +293,11 @@ async fn handle(
                     ));
                 }
             }
-            if obs.qpos.len() != arm_joints + 2 {
-                return Err(format!(
-                    "\"qpos\" has {} values; the {} needs {} arm joints and 2 fingers",
-                    obs.qpos.len(),
-                    config.model.name(),
-                    arm_joints
-                ));
-            }
+            check::observation(&config.model, &obs)?;
             let mut obs = *obs;
             obs.frame.stamp_s = obs.step as f64 / run.start.control_freq;
             run.last_step = Some(obs.step);
-            let action = run.answer(Arc::new(obs), arm_joints).await;
+            let action = run.answer(Arc::new(obs), &config.model).await;
             Ok((ServerMessage::Action(action), true))
         }
         (State::Running(run), ClientMessage::EpisodeEnd { success, steps }) => {

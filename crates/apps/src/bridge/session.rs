@@ -407,22 +407,42 @@ impl Robot for BridgeRobot {
 
 /// The answer that holds the arm after the episode ended (or failed): no arm delta (the
 /// controller keeps its target) or the last joint targets, and the gripper as last commanded.
+/// Joint and finger targets are kept within their limits: an observation may stand a little past
+/// them (see [`super::check::JOINT_SLACK_RAD`]), a hold never asks for that.
 pub(crate) fn hold_after(
     mode: ControlMode,
     last: Option<&Action>,
     now: &Observation,
-    arm_joints: usize,
+    model: &RobotModel,
 ) -> Vec<f64> {
+    let limits = model.joint_limits();
     match mode {
         ControlMode::DeltaEe => {
-            let g = last.and_then(|a| a.values.get(6).copied()).unwrap_or(1.0);
+            let g = last
+                .and_then(|a| a.values.get(6).copied())
+                .unwrap_or(1.0)
+                .clamp(-1.0, 1.0);
             let mut a = EeDelta::ZERO.to_array().to_vec();
             a.push(g);
             a
         }
-        ControlMode::JointPos => match last {
-            Some(a) if a.values.len() == arm_joints + 2 => a.values.clone(),
-            _ => now.qpos.clone(),
-        },
+        ControlMode::JointPos => {
+            let mut a = match last {
+                Some(a) if a.values.len() == limits.len() + 2 => a.values.clone(),
+                _ => now.qpos.clone(),
+            };
+            let g = &model.config.gripper;
+            let (lo, hi) = (
+                g.closed_units.min(g.open_units),
+                g.closed_units.max(g.open_units),
+            );
+            for (i, v) in a.iter_mut().enumerate() {
+                *v = match limits.get(i) {
+                    Some(l) => v.clamp(l.lower, l.upper),
+                    None => v.clamp(lo, hi),
+                };
+            }
+            a
+        }
     }
 }

@@ -561,7 +561,10 @@ mod tests {
         // ITU-T H.264 Figure 6-10: blocks 0–3 fill the top-left 8×8 quadrant in raster order,
         // 4–7 the top-right, 8–11 the bottom-left, 12–15 the bottom-right.
         let order: Vec<(usize, usize)> = (0..16).map(luma_block_xy).collect();
-        assert_eq!(&order[..6], &[(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (3, 0)]);
+        assert_eq!(
+            &order[..6],
+            &[(0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (3, 0)]
+        );
         assert_eq!(order[10], (0, 3));
         assert_eq!(order[15], (3, 3));
     }

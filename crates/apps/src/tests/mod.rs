@@ -27,6 +27,7 @@ mod vlm_fixture;
 
 mod ask_eval_spatial;
 mod ask_pipeline;
+mod bridge_hostile;
 mod bridge_pointer;
 mod bridge_server;
 mod bridge_wire;

@@ -1,0 +1,306 @@
+//! `serve bridge` against observations that are finite but absurd, or that disagree with
+//! themselves.
+//!
+//! | test | checks |
+//! | --- | --- |
+//! | `a_recorded_maniskill3_observation_agrees_with_itself` | the observation ManiSkill3 sent at the reset of the carrot task (`tests/fixtures/maniskill3_obs.npz`, the `msg_*` entries) passes [`check::observation`]; the same with the TCP given in the base frame, 10 m away, joints of 100 rad and 1e300, a finger at 1 m, or a target 1e30 m out is refused, naming the field and the distance |
+//! | `absurd_observations_never_become_absurd_actions` | a property over seeded random streams, delta and joint mode, on the real server over loopback: after a valid first observation, each further one has its TCP, target, base pose or joints moved by amounts from a millimetre to 1e300; every answer is either a text naming a field or an action that passes [`check::action`] (finite, inside the controller's per-step bounds, joint targets inside the limits); a first observation that is absurd gets a text, never a hold at its joints |
+
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::oneshot;
+
+use pointact::bridge::check;
+use pointact::bridge::protocol::{ClientMessage, ServerMessage};
+use pointact::bridge::remote::{
+    Action, ControlMode, EpisodeStart, Observation, PolicyStatus, RemoteError, RemotePolicy,
+};
+use pointact::bridge::{BridgeClient, BridgeServer, SessionConfig};
+use pointact::camera::{Frame, RgbImage};
+use pointact::geometry::{DepthImage, Intrinsics};
+use pointact::kinematics::RobotModel;
+use pointact::nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
+use pointact::runner::pointer::SessionPointer;
+use pointact::runner::remote::{run_remote_episode, RemoteOptions};
+use pointact::sim::tasks::Suite;
+
+fn widowx() -> RobotModel {
+    RobotModel::builtin("widowx250").expect("the built-in widowx250")
+}
+
+/// `[x, y, z, qw, qx, qy, qz]` as a pose.
+fn pose(v: [f64; 7]) -> Isometry3<f64> {
+    Isometry3::from_parts(
+        Translation3::new(v[0], v[1], v[2]),
+        UnitQuaternion::from_quaternion(Quaternion::new(v[3], v[4], v[5], v[6])),
+    )
+}
+
+/// The poses and joints ManiSkill3 3.0.1 sent at the reset of `PutCarrotOnPlateInScene-v1`
+/// episode 0 (`tests/fixtures/maniskill3_obs.npz`: `msg_base_pose`, `msg_tcp_pose`, `msg_qpos`,
+/// `msg_target_pose`), with a blank 4×3 image: the checks read no pixels.
+fn maniskill3_reset() -> Observation {
+    let (w, h) = (4, 3);
+    let frame = Frame {
+        rgb: RgbImage::from_raw(w as u32, h as u32, vec![0; w * h * 3]).expect("rgb"),
+        depth: DepthImage {
+            width: w,
+            height: h,
+            data: vec![0.5; w * h],
+        },
+        intrinsics: Intrinsics::pinhole(w, h, 5.0, 5.0, 1.5, 1.0),
+        base_from_camera: Isometry3::identity(),
+        stamp_s: 0.0,
+    };
+    Observation {
+        step: 0,
+        frame,
+        camera_from_world: Isometry3::identity(),
+        world_from_base: pose([
+            0.14699998497962952,
+            0.02800000086426735,
+            0.8700000047683716,
+            4.5702108764089644e-11,
+            0.0,
+            0.0,
+            1.0000001192092896,
+        ]),
+        world_from_tcp: pose([
+            -0.14506939053535461,
+            0.034091461449861526,
+            1.0053209066390991,
+            0.008083805441856384,
+            -0.7268655300140381,
+            0.005257070064544678,
+            0.6867120862007141,
+        ]),
+        qpos: vec![
+            -0.01840776950120926,
+            0.03988350182771683,
+            0.22242721915245056,
+            -0.004601940046995878,
+            1.3652429580688477,
+            0.0015339800156652927,
+            0.03700000047683716,
+            0.03700000047683716,
+        ],
+        base_from_target: pose([
+            0.2920694351196289,
+            -0.006091460585594177,
+            0.13532090187072754,
+            0.6867121458053589,
+            0.005257070530205965,
+            0.7268655896186829,
+            -0.008083806373178959,
+        ]),
+        labels: None,
+    }
+}
+
+fn refused(model: &RobotModel, obs: &Observation, field: &str) -> String {
+    match check::observation(model, obs) {
+        Ok(()) => panic!("an observation with a bad {field} passed"),
+        Err(e) => {
+            assert!(e.contains(field), "{e} does not name {field}");
+            e
+        }
+    }
+}
+
+#[test]
+fn a_recorded_maniskill3_observation_agrees_with_itself() {
+    let model = widowx();
+    let good = maniskill3_reset();
+    check::observation(&model, &good).expect("ManiSkill3's own observation");
+
+    // The TCP sent in the base frame instead of the world's: half a metre off.
+    let mut o = good.clone();
+    o.world_from_tcp = good.base_from_tcp();
+    let e = refused(&model, &o, "\"tcp_pose\"");
+    assert!(e.contains(" mm "), "{e}");
+    // 10 m away, and 1e300.
+    for far in [10.0, 1e300] {
+        let mut o = good.clone();
+        o.world_from_tcp.translation.vector.x += far;
+        refused(&model, &o, "\"tcp_pose\"");
+    }
+    // The base pose moved (the TCP then disagrees with the joints).
+    let mut o = good.clone();
+    o.world_from_base.translation.vector.z -= 0.5;
+    refused(&model, &o, "\"tcp_pose\"");
+    // Joints in degrees, or absurd.
+    for q in [100.0, 1e300, -1e30] {
+        let mut o = good.clone();
+        o.qpos[0] = q;
+        let e = refused(&model, &o, "\"qpos\"[0]");
+        assert!(
+            e.contains("waist") && e.contains("outside its limits"),
+            "{e}"
+        );
+    }
+    let mut o = good.clone();
+    o.qpos[7] = 1.0;
+    refused(&model, &o, "\"qpos\"[7]");
+    // A target far outside the arm's workspace.
+    for far in [2.0, 1e30] {
+        let mut o = good.clone();
+        o.base_from_target.translation.vector.y += far;
+        refused(&model, &o, "\"target_pose\"");
+    }
+    // Within the slack: a joint 0.01 rad past its limit, the TCP 5 mm off.
+    let mut o = good.clone();
+    o.world_from_tcp.translation.vector.z += 0.005;
+    check::observation(&model, &o).expect("5 mm of TCP disagreement is rounding");
+}
+
+/// The first observation of a stand-in episode of the spoon task, as the evaluator sends it.
+struct FirstObservation(Option<Observation>);
+
+impl RemotePolicy for FirstObservation {
+    async fn reset(&mut self, _: &EpisodeStart) -> Result<(), RemoteError> {
+        Ok(())
+    }
+
+    async fn act(&mut self, o: &Observation) -> Result<Action, RemoteError> {
+        self.0.get_or_insert_with(|| o.clone());
+        Ok(Action {
+            step: o.step,
+            values: vec![0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+            terminate: true,
+            status: PolicyStatus::Done,
+            detail: String::new(),
+        })
+    }
+
+    async fn end(&mut self, _: bool, _: u64) -> Result<(), RemoteError> {
+        Ok(())
+    }
+}
+
+/// A random observation derived from `good`: one or two fields moved by a random amount, from a
+/// millimetre to 1e300, in a random direction.
+fn perturbed(good: &Observation, rng: &mut ChaCha8Rng) -> Observation {
+    let mut o = good.clone();
+    let scale = [1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 1e30, 1e300][rng.gen_range(0..8)];
+    let amount = scale * if rng.gen_bool(0.5) { 1.0 } else { -1.0 };
+    let axis = rng.gen_range(0..3);
+    for _ in 0..rng.gen_range(1..=2) {
+        match rng.gen_range(0..5) {
+            0 => o.world_from_tcp.translation.vector[axis] += amount,
+            1 => o.base_from_target.translation.vector[axis] += amount,
+            2 => o.world_from_base.translation.vector[axis] += amount,
+            3 => {
+                let i = rng.gen_range(0..o.qpos.len());
+                o.qpos[i] += amount;
+            }
+            _ => {
+                let turn =
+                    UnitQuaternion::from_scaled_axis(Vector3::new(0.0, 0.0, amount.min(3.0)));
+                o.world_from_tcp.rotation = turn * o.world_from_tcp.rotation;
+            }
+        }
+    }
+    o
+}
+
+fn start(episode_id: u64, mode: ControlMode) -> ClientMessage {
+    ClientMessage::Reset(EpisodeStart {
+        task: "hostile".into(),
+        instruction: "put the spoon on the towel".into(),
+        episode_id,
+        control_mode: mode,
+        control_freq: 5.0,
+        max_steps: 60,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn absurd_observations_never_become_absurd_actions() {
+    let model = Arc::new(widowx());
+    let config = SessionConfig::new(SessionPointer::Oracle(Default::default()), model.clone());
+    let server = BridgeServer::bind("127.0.0.1:0", config)
+        .await
+        .expect("bind a loopback port");
+    let addr = server.local_addr().expect("bound address").to_string();
+    let (_stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.serve(async {
+        let _ = stopped.await;
+    }));
+
+    let spec = Suite::Bridge
+        .tasks()
+        .into_iter()
+        .find(|t| t.full_id() == "bridge/spoon_on_towel")
+        .expect("the spoon task");
+    let episode = spec.instantiate(0).expect("instantiate");
+    let mut first = FirstObservation(None);
+    let mut cheap = RemoteOptions::default();
+    cheap.episode.settle_s = 0.0;
+    run_remote_episode(&episode, &cheap, &mut first)
+        .await
+        .expect("record an observation");
+    let good = first.0.expect("an observation");
+    check::observation(&model, &good).expect("the stand-in's observation agrees with itself");
+
+    let (mut actions, mut refusals) = (0, 0);
+    for (k, mode) in [ControlMode::DeltaEe, ControlMode::JointPos]
+        .into_iter()
+        .cycle()
+        .take(6)
+        .enumerate()
+    {
+        let mut rng = ChaCha8Rng::seed_from_u64(k as u64);
+        let mut c = BridgeClient::connect(&addr).await.expect("connect");
+        match c.request(&start(k as u64, mode)).await {
+            Ok(ServerMessage::Ready { .. }) => {}
+            other => panic!("reset: {other:?}"),
+        }
+        // Odd streams start with an absurd observation: a text, never a hold at its joints.
+        let mut step = 0;
+        if k % 2 == 1 {
+            let mut o = good.clone();
+            o.qpos[0] = [100.0, 1e300, -7.0][k % 3];
+            match c.request(&ClientMessage::Infer(Box::new(o))).await {
+                Err(RemoteError::Policy(text)) => {
+                    assert!(text.contains("\"qpos\"[0]"), "{text}");
+                    refusals += 1;
+                }
+                other => panic!("an absurd first observation was answered {other:?}"),
+            }
+        }
+        for i in 0..40 {
+            let mut o = if i == 0 {
+                good.clone()
+            } else {
+                perturbed(&good, &mut rng)
+            };
+            o.step = step;
+            match c.request(&ClientMessage::Infer(Box::new(o))).await {
+                Ok(ServerMessage::Action(a)) => {
+                    check::action(&model, mode, &a.values).unwrap_or_else(|e| {
+                        panic!("stream {k}, observation {i}: the server sent {a:?}: {e}")
+                    });
+                    actions += 1;
+                    step += 1;
+                }
+                Err(RemoteError::Policy(text)) => {
+                    assert!(
+                        text.starts_with("pointact bridge: ") && text.contains('"'),
+                        "a refusal names its field: {text}"
+                    );
+                    assert!(i > 0, "the valid observation was refused: {text}");
+                    refusals += 1;
+                    step += 1;
+                }
+                other => panic!("stream {k}, observation {i}: {other:?}"),
+            }
+        }
+    }
+    eprintln!("{actions} actions, {refusals} refusals");
+    assert!(
+        actions >= 6 && refusals >= 20,
+        "{actions} actions, {refusals} refusals"
+    );
+}
