@@ -654,7 +654,7 @@ fn video_info(w: usize, h: usize, o: VideoOptions) -> serde_json::Value {
         "has_audio": false,
         "video.g": o.gop,
         "video.qp": o.qp,
-        "video.encoder": "rusty_h264",
+        "video.encoder": "pointact still-camera h264 (intra 16x16 + skip)",
         "is_depth_map": false
     })
 }

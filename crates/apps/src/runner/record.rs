@@ -33,7 +33,7 @@ use crate::pointing::consensus::Consensus;
 use crate::pointing::Pointer;
 use crate::sim::devices::SimRobot;
 use crate::sim::oracle::{OraclePointer, OracleTruth};
-use crate::sim::render::{render_rgb_reusing, PinholeCamera, RenderOptions};
+use crate::sim::render::{IncrementalRenderer, PinholeCamera, RenderOptions};
 use crate::sim::tasks::Episode;
 use crate::sim::RenderScene;
 
@@ -432,7 +432,7 @@ fn lost() -> DatasetError {
 /// Renders, codes and appends one captured episode (on the writer thread).
 ///
 /// Rendering and coding run side by side: a scoped thread renders the frames in order, each
-/// re-tracing only what moved since the one before (`render_rgb_reusing`, byte for byte the
+/// re-tracing only what moved since the one before (`IncrementalRenderer`, byte for byte the
 /// full render), while this thread codes them and computes the statistics. The channel is
 /// bounded, so at most a few frames wait in memory.
 fn append_captured(writer: &mut DatasetWriter, c: Captured) -> Result<Kept, DatasetError> {
@@ -445,11 +445,9 @@ fn append_captured(writer: &mut DatasetWriter, c: Captured) -> Result<Kept, Data
         extras,
     } = c;
     let render_frames = |tx: std::sync::mpsc::SyncSender<Vec<u8>>| {
-        let mut previous: Option<Vec<u8>> = None;
-        for (j, sample) in kept.iter().enumerate() {
-            let before = previous.as_deref().map(|rgb| (&kept[j - 1].scene, rgb));
-            let rgb = render_rgb_reusing(&sample.scene, &camera, &render, before);
-            previous = Some(rgb.clone());
+        let mut renderer = IncrementalRenderer::new(camera.clone(), render.clone());
+        for sample in &kept {
+            let rgb = renderer.render(&sample.scene).to_vec();
             if tx.send(rgb).is_err() {
                 return; // the writer stopped early (its error is the one reported)
             }

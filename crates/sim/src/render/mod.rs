@@ -186,7 +186,14 @@ impl FrameSetup {
             _ => None,
         }
         .unwrap_or(prim.color);
-        albedo.map(|a| self.lut.encode(a as f64 * shade))
+        let [r, g, b] = albedo;
+        // Three calls rather than `map`: the closure `map` takes was not inlined, and this runs
+        // once per traced pixel.
+        [
+            self.lut.encode(r as f64 * shade),
+            self.lut.encode(g as f64 * shade),
+            self.lut.encode(b as f64 * shade),
+        ]
     }
 }
 
@@ -247,61 +254,181 @@ fn render_impl(
     out
 }
 
-/// The colour image [`render`] gives of `scene`, byte for byte, computed only where it can differ
-/// from `previous` (an earlier scene from the same camera and options, and its colour image).
+/// Renders the colour images of a sequence of scenes from one camera, each byte for byte what
+/// [`render`] gives, re-tracing only what can differ from the frame before.
 ///
 /// Why it is exact: the renderer draws no shadows or reflections, so a pixel's colour depends
-/// only on the primitives its ray meets, and a ray can meet a primitive only inside that
-/// primitive's screen rectangle. A pixel outside the old and the new rectangles of every
-/// primitive that changed meets the same primitives in the same poses as before, hence keeps its
-/// colour. Every other pixel is traced as [`render`] traces it. A recording of an arm moving over a
-/// still table re-traces the arm's part of the image only.
-pub fn render_rgb_reusing(
-    scene: &RenderScene,
-    camera: &PinholeCamera,
-    options: &RenderOptions,
-    previous: Option<(&RenderScene, &[u8])>,
-) -> Vec<u8> {
-    let (w, h) = (camera.intrinsics.width, camera.intrinsics.height);
-    let usable = |(s, rgb): &(&RenderScene, &[u8])| {
-        s.primitives.len() == scene.primitives.len()
-            && rgb.len() == 3 * w * h
-            && camera.validate().is_ok()
-    };
-    let Some((before, before_rgb)) = previous.filter(usable) else {
-        return render(scene, camera, options).rgb;
-    };
-    let frame = FrameSetup::new(scene, camera, options);
-    let camera_from_world = camera.camera_from_world();
-    let light = light_direction(options);
-    // Old and new rectangles of every primitive that changed; only their union is re-traced.
-    let mut rects: Vec<[usize; 4]> = Vec::new();
-    for (k, (a, b)) in before.primitives.iter().zip(&scene.primitives).enumerate() {
-        if a == b {
-            continue;
-        }
-        let old = prepare(
-            &a.shape,
-            &a.world_from_shape,
-            &camera_from_world,
+/// only on the nearest primitive its ray meets, and a ray can meet a primitive only inside that
+/// primitive's screen rectangle. Between two frames only the primitives that changed can change
+/// a pixel: one that showed a changed primitive is traced again against everything; one inside
+/// a changed primitive's new rectangle keeps its nearest unchanged hit (the same primitive in the
+/// same pose gives the same hit, and the nearest is taken under a total order, depth then index)
+/// and is traced against the changed primitives only; every other pixel keeps its colour. A
+/// recording of an arm moving over a still table traces the arm's links over the arm's part of
+/// the image.
+pub struct IncrementalRenderer {
+    camera: PinholeCamera,
+    options: RenderOptions,
+    /// The last scene drawn, its colours and, per pixel, its nearest hit.
+    last: Option<(RenderScene, Vec<u8>, Visibility)>,
+}
+
+impl IncrementalRenderer {
+    /// A renderer for `camera` with `options`, nothing drawn yet.
+    pub fn new(camera: PinholeCamera, options: RenderOptions) -> Self {
+        IncrementalRenderer {
             camera,
-            &light,
-        );
-        rects.extend([old.rect, frame.prepared[k].rect].into_iter().flatten());
+            options,
+            last: None,
+        }
     }
-    let mut rgb = before_rgb.to_vec();
-    let Some(region) = Region::covering(&rects) else {
-        return rgb;
-    };
-    let vis = visibility_culled(&frame.prepared, &frame.xs, &frame.ys, &region);
-    let traced = region.mask.as_deref().unwrap_or_default();
-    for (j, _) in traced.iter().enumerate().filter(|(_, &m)| m) {
-        let (u, v) = (region.u0 + j % region.w, region.v0 + j / region.w);
-        let c = frame.shade(scene, camera, &vis, (u, v, j));
-        let i = v * w + u;
-        rgb[3 * i..3 * i + 3].copy_from_slice(&c);
+
+    /// `scene`'s colour image (`width · height · 3` bytes), as [`render`] draws it.
+    pub fn render(&mut self, scene: &RenderScene) -> &[u8] {
+        let camera = &self.camera;
+        let (w, h) = (camera.intrinsics.width, camera.intrinsics.height);
+        let reusable = |(s, _, _): &(RenderScene, Vec<u8>, Visibility)| {
+            s.primitives.len() == scene.primitives.len() && camera.validate().is_ok()
+        };
+        let frame = FrameSetup::new(scene, camera, &self.options);
+        let Some((before, _, _)) = self.last.as_ref().filter(|l| reusable(l)) else {
+            let rgb = render(scene, camera, &self.options).rgb;
+            let vis =
+                visibility_culled(&frame.prepared, &frame.xs, &frame.ys, &Region::whole(w, h));
+            let (_, rgb, _) = self.last.insert((scene.clone(), rgb, vis));
+            return rgb;
+        };
+        let changed: Vec<bool> = before
+            .primitives
+            .iter()
+            .zip(&scene.primitives)
+            .map(|(a, b)| a != b)
+            .collect();
+        let camera_from_world = camera.camera_from_world();
+        let light = light_direction(&self.options);
+        let (mut old_rects, mut new_rects) = (Vec::new(), Vec::new());
+        for (k, a) in before
+            .primitives
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| changed[*k])
+        {
+            let old = prepare(
+                &a.shape,
+                &a.world_from_shape,
+                &camera_from_world,
+                camera,
+                &light,
+            );
+            old_rects.extend(old.rect);
+            new_rects.extend(frame.prepared[k].rect);
+        }
+        let all: Vec<[usize; 4]> = old_rects.iter().chain(&new_rects).copied().collect();
+        let Some(mut region) = Region::covering(&new_rects) else {
+            if all.is_empty() {
+                let (before, rgb, _) = self.last.as_mut().expect("a previous frame");
+                *before = scene.clone();
+                return rgb;
+            }
+            // Only old rectangles: the primitives moved out of sight.
+            let mut region = Region::covering(&all).expect("rectangles");
+            region.mask = None;
+            return self.retrace(scene, &frame, &changed, region, &old_rects);
+        };
+        if !old_rects.is_empty() {
+            region = Region::covering(&all).expect("rectangles");
+            region.mask = Some(region.mask_of(&new_rects));
+        }
+        self.retrace(scene, &frame, &changed, region, &old_rects)
     }
-    rgb
+
+    /// Traces the pixels of `region`'s mask and, inside `old_rects`, those that showed a changed
+    /// primitive; shades them and keeps the result for the next frame.
+    fn retrace(
+        &mut self,
+        scene: &RenderScene,
+        frame: &FrameSetup,
+        changed: &[bool],
+        mut region: Region,
+        old_rects: &[[usize; 4]],
+    ) -> &[u8] {
+        let w = self.camera.intrinsics.width;
+        let (before, rgb, vis) = self.last.as_mut().expect("a previous frame");
+        let mask = region
+            .mask
+            .get_or_insert_with(|| vec![false; region.w * region.h]);
+        // Pixels that showed a changed primitive: traced again against every primitive.
+        let mut full = vec![false; region.w * region.h];
+        for &[u0, u1, v0, v1] in old_rects {
+            for v in v0..=v1 {
+                for u in u0..=u1 {
+                    let (i, j) = (v * w + u, (v - region.v0) * region.w + u - region.u0);
+                    let k = vis.prim[i];
+                    if k != NO_PRIM && changed[k as usize] {
+                        full[j] = true;
+                        mask[j] = true;
+                    }
+                }
+            }
+        }
+        let (ru1, rv1) = (region.u0 + region.w - 1, region.v0 + region.h - 1);
+        for v in region.v0..=rv1 {
+            for u in region.u0..=ru1 {
+                let (i, j) = (v * w + u, (v - region.v0) * region.w + u - region.u0);
+                if full[j] {
+                    vis.t[i] = f64::MAX;
+                    vis.prim[i] = NO_PRIM;
+                    vis.surface[i] = Surface::None;
+                }
+            }
+        }
+        for (k, pp) in frame.prepared.iter().enumerate() {
+            let Some([u0, u1, v0, v1]) = pp.rect else {
+                continue;
+            };
+            let (u0, u1) = (u0.max(region.u0), u1.min(ru1));
+            let (v0, v1) = (v0.max(region.v0), v1.min(rv1));
+            if u0 > u1 || v0 > v1 {
+                continue;
+            }
+            let moved = changed[k];
+            let k = k as u32;
+            for v in v0..=v1 {
+                let row = row_dir(pp, frame.ys[v]);
+                for u in u0..=u1 {
+                    let j = (v - region.v0) * region.w + u - region.u0;
+                    if !mask[j] || !(moved || full[j]) {
+                        continue;
+                    }
+                    let x = frame.xs[u];
+                    let d = [
+                        pp.dir_x[0] * x + row[0],
+                        pp.dir_x[1] * x + row[1],
+                        pp.dir_x[2] * x + row[2],
+                    ];
+                    if let Some((t, s)) = intersect(&pp.shape, pp.origin, d, MIN_DEPTH_M) {
+                        let i = v * w + u;
+                        if closer(t, k, vis.t[i], vis.prim[i]) {
+                            vis.t[i] = t;
+                            vis.prim[i] = k;
+                            vis.surface[i] = s;
+                        }
+                    }
+                }
+            }
+        }
+        for v in region.v0..=rv1 {
+            for u in region.u0..=ru1 {
+                let (i, j) = (v * w + u, (v - region.v0) * region.w + u - region.u0);
+                if mask[j] {
+                    let c = frame.shade(scene, &self.camera, vis, (u, v, i));
+                    rgb[3 * i..3 * i + 3].copy_from_slice(&c);
+                }
+            }
+        }
+        *before = scene.clone();
+        rgb
+    }
 }
 
 /// The pixels a visibility pass traces: a rectangle of the image and, within it, a mask. The
@@ -335,21 +462,27 @@ impl Region {
         let u1 = rects.iter().map(|r| r[1]).max()?;
         let v0 = rects.iter().map(|r| r[2]).min()?;
         let v1 = rects.iter().map(|r| r[3]).max()?;
-        let (w, h) = (u1 + 1 - u0, v1 + 1 - v0);
-        let mut mask = vec![false; w * h];
-        for [a0, a1, b0, b1] in rects {
-            for v in *b0..=*b1 {
-                let row = (v - v0) * w;
-                mask[row + a0 - u0..=row + a1 - u0].fill(true);
-            }
-        }
-        Some(Region {
+        let mut region = Region {
             u0,
             v0,
-            w,
-            h,
-            mask: Some(mask),
-        })
+            w: u1 + 1 - u0,
+            h: v1 + 1 - v0,
+            mask: None,
+        };
+        region.mask = Some(region.mask_of(rects));
+        Some(region)
+    }
+
+    /// A mask over this region, true inside `rects` (which must lie inside it).
+    fn mask_of(&self, rects: &[[usize; 4]]) -> Vec<bool> {
+        let mut mask = vec![false; self.w * self.h];
+        for [a0, a1, b0, b1] in rects {
+            for v in *b0..=*b1 {
+                let row = (v - self.v0) * self.w;
+                mask[row + a0 - self.u0..=row + a1 - self.u0].fill(true);
+            }
+        }
+        mask
     }
 }
 

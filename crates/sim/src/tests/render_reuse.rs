@@ -1,12 +1,12 @@
-//! `render_rgb_reusing` against `render`: byte for byte on every frame of an arm moving through a
-//! scene (objects pushed and lifted on the way, the fingers opening and closing, a sensor model
-//! on), on a scene that did not change, and when the previous frame cannot be reused. The scene
-//! is the physics world tests' seven objects.
+//! `IncrementalRenderer` against `render`: byte for byte on every frame of an arm moving through a
+//! scene (objects pushed and lifted on the way, moved out of sight and back, the fingers opening
+//! and closing, a sensor model on), on a scene that did not change, and when the previous frame
+//! cannot be reused. The scene is the physics world tests' seven objects.
 
 use super::sim_physics_util::{model, scene_with};
 use super::sim_physics_world::OBJECTS;
 use crate::devices::{SharedWorld, SimCamera};
-use crate::render::{render, render_rgb_reusing, RenderOptions};
+use crate::render::{render, IncrementalRenderer, RenderOptions};
 use crate::SimWorld;
 use k::nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 
@@ -21,6 +21,7 @@ fn reusing_the_previous_frame_gives_the_full_render_byte_for_byte() {
             .pinhole()
             .clone();
         let home = m.home().to_vec();
+        let mut renderer = IncrementalRenderer::new(camera.clone(), options.clone());
         let mut previous: Option<(crate::RenderScene, Vec<u8>)> = None;
         let mut reused_pixels = 0usize;
         for j in 0..24 {
@@ -47,12 +48,7 @@ fn reusing_the_previous_frame_gives_the_full_render_byte_for_byte() {
             }
             let scene = shared.lock().render_scene();
             let full = render(&scene, &camera, &options).rgb;
-            let reused = render_rgb_reusing(
-                &scene,
-                &camera,
-                &options,
-                previous.as_ref().map(|(s, rgb)| (s, rgb.as_slice())),
-            );
+            let reused = renderer.render(&scene);
             assert!(reused == full, "frame {j} differs from the full render");
             if let Some((_, prev)) = &previous {
                 reused_pixels += prev
@@ -65,13 +61,28 @@ fn reusing_the_previous_frame_gives_the_full_render_byte_for_byte() {
         }
         // The scene changed in part only: most pixels kept their colour from frame to frame.
         assert!(reused_pixels > 23 * 640 * 480 / 2, "{reused_pixels}");
-        // An unchanged scene gives its previous image back; an unusable previous is ignored.
+        // An unchanged scene gives its previous image back; a scene of other primitives is drawn
+        // whole.
         let (scene, rgb) = previous.unwrap();
-        assert!(render_rgb_reusing(&scene, &camera, &options, Some((&scene, &rgb))) == rgb);
+        assert!(renderer.render(&scene) == rgb);
         let mut fewer = scene.clone();
         fewer.primitives.pop();
         let alone = render(&fewer, &camera, &options).rgb;
-        assert!(render_rgb_reusing(&fewer, &camera, &options, Some((&scene, &rgb))) == alone);
-        assert!(render_rgb_reusing(&scene, &camera, &options, Some((&scene, &rgb[..10]))) == rgb);
+        assert!(renderer.render(&fewer) == alone);
+        assert!(renderer.render(&scene) == rgb);
+        // One primitive lifted out of sight alone (only its old rectangle changes), then back.
+        let mut lifted = 0;
+        for k in (1..scene.primitives.len()).step_by(5) {
+            let mut gone = scene.clone();
+            gone.primitives[k].world_from_shape.translation.vector.z += 100.0;
+            let want = render(&gone, &camera, &options).rgb;
+            lifted += usize::from(want != rgb);
+            assert!(renderer.render(&gone) == want, "primitive {k} lifted away");
+            assert!(renderer.render(&scene) == rgb, "primitive {k} put back");
+        }
+        assert!(
+            lifted >= 3,
+            "{lifted} of the lifted primitives were in sight"
+        );
     }
 }
