@@ -586,6 +586,22 @@ impl Scene {
             if objects.iter().any(|p| p.name == o.name) {
                 return Err(bad(field("name"), "is used twice".into()));
             }
+            // A phrase names an object by its name or an alias (lower case, `_` read as a
+            // space); one term naming two objects would leave the pick to chance.
+            for term in referring_terms(&o.name, &o.aliases) {
+                if let Some(p) = objects
+                    .iter()
+                    .find(|p| referring_terms(&p.name, &p.aliases).contains(&term))
+                {
+                    return Err(bad(
+                        field("aliases"),
+                        format!(
+                            "`{term}` already names `{}`: a phrase with it would be ambiguous",
+                            p.name
+                        ),
+                    ));
+                }
+            }
             let obj = build_object(o, &table).map_err(|(f, d)| bad(field(&f), d))?;
             objects.push(obj);
         }
@@ -944,6 +960,14 @@ pub(crate) fn table_area(center: Point3<f64>, yaw: f64, half: Vector3<f64>) -> R
     }
 }
 
+/// The terms a phrase can name an object by: its name (`_` read as a space) and its aliases, in
+/// lower case, as the oracle pointer matches them.
+fn referring_terms(name: &str, aliases: &[String]) -> Vec<String> {
+    let mut terms: Vec<String> = aliases.iter().map(|a| a.trim().to_lowercase()).collect();
+    terms.push(name.to_lowercase().replace('_', " "));
+    terms
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1021,6 +1045,56 @@ mod tests {
                 let (z0, z1) = o.local_extent(&Vector3::z());
                 assert!(z0.abs() < 1e-9 && z1 > 0.0, "{name}/{}", o.name);
             }
+        }
+    }
+
+    #[test]
+    fn two_objects_named_by_one_term_are_refused() {
+        let scene = |second: &str| {
+            format!(
+                r#"
+name = "x"
+robot = "xarm6"
+[table]
+center = [0.4, 0.0]
+size = [1.0, 1.0]
+color = [0.5, 0.5, 0.5]
+[camera]
+eye = [1.0, 0.0, 0.6]
+target = [0.4, 0.0, 0.0]
+width = 640
+height = 480
+fx = 605.0
+fy = 605.0
+cx = 320.0
+cy = 240.0
+[[objects]]
+name = "red_block"
+aliases = ["block", "cube"]
+color = [1.0, 0.0, 0.0]
+mass = 0.1
+pose = [0.4, 0.0, 0.0]
+shape = {{ kind = "block", size = [0.04, 0.04, 0.04] }}
+[[objects]]
+name = "yellow_block"
+aliases = [{second}]
+color = [1.0, 1.0, 0.0]
+mass = 0.1
+pose = [0.5, 0.1, 0.0]
+shape = {{ kind = "block", size = [0.04, 0.04, 0.04] }}
+"#
+            )
+        };
+        Scene::from_toml_str(&scene("\"yellow cube\""), "ok.toml").expect("distinct terms");
+        for (second, term) in [("\" Cube\"", "cube"), ("\"Red Block\"", "red block")] {
+            let e = Scene::from_toml_str(&scene(second), "bad.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("`{term}` already names `red_block`"))
+                    && e.contains("yellow_block"),
+                "{e}"
+            );
         }
     }
 
