@@ -4,10 +4,11 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use pointact::bridge::{BridgeServer, SessionConfig};
+use pointact::bridge::{BridgeServer, ServerLimits, SessionConfig};
 use pointact::executor::Branch;
 use pointact::kinematics::RobotModel;
 use pointact::pointing::{ModelOptions, PointerKind};
@@ -66,6 +67,15 @@ pub struct ServeBridgeCli {
     /// Seed of the oracle's noise.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Connections served at once; one more is closed as soon as it arrives.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_connections: u64,
+    /// Seconds a client has to finish the WebSocket handshake.
+    #[arg(long, default_value_t = 10.0, value_parser = super::values::timeout_seconds)]
+    handshake_timeout_s: f64,
+    /// Seconds a connection may go without completing a frame before it is closed.
+    #[arg(long, default_value_t = 300.0, value_parser = super::values::timeout_seconds)]
+    idle_timeout_s: f64,
 }
 
 pub fn run(which: ServeCommand) -> Result<ExitCode> {
@@ -131,7 +141,12 @@ fn bridge(a: ServeBridgeCli) -> Result<ExitCode> {
     rt.block_on(async {
         let server = BridgeServer::bind(&a.addr, config)
             .await
-            .with_context(|| format!("cannot listen on {}", a.addr))?;
+            .with_context(|| format!("cannot listen on {}", a.addr))?
+            .with_limits(ServerLimits {
+                max_connections: a.max_connections as usize,
+                handshake_timeout: Duration::from_secs_f64(a.handshake_timeout_s),
+                idle_timeout: Duration::from_secs_f64(a.idle_timeout_s),
+            });
         let addr = server.local_addr()?;
         let noise = if a.noise_px > 0.0 {
             format!(", noise {} px, seed {}", a.noise_px, a.seed)

@@ -63,6 +63,20 @@ pub fn samples(s: &str) -> Result<usize, String> {
     count(s, 1, 32).map(|v| v as usize)
 }
 
+/// A server's time limit in seconds (`--handshake-timeout-s`, `--idle-timeout-s`): finite, from
+/// 0.05 s (less would cut off a healthy loopback client) to a day.
+pub fn timeout_seconds(s: &str) -> Result<f64, String> {
+    let v = s
+        .trim()
+        .parse::<f64>()
+        .map_err(|e| format!("`{s}` is not a number ({e})"))?;
+    if (0.05..=86_400.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} s is outside [0.05, 86400]"))
+    }
+}
+
 /// A count in `lo..=hi`.
 pub fn count(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
     let v = s

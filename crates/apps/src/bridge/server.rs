@@ -11,7 +11,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -28,10 +28,35 @@ use super::session::{hold_after, spawn_episode, EpisodeEnd, EpisodeLink, Session
 use super::wire::MAX_FRAME_BYTES;
 use crate::kinematics::RobotModel;
 
+/// How many connections a server takes at once, and how long each may keep it waiting.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerLimits {
+    /// Connections served at once; one more is closed as soon as it is accepted, so idle
+    /// sockets cannot take every descriptor (64).
+    pub max_connections: usize,
+    /// The WebSocket handshake must be complete within this (10 s).
+    pub handshake_timeout: Duration,
+    /// A connection that completes no frame for this long is closed (300 s): a stalled partial
+    /// frame holds its buffer, up to the frame limit, only until then. Evaluators send a frame
+    /// per control step; a policy's own planning is not the client's idle time.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_connections: 64,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
 /// A bound server, not yet serving.
 pub struct BridgeServer {
     listener: TcpListener,
     config: Arc<SessionConfig>,
+    limits: ServerLimits,
 }
 
 impl BridgeServer {
@@ -40,7 +65,14 @@ impl BridgeServer {
         Ok(BridgeServer {
             listener: TcpListener::bind(addr).await?,
             config: Arc::new(config),
+            limits: ServerLimits::default(),
         })
+    }
+
+    /// The same server with other [`ServerLimits`].
+    pub fn with_limits(mut self, limits: ServerLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The address the listener is bound to (with the port picked when `bind` was given 0).
@@ -57,6 +89,9 @@ impl BridgeServer {
             pointer: self.config.pointer.name().to_string(),
         }));
         tokio::pin!(shutdown);
+        let limits = self.limits;
+        let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+        let mut backoff = AcceptBackoff::default();
         loop {
             tokio::select! {
                 _ = &mut shutdown => {
@@ -65,25 +100,74 @@ impl BridgeServer {
                 }
                 accepted = self.listener.accept() => {
                     let (stream, peer) = match accepted {
-                        Ok(a) => a,
-                        // A connection that failed before it was ours (reset during accept,
-                        // out of descriptors): the listener itself is fine.
+                        Ok(a) => {
+                            backoff.reset();
+                            a
+                        }
+                        // A connection that failed before it was ours (reset during accept, out
+                        // of descriptors): the listener itself is fine, but an error that
+                        // persists must not spin the loop.
                         Err(e) => {
-                            tracing::warn!("accept failed: {e}");
+                            backoff.wait(&e).await;
                             continue;
                         }
+                    };
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        backoff.note_refused(peer, limits.max_connections);
+                        drop(stream);
+                        continue;
                     };
                     let config = self.config.clone();
                     let metadata = metadata.clone();
                     let closed = closed.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = connection(stream, config, &metadata, closed).await {
+                        let _slot = slot;
+                        if let Err(e) = connection(stream, config, &metadata, closed, limits).await {
                             tracing::info!("{peer}: connection ended: {e}");
                         }
                     });
                 }
             }
         }
+    }
+}
+
+/// Waits after failed accepts (10 ms, doubling to 1 s) and says so at most once a second, with
+/// how many it did not report.
+#[derive(Default)]
+struct AcceptBackoff {
+    delay: Duration,
+    last_report: Option<Instant>,
+    unreported: u64,
+}
+
+impl AcceptBackoff {
+    fn reset(&mut self) {
+        self.delay = Duration::ZERO;
+    }
+
+    async fn wait(&mut self, e: &io::Error) {
+        self.delay = (self.delay * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        self.report(|n| format!("accept failed: {e} ({n} more since the last report); waiting before the next accept"));
+        tokio::time::sleep(self.delay).await;
+    }
+
+    fn note_refused(&mut self, peer: SocketAddr, max: usize) {
+        self.report(|n| format!("{peer}: closed, {max} connections are open already (--max-connections; {n} more since the last report)"));
+    }
+
+    fn report(&mut self, message: impl FnOnce(u64) -> String) {
+        let now = Instant::now();
+        if self
+            .last_report
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            self.unreported += 1;
+            return;
+        }
+        tracing::warn!("{}", message(self.unreported));
+        self.last_report = Some(now);
+        self.unreported = 0;
     }
 }
 
@@ -167,6 +251,7 @@ async fn connection(
     config: Arc<SessionConfig>,
     metadata: &[u8],
     mut closed: tokio::sync::watch::Receiver<bool>,
+    limits: ServerLimits,
 ) -> Result<(), String> {
     // Frames as large as the wire format allows, no larger (tungstenite's default is 64 MiB too,
     // but the bound is ours to state).
@@ -174,8 +259,15 @@ async fn connection(
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES));
     let _ = stream.set_nodelay(true);
-    let mut ws = tokio_tungstenite::accept_async_with_config(stream, Some(ws_config))
+    let handshake = tokio_tungstenite::accept_async_with_config(stream, Some(ws_config));
+    let mut ws = tokio::time::timeout(limits.handshake_timeout, handshake)
         .await
+        .map_err(|_| {
+            format!(
+                "no websocket handshake within {:.1} s (--handshake-timeout-s)",
+                limits.handshake_timeout.as_secs_f64()
+            )
+        })?
         .map_err(|e| format!("websocket handshake: {e}"))?;
     ws.send(Message::Binary(metadata.to_vec().into()))
         .await
@@ -183,9 +275,16 @@ async fn connection(
     let mut state = State::Idle;
     loop {
         let msg = tokio::select! {
-            m = ws.next() => match m {
-                Some(m) => m,
-                None => break,
+            m = tokio::time::timeout(limits.idle_timeout, ws.next()) => match m {
+                Ok(Some(m)) => m,
+                Ok(None) => break,
+                Err(_) => {
+                    let _ = ws.close(None).await;
+                    return Err(format!(
+                        "no complete frame for {:.1} s (--idle-timeout-s): closed",
+                        limits.idle_timeout.as_secs_f64()
+                    ));
+                }
             },
             // The server is shutting down (or gone): say goodbye.
             _ = async { closed.wait_for(|c| *c).await.map(|_| ()) } => {

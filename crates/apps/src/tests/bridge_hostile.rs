@@ -4,9 +4,11 @@
 //! | test | checks |
 //! | --- | --- |
 //! | `a_recorded_maniskill3_observation_agrees_with_itself` | the observation ManiSkill3 sent at the reset of the carrot task (`tests/fixtures/maniskill3_obs.npz`, the `msg_*` entries) passes [`check::observation`]; the same with the TCP given in the base frame, 10 m away, joints of 100 rad and 1e300, a finger at 1 m, or a target 1e30 m out is refused, naming the field and the distance |
+//! | `connections_are_bounded_in_number_and_time` | on loopback: a socket that never starts the WebSocket handshake is closed after the handshake timeout; a client that handshakes and goes silent is closed after the idle timeout while one that keeps sending is served; with `max_connections` 2 held by idle sockets, a third is closed at once, and a freed slot serves a reset again |
 //! | `absurd_observations_never_become_absurd_actions` | a property over seeded random streams, delta and joint mode, on the real server over loopback: after a valid first observation, each further one has its TCP, target, base pose or joints moved by amounts from a millimetre to 1e300; every answer is either a text naming a field or an action that passes [`check::action`] (finite, inside the controller's per-step bounds, joint targets inside the limits); a first observation that is absurd gets a text, never a hold at its joints |
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -17,7 +19,7 @@ use pointact::bridge::protocol::{ClientMessage, ServerMessage};
 use pointact::bridge::remote::{
     Action, ControlMode, EpisodeStart, Observation, PolicyStatus, RemoteError, RemotePolicy,
 };
-use pointact::bridge::{BridgeClient, BridgeServer, SessionConfig};
+use pointact::bridge::{BridgeClient, BridgeServer, ServerLimits, SessionConfig};
 use pointact::camera::{Frame, RgbImage};
 use pointact::geometry::{DepthImage, Intrinsics};
 use pointact::kinematics::RobotModel;
@@ -303,4 +305,101 @@ async fn absurd_observations_never_become_absurd_actions() {
         actions >= 6 && refusals >= 20,
         "{actions} actions, {refusals} refusals"
     );
+}
+
+/// A server on a free loopback port with `limits`, serving until the returned sender is dropped.
+async fn limited_server(limits: ServerLimits) -> (String, oneshot::Sender<()>) {
+    let config = SessionConfig::new(
+        SessionPointer::Oracle(Default::default()),
+        Arc::new(widowx()),
+    );
+    let server = BridgeServer::bind("127.0.0.1:0", config)
+        .await
+        .expect("bind a loopback port")
+        .with_limits(limits);
+    let addr = server.local_addr().expect("bound address").to_string();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.serve(async {
+        let _ = stopped.await;
+    }));
+    (addr, stop)
+}
+
+/// Whether the server closes `socket` within `within` (a read returns end of file or an error).
+async fn closed_within(socket: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, socket.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connections_are_bounded_in_number_and_time() {
+    // A socket that never starts the handshake is closed after the handshake timeout.
+    let (addr, _stop) = limited_server(ServerLimits {
+        max_connections: 8,
+        handshake_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_millis(600),
+    })
+    .await;
+    let mut silent = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    assert!(
+        closed_within(&mut silent, Duration::from_secs(3)).await,
+        "a socket without a handshake stayed open"
+    );
+    // A client that handshakes and then sends nothing is closed after the idle timeout; one
+    // that keeps talking is not.
+    let mut idle = BridgeClient::connect(&addr).await.expect("connect");
+    let mut busy = BridgeClient::connect(&addr).await.expect("connect");
+    for i in 0..4 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let text = {
+            busy.send_raw(vec![0xc1]).await.expect("send");
+            busy.next_text().await.expect("the busy client is answered")
+        };
+        assert!(text.contains("unreadable"), "{i}: {text}");
+    }
+    match idle.request(&start(1, ControlMode::DeltaEe)).await {
+        // The server's close frame, or the socket already gone.
+        Err(RemoteError::Link(_)) => {}
+        Err(RemoteError::Policy(e)) if e.contains("Close") => {}
+        other => panic!("an idle connection stayed open: {other:?}"),
+    }
+
+    // One connection more than the limit is closed at once; a freed slot serves again.
+    let (addr, _stop) = limited_server(ServerLimits {
+        max_connections: 2,
+        handshake_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(30),
+    })
+    .await;
+    let held: Vec<_> = futures_util::future::join_all(
+        (0..2).map(|_| tokio::net::TcpStream::connect(addr.clone())),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut third = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    assert!(
+        closed_within(&mut third, Duration::from_secs(2)).await,
+        "a connection past --max-connections was kept"
+    );
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut c = BridgeClient::connect(&addr)
+        .await
+        .expect("a freed slot serves");
+    match c.request(&start(2, ControlMode::DeltaEe)).await {
+        Ok(ServerMessage::Ready { .. }) => {}
+        other => panic!("reset after slots were freed: {other:?}"),
+    }
 }
