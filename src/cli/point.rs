@@ -70,12 +70,7 @@ pub fn run(a: PointCli) -> Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("cannot write the overlay {}: {e}", overlay_path.display()))?;
     let mut viz = a.rerun.open("pointact-point")?;
     let (img, frame) = match (&a.image, &a.camera) {
-        (Some(path), _) => (
-            image::open(path)
-                .map_err(|e| anyhow::anyhow!("cannot read image {}: {e}", path.display()))?
-                .to_rgb8(),
-            None,
-        ),
+        (Some(path), _) => (pointact::camera::image_file::read_rgb(path)?, None),
         (None, Some(spec)) => {
             let spec: CameraSpec = spec.parse()?;
             let frame = match pointact::runner::open_camera(&spec).and_then(|mut c| c.capture()) {

@@ -89,8 +89,8 @@ pub fn frames_dir(dir: &Path, fps: f64) -> Result<Video, FramesError> {
     };
     let mut frames = Vec::with_capacity(paths.len());
     for path in &paths {
-        let image = image::open(path).map_err(|e| unreadable(path, &e))?;
-        frames.push(image.to_rgb8());
+        let image = crate::camera::image_file::read_rgb(path).map_err(|e| unreadable(path, &e))?;
+        frames.push(image);
     }
     Ok(Video {
         stamps_s: (0..frames.len()).map(|i| i as f64 / fps).collect(),

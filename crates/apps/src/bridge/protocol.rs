@@ -156,14 +156,15 @@ impl<'a> Fields<'a> {
 
     fn uint(&self, field: &'static str) -> Result<u64, ProtocolError> {
         let v = self.get(field)?;
-        v.as_i64()
-            .and_then(|i| u64::try_from(i).ok())
-            .ok_or_else(|| {
-                self.bad(
-                    field,
-                    format!("must be a non-negative integer, got {}", v.kind()),
-                )
-            })
+        v.as_u64().ok_or_else(|| {
+            self.bad(
+                field,
+                format!(
+                    "must be a non-negative integer below 2^64, got {}",
+                    v.kind()
+                ),
+            )
+        })
     }
 
     fn float(&self, field: &'static str) -> Result<f64, ProtocolError> {

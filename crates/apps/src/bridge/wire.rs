@@ -623,6 +623,17 @@ impl Value {
         i64::try_from(wide).ok()
     }
 
+    /// A non-negative integer (a plain one or an integer numpy scalar) that fits u64: msgpack
+    /// carries values from 2^63 up as uint 64, which [`Value::as_i64`] does not take.
+    pub(crate) fn as_u64(&self) -> Option<u64> {
+        match self {
+            Value::UInt(v) => Some(*v),
+            Value::Int(v) => u64::try_from(*v).ok(),
+            Value::NpScalar(s) => s.value.int().and_then(|w| u64::try_from(w).ok()),
+            _ => None,
+        }
+    }
+
     /// A number as f64: a float, an integer, or a numeric numpy scalar.
     pub(crate) fn as_f64(&self) -> Option<f64> {
         match self {

@@ -4,7 +4,7 @@
 //! | test | checks |
 //! | --- | --- |
 //! | `a_recorded_maniskill3_observation_agrees_with_itself` | the observation ManiSkill3 sent at the reset of the carrot task (`tests/fixtures/maniskill3_obs.npz`, the `msg_*` entries) passes [`check::observation`]; the same with the TCP given in the base frame, 10 m away, joints of 100 rad and 1e300, a finger at 1 m, or a target 1e30 m out is refused, naming the field and the distance |
-//! | `connections_are_bounded_in_number_and_time` | on loopback: a socket that never starts the WebSocket handshake is closed after the handshake timeout; a client that handshakes and goes silent is closed after the idle timeout while one that keeps sending is served; with `max_connections` 2 held by idle sockets, a third is closed at once, and a freed slot serves a reset again |
+//! | `connections_are_bounded_in_number_and_time` | on loopback: a socket that never starts the WebSocket handshake is closed after the handshake timeout; a client that handshakes and goes silent is closed after the idle timeout while one that keeps sending is served; with `max_connections` 2 held by idle sockets, a third is closed at once, and a freed slot serves a reset again, of an episode id past 2^63 |
 //! | `absurd_observations_never_become_absurd_actions` | a property over seeded random streams, delta and joint mode, on the real server over loopback: after a valid first observation, each further one has its TCP, target, base pose or joints moved by amounts from a millimetre to 1e300; every answer is either a text naming a field or an action that passes [`check::action`] (finite, inside the controller's per-step bounds, joint targets inside the limits); a first observation that is absurd gets a text, never a hold at its joints |
 
 use std::sync::Arc;
@@ -398,8 +398,10 @@ async fn connections_are_bounded_in_number_and_time() {
     let mut c = BridgeClient::connect(&addr)
         .await
         .expect("a freed slot serves");
-    match c.request(&start(2, ControlMode::DeltaEe)).await {
-        Ok(ServerMessage::Ready { .. }) => {}
+    // An episode id from 2^63 up travels as msgpack's uint 64: still a non-negative integer.
+    let id = (1u64 << 63) + 5;
+    match c.request(&start(id, ControlMode::DeltaEe)).await {
+        Ok(ServerMessage::Ready { episode_id, .. }) => assert_eq!(episode_id, id),
         other => panic!("reset after slots were freed: {other:?}"),
     }
 }

@@ -8,6 +8,7 @@
 pub mod calibrated;
 mod error;
 mod frame;
+pub mod image_file;
 pub mod keyframes;
 pub mod lift;
 pub mod net;

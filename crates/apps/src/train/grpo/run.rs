@@ -175,9 +175,7 @@ pub fn sample(record: &Record) -> Result<Sample, String> {
         .images
         .first()
         .ok_or_else(|| "the record has no image".to_string())?;
-    let image = image::open(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
-        .to_rgb8();
+    let image = crate::camera::image_file::read_rgb(path).map_err(|e| e.to_string())?;
     Ok(Sample {
         id: record.id.clone(),
         task: record.kind.name().to_string(),
