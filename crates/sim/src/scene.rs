@@ -972,6 +972,24 @@ fn referring_terms(name: &str, aliases: &[String]) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// A scene file's lines before its objects: a table and a camera.
+    const SCENE_HEADER: &str = r#"
+name = "x"
+robot = "xarm6"
+[table]
+center = [0.4, 0.0]
+size = [1.0, 1.0]
+color = [0.5, 0.5, 0.5]
+[camera]
+eye = [1.0, 0.0, 0.6]
+target = [0.4, 0.0, 0.0]
+width = 640
+height = 480
+fx = 605.0
+fy = 605.0
+cx = 320.0
+cy = 240.0"#;
+
     #[test]
     fn rectangles_overlap_like_rectangles() {
         let r = |x: f64, y: f64, yaw: f64| Rect {
@@ -1052,22 +1070,7 @@ mod tests {
     fn two_objects_named_by_one_term_are_refused() {
         let scene = |second: &str| {
             format!(
-                r#"
-name = "x"
-robot = "xarm6"
-[table]
-center = [0.4, 0.0]
-size = [1.0, 1.0]
-color = [0.5, 0.5, 0.5]
-[camera]
-eye = [1.0, 0.0, 0.6]
-target = [0.4, 0.0, 0.0]
-width = 640
-height = 480
-fx = 605.0
-fy = 605.0
-cx = 320.0
-cy = 240.0
+                r#"{SCENE_HEADER}
 [[objects]]
 name = "red_block"
 aliases = ["block", "cube"]
@@ -1102,30 +1105,17 @@ shape = {{ kind = "block", size = [0.04, 0.04, 0.04] }}
     fn typos_are_reported_with_the_field() {
         let text = Scene::builtin("tabletop_fruit_in_bowl").unwrap();
         assert!(!text.objects.is_empty());
-        let bad = r#"
-name = "x"
-robot = "xarm6"
-[table]
-center = [0.4, 0.0]
-size = [1.0, 1.0]
-color = [0.5, 0.5, 0.5]
-[camera]
-eye = [1.0, 0.0, 0.6]
-target = [0.4, 0.0, 0.0]
-width = 640
-height = 480
-fx = 605.0
-fy = 605.0
-cx = 320.0
-cy = 240.0
+        let bad = format!(
+            r#"{SCENE_HEADER}
 [[objects]]
 name = "b"
 color = [1.0, 0.0, 0.0]
 mass = 0.1
 pose = [0.4, 0.0, 0.0]
-shape = { kind = "bowl", radius = 0.08, height = 0.05, wal = 0.01 }
-"#;
-        let e = Scene::from_toml_str(bad, "bad.toml")
+shape = {{ kind = "bowl", radius = 0.08, height = 0.05, wal = 0.01 }}
+"#
+        );
+        let e = Scene::from_toml_str(&bad, "bad.toml")
             .unwrap_err()
             .to_string();
         assert!(e.contains("wal"), "{e}");

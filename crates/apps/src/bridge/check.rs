@@ -57,11 +57,7 @@ pub fn observation(model: &RobotModel, obs: &Observation) -> Result<(), Refusal>
             ));
         }
     }
-    let g = &model.config.gripper;
-    let (lo, hi) = (
-        g.closed_units.min(g.open_units),
-        g.closed_units.max(g.open_units),
-    );
+    let (lo, hi) = finger_range(model);
     for (i, f) in obs.qpos[n..].iter().enumerate() {
         let past = (lo - f).max(f - hi);
         if past > FINGER_SLACK_M {
@@ -148,11 +144,7 @@ pub fn action(model: &RobotModel, mode: ControlMode, values: &[f64]) -> Result<(
                     ));
                 }
             }
-            let g = &model.config.gripper;
-            let (lo, hi) = (
-                g.closed_units.min(g.open_units),
-                g.closed_units.max(g.open_units),
-            );
+            let (lo, hi) = finger_range(model);
             let (lo, hi) = (lo - FLOAT32_SLACK, hi + FLOAT32_SLACK);
             if let Some(f) = values[limits.len()..]
                 .iter()
@@ -163,4 +155,13 @@ pub fn action(model: &RobotModel, mode: ControlMode, values: &[f64]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The finger joints' range (m), closed to open in either order.
+pub fn finger_range(model: &RobotModel) -> (f64, f64) {
+    let g = &model.config.gripper;
+    (
+        g.closed_units.min(g.open_units),
+        g.closed_units.max(g.open_units),
+    )
 }

@@ -431,11 +431,7 @@ pub(crate) fn hold_after(
                 Some(a) if a.values.len() == limits.len() + 2 => a.values.clone(),
                 _ => now.qpos.clone(),
             };
-            let g = &model.config.gripper;
-            let (lo, hi) = (
-                g.closed_units.min(g.open_units),
-                g.closed_units.max(g.open_units),
-            );
+            let (lo, hi) = super::check::finger_range(model);
             for (i, v) in a.iter_mut().enumerate() {
                 *v = match limits.get(i) {
                     Some(l) => v.clamp(l.lower, l.upper),

@@ -14,11 +14,10 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::oneshot;
 
+use super::bridge_server::{bridge_episode, FirstObservation};
 use pointact::bridge::check;
 use pointact::bridge::protocol::{ClientMessage, ServerMessage};
-use pointact::bridge::remote::{
-    Action, ControlMode, EpisodeStart, Observation, PolicyStatus, RemoteError, RemotePolicy,
-};
+use pointact::bridge::remote::{ControlMode, EpisodeStart, Observation, RemoteError};
 use pointact::bridge::{BridgeClient, BridgeServer, ServerLimits, SessionConfig};
 use pointact::camera::{Frame, RgbImage};
 use pointact::geometry::{DepthImage, Intrinsics};
@@ -26,7 +25,6 @@ use pointact::kinematics::RobotModel;
 use pointact::nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 use pointact::runner::pointer::SessionPointer;
 use pointact::runner::remote::{run_remote_episode, RemoteOptions};
-use pointact::sim::tasks::Suite;
 
 fn widowx() -> RobotModel {
     RobotModel::builtin("widowx250").expect("the built-in widowx250")
@@ -157,30 +155,6 @@ fn a_recorded_maniskill3_observation_agrees_with_itself() {
     check::observation(&model, &o).expect("5 mm of TCP disagreement is rounding");
 }
 
-/// The first observation of a stand-in episode of the spoon task, as the evaluator sends it.
-struct FirstObservation(Option<Observation>);
-
-impl RemotePolicy for FirstObservation {
-    async fn reset(&mut self, _: &EpisodeStart) -> Result<(), RemoteError> {
-        Ok(())
-    }
-
-    async fn act(&mut self, o: &Observation) -> Result<Action, RemoteError> {
-        self.0.get_or_insert_with(|| o.clone());
-        Ok(Action {
-            step: o.step,
-            values: vec![0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
-            terminate: true,
-            status: PolicyStatus::Done,
-            detail: String::new(),
-        })
-    }
-
-    async fn end(&mut self, _: bool, _: u64) -> Result<(), RemoteError> {
-        Ok(())
-    }
-}
-
 /// A random observation derived from `good`: one or two fields moved by a random amount, from a
 /// millimetre to 1e300, in a random direction.
 fn perturbed(good: &Observation, rng: &mut ChaCha8Rng) -> Observation {
@@ -231,12 +205,7 @@ async fn absurd_observations_never_become_absurd_actions() {
         let _ = stopped.await;
     }));
 
-    let spec = Suite::Bridge
-        .tasks()
-        .into_iter()
-        .find(|t| t.full_id() == "bridge/spoon_on_towel")
-        .expect("the spoon task");
-    let episode = spec.instantiate(0).expect("instantiate");
+    let episode = bridge_episode("bridge/spoon_on_towel", 0);
     let mut first = FirstObservation(None);
     let mut cheap = RemoteOptions::default();
     cheap.episode.settle_s = 0.0;

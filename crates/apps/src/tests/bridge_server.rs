@@ -375,7 +375,7 @@ async fn bridge_oracle_places_stacked_cubes_on_top() {
 /// A policy that keeps the first observation and ends the episode at once (a cheap, valid,
 /// labelled observation of our simulator).
 #[derive(Default)]
-struct FirstObservation(Option<Observation>);
+pub(super) struct FirstObservation(pub(super) Option<Observation>);
 
 impl RemotePolicy for FirstObservation {
     async fn reset(&mut self, _: &EpisodeStart) -> Result<(), RemoteError> {
@@ -426,7 +426,7 @@ impl RemotePolicy for Paused {
     }
 }
 
-fn bridge_episode(task: &str, seed: u64) -> Episode {
+pub(super) fn bridge_episode(task: &str, seed: u64) -> Episode {
     let spec = Suite::Bridge
         .tasks()
         .into_iter()

@@ -99,6 +99,24 @@ struct Visibility {
 }
 
 impl Visibility {
+    /// Meets pixel `i`'s ray, `(x, y, 1)` in the camera frame (`row`: its `y` part from
+    /// [`row_dir`]), with primitive `k`, keeping the hit when it is the nearest so far.
+    #[inline]
+    fn trace(&mut self, pp: &Prepared, k: u32, x: f64, row: &[f64; 3], i: usize) {
+        let d = [
+            pp.dir_x[0] * x + row[0],
+            pp.dir_x[1] * x + row[1],
+            pp.dir_x[2] * x + row[2],
+        ];
+        if let Some((t, s)) = intersect(&pp.shape, pp.origin, d, MIN_DEPTH_M) {
+            if closer(t, k, self.t[i], self.prim[i]) {
+                self.t[i] = t;
+                self.prim[i] = k;
+                self.surface[i] = s;
+            }
+        }
+    }
+
     /// Nothing hit yet. The start depth is `f64::MAX`, not infinity, so that an infinite "hit"
     /// (only possible from a degenerate camera) can never win a pixel.
     fn empty(n: usize) -> Self {
@@ -354,9 +372,10 @@ impl IncrementalRenderer {
     ) -> &[u8] {
         let w = self.camera.intrinsics.width;
         let (before, rgb, vis) = self.last.as_mut().expect("a previous frame");
-        let mask = region
+        let mut mask = region
             .mask
-            .get_or_insert_with(|| vec![false; region.w * region.h]);
+            .take()
+            .unwrap_or_else(|| vec![false; region.w * region.h]);
         // Pixels that showed a changed primitive: traced again against every primitive.
         let mut full = vec![false; region.w * region.h];
         for &[u0, u1, v0, v1] in old_rects {
@@ -383,14 +402,9 @@ impl IncrementalRenderer {
             }
         }
         for (k, pp) in frame.prepared.iter().enumerate() {
-            let Some([u0, u1, v0, v1]) = pp.rect else {
+            let Some([u0, u1, v0, v1]) = pp.rect.and_then(|r| region.clip(r)) else {
                 continue;
             };
-            let (u0, u1) = (u0.max(region.u0), u1.min(ru1));
-            let (v0, v1) = (v0.max(region.v0), v1.min(rv1));
-            if u0 > u1 || v0 > v1 {
-                continue;
-            }
             let moved = changed[k];
             let k = k as u32;
             for v in v0..=v1 {
@@ -400,20 +414,7 @@ impl IncrementalRenderer {
                     if !mask[j] || !(moved || full[j]) {
                         continue;
                     }
-                    let x = frame.xs[u];
-                    let d = [
-                        pp.dir_x[0] * x + row[0],
-                        pp.dir_x[1] * x + row[1],
-                        pp.dir_x[2] * x + row[2],
-                    ];
-                    if let Some((t, s)) = intersect(&pp.shape, pp.origin, d, MIN_DEPTH_M) {
-                        let i = v * w + u;
-                        if closer(t, k, vis.t[i], vis.prim[i]) {
-                            vis.t[i] = t;
-                            vis.prim[i] = k;
-                            vis.surface[i] = s;
-                        }
-                    }
+                    vis.trace(pp, k, frame.xs[u], &row, v * w + u);
                 }
             }
         }
@@ -444,6 +445,13 @@ struct Region {
 }
 
 impl Region {
+    /// The part of the inclusive rectangle `[u0, u1, v0, v1]` inside this region, if any.
+    fn clip(&self, [u0, u1, v0, v1]: [usize; 4]) -> Option<[usize; 4]> {
+        let (u0, u1) = (u0.max(self.u0), u1.min(self.u0 + self.w - 1));
+        let (v0, v1) = (v0.max(self.v0), v1.min(self.v0 + self.h - 1));
+        (u0 <= u1 && v0 <= v1).then_some([u0, u1, v0, v1])
+    }
+
     /// Every pixel of a `w`×`h` image.
     fn whole(w: usize, h: usize) -> Self {
         Region {
@@ -597,16 +605,10 @@ fn closer(t: f64, k: u32, best_t: f64, best_k: u32) -> bool {
 /// Nearest hits at every pixel, or only where `mask` is true (the others stay empty).
 fn visibility_culled(prepared: &[Prepared], xs: &[f64], ys: &[f64], region: &Region) -> Visibility {
     let mut vis = Visibility::empty(region.w * region.h);
-    let (ru1, rv1) = (region.u0 + region.w - 1, region.v0 + region.h - 1);
     for (k, pp) in prepared.iter().enumerate() {
-        let Some([u0, u1, v0, v1]) = pp.rect else {
+        let Some([u0, u1, v0, v1]) = pp.rect.and_then(|r| region.clip(r)) else {
             continue;
         };
-        let (u0, u1) = (u0.max(region.u0), u1.min(ru1));
-        let (v0, v1) = (v0.max(region.v0), v1.min(rv1));
-        if u0 > u1 || v0 > v1 {
-            continue;
-        }
         let k = k as u32;
         for (v, &y) in ys.iter().enumerate().take(v1 + 1).skip(v0) {
             let row = row_dir(pp, y);
@@ -616,18 +618,7 @@ fn visibility_culled(prepared: &[Prepared], xs: &[f64], ys: &[f64], region: &Reg
                 if region.mask.as_ref().is_some_and(|m| !m[i]) {
                     continue;
                 }
-                let d = [
-                    pp.dir_x[0] * x + row[0],
-                    pp.dir_x[1] * x + row[1],
-                    pp.dir_x[2] * x + row[2],
-                ];
-                if let Some((t, s)) = intersect(&pp.shape, pp.origin, d, MIN_DEPTH_M) {
-                    if closer(t, k, vis.t[i], vis.prim[i]) {
-                        vis.t[i] = t;
-                        vis.prim[i] = k;
-                        vis.surface[i] = s;
-                    }
-                }
+                vis.trace(pp, k, x, &row, i);
             }
         }
     }
