@@ -31,6 +31,7 @@ Scoring functions, by trainer:
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -83,17 +84,27 @@ def score_batch(items, url=None, timeout=None):
         method="POST",
     )
     t = float(timeout or os.environ.get("POINTACT_REWARDS_TIMEOUT", "600"))
-    try:
-        with urllib.request.urlopen(req, timeout=t) as resp:
-            answer = json.loads(resp.read().decode("utf-8"))
-    except urllib.error.HTTPError as e:
-        detail = e.read().decode("utf-8", "replace")
-        raise RewardError("reward service answered %d: %s" % (e.code, detail)) from None
-    except urllib.error.URLError as e:
-        raise RewardError(
-            "cannot reach the reward service at %s (is `pointact serve rewards` running?): %s"
-            % (url or _url(), e.reason)
-        ) from None
+    deadline = time.monotonic() + t
+    pause = 0.25
+    while True:
+        try:
+            with urllib.request.urlopen(req, timeout=t) as resp:
+                answer = json.loads(resp.read().decode("utf-8"))
+            break
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode("utf-8", "replace")
+            # 503: the service holds as many request bodies as it may (--max-bodies-mib);
+            # another trainer worker's batch finishes soon.
+            if e.code == 503 and time.monotonic() + pause < deadline:
+                time.sleep(pause)
+                pause = min(pause * 2, 4.0)
+                continue
+            raise RewardError("reward service answered %d: %s" % (e.code, detail)) from None
+        except urllib.error.URLError as e:
+            raise RewardError(
+                "cannot reach the reward service at %s (is `pointact serve rewards` running?): %s"
+                % (url or _url(), e.reason)
+            ) from None
     results = answer.get("results")
     if not isinstance(results, list) or len(results) != len(items):
         raise RewardError("reward service sent %r, not one result per item" % (answer,))

@@ -73,6 +73,10 @@ pub struct XarmEmulateCli {
     /// With --sim: port of the camera frame server on 127.0.0.1 (0 = any free port, printed).
     #[arg(long, default_value_t = 0, requires = "sim")]
     camera_port: u16,
+    /// Connections served at once on each socket (and on the camera port); one more is closed as
+    /// soon as it arrives, so clients cannot take the emulator's last file descriptor.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_connections: u64,
 }
 
 /// The scene `emulate xarm --sim calibration` serves: the calibration rig's.
@@ -109,6 +113,7 @@ fn xarm(a: XarmEmulateCli) -> Result<ExitCode> {
             control_box_sn: parts.next().unwrap_or_default().to_string(),
             version: a.version.clone(),
         },
+        max_connections: a.max_connections as usize,
     };
     if let Some(task) = &a.sim {
         return xarm_sim(&a, task, options);
@@ -209,7 +214,7 @@ fn xarm_sim(a: &XarmEmulateCli, task: &str, options: EmulatorOptions) -> Result<
         tokio::pin!(stop);
         tokio::select! {
             r = emulator.run(std::future::pending::<()>()) => r?,
-            _ = net::serve(frames, move || camera.capture(), std::future::pending::<()>()) => {}
+            _ = net::serve(frames, a.max_connections as usize, move || camera.capture(), std::future::pending::<()>()) => {}
             _ = &mut stop => {}
         }
         Ok::<_, anyhow::Error>(())

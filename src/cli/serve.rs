@@ -34,9 +34,29 @@ pub struct ServeRewardsCli {
     /// other nodes of a Ray cluster.
     #[arg(long, default_value = "127.0.0.1:8765")]
     addr: String,
-    /// Largest request body (MiB).
+    /// Largest request body (MiB); a larger declared Content-Length is answered 413 at once.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
     max_body_mib: u64,
+    /// Request bodies held at once over all connections (MiB); a request past it gets 503.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    max_bodies_mib: u64,
+    /// Most items in one request.
+    #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..))]
+    max_items: u64,
+    /// Most point-in-polygon edge tests (predicted points times polygon vertices) one item may
+    /// need; an item over it is answered with an error in place.
+    #[arg(long, default_value_t = 4_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_polygon_tests: u64,
+    /// Connections served at once; one more is closed as soon as it arrives.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_connections: u64,
+    /// Seconds a request's headers may take, counted from the connection's previous request
+    /// (an idle kept-alive connection is closed after it).
+    #[arg(long, default_value_t = 30.0, value_parser = super::values::timeout_seconds)]
+    header_timeout_s: f64,
+    /// Seconds a request's body may take after its headers (408 after that).
+    #[arg(long, default_value_t = 60.0, value_parser = super::values::timeout_seconds)]
+    body_timeout_s: f64,
 }
 
 #[derive(Args)]
@@ -89,7 +109,12 @@ fn rewards(a: ServeRewardsCli) -> Result<ExitCode> {
     use pointact::train::service::{RewardService, ServiceConfig};
     let config = ServiceConfig {
         max_body_bytes: (a.max_body_mib as usize) << 20,
-        ..ServiceConfig::default()
+        max_bodies_bytes: (a.max_bodies_mib as usize) << 20,
+        max_items: a.max_items as usize,
+        max_polygon_tests: a.max_polygon_tests,
+        max_connections: a.max_connections as usize,
+        header_timeout: Duration::from_secs_f64(a.header_timeout_s),
+        body_timeout: Duration::from_secs_f64(a.body_timeout_s),
     };
     let rt = server_runtime()?;
     rt.block_on(async {

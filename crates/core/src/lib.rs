@@ -11,6 +11,7 @@
 pub mod camera;
 pub mod geometry;
 pub mod kinematics;
+pub mod listener;
 pub mod planning;
 pub mod safety;
 

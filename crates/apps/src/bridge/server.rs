@@ -13,6 +13,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pointact_core::listener::{Accepted, BoundedListener};
+
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -90,33 +92,15 @@ impl BridgeServer {
         }));
         tokio::pin!(shutdown);
         let limits = self.limits;
-        let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
-        let mut backoff = AcceptBackoff::default();
+        let mut listener =
+            BoundedListener::new(self.listener, limits.max_connections, "serve bridge");
         loop {
             tokio::select! {
                 _ = &mut shutdown => {
                     let _ = closing.send(true);
                     return Ok(());
                 }
-                accepted = self.listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(a) => {
-                            backoff.reset();
-                            a
-                        }
-                        // A connection that failed before it was ours (reset during accept, out
-                        // of descriptors): the listener itself is fine, but an error that
-                        // persists must not spin the loop.
-                        Err(e) => {
-                            backoff.wait(&e).await;
-                            continue;
-                        }
-                    };
-                    let Ok(slot) = slots.clone().try_acquire_owned() else {
-                        backoff.note_refused(peer, limits.max_connections);
-                        drop(stream);
-                        continue;
-                    };
+                Accepted { stream, peer, slot } = listener.accept() => {
                     let config = self.config.clone();
                     let metadata = metadata.clone();
                     let closed = closed.clone();
@@ -129,45 +113,6 @@ impl BridgeServer {
                 }
             }
         }
-    }
-}
-
-/// Waits after failed accepts (10 ms, doubling to 1 s) and says so at most once a second, with
-/// how many it did not report.
-#[derive(Default)]
-struct AcceptBackoff {
-    delay: Duration,
-    last_report: Option<Instant>,
-    unreported: u64,
-}
-
-impl AcceptBackoff {
-    fn reset(&mut self) {
-        self.delay = Duration::ZERO;
-    }
-
-    async fn wait(&mut self, e: &io::Error) {
-        self.delay = (self.delay * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
-        self.report(|n| format!("accept failed: {e} ({n} more since the last report); waiting before the next accept"));
-        tokio::time::sleep(self.delay).await;
-    }
-
-    fn note_refused(&mut self, peer: SocketAddr, max: usize) {
-        self.report(|n| format!("{peer}: closed, {max} connections are open already (--max-connections; {n} more since the last report)"));
-    }
-
-    fn report(&mut self, message: impl FnOnce(u64) -> String) {
-        let now = Instant::now();
-        if self
-            .last_report
-            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
-        {
-            self.unreported += 1;
-            return;
-        }
-        tracing::warn!("{}", message(self.unreported));
-        self.last_report = Some(now);
-        self.unreported = 0;
     }
 }
 

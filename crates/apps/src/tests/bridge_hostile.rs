@@ -5,6 +5,7 @@
 //! | --- | --- |
 //! | `a_recorded_maniskill3_observation_agrees_with_itself` | the observation ManiSkill3 sent at the reset of the carrot task (`tests/fixtures/maniskill3_obs.npz`, the `msg_*` entries) passes [`check::observation`]; the same with the TCP given in the base frame, 10 m away, joints of 100 rad and 1e300, a finger at 1 m, or a target 1e30 m out is refused, naming the field and the distance |
 //! | `connections_are_bounded_in_number_and_time` | on loopback: a socket that never starts the WebSocket handshake is closed after the handshake timeout; a client that handshakes and goes silent is closed after the idle timeout while one that keeps sending is served; with `max_connections` 2 held by idle sockets, a third is closed at once, and a freed slot serves a reset again, of an episode id past 2^63 |
+//! | `waiting_episodes_hold_no_thread` | on a runtime of 2 workers and 4 blocking threads, 24 clients reset an episode and send nothing; one more client is still answered `ready` and an action for its first observation |
 //! | `absurd_observations_never_become_absurd_actions` | a property over seeded random streams, delta and joint mode, on the real server over loopback: after a valid first observation, each further one has its TCP, target, base pose or joints moved by amounts from a millimetre to 1e300; every answer is either a text naming a field or an action that passes [`check::action`] (finite, inside the controller's per-step bounds, joint targets inside the limits); a first observation that is absurd gets a text, never a hold at its joints |
 
 use std::sync::Arc;
@@ -181,6 +182,18 @@ fn perturbed(good: &Observation, rng: &mut ChaCha8Rng) -> Observation {
     o
 }
 
+/// The first observation the SimplerEnv stand-in sends for the spoon task.
+async fn stand_in_observation() -> Observation {
+    let episode = bridge_episode("bridge/spoon_on_towel", 0);
+    let mut first = FirstObservation(None);
+    let mut cheap = RemoteOptions::default();
+    cheap.episode.settle_s = 0.0;
+    run_remote_episode(&episode, &cheap, &mut first)
+        .await
+        .expect("record an observation");
+    first.0.expect("an observation")
+}
+
 fn start(episode_id: u64, mode: ControlMode) -> ClientMessage {
     ClientMessage::Reset(EpisodeStart {
         task: "hostile".into(),
@@ -205,14 +218,7 @@ async fn absurd_observations_never_become_absurd_actions() {
         let _ = stopped.await;
     }));
 
-    let episode = bridge_episode("bridge/spoon_on_towel", 0);
-    let mut first = FirstObservation(None);
-    let mut cheap = RemoteOptions::default();
-    cheap.episode.settle_s = 0.0;
-    run_remote_episode(&episode, &cheap, &mut first)
-        .await
-        .expect("record an observation");
-    let good = first.0.expect("an observation");
+    let good = stand_in_observation().await;
     check::observation(&model, &good).expect("the stand-in's observation agrees with itself");
 
     let (mut actions, mut refusals) = (0, 0);
@@ -373,4 +379,46 @@ async fn connections_are_bounded_in_number_and_time() {
         Ok(ServerMessage::Ready { episode_id, .. }) => assert_eq!(episode_id, id),
         other => panic!("reset after slots were freed: {other:?}"),
     }
+}
+
+/// Episodes that were reset and wait for their first observation hold no thread: on a runtime of
+/// 2 workers and 4 blocking threads, 24 of them leave a further client served (an episode per
+/// blocking thread would queue its `reset` behind them forever).
+#[test]
+fn waiting_episodes_hold_no_thread() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let (addr, _stop) = limited_server(ServerLimits::default()).await;
+        let good = stand_in_observation().await;
+        let mut waiting = Vec::new();
+        for k in 0..24 {
+            let mut c = BridgeClient::connect(&addr).await.expect("connect");
+            match c.request(&start(100 + k, ControlMode::DeltaEe)).await {
+                Ok(ServerMessage::Ready { .. }) => waiting.push(c),
+                other => panic!("reset {k}: {other:?}"),
+            }
+        }
+        let mut c = BridgeClient::connect(&addr).await.expect("connect");
+        let served = tokio::time::timeout(Duration::from_secs(60), async {
+            match c.request(&start(1, ControlMode::DeltaEe)).await {
+                Ok(ServerMessage::Ready { .. }) => {}
+                other => panic!("reset: {other:?}"),
+            }
+            c.request(&ClientMessage::Infer(Box::new(good))).await
+        })
+        .await
+        .expect("a client beside 24 waiting episodes is answered");
+        match served {
+            Ok(ServerMessage::Action(a)) => {
+                check::action(&widowx(), ControlMode::DeltaEe, &a.values).expect("a valid action")
+            }
+            other => panic!("the first observation was answered {other:?}"),
+        }
+        drop(waiting);
+    });
 }

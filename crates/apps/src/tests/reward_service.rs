@@ -345,3 +345,127 @@ fn the_python_module_for_verl_and_easyr1_returns_the_same_scores() {
     assert_eq!(counted as usize, 4 * bad, "{}", out["errors"]);
     assert!(out["raised"].is_string(), "{}", out["raised"]);
 }
+
+/// Reads from `s` until the server closes it or `within` passes; what was read, and whether it
+/// closed.
+fn read_until_closed(s: &mut TcpStream, within: Duration) -> (String, bool) {
+    s.set_read_timeout(Some(within)).expect("timeout");
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break false,
+        }
+    };
+    (String::from_utf8_lossy(&all).into_owned(), closed)
+}
+
+#[test]
+fn requests_are_bounded_in_size_time_and_work() {
+    let service = Running::start(ServiceConfig {
+        max_body_bytes: 1 << 20,
+        max_bodies_bytes: 1536 << 10,
+        header_timeout: Duration::from_millis(400),
+        body_timeout: Duration::from_millis(600),
+        ..ServiceConfig::default()
+    });
+    // A declared body past the limit is answered 413 before any of it is sent.
+    let mut s = TcpStream::connect(service.addr).expect("connect");
+    s.write_all(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Length: 1073741824\r\n\r\n")
+        .expect("write");
+    let (reply, _) = read_until_closed(&mut s, Duration::from_secs(3));
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    // Headers that never end, and a kept-alive connection left idle, are closed after the
+    // header timeout.
+    let mut s = TcpStream::connect(service.addr).expect("connect");
+    s.write_all(b"POST /score HTTP/1.1\r\nHost: x\r\n")
+        .expect("write");
+    let t = std::time::Instant::now();
+    let (_, closed) = read_until_closed(&mut s, Duration::from_secs(5));
+    assert!(closed, "unfinished headers were kept open");
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    // A chunked body that never ends is answered 408 after the body timeout.
+    let mut s = TcpStream::connect(service.addr).expect("connect");
+    s.write_all(
+        b"POST /score HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"ite\r\n",
+    )
+    .expect("write");
+    let (reply, _) = read_until_closed(&mut s, Duration::from_secs(5));
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("--body-timeout-s"), "{reply}");
+    // Bodies held at once are bounded across connections: one declared 1 MiB body, unsent,
+    // holds its share; a second one does not fit the 1.5 MiB and is answered 503 at once.
+    let mut first = TcpStream::connect(service.addr).expect("connect");
+    first
+        .write_all(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n{")
+        .expect("write");
+    std::thread::sleep(Duration::from_millis(100));
+    let mut second = TcpStream::connect(service.addr).expect("connect");
+    second
+        .write_all(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n{")
+        .expect("write");
+    let (reply, _) = read_until_closed(&mut second, Duration::from_secs(3));
+    assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+    assert!(reply.contains("--max-bodies-mib"), "{reply}");
+    // Once the first times out, its share is free again and a whole request is scored.
+    let (reply, _) = read_until_closed(&mut first, Duration::from_secs(3));
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    let ok = json!({"items": [{"response": "<think>x</think><answer>A</answer>", "ground_truth": "<type>general_qa</type>A"}]});
+    let (code, answer) = service.post(ok.to_string().as_bytes());
+    assert_eq!(code, 200, "{answer}");
+
+    // 30 k points against a 30 k-vertex ring (under 1 MB): 9·10^8 edge tests as released, tens
+    // of seconds; answered at once with an item error beside a scored item.
+    let n = 30_000;
+    let points: Vec<[i64; 2]> = (0..n).map(|i| [i % 640, i % 480]).collect();
+    let ring: Vec<[f64; 2]> = (0..n)
+        .map(|i| {
+            let a = i as f64 * std::f64::consts::TAU / n as f64;
+            [320.0 + 200.0 * a.cos(), 240.0 + 200.0 * a.sin()]
+        })
+        .collect();
+    let big = json!({"items": [
+        {
+            "response": format!("<think>x</think><answer><point>{}</point></answer>", json!(points)),
+            "ground_truth": format!("<type>point_rec</type>{}", json!({ "segmentation": ring })),
+        },
+        ok["items"][0],
+    ]});
+    let service = Running::start(ServiceConfig::default());
+    let t = std::time::Instant::now();
+    let (code, answer) = service.post(big.to_string().as_bytes());
+    assert_eq!(code, 200, "{answer}");
+    let why = answer["results"][0]["error"]
+        .as_str()
+        .expect("an item error");
+    assert!(why.contains("--max-polygon-tests"), "{why}");
+    assert_eq!(answer["results"][1]["overall"].as_f64(), Some(1.0));
+    // Not a timing assertion on speed: the released cost would be tens of seconds.
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
+#[test]
+fn connections_past_the_limit_are_closed() {
+    let service = Running::start(ServiceConfig {
+        max_connections: 2,
+        ..ServiceConfig::default()
+    });
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(service.addr).expect("connect"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut third = TcpStream::connect(service.addr).expect("connect");
+    let (_, closed) = read_until_closed(&mut third, Duration::from_secs(3));
+    assert!(closed, "a connection past --max-connections was kept");
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    let health: Value = ureq::get(&format!("{}/health", service.url()))
+        .call()
+        .expect("a freed slot serves")
+        .into_json()
+        .expect("json");
+    assert_eq!(health["status"], "ok");
+}

@@ -20,24 +20,42 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use pointact_core::listener::{Accepted, BoundedListener};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::rewards::{score, RewardError, Score};
+use super::rewards::{polygon_tests, score, RewardError, Score};
 
-/// Limits of one request.
+/// What one request, one item and all connections together may cost. Every limit is a flag of
+/// `serve rewards`.
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
-    /// Largest request body (bytes); larger ones are answered 413 without being read whole.
+    /// Largest request body (bytes); a larger declared `Content-Length` is answered 413 before
+    /// any of the body is read, a chunked body as soon as it grows past it.
     pub max_body_bytes: usize,
     /// Most items in one batch.
     pub max_items: usize,
+    /// Most point-in-polygon edge tests one item may need ([`polygon_tests`]); an item over it
+    /// is answered with an error in place, unscored.
+    pub max_polygon_tests: u64,
+    /// Bytes of request bodies held at once across all connections, read or being read; a
+    /// request that would go past it is answered 503 (the client retries later).
+    pub max_bodies_bytes: usize,
+    /// Connections served at once; one more is closed as soon as it is accepted.
+    pub max_connections: usize,
+    /// A request's headers must arrive within this, counted from the end of the previous
+    /// request on a kept-alive connection, so an idle connection is closed after it too.
+    pub header_timeout: Duration,
+    /// A request's whole body must arrive within this, counted from its headers (408 if not).
+    pub body_timeout: Duration,
 }
 
 impl Default for ServiceConfig {
@@ -46,6 +64,13 @@ impl Default for ServiceConfig {
             // A rollout batch of 4096 responses of 2048 tokens is ~40 MB of text.
             max_body_bytes: 256 << 20,
             max_items: 65_536,
+            // A few hundred points against a mask outline of thousands of vertices, with room;
+            // about 0.2 s of one core.
+            max_polygon_tests: 4_000_000,
+            max_bodies_bytes: 1 << 30,
+            max_connections: 64,
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -77,26 +102,28 @@ impl RewardService {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> std::io::Result<()> {
         tokio::pin!(shutdown);
+        let config = self.config;
+        let bodies = Arc::new(Semaphore::new(config.max_bodies_bytes.max(1)));
+        let mut listener =
+            BoundedListener::new(self.listener, config.max_connections, "serve rewards");
         loop {
-            let (stream, _) = tokio::select! {
+            let Accepted { stream, slot, .. } = tokio::select! {
                 _ = &mut shutdown => return Ok(()),
-                accepted = self.listener.accept() => match accepted {
-                    Ok(a) => a,
-                    // Out of file descriptors and the like: keep serving the open connections.
-                    Err(e) => {
-                        tracing::warn!("reward service: accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
+                accepted = listener.accept() => accepted,
             };
-            let config = self.config.clone();
+            let config = config.clone();
+            let bodies = bodies.clone();
             tokio::spawn(async move {
+                let _slot = slot;
+                let header_timeout = config.header_timeout;
                 let service = hyper::service::service_fn(move |req| {
                     let config = config.clone();
-                    async move { Ok::<_, Infallible>(answer(req, &config).await) }
+                    let bodies = bodies.clone();
+                    async move { Ok::<_, Infallible>(answer(req, &config, &bodies).await) }
                 });
                 if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(header_timeout)
                     .serve_connection(TokioIo::new(stream), service)
                     .await
                 {
@@ -108,34 +135,29 @@ impl RewardService {
 }
 
 /// One request's answer.
-async fn answer(req: Request<Incoming>, config: &ServiceConfig) -> Response<Full<Bytes>> {
+async fn answer(
+    req: Request<Incoming>,
+    config: &ServiceConfig,
+    bodies: &Arc<Semaphore>,
+) -> Response<Full<Bytes>> {
     match (req.method(), req.uri().path()) {
         (&Method::GET, "/health") => reply(
             StatusCode::OK,
             &json!({"status": "ok", "service": "pointact rewards", "version": env!("CARGO_PKG_VERSION")}),
         ),
         (&Method::POST, "/score") => {
-            let body = match Limited::new(req.into_body(), config.max_body_bytes)
-                .collect()
-                .await
-            {
-                Ok(b) => b.to_bytes(),
-                Err(e) => {
-                    let too_large = e.is::<http_body_util::LengthLimitError>();
-                    let (status, why) = if too_large {
-                        (
-                            StatusCode::PAYLOAD_TOO_LARGE,
-                            format!("the body is over {} bytes", config.max_body_bytes),
-                        )
-                    } else {
-                        (StatusCode::BAD_REQUEST, format!("reading the body: {e}"))
-                    };
-                    return reply(status, &json!({ "error": why }));
-                }
+            let (body, held) = match read_body(req, config, bodies).await {
+                Ok(b) => b,
+                Err((status, why)) => return reply(status, &json!({ "error": why })),
             };
-            let max_items = config.max_items;
+            let limits = ItemLimits {
+                max_items: config.max_items,
+                max_polygon_tests: config.max_polygon_tests,
+            };
             // Scoring is CPU work: off the runtime's threads, items in parallel.
-            match tokio::task::spawn_blocking(move || score_body(&body, max_items)).await {
+            let scored = tokio::task::spawn_blocking(move || score_body(&body, limits)).await;
+            drop(held);
+            match scored {
                 Ok(Ok(results)) => {
                     // Each result is already JSON text, its keys in the released order.
                     let body = format!("{{\"results\":[{}]}}", results.join(","));
@@ -159,6 +181,101 @@ async fn answer(req: Request<Incoming>, config: &ServiceConfig) -> Response<Full
     }
 }
 
+/// Reads and drops what a refused body still sends, for up to 2 s and 64 MiB, while its answer
+/// goes out: a client still sending when the connection closed would be reset before it read
+/// the answer (unread data makes the close a TCP reset). Nothing is kept.
+fn discard(mut body: Incoming) {
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        let mut left: usize = 64 << 20;
+        while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(deadline, body.frame()).await {
+            let n = frame.data_ref().map_or(0, |d| d.len());
+            match left.checked_sub(n) {
+                Some(l) => left = l,
+                None => break,
+            }
+        }
+    });
+}
+
+/// A request's body, with its share of the bodies' budget (held until the answer is made), or
+/// the status and reason to refuse it with: 413 for a body over `max_body_bytes` (declared or
+/// sent), 503 when the bodies in flight leave no room, 408 when it does not arrive in time, 400
+/// when the connection fails mid-body.
+async fn read_body(
+    req: Request<Incoming>,
+    config: &ServiceConfig,
+    bodies: &Arc<Semaphore>,
+) -> Result<(Vec<u8>, OwnedSemaphorePermit), (StatusCode, String)> {
+    let max = config.max_body_bytes;
+    let too_large = || {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is over {max} bytes (--max-body-mib)"),
+        )
+    };
+    let declared = req
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        discard(req.into_body());
+        return Err(too_large());
+    }
+    let busy = || {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the service holds {} bytes of request bodies already (--max-bodies-mib); retry later",
+                config.max_bodies_bytes
+            ),
+        )
+    };
+    let reserve = |n: usize| -> Result<OwnedSemaphorePermit, (StatusCode, String)> {
+        let n = u32::try_from(n).map_err(|_| too_large())?;
+        bodies.clone().try_acquire_many_owned(n).map_err(|_| busy())
+    };
+    // A declared length is reserved whole at once: a client cannot hold a share it never sends.
+    let mut held = reserve(declared.unwrap_or(0) as usize)?;
+    let mut reserved = declared.unwrap_or(0) as usize;
+    let mut data = Vec::with_capacity(reserved.min(1 << 20));
+    let deadline = tokio::time::Instant::now() + config.body_timeout;
+    let mut body = req.into_body();
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => {
+                return Err((
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the body did not arrive within {} s (--body-timeout-s)",
+                        config.body_timeout.as_secs_f64()
+                    ),
+                ))
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err((StatusCode::BAD_REQUEST, format!("reading the body: {e}")))
+            }
+            Ok(Some(Ok(f))) => f,
+        };
+        let Ok(chunk) = frame.into_data() else {
+            continue; // trailers
+        };
+        if data.len() + chunk.len() > max {
+            discard(body);
+            return Err(too_large());
+        }
+        if data.len() + chunk.len() > reserved {
+            let more = data.len() + chunk.len() - reserved;
+            held.merge(reserve(more)?);
+            reserved += more;
+        }
+        data.extend_from_slice(&chunk);
+    }
+    Ok((data, held))
+}
+
 fn reply(status: StatusCode, body: &Value) -> Response<Full<Bytes>> {
     respond(status, body.to_string())
 }
@@ -176,7 +293,8 @@ fn respond(status: StatusCode, body: String) -> Response<Full<Bytes>> {
 /// Scores a `/score` body: one result per item, in order, each as JSON text (a score dict keeps
 /// the released key order, which a `serde_json::Value` map would sort); `Err` only when the body
 /// is not an object with an `items` array (or has too many items).
-pub(crate) fn score_body(body: &[u8], max_items: usize) -> Result<Vec<String>, String> {
+pub(crate) fn score_body(body: &[u8], limits: ItemLimits) -> Result<Vec<String>, String> {
+    let max_items = limits.max_items;
     let (text, lossy) = match std::str::from_utf8(body) {
         Ok(t) => (std::borrow::Cow::Borrowed(t), false),
         Err(_) => (String::from_utf8_lossy(body), true),
@@ -195,12 +313,19 @@ pub(crate) fn score_body(body: &[u8], max_items: usize) -> Result<Vec<String>, S
     }
     Ok(items
         .par_iter()
-        .map(|item| score_item(item, lossy))
+        .map(|item| score_item(item, lossy, limits.max_polygon_tests))
         .collect())
 }
 
+/// What a batch may hold and one item may cost.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ItemLimits {
+    pub max_items: usize,
+    pub max_polygon_tests: u64,
+}
+
 /// One item's result: the released score dict, or `{"error": "..."}`, as JSON text.
-fn score_item(item: &Value, lossy: bool) -> String {
+fn score_item(item: &Value, lossy: bool, max_polygon_tests: u64) -> String {
     let field = |name: &str| -> Result<&str, String> {
         let s = item
             .get(name)
@@ -213,7 +338,15 @@ fn score_item(item: &Value, lossy: bool) -> String {
     };
     let scored = field("response")
         .and_then(|r| Ok((r, field("ground_truth")?)))
-        .and_then(|(r, gt)| score(r, gt).map_err(|e| error_line(&e)));
+        .and_then(|(r, gt)| {
+            let tests = polygon_tests(r, gt);
+            if tests > max_polygon_tests {
+                return Err(format!(
+                    "the item needs {tests} point-in-polygon tests (predicted points times polygon vertices), over this service's limit of {max_polygon_tests} (--max-polygon-tests)"
+                ));
+            }
+            score(r, gt).map_err(|e| error_line(&e))
+        });
     match scored {
         Ok(s) => score_json(&s),
         Err(why) => json!({ "error": why }).to_string(),
@@ -249,6 +382,13 @@ fn error_line(e: &RewardError) -> String {
 mod tests {
     use super::*;
 
+    fn items(max_items: usize) -> ItemLimits {
+        ItemLimits {
+            max_items,
+            max_polygon_tests: ServiceConfig::default().max_polygon_tests,
+        }
+    }
+
     fn parsed(results: Vec<String>) -> Vec<Value> {
         results
             .iter()
@@ -259,9 +399,7 @@ mod tests {
     #[test]
     fn a_score_keeps_the_released_key_order() {
         let out = score_body(
-            br#"{"items": [{"response": "<think>x</think><answer>A</answer>", "ground_truth": "<type>general_qa</type>A"}]}"#,
-            1,
-        )
+            br#"{"items": [{"response": "<think>x</think><answer>A</answer>", "ground_truth": "<type>general_qa</type>A"}]}"#, items(1))
         .unwrap();
         let keys: Vec<&str> = out[0].split('"').skip(1).step_by(2).collect();
         let want = score(
@@ -295,7 +433,7 @@ mod tests {
             {"response": 3, "ground_truth": "<type>general_qa</type>A"},
             {"response": ok, "ground_truth": "<type>general_qa</type>B"},
         ]});
-        let out = parsed(score_body(body.to_string().as_bytes(), 100).unwrap());
+        let out = parsed(score_body(body.to_string().as_bytes(), items(100)).unwrap());
         assert_eq!(out.len(), 5);
         assert!(
             (out[0]["overall"].as_f64().unwrap() - 1.0).abs() < 1e-12,
@@ -313,7 +451,7 @@ mod tests {
         let mut body = br#"{"items": [{"response": "<think>x</think><answer>A</answer>", "ground_truth": "<type>general_qa</type>A"}, {"response": "bad "#.to_vec();
         body.extend_from_slice(&[0xff, 0xfe]);
         body.extend_from_slice(br#"", "ground_truth": "<type>general_qa</type>A"}]}"#);
-        let out = parsed(score_body(&body, 100).unwrap());
+        let out = parsed(score_body(&body, items(100)).unwrap());
         assert!(
             (out[0]["overall"].as_f64().unwrap() - 1.0).abs() < 1e-12,
             "{}",
@@ -328,12 +466,36 @@ mod tests {
 
     #[test]
     fn a_body_without_items_is_refused_whole() {
-        assert!(score_body(b"[1, 2]", 10).is_err());
-        assert!(score_body(b"{\"items\": 3}", 10).is_err());
-        assert!(score_body(b"not json", 10).is_err());
+        assert!(score_body(b"[1, 2]", items(10)).is_err());
+        assert!(score_body(b"{\"items\": 3}", items(10)).is_err());
+        assert!(score_body(b"not json", items(10)).is_err());
         let many = json!({"items": vec![json!({}); 11]}).to_string();
-        assert!(score_body(many.as_bytes(), 10)
+        assert!(score_body(many.as_bytes(), items(10))
             .unwrap_err()
             .contains("at most 10"));
+    }
+
+    #[test]
+    fn an_item_over_the_polygon_work_limit_is_answered_in_place() {
+        let response = "<think>x</think><answer><point>[[320, 240], [10, 10]]</point></answer>";
+        let truth = r#"<type>point_rec</type>{"segmentation": [[300, 220], [340, 220], [340, 260], [300, 260]]}"#;
+        // Two points against the closed ring of 4 vertices.
+        assert_eq!(polygon_tests(response, truth), 2 * 5);
+        assert_eq!(
+            polygon_tests("<point>[[1, 2]]</point>", "<type>point_ref</type>[[1, 2]]"),
+            0,
+            "other task types test no polygon"
+        );
+        let body = json!({"items": [{"response": response, "ground_truth": truth}]}).to_string();
+        let limited = |max_polygon_tests| ItemLimits {
+            max_items: 1,
+            max_polygon_tests,
+        };
+        let out = parsed(score_body(body.as_bytes(), limited(9)).unwrap());
+        let why = out[0]["error"].as_str().expect("an item error");
+        assert!(why.contains("10 point-in-polygon tests"), "{why}");
+        let out = parsed(score_body(body.as_bytes(), limited(10)).unwrap());
+        let want = score(response, truth).unwrap().overall();
+        assert_eq!(out[0]["overall"].as_f64(), Some(want), "{}", out[0]);
     }
 }

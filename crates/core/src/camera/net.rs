@@ -57,6 +57,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+use crate::listener::{Accepted, BoundedListener};
+
 use super::error::CameraError;
 pub(crate) use super::error::WIRE_VERSION;
 pub use super::error::{NetError, MAX_SIDE};
@@ -206,7 +208,8 @@ pub async fn bind_local(port: u16) -> io::Result<TcpListener> {
         })
 }
 
-/// Serves frames from `camera` to every client of `listener` until `shutdown` completes.
+/// Serves frames from `camera` to every client of `listener` until `shutdown` completes, at most
+/// `max_connections` at once (one more is closed at once; a failed accept backs off).
 ///
 /// Each connection is its own task and answers one request at a time. Captures run on tokio's
 /// blocking pool (a render takes tens of milliseconds; the runtime keeps accepting and answering
@@ -217,30 +220,27 @@ pub async fn bind_local(port: u16) -> io::Result<TcpListener> {
 ///
 /// On shutdown, listening stops and connections are dropped; a capture already running finishes
 /// on its blocking thread.
-pub async fn serve<C, S>(listener: TcpListener, camera: C, shutdown: S)
+pub async fn serve<C, S>(listener: TcpListener, max_connections: usize, camera: C, shutdown: S)
 where
     C: FnMut() -> Result<Frame, CameraError> + Send + 'static,
     S: Future<Output = ()>,
 {
     let camera = Arc::new(Mutex::new(camera));
     let mut conns = JoinSet::new();
+    let mut listener = BoundedListener::new(listener, max_connections, "frame server");
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    tracing::debug!(%peer, "frame client connected");
-                    let _ = stream.set_nodelay(true);
-                    conns.spawn(serve_connection(stream, peer, Arc::clone(&camera)));
-                }
-                Err(e) => {
-                    // Out of file descriptors and the like: transient, so wait a little rather
-                    // than spin or give up on the clients still connected.
-                    tracing::warn!(error = %e, "frame server: accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
+            Accepted { stream, peer, slot } = listener.accept() => {
+                tracing::debug!(%peer, "frame client connected");
+                let _ = stream.set_nodelay(true);
+                let connection = serve_connection(stream, peer, Arc::clone(&camera));
+                conns.spawn(async move {
+                    let _slot = slot;
+                    connection.await
+                });
+            }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }

@@ -112,7 +112,7 @@ impl Served {
         let addr = listener.local_addr().unwrap();
         assert!(addr.ip().is_loopback(), "{addr}");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = rt.spawn(serve(listener, camera, async move {
+        let task = rt.spawn(serve(listener, 64, camera, async move {
             let _ = stopped.await;
         }));
         Served {
@@ -291,7 +291,7 @@ fn captures_do_not_block_the_servers_runtime() {
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = thread::spawn(move || {
-        rt.block_on(serve(listener, camera, async move {
+        rt.block_on(serve(listener, 64, camera, async move {
             let _ = stopped.await;
         }))
     });

@@ -31,6 +31,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinSet;
 
+use pointact_core::listener::{Accepted, BoundedListener};
+
 use super::proto::{FrameReader, Request};
 
 /// Where and how fast the emulator serves.
@@ -49,6 +51,9 @@ pub struct EmulatorOptions {
     pub rt_hz: f64,
     /// Version and serial numbers the controller answers with.
     pub controller: ControllerConfig,
+    /// Connections served at once on each socket; one more is closed as soon as it is accepted,
+    /// so clients cannot take the emulator's last file descriptor.
+    pub max_connections: usize,
 }
 
 impl Default for EmulatorOptions {
@@ -60,6 +65,7 @@ impl Default for EmulatorOptions {
             report_hz: 5.0,
             rt_hz: 250.0,
             controller: ControllerConfig::default(),
+            max_connections: 64,
         }
     }
 }
@@ -195,16 +201,29 @@ impl Emulator {
             rt_tx.clone(),
             rich_tx.clone(),
         );
-        let commands = serve_commands(self.command, self.controller.clone(), conns, clock);
-        let reports = serve_stream(self.report, rich_tx);
-        let rt = serve_stream(self.rt, rt_tx);
+        let max = self.options.max_connections;
+        let commands = serve_commands(
+            BoundedListener::new(self.command, max, "xarm emulator command socket"),
+            self.controller.clone(),
+            conns,
+            clock,
+        );
+        let reports = serve_stream(
+            BoundedListener::new(self.report, max, "xarm emulator report stream"),
+            rich_tx,
+        );
+        let rt = serve_stream(
+            BoundedListener::new(self.rt, max, "xarm emulator real-time stream"),
+            rt_tx,
+        );
         tokio::select! {
-            _ = shutdown => Ok(()),
-            r = commands => r,
-            r = reports => r,
-            r = rt => r,
-            _ = ticker => Ok(()),
+            _ = shutdown => {}
+            _ = commands => {}
+            _ = reports => {}
+            _ = rt => {}
+            _ = ticker => {}
         }
+        Ok(())
     }
 }
 
@@ -262,27 +281,27 @@ async fn tick(
     }
 }
 
+/// Accepts command clients for as long as the emulator runs (a failed accept waits and retries:
+/// running out of descriptors refuses clients, it does not stop the controller).
 async fn serve_commands(
-    listener: TcpListener,
+    mut listener: BoundedListener,
     controller: Arc<Mutex<Controller>>,
     conns: Conns,
     clock: impl Fn() -> f64 + Copy + Send + 'static,
-) -> Result<(), EmulatorError> {
+) {
     let mut tasks = JoinSet::new();
     let mut next_id: ConnId = 1;
     loop {
-        let (stream, peer) = listener.accept().await?;
+        let Accepted { stream, peer, slot } = listener.accept().await;
         let _ = stream.set_nodelay(true);
         tracing::info!("xarm emulator: command connection from {peer}");
         let id = next_id;
         next_id += 1;
-        tasks.spawn(command_connection(
-            stream,
-            id,
-            controller.clone(),
-            conns.clone(),
-            clock,
-        ));
+        let connection = command_connection(stream, id, controller.clone(), conns.clone(), clock);
+        tasks.spawn(async move {
+            let _slot = slot;
+            connection.await
+        });
         // Reap finished connections so the set does not grow.
         while tasks.try_join_next().is_some() {}
     }
@@ -347,16 +366,16 @@ async fn command_connection(
 }
 
 /// Accepts report clients and copies every published frame to each.
-async fn serve_stream(
-    listener: TcpListener,
-    frames: broadcast::Sender<Arc<Vec<u8>>>,
-) -> Result<(), EmulatorError> {
+async fn serve_stream(mut listener: BoundedListener, frames: broadcast::Sender<Arc<Vec<u8>>>) {
     let mut tasks = JoinSet::new();
     loop {
-        let (mut stream, _) = listener.accept().await?;
+        let Accepted {
+            mut stream, slot, ..
+        } = listener.accept().await;
         let _ = stream.set_nodelay(true);
         let mut rx = frames.subscribe();
         tasks.spawn(async move {
+            let _slot = slot;
             loop {
                 match rx.recv().await {
                     Ok(f) => {
