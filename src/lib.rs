@@ -11,7 +11,7 @@
 //! `viz`). The benchmarks (`pointact-bench`) belong to the binary, not to this library.
 
 pub use pointact_apps::{ask, bridge, calibrate, dataset, runner, train, values, viz};
-pub use pointact_core::{camera, geometry, kinematics, planning, safety};
+pub use pointact_core::{camera, geometry, input, kinematics, planning, safety};
 pub use pointact_pointing as pointing;
 pub use pointact_robot as robot;
 pub use pointact_runtime::executor;

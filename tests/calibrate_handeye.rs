@@ -18,6 +18,7 @@ use pointact::calibrate::file::{
 };
 use pointact::calibrate::{
     solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, Method, TsaiOptions,
+    MAX_SAMPLES,
 };
 use pointact::geometry::calibration::CameraCalibration;
 use pointact::geometry::calibration::Extrinsics;
@@ -428,6 +429,27 @@ fn fewer_than_three_samples_is_a_typed_error() {
             );
         }
     }
+}
+
+#[test]
+fn more_samples_than_the_limit_is_a_typed_error_naming_it() {
+    // Every pair is a motion: 20 000 poses would be 2·10^8 of them (an allocation of gigabytes);
+    // refused before any is made, naming the limit. The limit itself solves.
+    let x = look_at([0.95, 0.05, 0.55], [0.38, 0.0, 0.1]);
+    let input = samples(&x, &gripper_from_target(), MAX_SAMPLES + 1, 1, free_tilt);
+    for method in METHODS {
+        let e = solve_eye_to_hand(&input, method).expect_err("too many");
+        assert!(
+            matches!(e, HandEyeError::TooManySamples { got, max, pairs }
+                if got == MAX_SAMPLES + 1 && max == MAX_SAMPLES && pairs == 500_500),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("at most 1000 robot poses"), "{e}");
+    }
+    let solved =
+        solve_eye_to_hand(&input[..MAX_SAMPLES], Method::ParkMartin).expect("the limit solves");
+    let (dt, _) = distance(&solved.base_from_camera, &x);
+    assert!(dt < 1e-6, "{dt}");
 }
 
 #[test]

@@ -321,7 +321,7 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
     let seeds: Vec<u64> = (0..a.episodes).collect();
     let resumed = match &a.resume {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
+            let text = pointact::input::read_text(path, pointact::input::MAX_DATA_BYTES)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
             let earlier: EvalReport = serde_json::from_str(&text).map_err(|e| {
                 anyhow::anyhow!("{} is not an eval sim report: {e}", path.display())

@@ -10,6 +10,7 @@
 
 pub mod camera;
 pub mod geometry;
+pub mod input;
 pub mod kinematics;
 pub mod listener;
 pub mod planning;

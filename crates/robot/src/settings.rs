@@ -399,10 +399,11 @@ struct DynamixelFile {
 
 /// Reads and checks a `driver.toml`.
 pub fn load(path: &Path) -> Result<DriverSettings, SettingsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| SettingsError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = pointact_core::input::read_text(path, pointact_core::input::MAX_CONFIG_BYTES)
+        .map_err(|source| SettingsError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     DriverSettings::from_toml_str(&text, &path.display().to_string())
 }
 

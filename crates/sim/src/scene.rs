@@ -532,10 +532,11 @@ impl Scene {
 
     /// Reads a scene file.
     pub fn load(path: &Path) -> Result<Scene, SceneError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SceneError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = pointact_core::input::read_text(path, pointact_core::input::MAX_CONFIG_BYTES)
+            .map_err(|source| SceneError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Scene::from_toml_str(&text, &path.display().to_string())
     }
 

@@ -391,6 +391,13 @@ impl TextModel {
         &self.device
     }
 
+    /// The longest sequence the checkpoint was trained for (`max_position_embeddings`): a
+    /// trainer refuses prompts that would not fit with their answers rather than train on
+    /// positions the model never saw.
+    pub fn max_positions(&self) -> usize {
+        self.cfg.max_position_embeddings
+    }
+
     /// The rotary frequencies rounded to bf16, as a transformers module that was cast to bf16 has
     /// them (the fixture's golden run). See [`MRope::round_to_bf16`].
     pub(crate) fn with_bf16_rotary_freqs(mut self) -> candle_core::Result<Self> {

@@ -155,10 +155,11 @@ impl Sequences {
             let video = frames_dir(&dir, q.fps).map_err(|e: FramesError| bad(e.to_string()))?;
             let said = if self.oracle {
                 let path = dir.join(DESCRIPTIONS_NAME);
-                let said: Vec<String> = std::fs::read_to_string(&path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-                    .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+                let said: Vec<String> =
+                    pointact_core::input::read_text(&path, pointact_core::input::MAX_CONFIG_BYTES)
+                        .map_err(|e| e.to_string())
+                        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+                        .map_err(|e| bad(format!("{}: {e}", path.display())))?;
                 if said.len() != video.frames.len() {
                     return Err(bad(format!(
                         "{} descriptions for {} frames",

@@ -145,11 +145,12 @@ struct RawPose {
 
 /// Reads a samples JSON file (format: `calibration/README.md`).
 pub fn load_samples(path: &Path) -> Result<Vec<HandEyeSample>, CalibrateError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CalibrateError::Io {
-        file: path.to_path_buf(),
-        action: "cannot read",
-        source,
-    })?;
+    let text = pointact_core::input::read_text(path, pointact_core::input::MAX_CONFIG_BYTES)
+        .map_err(|source| CalibrateError::Io {
+            file: path.to_path_buf(),
+            action: "cannot read",
+            source,
+        })?;
     samples_from_json_str(&text, path)
 }
 

@@ -62,6 +62,10 @@ use crate::nalgebra::{
 /// use 10–20 in practice).
 pub(crate) const MIN_SAMPLES: usize = 3;
 
+/// The most samples a solve takes: every pair of them is a motion, so memory and time grow with
+/// the square (1000 samples are half a million motions, ~100 MB; 20 000 would be 200 million).
+pub const MAX_SAMPLES: usize = 1000;
+
 /// The largest gripper rotation between any two samples must reach this. Below it every motion
 /// axis is mostly noise. This is the floor that rejects unusable data, not a quality target:
 /// good data tilts the target 20–40° between poses.
@@ -255,6 +259,19 @@ pub enum HandEyeError {
         needed: usize,
     },
 
+    /// More samples than the all-pairs solve takes.
+    #[error(
+        "hand-eye calibration takes at most {max} robot poses, got {got}: the solve uses every          pair of poses ({got} poses are {pairs} pairs), and 10-40 well-spread poses are plenty:          keep a subset"
+    )]
+    TooManySamples {
+        /// Samples given.
+        got: usize,
+        /// The most the solve accepts ([`MAX_SAMPLES`]).
+        max: usize,
+        /// The pairs they would make.
+        pairs: u64,
+    },
+
     /// NaN or infinity in an input pose.
     #[error("sample {sample}: `{field}` holds a non-finite number (NaN or infinity)")]
     NonFinite {
@@ -383,6 +400,14 @@ fn check_samples(samples: &[HandEyeSample]) -> Result<(), HandEyeError> {
         return Err(HandEyeError::TooFewSamples {
             got: samples.len(),
             needed: MIN_SAMPLES,
+        });
+    }
+    if samples.len() > MAX_SAMPLES {
+        let n = samples.len() as u64;
+        return Err(HandEyeError::TooManySamples {
+            got: samples.len(),
+            max: MAX_SAMPLES,
+            pairs: n * (n - 1) / 2,
         });
     }
     for (i, s) in samples.iter().enumerate() {

@@ -18,7 +18,7 @@ pub mod target;
 
 pub use handeye::{
     solve_eye_to_hand, HandEyeError, HandEyeOptions, HandEyeSample, HandEyeSolution, Method,
-    Residuals, SampleResidual, TsaiOptions,
+    Residuals, SampleResidual, TsaiOptions, MAX_SAMPLES,
 };
 
 use file::{CalibrateError, CalibrateOptions};

@@ -64,20 +64,5 @@ const METADATA_LIMIT: u64 = 64 << 20;
 /// A metadata file's text, refused past [`METADATA_LIMIT`] or when it is not a regular file
 /// (a FIFO would block, `/dev/zero` would never end).
 pub(crate) fn read_small_file(path: &Path) -> Result<String, DatasetError> {
-    let meta = std::fs::metadata(path).map_err(|e| DatasetError::io(path, e))?;
-    if !meta.is_file() {
-        return Err(DatasetError::Table(format!(
-            "{} is not a regular file",
-            path.display()
-        )));
-    }
-    if meta.len() > METADATA_LIMIT {
-        return Err(DatasetError::Table(format!(
-            "{} is {} bytes, over the {} MiB a metadata file may hold",
-            path.display(),
-            meta.len(),
-            METADATA_LIMIT >> 20
-        )));
-    }
-    std::fs::read_to_string(path).map_err(|e| DatasetError::io(path, e))
+    pointact_core::input::read_text(path, METADATA_LIMIT).map_err(|e| DatasetError::io(path, e))
 }

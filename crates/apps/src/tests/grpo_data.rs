@@ -12,7 +12,7 @@ use pointact::pointing::Ability;
 use pointact::sim::tasks::Suite;
 use pointact::train::grpo::data::{
     generate, load_records, DataError, DataOptions, RecordKind, RecordLine, SkipReason, JSONL_NAME,
-    MIN_PIXELS,
+    MAX_RECORD_BYTES, MIN_PIXELS,
 };
 use pointact::train::rewards::{score, Score, TaskType};
 use pointact::vlm::{smart_resize, FACTOR};
@@ -312,4 +312,26 @@ fn every_suite_gives_records_the_oracle_agrees_with() {
             );
         }
     }
+}
+
+#[test]
+fn an_overlong_line_is_skipped_unread_and_a_device_refused() {
+    let dir = TempDir::new("grpo-data-long");
+    let truth = r#"<type>spatial</type>{\"kind\": \"choice\", \"answer\": \"A\"}"#;
+    let long = format!(
+        r#"{{"id": "long", "problem": "{}", "answer": "{truth}"}}"#,
+        "x".repeat(MAX_RECORD_BYTES as usize)
+    );
+    let good = format!(r#"{{"id": "after", "problem": "Which?", "answer": "{truth}"}}"#);
+    let path = dir.join("long.jsonl");
+    std::fs::write(&path, format!("{long}\n{good}\n")).unwrap();
+    let (records, tally) = load_records(&path).unwrap();
+    assert_eq!(records.len(), 1, "{tally}");
+    assert_eq!(records[0].id, "after");
+    assert_eq!(tally.count(SkipReason::TooLong), 1);
+    assert_eq!(tally.first_line(SkipReason::TooLong), Some(1));
+    assert!(tally.to_string().contains("longer than 1 MiB"), "{tally}");
+    // `/dev/zero` has no newline and no end: refused before reading.
+    let e = load_records(std::path::Path::new("/dev/zero")).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
 }

@@ -443,3 +443,25 @@ fn turning_the_consistency_term_off_leaves_the_think_untied_to_the_answer() {
         mean(1)
     );
 }
+
+#[test]
+fn a_prompt_past_the_model_positions_is_refused_naming_the_limit() {
+    // The tiny model has 512 positions; a question of 3000 words does not fit.
+    let mut trainer = warm_up_trainer(load(MODEL), 8, 32);
+    let long = Sample {
+        id: "long".into(),
+        question: "where is the apple? ".repeat(600),
+        system: None,
+        image: None,
+        task: "spatial".into(),
+        ground_truth: r#"<type>spatial</type>{"kind": "choice", "answer": "A"}"#.into(),
+    };
+    let scorer = |r: &str, t: &str, q: &str| score(r, t, q);
+    let e = trainer.evaluate(&[long], &scorer).unwrap_err().to_string();
+    assert!(
+        e.contains("question long")
+            && e.contains("max_position_embeddings")
+            && e.contains("over the model's 512"),
+        "{e}"
+    );
+}

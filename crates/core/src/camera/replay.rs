@@ -63,7 +63,8 @@ pub fn read_frame(dir: &Path) -> Result<Frame, CameraError> {
     let depth = DepthImage::from_u16(w, h, raw.as_raw(), scale as f32)?;
 
     let cam_path = dir.join("camera.toml");
-    let text = std::fs::read_to_string(&cam_path).map_err(|source| io(&cam_path, source))?;
+    let text = crate::input::read_text(&cam_path, crate::input::MAX_CONFIG_BYTES)
+        .map_err(|source| io(&cam_path, source))?;
     let cal = CameraCalibration::from_toml_str(&text, &cam_path)?;
     let k = cal.intrinsics;
     if (k.width, k.height) != (w, h) {
@@ -95,7 +96,8 @@ fn io(file: &Path, source: std::io::Error) -> ReplayError {
 }
 
 fn decode_png(path: &Path) -> Result<DynamicImage, ReplayError> {
-    let bytes = std::fs::read(path).map_err(|source| io(path, source))?;
+    let bytes = crate::input::read_bytes(path, super::image_file::MAX_DECODED_BYTES)
+        .map_err(|source| io(path, source))?;
     image::load_from_memory_with_format(&bytes, image::ImageFormat::Png).map_err(|e| {
         ReplayError::Decode {
             file: path.to_path_buf(),
@@ -118,7 +120,8 @@ fn read_frame_file(path: &Path) -> Result<FrameFile, ReplayError> {
         field,
         reason,
     };
-    let text = std::fs::read_to_string(path).map_err(|source| io(path, source))?;
+    let text = crate::input::read_text(path, crate::input::MAX_CONFIG_BYTES)
+        .map_err(|source| io(path, source))?;
     let meta: FrameFile = toml::from_str(&text).map_err(|e| field("", e.to_string()))?;
     if let Some(s) = meta.depth_scale_m {
         // Depth is kept in f32 metres: the scale must survive the cast (1e-50 becomes 0, 1e39

@@ -72,7 +72,7 @@ impl Intrinsics {
     /// (an unreadable file, invalid TOML or a bad `[intrinsics]` is an error). What a writer that
     /// must keep an existing lens model reads before replacing the other tables.
     pub fn load_if_present(path: &Path) -> Result<Option<Self>, GeometryError> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::input::read_text(path, crate::input::MAX_CONFIG_BYTES) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
@@ -331,9 +331,11 @@ struct OutExtrinsics {
 }
 
 fn read(path: &Path) -> Result<String, GeometryError> {
-    std::fs::read_to_string(path).map_err(|source| GeometryError::Io {
-        file: path.to_path_buf(),
-        source,
+    crate::input::read_text(path, crate::input::MAX_CONFIG_BYTES).map_err(|source| {
+        GeometryError::Io {
+            file: path.to_path_buf(),
+            source,
+        }
     })
 }
 

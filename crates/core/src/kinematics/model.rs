@@ -611,9 +611,11 @@ fn builtin_names() -> String {
 }
 
 fn read(path: &Path) -> Result<String, KinematicsError> {
-    std::fs::read_to_string(path).map_err(|source| KinematicsError::Io {
-        path: path.to_path_buf(),
-        source,
+    crate::input::read_text(path, crate::input::MAX_CONFIG_BYTES).map_err(|source| {
+        KinematicsError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     })
 }
 

@@ -277,7 +277,7 @@ impl SphereModel {
             }
         }
         let beside = Path::new(&model.source).with_file_name("spheres.toml");
-        match std::fs::read_to_string(&beside) {
+        match crate::input::read_text(&beside, crate::input::MAX_CONFIG_BYTES) {
             Ok(text) => SphereModel::parse(model, &text, &beside.display().to_string()),
             Err(_) => {
                 tracing::warn!(

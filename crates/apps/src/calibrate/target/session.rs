@@ -121,12 +121,13 @@ pub fn write_session(
 /// Reads a session written by [`write_session`] (or by hand in the same format).
 pub fn read_session(dir: &Path) -> Result<Session, TargetError> {
     let path = dir.join(POSES_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        session_err(
-            &path,
-            format!("{e} (a session folder holds {POSES_FILE} and one frame folder per view)"),
-        )
-    })?;
+    let text = pointact_core::input::read_text(&path, pointact_core::input::MAX_CONFIG_BYTES)
+        .map_err(|e| {
+            session_err(
+                &path,
+                format!("{e} (a session folder holds {POSES_FILE} and one frame folder per view)"),
+            )
+        })?;
     let file: PosesFile =
         serde_json::from_str(&text).map_err(|e| session_err(&path, e.to_string()))?;
     if file.format != FORMAT || file.version != VERSION {

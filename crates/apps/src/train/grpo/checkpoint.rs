@@ -281,7 +281,8 @@ pub fn latest(out: &Path) -> Result<Option<PathBuf>, CheckpointError> {
     if !p.is_file() {
         return Ok(None);
     }
-    let name = fs::read_to_string(&p).map_err(io(&p))?;
+    let name = pointact_core::input::read_text(&p, pointact_core::input::MAX_CONFIG_BYTES)
+        .map_err(io(&p))?;
     let dir = out.join(name.trim());
     if !dir.join("trainer_state.json").is_file() {
         return Err(CheckpointError::Bad {
@@ -298,7 +299,8 @@ pub fn latest(out: &Path) -> Result<Option<PathBuf>, CheckpointError> {
 /// A checkpoint's trainer state and optimiser moments.
 pub fn load_state(dir: &Path) -> Result<(TrainerState, HashMap<String, Tensor>), CheckpointError> {
     let p = dir.join("trainer_state.json");
-    let text = fs::read_to_string(&p).map_err(io(&p))?;
+    let text = pointact_core::input::read_text(&p, pointact_core::input::MAX_CONFIG_BYTES)
+        .map_err(io(&p))?;
     let state: TrainerState = serde_json::from_str(&text).map_err(|e| CheckpointError::Bad {
         path: p.clone(),
         reason: e.to_string(),

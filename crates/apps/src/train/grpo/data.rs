@@ -71,7 +71,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
@@ -274,6 +274,8 @@ pub enum SkipReason {
     UnknownType,
     /// A ground truth its reward cannot read.
     UnparsableGroundTruth,
+    /// A line longer than [`MAX_RECORD_BYTES`].
+    TooLong,
 }
 
 impl SkipReason {
@@ -287,6 +289,7 @@ impl SkipReason {
             SkipReason::MissingType => "whose answer has no <type> tag",
             SkipReason::UnknownType => "of an unknown <type>",
             SkipReason::UnparsableGroundTruth => "whose ground truth the reward cannot read",
+            SkipReason::TooLong => "longer than 1 MiB",
         }
     }
 }
@@ -351,6 +354,7 @@ impl fmt::Display for SkipTally {
 /// Reads a JSONL of records. A file that cannot be opened (or read) is an error; a bad line is
 /// skipped and counted, never an error.
 pub fn load_records(path: &Path) -> Result<(Vec<Record>, SkipTally), DataError> {
+    pointact_core::input::regular_file(path).map_err(|e| io_err(path, e))?;
     let file = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
     let base = path.parent().unwrap_or(Path::new("")).to_path_buf();
     let fallback_id = path
@@ -362,12 +366,20 @@ pub fn load_records(path: &Path) -> Result<(Vec<Record>, SkipTally), DataError> 
     let mut buf = Vec::new();
     for line_no in 1.. {
         buf.clear();
-        if reader
+        let read = (&mut reader)
+            .take(MAX_RECORD_BYTES + 1)
             .read_until(b'\n', &mut buf)
-            .map_err(|e| io_err(path, e))?
-            == 0
-        {
+            .map_err(|e| io_err(path, e))?;
+        if read == 0 {
             break;
+        }
+        if buf.len() as u64 > MAX_RECORD_BYTES {
+            // Skip the rest of the line without keeping it.
+            if buf.last() != Some(&b'\n') {
+                skip_line(&mut reader).map_err(|e| io_err(path, e))?;
+            }
+            tally.add(SkipReason::TooLong, line_no);
+            continue;
         }
         let Ok(text) = std::str::from_utf8(&buf) else {
             tally.add(SkipReason::InvalidJson, line_no);
@@ -388,6 +400,30 @@ pub fn load_records(path: &Path) -> Result<(Vec<Record>, SkipTally), DataError> 
         }
     }
     Ok((records, tally))
+}
+
+/// Longest record line read (1 MiB): a real record is a question of a few hundred words and
+/// the image's path; a longer one could not fit a model's positions anyway.
+pub const MAX_RECORD_BYTES: u64 = 1 << 20;
+
+/// Reads past the next newline (or to the end), keeping nothing.
+fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = chunk.len();
+                reader.consume(n);
+            }
+        }
+    }
 }
 
 /// The UTF-8 byte-order mark a file may start with (U+FEFF).

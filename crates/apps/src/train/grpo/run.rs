@@ -210,6 +210,16 @@ pub fn run(
     if train.is_empty() {
         return Err(RunError::NoData);
     }
+    // Text-only prompts past the model's positions end the run now, not at the step that
+    // first draws them.
+    for r in train.iter().filter(|r| r.kind == RecordKind::Spatial) {
+        if let Ok(s) = sample(r) {
+            trainer.check_text_prompt(&s)?;
+        }
+    }
+    for s in eval {
+        trainer.check_text_prompt(s)?;
+    }
     fs::create_dir_all(&opts.out).map_err(|source| RunError::Io {
         path: opts.out.clone(),
         source,

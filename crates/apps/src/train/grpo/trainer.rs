@@ -340,6 +340,43 @@ impl GrpoTrainer {
         self.params.iter().map(|p| p.var.elem_count()).sum()
     }
 
+    /// Whether `ids`, `s`'s prompt, leaves room for an answer of `--max-new-tokens` within the
+    /// model's positions; an error naming both numbers if not.
+    fn fits(&self, s: &Sample, ids: &[u32]) -> Result<(), TrainError> {
+        let max = self.parts.model.text.max_positions();
+        let answer = self.options.rollout.max_new_tokens;
+        if ids.len() + answer <= max {
+            return Ok(());
+        }
+        Err(TrainError::Question {
+            id: s.id.clone(),
+            reason: format!(
+                "the prompt is {} tokens; with --max-new-tokens {answer} it needs {} positions, over the model's {max} (max_position_embeddings): shorten the question or lower --max-new-tokens",
+                ids.len(),
+                ids.len() + answer
+            ),
+        })
+    }
+
+    /// For a text-only sample, [`Self::fits`] before any step (tokenizing is cheap; an image's
+    /// prompt is checked when it is prepared). A run refuses such a record at its start rather
+    /// than at the step that first draws it.
+    pub fn check_text_prompt(&self, s: &Sample) -> Result<(), TrainError> {
+        if s.image.is_some() {
+            return Ok(());
+        }
+        let system = s.system.as_deref().or(self.parts.system.as_deref());
+        let ids = self
+            .parts
+            .tokenizer
+            .text_prompt_ids(&s.question, system)
+            .map_err(|e| TrainError::Question {
+                id: s.id.clone(),
+                reason: e.to_string(),
+            })?;
+        self.fits(s, &ids)
+    }
+
     fn prepare(&self, s: &Sample) -> Result<Prepared, TrainError> {
         let bad = |reason: String| TrainError::Question {
             id: s.id.clone(),
@@ -352,6 +389,7 @@ impl GrpoTrainer {
                 .tokenizer
                 .text_prompt_ids(&s.question, system)
                 .map_err(|e| bad(e.to_string()))?;
+            self.fits(s, &ids)?;
             return Ok(Prepared {
                 ids,
                 images: Vec::new(),
@@ -367,6 +405,7 @@ impl GrpoTrainer {
             .tokenizer
             .prompt_ids(&s.question, system, processed.num_image_tokens())
             .map_err(|e| bad(e.to_string()))?;
+        self.fits(s, &ids)?;
         let rows = p
             .model
             .vision

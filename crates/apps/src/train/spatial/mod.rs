@@ -262,7 +262,8 @@ fn write_sequence(seq_dir: &Path, rec: &walk::Recorded) -> Result<(), SpatialErr
 /// Reads a `questions.jsonl` (blank lines skipped); a line that is not a question is an error
 /// naming it.
 pub fn load_questions(path: &Path) -> Result<Vec<SpatialQuestion>, SpatialError> {
-    let text = std::fs::read_to_string(path).map_err(|e| io_err(path, e))?;
+    let text = pointact_core::input::read_text(path, pointact_core::input::MAX_DATA_BYTES)
+        .map_err(|e| io_err(path, e))?;
     let text = text
         .strip_prefix(crate::train::grpo::data::UTF8_BOM)
         .unwrap_or(&text);
