@@ -485,3 +485,37 @@ fn a_dry_run_whose_pointing_fails_says_why() {
     assert!(!out.contains("every motion planned"), "{out}");
     nothing_moved(&o);
 }
+
+#[test]
+fn input_files_that_never_end_are_refused_before_reading() {
+    // `/dev/zero` grows without end and a FIFO without a writer never answers: each is refused
+    // as not a regular file, before anything is read or planned.
+    let tmp = TempDir::new("refusals-devices");
+    let fifo = tmp.join("scene.toml");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut inputs = vec!["/dev/zero".to_string()];
+    if made {
+        inputs.push(fifo.to_string_lossy().into_owned());
+    }
+    for input in &inputs {
+        let o = refused(
+            &["run", "--scene", input, "--dry-run"],
+            1,
+            &["not a regular file"],
+        );
+        nothing_moved(&o);
+        refused(
+            &["eval", "sim", "--episodes", "1", "--resume", input],
+            1,
+            &["not a regular file"],
+        );
+        refused(
+            &["calibrate", "hand-eye", "--samples", input],
+            1,
+            &["not a regular file"],
+        );
+    }
+}

@@ -185,6 +185,11 @@ pub struct CameraSpec {
     pub pinhole: PinholeCamera,
 }
 
+/// Most primitives (boxes, cylinders, spheres, capsules) a scene's objects may hold together:
+/// the physics' broad phase pairs them up, and 100 000 would ask for gigabytes. A built-in scene
+/// holds a few dozen; 4096 in one compound load and plan in about a second.
+pub const MAX_SCENE_PRIMITIVES: usize = 4096;
+
 /// Largest width or height of a scene camera, pixels (8K; a RealSense streams at most 1920).
 pub const MAX_IMAGE_SIDE: u32 = 8192;
 
@@ -608,6 +613,15 @@ impl Scene {
         }
         if objects.len() > usize::from(u16::MAX - super::FIRST_OBJECT_INSTANCE - 1) {
             return Err(bad("objects".into(), "too many objects".into()));
+        }
+        let primitives: usize = objects.iter().map(|o| o.primitives.len()).sum();
+        if primitives > MAX_SCENE_PRIMITIVES {
+            return Err(bad(
+                "objects".into(),
+                format!(
+                    "{primitives} primitives in all, over the {MAX_SCENE_PRIMITIVES} a scene may hold (collision checks pair them up): simplify the compounds"
+                ),
+            ));
         }
         let scene = Scene {
             name: raw.name,
@@ -1100,6 +1114,40 @@ shape = {{ kind = "block", size = [0.04, 0.04, 0.04] }}
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_scene_past_the_primitive_limit_is_refused_naming_it() {
+        let scene = |n: usize| {
+            let boxes: Vec<String> = (0..n)
+                .map(|i| {
+                    format!(
+                        r#"{{ shape = "box", size = [0.01, 0.01, 0.01], xyz = [0.0, 0.0, {}] }}"#,
+                        0.005 + 1e-6 * i as f64
+                    )
+                })
+                .collect();
+            format!(
+                r#"{SCENE_HEADER}
+[[objects]]
+name = "heap"
+color = [1.0, 0.0, 0.0]
+mass = 0.1
+pose = [0.4, 0.0, 0.0]
+shape = {{ kind = "compound", primitives = [{}] }}
+"#,
+                boxes.join(", ")
+            )
+        };
+        let ok = Scene::from_toml_str(&scene(MAX_SCENE_PRIMITIVES), "ok.toml").expect("the limit");
+        assert_eq!(ok.objects[0].primitives.len(), MAX_SCENE_PRIMITIVES);
+        let e = Scene::from_toml_str(&scene(MAX_SCENE_PRIMITIVES + 1), "bad.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("4097 primitives in all, over the 4096 a scene may hold"),
+            "{e}"
+        );
     }
 
     #[test]

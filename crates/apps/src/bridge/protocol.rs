@@ -30,9 +30,39 @@ use crate::geometry::{DepthImage, Intrinsics};
 /// Protocol revision in the metadata; bumped when a message changes incompatibly.
 pub(crate) const PROTOCOL_VERSION: i64 = 1;
 
-/// Largest image the server accepts (pixels per side): far above any camera a policy sees, far
-/// below what would let one frame claim gigabytes once converted.
+/// Largest image side the server accepts (pixels): far above any camera a policy sees.
 pub(crate) const MAX_IMAGE_SIDE: usize = 4096;
+
+/// Most pixels of an observation's image: 1920×1200, a full-HD camera. The frame limit binds
+/// first otherwise: an image this large with a float64 depth map and SimplerEnv's 4-channel int32
+/// segmentation is 27 bytes a pixel, 62.2 MB, inside the 64 MiB of array data a frame may carry.
+pub(crate) const MAX_IMAGE_PIXELS: usize = 1920 * 1200;
+
+const _: () = assert!(MAX_IMAGE_PIXELS * (3 + 8 + 16) <= wire::MAX_PAYLOAD_BYTES);
+
+/// Longest `instruction` of a `reset` (bytes): a task sentence is tens of bytes, and the
+/// instruction travels into every log line and error that names the task.
+pub(crate) const MAX_INSTRUCTION_BYTES: usize = 4096;
+
+/// Longest `task` name of a `reset` (bytes).
+pub(crate) const MAX_TASK_BYTES: usize = 256;
+
+/// Longest `detail` the server sends (bytes); a longer reason is cut at a character boundary
+/// and ends in `…`. A reason is a sentence or two; the bound keeps each answer small whatever
+/// an error quotes.
+pub(crate) const MAX_DETAIL_BYTES: usize = 1024;
+
+/// `text` cut to at most [`MAX_DETAIL_BYTES`] (the last of them a `…`).
+pub(crate) fn bounded_detail(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_DETAIL_BYTES {
+        return text.into();
+    }
+    let mut end = MAX_DETAIL_BYTES - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end]).into()
+}
 
 /// Why a frame could not be read as a message.
 #[derive(Debug, thiserror::Error)]
@@ -306,9 +336,16 @@ fn decode_reset(f: &Fields<'_>) -> Result<EpisodeStart, ProtocolError> {
             format!("{control_freq} Hz is outside 0.5..1000"),
         ));
     }
+    let bounded = |field: &'static str, max: usize| -> Result<String, ProtocolError> {
+        let text = f.str(field)?;
+        if text.len() > max {
+            return Err(f.bad(field, format!("{} bytes, at most {max}", text.len())));
+        }
+        Ok(text.to_string())
+    };
     Ok(EpisodeStart {
-        task: f.str("task")?.to_string(),
-        instruction: f.str("instruction")?.to_string(),
+        task: bounded("task", MAX_TASK_BYTES)?,
+        instruction: bounded("instruction", MAX_INSTRUCTION_BYTES)?,
         episode_id: f.uint("episode_id")?,
         control_mode,
         control_freq,
@@ -332,10 +369,10 @@ fn decode_observation(f: &Fields<'_>, images: Images) -> Result<Observation, Pro
             ))
         }
     };
-    if h == 0 || w == 0 || h > MAX_IMAGE_SIDE || w > MAX_IMAGE_SIDE {
+    if h == 0 || w == 0 || h > MAX_IMAGE_SIDE || w > MAX_IMAGE_SIDE || w * h > MAX_IMAGE_PIXELS {
         return Err(f.bad(
             "rgb",
-            format!("{w}x{h} is not an image size served (1..={MAX_IMAGE_SIDE} per side)"),
+            format!("{w}x{h} is not an image size served (1..={MAX_IMAGE_SIDE} per side, at most {MAX_IMAGE_PIXELS} pixels: 1920x1200)"),
         ));
     }
     let rgb = if keep {
@@ -703,13 +740,13 @@ pub(crate) fn encode_server(msg: &ServerMessage) -> Vec<u8> {
                 ),
                 ("terminate", a.terminate.into()),
                 ("status", a.status.name().into()),
-                ("detail", a.detail.as_str().into()),
+                ("detail", bounded_detail(&a.detail).into_owned().into()),
             ])
         }
         ServerMessage::Ended { status, detail } => Value::map([
             ("type", Value::from("ended")),
             ("status", status.name().into()),
-            ("detail", detail.as_str().into()),
+            ("detail", bounded_detail(detail).into_owned().into()),
         ]),
     };
     wire::encode(&v).expect("server messages are small")

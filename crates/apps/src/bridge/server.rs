@@ -17,8 +17,10 @@ use pointact_core::listener::{Accepted, BoundedListener};
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::check;
 use super::protocol::{
@@ -246,6 +248,21 @@ async fn connection(
             }
             Ok(Message::Close(_)) => break,
             Ok(_) => continue,
+            // A frame past the limit: say so in the close frame (1009, "message too big") rather
+            // than drop the socket, so the client can tell why.
+            Err(WsError::Capacity(e)) => {
+                let frame = CloseFrame {
+                    code: CloseCode::Size,
+                    reason: format!("a frame over {MAX_FRAME_BYTES} bytes, the bridge's limit")
+                        .into(),
+                };
+                let _ = ws.close(Some(frame)).await;
+                // Read away what the client is still sending, for a while: closing on unread
+                // data resets the connection, and the reset can destroy the close frame before
+                // the client reads it.
+                discard_input(ws.get_mut(), Duration::from_secs(2), 2 * MAX_FRAME_BYTES).await;
+                return Err(format!("closed (1009): {e}"));
+            }
             Err(e) => return Err(e.to_string()),
         };
         let received = Instant::now();
@@ -267,6 +284,20 @@ async fn connection(
         }
     }
     Ok(())
+}
+
+/// Reads and drops what `stream` receives until it ends, `within` passes or `most` bytes came.
+async fn discard_input(stream: &mut TcpStream, within: Duration, most: usize) {
+    use tokio::io::AsyncReadExt;
+    let deadline = tokio::time::Instant::now() + within;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut left = most;
+    while left > 0 {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => left = left.saturating_sub(n),
+            _ => return,
+        }
+    }
 }
 
 /// Adds `server_ms` (time from the frame's arrival to its answer) as the last entry of an encoded

@@ -7,6 +7,8 @@
 //! | `connections_are_bounded_in_number_and_time` | on loopback: a socket that never starts the WebSocket handshake is closed after the handshake timeout; a client that handshakes and goes silent is closed after the idle timeout while one that keeps sending is served; with `max_connections` 2 held by idle sockets, a third is closed at once, and a freed slot serves a reset again, of an episode id past 2^63 |
 //! | `waiting_episodes_hold_no_thread` | on a runtime of 2 workers and 4 blocking threads, 24 clients reset an episode and send nothing; one more client is still answered `ready` and an action for its first observation |
 //! | `absurd_observations_never_become_absurd_actions` | a property over seeded random streams, delta and joint mode, on the real server over loopback: after a valid first observation, each further one has its TCP, target, base pose or joints moved by amounts from a millimetre to 1e300; every answer is either a text naming a field or an action that passes [`check::action`] (finite, inside the controller's per-step bounds, joint targets inside the limits); a first observation that is absurd gets a text, never a hold at its joints |
+//! | `sizes_are_bounded_and_said` | a 9 MB instruction is refused at the reset naming the field and the 4096-byte limit, and the connection still resets with a short one; a 66 MiB frame is answered with a close frame of code 1009 naming the limit, not a dropped socket |
+//! | `observation_sizes_fit_the_frame` | the largest image served (1920×1200) with float64 depth and a 4-channel int32 segmentation encodes inside the frame limit and decodes; 4096×4096 is refused naming 1920x1200; an answer's detail is cut to 1024 bytes at a character boundary |
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +17,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::sync::oneshot;
 
-use super::bridge_server::{bridge_episode, FirstObservation};
+use super::bridge_server::{bridge_episode, small_observation, with_field, FirstObservation};
 use pointact::bridge::check;
 use pointact::bridge::protocol::{ClientMessage, ServerMessage};
 use pointact::bridge::remote::{ControlMode, EpisodeStart, Observation, RemoteError};
@@ -421,4 +423,114 @@ fn waiting_episodes_hold_no_thread() {
         }
         drop(waiting);
     });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sizes_are_bounded_and_said() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    use tokio_tungstenite::tungstenite::Message;
+    let (addr, _stop) = limited_server(ServerLimits::default()).await;
+
+    // A 9 MB instruction is refused at the reset, naming the field and the limit: it would
+    // otherwise travel into every log line and every answer that quotes it.
+    let mut c = BridgeClient::connect(&addr).await.expect("connect");
+    let mut big = start(1, ControlMode::DeltaEe);
+    if let ClientMessage::Reset(s) = &mut big {
+        s.instruction = "put the spoon on the towel ".repeat(350_000);
+    }
+    match c.request(&big).await {
+        Err(RemoteError::Policy(t)) => assert!(
+            t.contains("\"instruction\"") && t.contains("9450000 bytes, at most 4096"),
+            "{}",
+            &t[..t.len().min(300)]
+        ),
+        other => panic!("a 9 MB instruction was answered {other:?}"),
+    }
+    // The same connection still resets with a sentence-long one.
+    match c.request(&start(2, ControlMode::DeltaEe)).await {
+        Ok(ServerMessage::Ready { episode_id: 2, .. }) => {}
+        other => panic!("reset after a refused one: {other:?}"),
+    }
+
+    // A frame over the limit is answered with a close frame saying so (1009, message too big).
+    let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
+        .await
+        .expect("connect");
+    let (mut tx, mut rx) = ws.split();
+    let _metadata = rx.next().await.expect("metadata").expect("metadata");
+    let sender = tokio::spawn(async move {
+        let _ = tx.send(Message::Binary(vec![0x90; 66 << 20].into())).await;
+        tx
+    });
+    let close = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match rx.next().await {
+                Some(Ok(Message::Close(frame))) => return frame,
+                Some(Ok(_)) => continue,
+                other => panic!("no close frame: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("an answer to the oversized frame");
+    let frame = close.expect("a close frame with a code");
+    assert_eq!(frame.code, CloseCode::Size);
+    assert!(
+        frame.reason.contains("the bridge's limit"),
+        "{}",
+        frame.reason
+    );
+    let _ = sender.await;
+}
+
+#[test]
+fn observation_sizes_fit_the_frame() {
+    use pointact::bridge::protocol::{decode_client, encode_client};
+    use pointact::bridge::wire::{Dtype, NdArray, Value};
+    // The largest image served, with the largest depth and segmentation encodings a client may
+    // send (float64; SimplerEnv's (H, W, 4) int32): inside the frame limit, and decoded.
+    let frame_of = |w: usize, h: usize| {
+        let mut o = small_observation();
+        o.frame.rgb = RgbImage::new(w as u32, h as u32);
+        o.frame.depth = DepthImage {
+            width: w,
+            height: h,
+            data: vec![0.5; w * h],
+        };
+        o.frame.intrinsics =
+            Intrinsics::pinhole(w, h, 500.0, 500.0, w as f64 / 2.0, h as f64 / 2.0);
+        let labels = o.labels.as_mut().expect("labels");
+        (labels.width, labels.height, labels.ids) = (w, h, vec![0; w * h]);
+        let frame = encode_client(&ClientMessage::Infer(Box::new(o))).expect("encode");
+        let depth = NdArray::new(Dtype::F64, vec![h, w], vec![0u8; w * h * 8]).unwrap();
+        let frame = with_field(&frame, "depth", Value::NdArray(depth));
+        let seg = NdArray::new(Dtype::I32, vec![h, w, 4], vec![0u8; w * h * 16]).unwrap();
+        with_field(&frame, "segmentation", Value::NdArray(seg))
+    };
+    let largest = frame_of(1920, 1200);
+    assert!(largest.len() > 60_000_000, "{}", largest.len());
+    match decode_client(&largest) {
+        Ok(ClientMessage::Infer(o)) => assert_eq!(o.frame.rgb.dimensions(), (1920, 1200)),
+        other => panic!("the largest observation served: {other:?}"),
+    }
+    let small = frame_of(64, 48);
+    let e = decode_client(&with_field(
+        &small,
+        "rgb",
+        Value::NdArray(
+            NdArray::new(Dtype::U8, vec![4096, 4096, 3], vec![0u8; 4096 * 4096 * 3]).unwrap(),
+        ),
+    ))
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("4096x4096") && e.contains("1920x1200"), "{e}");
+
+    // An answer's detail is cut at 1024 bytes, at a character boundary, ending in an ellipsis.
+    let long = "é".repeat(2000);
+    let cut = pointact::bridge::protocol::bounded_detail(&long);
+    assert!(cut.len() <= 1024 && cut.ends_with('…'), "{}", cut.len());
+    assert!(cut.len() > 1000, "{}", cut.len());
+    assert_eq!(pointact::bridge::protocol::bounded_detail("short"), "short");
 }

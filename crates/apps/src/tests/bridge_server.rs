@@ -453,7 +453,7 @@ fn infer_frame(obs: &Observation, step: u64) -> Vec<u8> {
 }
 
 /// `frame` (a map) with `key` set to `value`.
-fn with_field(frame: &[u8], key: &str, value: Value) -> Vec<u8> {
+pub(super) fn with_field(frame: &[u8], key: &str, value: Value) -> Vec<u8> {
     let Value::Map(mut entries) = wire::decode(frame).expect("our frame decodes") else {
         panic!("a message is a map");
     };
@@ -680,7 +680,7 @@ async fn bad_input_stays_on_its_connection() {
 
 /// A 4×3 observation with every field set, labels included, and the base away from the world's
 /// origin.
-fn small_observation() -> Observation {
+pub(super) fn small_observation() -> Observation {
     let (w, h) = (4, 3);
     let rgb = RgbImage::from_raw(
         w as u32,
