@@ -10,7 +10,6 @@
 
 pub mod camera;
 pub mod geometry;
-pub mod input;
 pub mod kinematics;
 pub mod listener;
 pub mod planning;
@@ -19,6 +18,8 @@ pub mod safety;
 /// Re-export of the nalgebra that `k` 0.32 is built on (0.30). Every robot-math type comes from
 /// here so that there is exactly one nalgebra in the public API.
 pub use k::nalgebra;
+/// Bounded reading of whole input files (the `pointact-input` crate, shared with the model crate).
+pub use pointact_input as input;
 
 #[cfg(test)]
 mod tests;

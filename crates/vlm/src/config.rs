@@ -357,9 +357,11 @@ impl OneOrMany {
 
 /// The text of a `config.json`, its path in the error.
 fn read_config(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-        path: path.to_path_buf(),
-        source,
+    pointact_input::read_text(path, pointact_input::MAX_CONFIG_BYTES).map_err(|source| {
+        ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     })
 }
 

@@ -352,7 +352,7 @@ fn download(repo_id: &str, opts: &HubOptions) -> Result<PathBuf, HubError> {
 
 /// The weights' total size an index declares (`metadata.total_size`), when it does.
 fn indexed_total_size(index: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(index).ok()?;
+    let text = pointact_input::read_text(index, pointact_input::MAX_CONFIG_BYTES).ok()?;
     let json: serde_json::Value = serde_json::from_str(&text).ok()?;
     json.get("metadata")?.get("total_size")?.as_u64()
 }
@@ -387,10 +387,13 @@ pub fn weight_files(dir: &Path) -> Result<(Vec<PathBuf>, Option<PathBuf>), Files
 
 /// The distinct shard files of a safetensors index, sorted (transformers' loading order).
 pub fn shard_names(index: &Path) -> Result<Vec<String>, FilesError> {
-    let text = std::fs::read_to_string(index).map_err(|source| FilesError::Io {
-        path: index.to_path_buf(),
-        source,
-    })?;
+    let text =
+        pointact_input::read_text(index, pointact_input::MAX_CONFIG_BYTES).map_err(|source| {
+            FilesError::Io {
+                path: index.to_path_buf(),
+                source,
+            }
+        })?;
     let bad = |reason: String| FilesError::BadIndex {
         path: index.to_path_buf(),
         reason,

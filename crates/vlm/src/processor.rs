@@ -214,10 +214,12 @@ impl ImageProcessorConfig {
     /// Reads a `preprocessor_config.json` (e.g. from a Hugging Face model folder).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ProcessorError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ProcessorError::ReadConfig {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = pointact_input::read_text(path, pointact_input::MAX_CONFIG_BYTES).map_err(
+            |source| ProcessorError::ReadConfig {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -675,10 +675,13 @@ fn read_json_if_exists(
     if !path.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(path).map_err(|source| TokenizerError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text =
+        pointact_input::read_text(path, pointact_input::MAX_DATA_BYTES).map_err(|source| {
+            TokenizerError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     let json = serde_json::from_str(&text).map_err(|source| TokenizerError::Json {
         path: path.to_path_buf(),
         source,
@@ -714,10 +717,12 @@ fn find_chat_template(
 ) -> Result<(String, TemplateSource), TokenizerError> {
     let jinja = dir.join("chat_template.jinja");
     if jinja.is_file() {
-        let text = std::fs::read_to_string(&jinja).map_err(|source| TokenizerError::Io {
-            path: jinja.clone(),
-            source,
-        })?;
+        let text = pointact_input::read_text(&jinja, pointact_input::MAX_CONFIG_BYTES).map_err(
+            |source| TokenizerError::Io {
+                path: jinja.clone(),
+                source,
+            },
+        )?;
         return Ok((text, TemplateSource::Jinja(jinja)));
     }
     if let Some((path, json)) = read_json_if_exists(&dir.join("chat_template.json"))? {

@@ -1,7 +1,11 @@
 //! Reading a user's input file whole, bounded in size: `read_to_string` on `/dev/zero` grows
 //! until the allocator gives up, and on a FIFO nobody writes to it waits for ever. Every reader
 //! of a whole file (scenes, robot descriptions, calibrations, samples, results to resume,
-//! records) goes through here, each with a limit far above what a real file of its kind holds.
+//! records, a model folder's configuration and tokenizer) goes through here, each with a limit
+//! far above what a real file of its kind holds. A crate of its own so that the model crate,
+//! which imports nothing else of ours, reads its files the same way.
+
+#![warn(missing_docs)]
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -11,7 +15,7 @@ use std::path::Path;
 /// real one.
 pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
-/// Limit of a data file (results to resume, training records, JSONL): 1 GiB.
+/// Limit of a data file (results to resume, training records, JSONL; a model's tokenizer): 1 GiB.
 pub const MAX_DATA_BYTES: u64 = 1 << 30;
 
 /// The whole of `path` as UTF-8 text, refused (an `io::Error` saying why) when it is not a
