@@ -92,6 +92,63 @@ check(code == 0 and ew == [0, 0], "error cleared: %s" % ew)
 code = arm.set_servo_angle(angle=READY, speed=1.0, mvacc=10.0, wait=True)
 check(code == 0, "moves again after recovery (code %s)" % code)
 
+# The recovery flow scripts written for the real arm use, with no pause between the calls and in
+# degrees: the SDK checks the error of the last report before it waits for a motion, so the
+# cleared error must be reported before the move is issued.
+code = arm.set_position(x=700, y=0, z=900, roll=math.pi, pitch=0, yaw=0, speed=100, mvacc=2000, wait=True)
+check(code != 0 and wait_for(lambda: arm.error_code == 21), "C21 again (code %s)" % code)
+check(arm.clean_error() == 0, "clean_error")
+check(arm.motion_enable(True) == 0, "motion_enable(True)")
+check(arm.set_mode(0) == 0, "set_mode(0)")
+check(arm.set_state(0) == 0, "set_state(0)")
+code = arm.set_servo_angle(angle=[0, -30, -50, 0, 80, 0], speed=60, is_radian=False, wait=True)
+check(code == 0, "set_servo_angle(speed=60 deg/s, wait) right after the recovery (code %s)" % code)
+
+# A warning (a mode that does not exist: bad parameter, warning 12) is cleared by clean_warn.
+arm.set_mode(99)
+check(wait_for(lambda: arm.warn_code != 0), "warning reported after set_mode(99): %s" % arm.warn_code)
+check(arm.clean_warn() == 0, "clean_warn")
+code, ew = arm.get_err_warn_code()
+check(code == 0 and ew == [0, 0], "warning cleared: %s" % ew)
+check(wait_for(lambda: arm.warn_code == 0), "the report shows no warning: %s" % arm.warn_code)
+check(arm.set_mode(0) == 0 and arm.set_state(0) == 0, "position mode again")
+
+# Stop (state 4), then resume with set_state(0) and move.
+check(arm.set_state(4) == 0 and arm.get_state() == (0, 4), "set_state(4) stops: %s" % (arm.get_state(),))
+check(arm.set_state(0) == 0 and arm.get_state() == (0, 2), "set_state(0) resumes: %s" % (arm.get_state(),))
+code = arm.set_servo_angle(angle=READY, speed=1.0, mvacc=10.0, wait=True)
+check(code == 0, "moves after a stop and resume (code %s)" % code)
+
+# reset(wait=True): to the zero joints, ready.
+arm.reset(wait=True)
+code, angles = arm.get_servo_angle()
+check(code == 0 and close(angles[:6], [0.0] * 6, 1e-3), "reset to zero joints: %s" % angles[:6])
+check(arm.get_state() == (0, 2) and arm.error_code == 0, "ready after reset: %s" % (arm.get_state(),))
+
+# An emergency stop: a motion is refused (not ready, code 9) and nothing moves until the arm is
+# enabled and started again.
+arm.emergency_stop()
+check(arm.get_state()[1] == 4, "emergency_stop: state 4")
+code = arm.set_servo_angle(angle=READY, speed=1.0, mvacc=10.0, wait=True)
+check(code == 9, "set_servo_angle after the emergency stop is refused as not ready (code %s)" % code)
+code, angles = arm.get_servo_angle()
+check(close(angles[:6], [0.0] * 6, 1e-6), "nothing moved: %s" % angles[:6])
+check(arm.motion_enable(True) == 0 and arm.set_mode(0) == 0 and arm.set_state(0) == 0, "enabled and started again")
+code = arm.set_servo_angle(angle=READY, speed=1.0, mvacc=10.0, wait=True)
+check(code == 0, "moves after the emergency stop is cleared (code %s)" % code)
+
+# A relative move queued behind an absolute one is relative to the queued target.
+code, p0 = arm.get_position()
+a = [p0[0] - 40, p0[1], p0[2] - 40] + list(p0[3:])
+check(arm.set_position(*a, speed=100, mvacc=2000, wait=False) == 0, "absolute move queued")
+check(arm.set_position(x=0, y=30, z=0, relative=True, speed=100, mvacc=2000, wait=False) == 0,
+      "relative move queued behind it")
+time.sleep(0.2)
+check(wait_for(lambda: not arm.get_is_moving(), timeout=20), "both moves done")
+code, p1 = arm.get_position()
+want = [a[0], a[1] + 30, a[2]]
+check(code == 0 and close(p1[:3], want, 0.1), "TCP at %s, wanted %s" % (p1[:3], want))
+
 # xArm Gripper through the RS-485 tunnel.
 check(arm.set_gripper_enable(True) == 0, "set_gripper_enable")
 code = arm.set_gripper_position(400, wait=True)

@@ -340,6 +340,17 @@ impl Controller {
         std::mem::take(&mut self.outbox)
     }
 
+    /// What a client waits on in the reports: state, mode, error, warning and the enabled motors.
+    pub fn reported_status(&self) -> (u8, u8, u8, u8, u8) {
+        (
+            self.state as u8,
+            self.mode,
+            self.error,
+            self.warn,
+            self.enable_bits,
+        )
+    }
+
     /// The status byte every reply carries.
     pub fn status(&self) -> Status {
         let mut s = 0;

@@ -206,6 +206,10 @@ impl Emulator {
             BoundedListener::new(self.command, max, "xarm emulator command socket"),
             self.controller.clone(),
             conns,
+            Reports {
+                rt: rt_tx.clone(),
+                rich: rich_tx.clone(),
+            },
             clock,
         );
         let reports = serve_stream(
@@ -287,6 +291,7 @@ async fn serve_commands(
     mut listener: BoundedListener,
     controller: Arc<Mutex<Controller>>,
     conns: Conns,
+    reports: Reports,
     clock: impl Fn() -> f64 + Copy + Send + 'static,
 ) {
     let mut tasks = JoinSet::new();
@@ -297,7 +302,14 @@ async fn serve_commands(
         tracing::info!("xarm emulator: command connection from {peer}");
         let id = next_id;
         next_id += 1;
-        let connection = command_connection(stream, id, controller.clone(), conns.clone(), clock);
+        let connection = command_connection(
+            stream,
+            id,
+            controller.clone(),
+            conns.clone(),
+            reports.clone(),
+            clock,
+        );
         tasks.spawn(async move {
             let _slot = slot;
             connection.await
@@ -307,11 +319,27 @@ async fn serve_commands(
     }
 }
 
+/// Where the report streams' frames go: the ticker publishes at the report rates, and a command
+/// that changes what a client waits on publishes at once (see [`command_connection`]).
+#[derive(Clone)]
+struct Reports {
+    rt: broadcast::Sender<Arc<Vec<u8>>>,
+    rich: broadcast::Sender<Arc<Vec<u8>>>,
+}
+
+/// One command client. A command that changes the state, mode, error, warning or enabled motors
+/// also publishes both reports at once, before its reply is written: the SDK takes the error it
+/// checks before every wait from the last report (`XArmAPI.error_code` with reports on), so after
+/// `clean_error()` a motion with `wait=True` issued within the 200 ms of a 5 Hz rich report would
+/// still see the old error and give up ("wait_feedback, xarm has error"). That the controller
+/// reports such a change at once is inferred from scripts written for the real arm, which run
+/// this recovery flow without a pause; the developer manual gives the report rates only.
 async fn command_connection(
     stream: TcpStream,
     id: ConnId,
     controller: Arc<Mutex<Controller>>,
     conns: Conns,
+    reports: Reports,
     clock: impl Fn() -> f64,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
@@ -341,11 +369,20 @@ async fn command_connection(
                         }
                     };
                     let Ok(req) = Request::decode(&frame) else { break 'conn };
-                    let (resp, out) = {
+                    let (resp, out, pushed) = {
                         let mut c = lock(&controller);
+                        let before = c.reported_status();
                         let r = c.handle(id, &req, clock());
-                        (r, c.take_outbox())
+                        let pushed = (c.reported_status() != before)
+                            .then(|| (c.rt_report().encode(), c.rich_report().encode()));
+                        (r, c.take_outbox(), pushed)
                     };
+                    if let Some((rt, rich)) = pushed {
+                        // No receivers is fine: no report client is connected.
+                        let _ = reports.rt.send(Arc::new(rt));
+                        let _ = reports.rich.send(Arc::new(rich));
+                        tokio::task::yield_now().await;
+                    }
                     if let Some(r) = resp {
                         let Ok(bytes) = r.encode() else { break 'conn };
                         if wr.write_all(&bytes).await.is_err() {
