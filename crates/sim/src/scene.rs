@@ -1005,6 +1005,20 @@ fy = 605.0
 cx = 320.0
 cy = 240.0"#;
 
+    /// A scene of [`SCENE_HEADER`] and one red object of `shape` (the fields inside its braces).
+    fn one_object(shape: &str) -> String {
+        format!(
+            r#"{SCENE_HEADER}
+[[objects]]
+name = "b"
+color = [1.0, 0.0, 0.0]
+mass = 0.1
+pose = [0.4, 0.0, 0.0]
+shape = {{ {shape} }}
+"#
+        )
+    }
+
     #[test]
     fn rectangles_overlap_like_rectangles() {
         let r = |x: f64, y: f64, yaw: f64| Rect {
@@ -1127,17 +1141,10 @@ shape = {{ kind = "block", size = [0.04, 0.04, 0.04] }}
                     )
                 })
                 .collect();
-            format!(
-                r#"{SCENE_HEADER}
-[[objects]]
-name = "heap"
-color = [1.0, 0.0, 0.0]
-mass = 0.1
-pose = [0.4, 0.0, 0.0]
-shape = {{ kind = "compound", primitives = [{}] }}
-"#,
+            one_object(&format!(
+                r#"kind = "compound", primitives = [{}]"#,
                 boxes.join(", ")
-            )
+            ))
         };
         let ok = Scene::from_toml_str(&scene(MAX_SCENE_PRIMITIVES), "ok.toml").expect("the limit");
         assert_eq!(ok.objects[0].primitives.len(), MAX_SCENE_PRIMITIVES);
@@ -1154,16 +1161,7 @@ shape = {{ kind = "compound", primitives = [{}] }}
     fn typos_are_reported_with_the_field() {
         let text = Scene::builtin("tabletop_fruit_in_bowl").unwrap();
         assert!(!text.objects.is_empty());
-        let bad = format!(
-            r#"{SCENE_HEADER}
-[[objects]]
-name = "b"
-color = [1.0, 0.0, 0.0]
-mass = 0.1
-pose = [0.4, 0.0, 0.0]
-shape = {{ kind = "bowl", radius = 0.08, height = 0.05, wal = 0.01 }}
-"#
-        );
+        let bad = one_object(r#"kind = "bowl", radius = 0.08, height = 0.05, wal = 0.01"#);
         let e = Scene::from_toml_str(&bad, "bad.toml")
             .unwrap_err()
             .to_string();
