@@ -519,3 +519,23 @@ fn input_files_that_never_end_are_refused_before_reading() {
         );
     }
 }
+
+/// A table below the robot's base (an arm on a plate or a pedestal): the workspace box's floor
+/// follows the table down, so the pepper is still put in the pan; the box's floor stopped every
+/// grasp before motion when it stayed at the base's height.
+#[test]
+fn a_table_below_the_base_is_reached() {
+    for z in ["-0.04", "-0.12"] {
+        let tmp = TempDir::new("table-below");
+        let scene = pepper_scene(&tmp, "height = 0.0\n", &format!("height = {z}\n"));
+        let o = pointact(&["run", "--scene", scene.to_str().unwrap()]);
+        let out = stdout(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "table at {z}: {out}\n{}",
+            stderr(&o)
+        );
+        assert!(out.contains("outcome   SUCCESS"), "table at {z}: {out}");
+    }
+}

@@ -65,6 +65,19 @@ impl WorkspaceBox {
     pub fn contains(&self, p: [f64; 3]) -> bool {
         (0..3).all(|i| p[i] >= self.min[i] && p[i] <= self.max[i])
     }
+
+    /// The box for a table whose top is at `table_z` in the base frame. The box's floor is
+    /// written for a table at the base's height (z = 0); a table below the base (an arm on a
+    /// pedestal or a plate) lowers the floor by as much, so that what stands on that table can
+    /// be reached. A table above the base changes nothing: the table-clearance check keeps every
+    /// link above it.
+    pub fn for_table(&self, table_z: f64) -> WorkspaceBox {
+        let mut b = *self;
+        if table_z.is_finite() && table_z < 0.0 {
+            b.min[2] += table_z;
+        }
+        b
+    }
 }
 
 /// Speed and acceleration limits that planning respects and the gate enforces.

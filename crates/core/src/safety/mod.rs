@@ -278,6 +278,7 @@ impl<'a> SafetyGate<'a> {
             }
         }
         let cfg = &self.model.config;
+        let workspace = cfg.workspace.for_table(self.config.table_z);
         let dt = 1.0 / cfg.servo_rate_hz;
         let scale = self.config.speed_scale;
         if !(scale.is_finite() && scale > 0.0 && scale <= 1.0) {
@@ -320,7 +321,7 @@ impl<'a> SafetyGate<'a> {
                 }
             }
             let tcp = self.model.fk(q).map_err(kin)?.translation.vector;
-            if !cfg.workspace.contains([tcp.x, tcp.y, tcp.z]) {
+            if !workspace.contains([tcp.x, tcp.y, tcp.z]) {
                 return Err(SafetyError::Workspace {
                     t,
                     p: [tcp.x, tcp.y, tcp.z],

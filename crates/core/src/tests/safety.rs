@@ -70,6 +70,43 @@ fn leaving_the_workspace_is_rejected() {
 }
 
 #[test]
+fn a_table_below_the_base_lowers_the_workspace_floor_with_it() {
+    // The xArm's box floor is z = 0, written for a table at the base's height. With the table
+    // 4 cm lower (an arm on a plate), a grasp 2.5 cm below the base is inside the box and clear of
+    // the table; with the table at the base it leaves the box; past the lowered table it still
+    // hits the table.
+    let m = xarm();
+    let home = m.home().to_vec();
+    let low = SafetyConfig {
+        table_z: -0.04,
+        ..SafetyConfig::default()
+    };
+    let grasp = line(&m, &home, down(0.4, 0.0, -0.025));
+    SafetyGate::new(&m, low.clone())
+        .check(grasp.clone(), &home, 1.0, &[])
+        .expect("a grasp above a table below the base");
+    let e = SafetyGate::new(&m, SafetyConfig::default())
+        .check(grasp, &home, 1.0, &[])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SafetyError::Workspace { .. } | SafetyError::TableClearance { .. }
+        ),
+        "{e}"
+    );
+    let through = line(&m, &home, down(0.4, 0.0, -0.06));
+    assert!(SafetyGate::new(&m, low)
+        .check(through, &home, 1.0, &[])
+        .is_err());
+    assert_eq!(
+        m.config.workspace.for_table(-0.04).min[2],
+        m.config.workspace.min[2] - 0.04
+    );
+    assert_eq!(m.config.workspace.for_table(0.1), m.config.workspace);
+}
+
+#[test]
 fn too_fast_is_rejected() {
     let m = xarm();
     let gate = SafetyGate::new(&m, SafetyConfig::default());

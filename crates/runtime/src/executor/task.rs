@@ -57,6 +57,11 @@ pub struct TaskPlan {
     pub expect: Expectation,
 }
 
+/// How far below the workspace box's floor the table may be found (m): the floor is written for a
+/// table at the base's height, and an arm on a pedestal or a plate has its table lower (the gate
+/// lowers the floor with the table, `WorkspaceBox::for_table`).
+const TABLE_BELOW_FLOOR_M: f64 = 0.25;
+
 /// Plans `instruction` with `branch` on `frame`, the arm at joints `q0`; `on_event` sees the table
 /// height, every answer, the plan and the obstacle count.
 pub fn plan_task<P: Pointer + ?Sized>(
@@ -72,7 +77,7 @@ pub fn plan_task<P: Pointer + ?Sized>(
     let table = table_height(
         frame,
         CropBox {
-            min: [ws.min[0], ws.min[1], ws.min[2] - 0.1],
+            min: [ws.min[0], ws.min[1], ws.min[2] - TABLE_BELOW_FLOOR_M],
             max: [ws.max[0], ws.max[1], ws.min[2] + 0.1],
         },
     )?;
@@ -269,7 +274,7 @@ fn in_workspace(
         && p.x <= ws.max[0]
         && p.y >= ws.min[1]
         && p.y <= ws.max[1]
-        && p.z >= ws.min[2] - 0.1
+        && p.z >= ws.min[2] - TABLE_BELOW_FLOOR_M
         && p.z <= ws.max[2];
     if inside {
         Ok(())
