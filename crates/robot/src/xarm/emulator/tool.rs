@@ -24,6 +24,11 @@ pub const GRIPPER_OPEN_PULSES: f64 = 850.0;
 const PULSES_PER_S_PER_RPM: f64 = GRIPPER_OPEN_PULSES / 5000.0;
 /// Speed register at power-on (r/min): the SDK only writes it when a speed is given.
 const DEFAULT_SPEED_RPM: u16 = 5000;
+/// How far past the point of contact the drive is held while the fingers grip an object
+/// (pulses, 3 % of the range): more than the lag at which the arm reports the fingers blocked
+/// (2 %), so a held object keeps them blocked, and a fixed amount, so the squeeze does not grow
+/// while the object is held.
+const SQUEEZE_PULSES: f64 = 0.03 * GRIPPER_OPEN_PULSES;
 /// Firmware version the gripper reports (>= 3.4.3: the SDK then waits on the status register).
 const GRIPPER_VERSION: [u16; 3] = [3, 4, 3];
 
@@ -36,6 +41,9 @@ pub struct Gripper {
     target_regs: [u16; 2],
     /// Pulses (850 open .. 0 closed).
     position: f64,
+    /// Where the drive holds the fingers while they grip an object (pulses): past the point of
+    /// contact by [`SQUEEZE_PULSES`], a steady squeeze.
+    hold: f64,
     error: u16,
     status: u16,
 }
@@ -48,6 +56,7 @@ impl Default for Gripper {
             speed_rpm: DEFAULT_SPEED_RPM,
             target_regs: i32_to_registers(GRIPPER_OPEN_PULSES as i32),
             position: GRIPPER_OPEN_PULSES,
+            hold: GRIPPER_OPEN_PULSES,
             error: 0,
             status: gripper_reg::STATUS_STOPPED,
         }
@@ -62,6 +71,9 @@ impl Gripper {
 
     /// Moves the fingers for `dt` seconds; returns the opening setpoint (0..1) for the arm.
     pub fn step(&mut self, dt: f64) -> f64 {
+        if self.status == gripper_reg::STATUS_OBJECT {
+            return self.hold / GRIPPER_OPEN_PULSES;
+        }
         let target = self.target();
         if self.enabled && self.error == 0 && self.status != gripper_reg::STATUS_OBJECT {
             let max_step = self.speed_rpm as f64 * PULSES_PER_S_PER_RPM * dt;
@@ -76,10 +88,26 @@ impl Gripper {
     }
 
     /// Takes in where the arm's fingers are: a blocked closing stops at the object.
+    ///
+    /// Once blocked, the gripper holds: the drive stays [`SQUEEZE_PULSES`] past the point of
+    /// contact and the status stays "object" until a new target is written, or until the fingers
+    /// are no longer blocked (the object slipped out), when the close goes on to its target. Were it
+    /// to follow the fingers at every tick instead, the status would flap between "object" and
+    /// "moving" and every other tick would drive the fingers a step further into the object, a
+    /// squeeze growing for as long as the object is held, until the simulator pushes it out.
     pub fn observe(&mut self, opening: f64, blocked: bool) {
+        let measured = (opening * GRIPPER_OPEN_PULSES).clamp(0.0, GRIPPER_OPEN_PULSES);
+        if self.status == gripper_reg::STATUS_OBJECT {
+            self.position = measured;
+            if !blocked {
+                self.status = gripper_reg::STATUS_MOVING;
+            }
+            return;
+        }
         let moving = self.enabled && self.error == 0 && (self.target() - self.position).abs() > 0.5;
         if blocked && self.target() < self.position {
-            self.position = (opening * GRIPPER_OPEN_PULSES).clamp(0.0, GRIPPER_OPEN_PULSES);
+            self.position = measured;
+            self.hold = (measured - SQUEEZE_PULSES).max(self.target());
             self.status = gripper_reg::STATUS_OBJECT;
         } else if moving {
             self.status = gripper_reg::STATUS_MOVING;
@@ -356,6 +384,13 @@ mod tests {
         assert_eq!(b.gripper.position(), 425);
         b.gripper.step(0.5);
         assert_eq!(b.gripper.position(), 425, "held by the object");
+        // Still blocked: it holds, squeezing a fixed 3 % past the contact, not further.
+        for _ in 0..10 {
+            let drive = b.gripper.step(0.01);
+            assert!((drive - (0.5 - 0.03)).abs() < 1e-9, "{drive}");
+            b.gripper.observe(0.49, true);
+        }
+        assert_eq!(b.gripper.position(), 417, "where the fingers stand");
         assert_eq!(
             read(&mut b, gripper_reg::STATUS, 1),
             RtuReply::ReadHolding {
@@ -363,6 +398,13 @@ mod tests {
                 values: vec![gripper_reg::STATUS_OBJECT]
             }
         );
+        // The object slipped out: no longer blocked, the close goes on to its target.
+        b.gripper.observe(0.47, false);
+        for _ in 0..100 {
+            let drive = b.gripper.step(0.05);
+            b.gripper.observe(drive, false);
+        }
+        assert_eq!(b.gripper.position(), 0, "closed on nothing");
     }
 
     #[test]
