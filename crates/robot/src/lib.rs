@@ -46,6 +46,16 @@ pub enum RobotError {
         /// How long the feed had been silent when the loop stopped (s).
         silent_s: f64,
     },
+    /// A servo setpoint was not answered within the servo watchdog's period (a link that stalled
+    /// or lost a frame, a controller that stopped answering); the arm was stopped.
+    #[error(
+        "robot stopped: a servo setpoint was not answered within {waited_s:.2} s (the servo \
+         watchdog): the link stalled or the controller stopped answering"
+    )]
+    LinkStalled {
+        /// How long the driver waited for the answer (s).
+        waited_s: f64,
+    },
     /// The simulator behind the simulated robot failed.
     #[error("simulator: {0}")]
     Sim(String),

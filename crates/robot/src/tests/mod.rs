@@ -11,4 +11,5 @@ mod robot_servo;
 mod robot_settings;
 mod widowx_emulator;
 mod xarm_client;
+mod xarm_link_faults;
 mod xarm_proto_fuzz;

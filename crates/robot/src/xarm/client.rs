@@ -14,7 +14,12 @@
 //!   feedback frames (funcode 0xFF) are kept aside, and a reply that does not echo the protocol id
 //!   and funcode is a protocol error;
 //! * any fault while the arm may be moving — a controller error, a timeout, a dead report stream —
-//!   commands a stop (SET_STATE 4) before the error is returned;
+//!   commands a stop (SET_STATE 4) before the error is returned. When the command socket itself is
+//!   the fault (closed, garbled, or its last request unanswered), the stop goes out on a new
+//!   connection of its own: the controller serves several command clients at once (xArm Studio
+//!   beside a script), and a stop queued behind a stalled request would come too late;
+//! * a servo setpoint unanswered within the servo watchdog's period (`XarmRobot` sets it) is a
+//!   stalled link: `RobotError::LinkStalled`, and the stop above;
 //! * a closed socket is `RobotError::Disconnected`, a timeout `RobotError::Timeout`, bytes that do
 //!   not decode `RobotError::Protocol`, and a controller error or warning code
 //!   `RobotError::Controller` with the code's meaning. After a protocol error or a lost socket the
@@ -36,7 +41,7 @@ use super::proto::{
     MoveLine, MoveRelative, Reply, Request, Response, RichReport, RobotState, RtReport,
     ServoCartesian, ServoJoint, Status,
 };
-use super::report::{lock, Recording, ReportStream, SharedRecording};
+use super::report::{lock, FrameKind, Recording, ReportStream, SharedRecording};
 use crate::servo::{self, ServoSink};
 use crate::settings::XarmSettings;
 use crate::{JointState, RobotError};
@@ -85,6 +90,8 @@ struct CommandLink {
     writing: bool,
     feedback: Option<Feedback>,
     stale_replies: u64,
+    /// The last request timed out unanswered: a stop must not queue behind it.
+    stalled: bool,
 }
 
 impl CommandLink {
@@ -99,6 +106,7 @@ impl CommandLink {
             writing: false,
             feedback: None,
             stale_replies: 0,
+            stalled: false,
         }
     }
 
@@ -122,7 +130,10 @@ impl CommandLink {
             RobotError::Protocol(format!("cannot encode funcode {}: {e}", req.funcode))
         })?;
         match tokio::time::timeout(timeout, self.exchange(&req, &bytes)).await {
-            Ok(Ok(r)) => Ok(r),
+            Ok(Ok(r)) => {
+                self.stalled = false;
+                Ok(r)
+            }
             Ok(Err(e)) => {
                 match &e {
                     RobotError::Disconnected(w) => self.lose(Lost::Closed(w.clone())),
@@ -132,6 +143,7 @@ impl CommandLink {
                 Err(e)
             }
             Err(_) => {
+                self.stalled = true;
                 if self.writing {
                     self.lose(Lost::Closed(
                         "a request timed out half-written; the command stream lost its framing"
@@ -223,6 +235,9 @@ pub struct XarmClient {
     dof: usize,
     pub(super) gripper_bus_checked: bool,
     pub(super) gripper_enabled: bool,
+    /// How long a servo setpoint may go unanswered (the servo loop's watchdog period, set by
+    /// `XarmRobot`); `None`: the command timeout.
+    pub(super) servo_reply_timeout: Option<Duration>,
 }
 
 fn at_least(v: &FirmwareVersion, min: (u32, u32, u32)) -> bool {
@@ -316,7 +331,10 @@ impl XarmClient {
             format!("real-time report (port {})", n.realtime_report_port),
             rt_stream,
             n.report_timeout(),
-            RtReport::decode,
+            FrameKind {
+                decode: RtReport::decode,
+                stamp: |r| Some(r.timestamp_us),
+            },
             move |r: &RtReport| {
                 let mut rec = lock(&rec);
                 let width = rec.gripper_width;
@@ -331,7 +349,10 @@ impl XarmClient {
             format!("state report (port {})", n.state_report_port),
             rich_stream,
             n.report_timeout(),
-            RichReport::decode,
+            FrameKind {
+                decode: RichReport::decode,
+                stamp: |_| None,
+            },
             |_| {},
         );
         let mut client = XarmClient {
@@ -346,6 +367,7 @@ impl XarmClient {
             dof,
             gripper_bus_checked: false,
             gripper_enabled: false,
+            servo_reply_timeout: None,
         };
         client.rt.first_frame().await?;
         client.rich.first_frame().await?;
@@ -568,16 +590,48 @@ impl XarmClient {
         }
     }
 
-    /// SET_STATE 4: stop now and drop every queued motion.
+    /// SET_STATE 4: stop now and drop every queued motion. On the command socket while it works;
+    /// on a new connection when it is gone, garbled or its last request went unanswered (or this
+    /// stop does).
     pub(crate) async fn stop(&mut self) -> Result<(), RobotError> {
-        self.set_state(set_state::STOP).await
+        if self.link.lost.is_none() && !self.link.stalled {
+            match self.set_state(set_state::STOP).await {
+                Err(RobotError::Timeout(_)) => {}
+                other => return other,
+            }
+        }
+        self.stop_on_new_connection().await
+    }
+
+    /// SET_STATE 4 on a command connection of its own, closed afterwards; bounded by the connect
+    /// and command timeouts.
+    async fn stop_on_new_connection(&self) -> Result<(), RobotError> {
+        let n = &self.settings.network;
+        tracing::warn!("xarm: sending the stop on a new command connection");
+        let stream = open(
+            &self.settings,
+            n.command_port,
+            "command socket (for a stop)",
+        )
+        .await?;
+        let mut link = CommandLink::new(stream);
+        link.prot = self.link.prot;
+        link.transact(
+            Command::SetState(set_state::STOP).request(1, link.prot),
+            n.command_timeout(),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| match e {
+            RobotError::Timeout(s) => RobotError::Stopped(format!(
+                "a stop on a new command connection was not answered within {s:.1} s"
+            )),
+            e => e,
+        })
     }
 
     /// Stops the arm (best effort) and returns `cause`; see `servo::stop_then`.
     pub(crate) async fn stop_then(&mut self, cause: RobotError) -> RobotError {
-        if self.link.lost.is_some() {
-            return self.lost_link(cause);
-        }
         let e = servo::stop_then(self, cause).await;
         self.lost_link(e)
     }
@@ -842,7 +896,13 @@ impl XarmClient {
 
     async fn servo_target(&mut self, cmd: Command) -> Result<(), RobotError> {
         self.check_links()?;
-        let (status, _) = self.request(cmd).await?;
+        let (status, _) = match self.servo_reply_timeout {
+            Some(bound) => self.request_within(cmd, bound).await.map_err(|e| match e {
+                RobotError::Timeout(waited_s) => RobotError::LinkStalled { waited_s },
+                e => e,
+            })?,
+            None => self.request(cmd).await?,
+        };
         match self.refusal(status).await {
             Some(e) => Err(e),
             None => Ok(()),

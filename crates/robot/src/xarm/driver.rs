@@ -7,6 +7,7 @@
 //! controller reported no error and that the joints ended at the trajectory's end.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::client::XarmClient;
 use super::proto::Mode;
@@ -88,9 +89,11 @@ impl XarmRobot {
         c.set_mode(Mode::Servo).await?;
         c.start().await?;
         let watchdog = ServoTiming::at(1.0 / trajectory.dt()).stop_after_s;
-        let stats = servo::follow(c, trajectory, watchdog)
-            .await
-            .map_err(|e| c.lost_link(e))?;
+        // A setpoint unanswered for the watchdog's period stops the arm like a stalled feed.
+        c.servo_reply_timeout = Some(Duration::from_secs_f64(watchdog));
+        let stats = servo::follow(c, trajectory, watchdog).await;
+        c.servo_reply_timeout = None;
+        let stats = stats.map_err(|e| c.lost_link(e))?;
         self.last_servo = Some(stats);
         let end = trajectory.trajectory().end().to_vec();
         let settle = c.settings().network.command_timeout();

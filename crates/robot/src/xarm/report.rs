@@ -4,7 +4,8 @@
 //! 30000, 5 Hz on 30002). A client that only read them when it needed a value would find the
 //! kernel buffer full of stale frames, and could not tell a dead link from an idle one. Each task
 //! reads its socket continuously, keeps the newest decoded frame in a `watch` channel and marks
-//! the link faulted when it closes, when a frame does not decode, or when no complete frame has
+//! the link faulted when it closes, when a frame does not decode or is older than the one before
+//! it (a link that reorders frames cannot be trusted), or when no complete frame has
 //! arrived for `report_timeout_s` (a silent stream is a dead link: moving without feedback is not
 //! safe). The client checks that mark before every command.
 //!
@@ -68,16 +69,17 @@ pub(crate) struct ReportStream<R> {
 }
 
 impl<R: Send + Sync + 'static> ReportStream<R> {
-    /// Starts reading `stream`; `on_frame` sees every decoded frame on the reader task.
+    /// Starts reading `stream`; `on_frame` sees every decoded frame on the reader task. `stamp`
+    /// gives a frame's time (µs) where the stream carries one: time going back faults the link.
     pub(crate) fn spawn(
         what: String,
         stream: TcpStream,
         timeout: Duration,
-        decode: fn(&[u8]) -> Result<R, ProtoError>,
+        frames: FrameKind<R>,
         on_frame: impl FnMut(&R) + Send + 'static,
     ) -> Self {
         let (tx, rx) = watch::channel(LinkState::default());
-        let task = tokio::spawn(read_reports(stream, timeout, decode, tx, on_frame));
+        let task = tokio::spawn(read_reports(stream, timeout, frames, tx, on_frame));
         ReportStream {
             what,
             timeout,
@@ -149,13 +151,21 @@ impl<R> Drop for ReportStream<R> {
     }
 }
 
+/// How a stream's frames are read: the decoder, and the frame's time stamp (µs) if it has one.
+pub(crate) struct FrameKind<R> {
+    pub decode: fn(&[u8]) -> Result<R, ProtoError>,
+    pub stamp: fn(&R) -> Option<u64>,
+}
+
 async fn read_reports<R>(
     mut stream: TcpStream,
     timeout: Duration,
-    decode: fn(&[u8]) -> Result<R, ProtoError>,
+    frames: FrameKind<R>,
     tx: watch::Sender<LinkState<R>>,
     mut on_frame: impl FnMut(&R),
 ) {
+    let FrameKind { decode, stamp } = frames;
+    let mut last_stamp: Option<u64> = None;
     let mut reader = ReportReader::new();
     let mut buf = vec![0u8; 8192];
     // Silence is measured from the last complete frame, so a trickle of bytes that never
@@ -166,6 +176,14 @@ async fn read_reports<R>(
             match reader.next_frame() {
                 Ok(Some(frame)) => match decode(&frame) {
                     Ok(r) => {
+                        if let (Some(before), Some(now)) = (last_stamp, stamp(&r)) {
+                            if now < before {
+                                break 'read LinkFault::Malformed(format!(
+                                    "frames out of order: stamp {now} µs after {before} µs"
+                                ));
+                            }
+                        }
+                        last_stamp = stamp(&r).or(last_stamp);
                         on_frame(&r);
                         let now = Instant::now();
                         deadline = now + timeout;
