@@ -520,22 +520,49 @@ fn input_files_that_never_end_are_refused_before_reading() {
     }
 }
 
-/// A table below the robot's base (an arm on a plate or a pedestal): the workspace box's floor
-/// follows the table down, so the pepper is still put in the pan; the box's floor stopped every
-/// grasp before motion when it stayed at the base's height.
+/// A table below the robot's base (an arm on a plate or a pedestal) or above it (an arm in a
+/// cut-out): the gate's floor follows the table the camera measures, so both branches put the
+/// pepper in the pan; a box floor at the base's height stopped every grasp over a lower table.
 #[test]
-fn a_table_below_the_base_is_reached() {
-    for z in ["-0.04", "-0.12"] {
-        let tmp = TempDir::new("table-below");
-        let scene = pepper_scene(&tmp, "height = 0.0\n", &format!("height = {z}\n"));
-        let o = pointact(&["run", "--scene", scene.to_str().unwrap()]);
-        let out = stdout(&o);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "table at {z}: {out}\n{}",
-            stderr(&o)
-        );
-        assert!(out.contains("outcome   SUCCESS"), "table at {z}: {out}");
+fn a_table_below_or_above_the_base_is_reached_by_both_branches() {
+    for z in ["-0.05", "0.03"] {
+        for branch in ["p", "v"] {
+            let tmp = TempDir::new("table-height");
+            let scene = pepper_scene(&tmp, "height = 0.0\n", &format!("height = {z}\n"));
+            let o = pointact(&[
+                "run",
+                "--scene",
+                scene.to_str().unwrap(),
+                "--branch",
+                branch,
+            ]);
+            let out = stdout(&o);
+            let what = format!("table at {z}, branch {branch}");
+            assert_eq!(o.status.code(), Some(0), "{what}: {out}\n{}", stderr(&o));
+            assert!(out.contains("outcome   SUCCESS"), "{what}: {out}");
+        }
     }
+}
+
+/// A stated table the camera does not see (a table 5 cm below the base, `--table-z 0`): the run
+/// stops before any motion, naming both heights; within 3 cm it runs.
+#[test]
+fn a_stated_table_the_camera_disagrees_with_stops_the_run_before_motion() {
+    let tmp = TempDir::new("table-stated");
+    let scene = pepper_scene(&tmp, "height = 0.0\n", "height = -0.05\n");
+    let scene = scene.to_str().unwrap();
+    let o = pointact(&["run", "--scene", scene, "--table-z", "0"]);
+    let out = stdout(&o);
+    assert_ne!(o.status.code(), Some(0), "{out}");
+    // The depth puts the table a few millimetres off its true -0.05 m.
+    assert!(
+        out.contains("outcome   FAILURE")
+            && out.contains("the camera sees the table top at z = -0.0")
+            && out.contains("cm from the stated 0.000 m (at most 3 cm apart)")
+            && out.contains("nothing moved"),
+        "{out}"
+    );
+    assert!(!out.contains("execute "), "nothing moved: {out}");
+    let o = pointact(&["run", "--scene", scene, "--table-z", "-0.04"]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
 }

@@ -385,7 +385,7 @@ fn bad_robot_toml_values_name_the_field() {
             "limits.joint_velocity",
         ),
         (
-            XARM_TOML.replace("min = [0.15, -0.5, 0.0]", "min = [0.15, -0.5, 0.7]"),
+            XARM_TOML.replace("min = [0.15, -0.5, -0.25]", "min = [0.15, -0.5, 0.7]"),
             "workspace",
         ),
         (

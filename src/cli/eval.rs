@@ -158,7 +158,7 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
                     SessionPointer::Oracle(OracleOptions::default()),
                     &robot,
                     a.branch,
-                    0.0,
+                    None,
                 )?;
                 let server = BridgeServer::bind("127.0.0.1:0", config).await?;
                 let addr = server.local_addr()?.to_string();

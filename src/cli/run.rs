@@ -55,14 +55,11 @@ pub struct RunCli {
     /// Fraction (0, 1] of the planned speed (default: 0.25 on a robot, 1 in the simulator).
     #[arg(long, value_parser = super::values::speed_scale)]
     speed_scale: Option<f64>,
-    /// With --xarm/--widowx: height of the table top in the robot base frame (m), for the gate.
-    #[arg(
-        long,
-        default_value_t = 0.0,
-        allow_hyphen_values = true,
-        requires = "hardware"
-    )]
-    table_z: f64,
+    /// Height of the table top in the robot base frame (m), as you measured it: the camera's
+    /// table must agree within 3 cm or the run stops before any motion. Default: the scene's table
+    /// in the simulator; on a robot, the table the camera measures.
+    #[arg(long, allow_hyphen_values = true, value_parser = super::values::table_z)]
+    table_z: Option<f64>,
     /// Executor branch: p (affordance: grasp + place points) or v (visual trace).
     #[arg(long, default_value = "p")]
     branch: Branch,
@@ -156,6 +153,7 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
         branch: a.branch,
         dry_run: a.dry_run,
         speed_scale: a.speed_scale.unwrap_or(1.0),
+        table_z: a.table_z,
         ..Default::default()
     };
     a.conditions.apply(&mut opts);

@@ -47,7 +47,7 @@ pub struct RobotRun<'a> {
     pub pointer: PointerKind,
     pub model: &'a ModelOptions,
     pub speed_scale: Option<f64>,
-    pub table_z: f64,
+    pub table_z: Option<f64>,
     pub dry_run: bool,
     pub yes: bool,
 }
@@ -78,8 +78,11 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
     // The camera first: a missing device or calibration ends the run before the arm is touched.
     let spec: CameraSpec = a.camera.parse()?;
     let mut camera = open_camera(&spec, a.calibration)?;
+    // The table as stated: the flag, else driver.toml's; unstated, the camera's is used.
+    let table_z = a.table_z.or(driver.table_z());
     let safety = SafetyConfig {
-        table_z: a.table_z,
+        table_z: table_z.unwrap_or(0.0),
+        table_stated: table_z.is_some(),
         dry_run: a.dry_run,
         speed_scale: a.speed_scale.unwrap_or(HARDWARE_SPEED_SCALE),
         ..SafetyConfig::default()

@@ -76,10 +76,11 @@ pub struct ServeBridgeCli {
     /// Executor branch: p (affordance) or v (visual trace).
     #[arg(long, default_value = "p")]
     branch: Branch,
-    /// Table top height in the robot-base frame (m), for the safety gate (SimplerEnv's WidowX
-    /// stands on the table: 0).
-    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
-    table_z: f64,
+    /// Table top height in the robot-base frame (m), as measured in the evaluator's scene: the
+    /// table the observations' depth shows must agree within 3 cm, or the episode stops before any
+    /// action. Default: the table the depth shows (SimplerEnv's WidowX stands on its table, z = 0).
+    #[arg(long, allow_hyphen_values = true, value_parser = super::values::table_z)]
+    table_z: Option<f64>,
     /// Gaussian pixel noise of the oracle pointer (px, finite, >= 0), drawn per episode from
     /// --seed, the task and the episode id.
     #[arg(long, default_value_t = 0.0, value_parser = super::values::non_negative)]
@@ -135,13 +136,14 @@ pub fn session_config(
     pointer: SessionPointer,
     robot: &str,
     branch: Branch,
-    table_z: f64,
+    table_z: Option<f64>,
 ) -> Result<SessionConfig> {
     let model = Arc::new(RobotModel::resolve(robot).with_context(|| format!("robot {robot:?}"))?);
     let mut config = SessionConfig::new(pointer, model);
     config.branch = branch;
     config.safety = SafetyConfig {
-        table_z,
+        table_z: table_z.unwrap_or(0.0),
+        table_stated: table_z.is_some(),
         ..SafetyConfig::default()
     };
     Ok(config)

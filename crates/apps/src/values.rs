@@ -32,6 +32,20 @@ pub fn speed_scale(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A table height in the robot base frame (m), within a metre of the base: farther is a typo
+/// (centimetres for metres), not a table the arm reaches.
+pub fn table_z(s: &str) -> Result<f64, String> {
+    let v = number(s)?;
+    if (-1.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is outside [-1, 1]: give the table top's height under (negative) or above the \
+             robot base, in metres"
+        ))
+    }
+}
+
 /// A point `X,Y,Z` (metres), every coordinate finite.
 pub fn point3(s: &str) -> Result<[f64; 3], String> {
     let parts: Vec<&str> = s.split(',').collect();

@@ -137,6 +137,9 @@ pub struct XarmSettings {
     pub gripper: XarmGripper,
     /// `[payload]`: the tool's mass and centre of mass.
     pub payload: XarmPayload,
+    /// `table_z` (optional, top level): see [`DriverSettings::table_z`].
+    #[serde(default)]
+    pub table_z: Option<f64>,
 }
 
 /// Where the controller is and how long to wait for it.
@@ -252,6 +255,9 @@ pub struct DynamixelSettings {
     pub joints: Vec<DynamixelJoint>,
     /// `[gripper]`: the gripper servo and its linkage.
     pub gripper: DynamixelGripper,
+    /// `table_z` (optional, top level): see [`DriverSettings::table_z`].
+    #[serde(default)]
+    pub table_z: Option<f64>,
 }
 
 /// Baud rates an X-series servo can be set to (ROBOTIS e-Manual, XM430/XL430 control table
@@ -384,6 +390,8 @@ struct XarmFile {
     motion: XarmMotion,
     gripper: XarmGripper,
     payload: XarmPayload,
+    #[serde(default)]
+    table_z: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -395,6 +403,8 @@ struct DynamixelFile {
     position: DynamixelPosition,
     joints: Vec<DynamixelJoint>,
     gripper: DynamixelGripper,
+    #[serde(default)]
+    table_z: Option<f64>,
 }
 
 /// Reads and checks a `driver.toml`.
@@ -444,6 +454,7 @@ impl DriverSettings {
                     motion: f.motion,
                     gripper: f.gripper,
                     payload: f.payload,
+                    table_z: f.table_z,
                 })
             }
             DriverKind::Dynamixel => {
@@ -453,6 +464,7 @@ impl DriverSettings {
                     position: f.position,
                     joints: f.joints,
                     gripper: f.gripper,
+                    table_z: f.table_z,
                 })
             }
         };
@@ -491,9 +503,27 @@ impl DriverSettings {
             field: field.to_string(),
             detail,
         };
+        if let Some(z) = self.table_z() {
+            if !(-1.0..=1.0).contains(&z) {
+                return Err(bad(
+                    "table_z",
+                    format!("{z} m is outside [-1, 1]: the table top's height under (negative) or above the robot base, in metres"),
+                ));
+            }
+        }
         match self {
             DriverSettings::Xarm(s) => s.validate().map_err(|(f, d)| bad(&f, d)),
             DriverSettings::Dynamixel(s) => s.validate().map_err(|(f, d)| bad(&f, d)),
+        }
+    }
+
+    /// The table top's height in the robot base frame (m) as measured at this installation (the
+    /// optional top-level `table_z`): a run then refuses, before any motion, a camera that sees
+    /// the table more than 3 cm from it. `--table-z` overrides it.
+    pub fn table_z(&self) -> Option<f64> {
+        match self {
+            DriverSettings::Xarm(s) => s.table_z,
+            DriverSettings::Dynamixel(s) => s.table_z,
         }
     }
 

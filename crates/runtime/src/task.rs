@@ -36,6 +36,9 @@ pub enum RunError {
         #[source]
         source: SafetyError,
     },
+    /// The table the camera measures is not where it was stated to be; nothing moved.
+    #[error("{0}; nothing moved")]
+    Table(#[source] SafetyError),
     /// The robot driver failed to read its state or to execute a command.
     #[error("robot: {0}")]
     Robot(#[from] RobotError),
@@ -120,6 +123,10 @@ pub async fn run_task<R: Robot, C: Camera, P: Pointer + ?Sized>(
             state: &start,
         });
         let task = plan_task(&frame, pointer, instruction, branch, &model, &q0, on_event)?;
+        // The gate's table is the one the plan was made over, and a stated one must agree.
+        let safety = safety
+            .with_measured_table(task.table_z)
+            .map_err(RunError::Table)?;
         let plan = task.plan;
         let checked = check_plan(&plan, &model, &q0, &task.world, safety.clone())?;
         on_event(Event::Checked {

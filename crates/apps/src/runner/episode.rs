@@ -36,6 +36,9 @@ pub struct EpisodeOptions {
     pub dry_run: bool,
     /// Fraction (0, 1] of the planned speed (`SafetyConfig::speed_scale`).
     pub speed_scale: f64,
+    /// The table height the gate is told (base frame, m; the camera's must agree within
+    /// `TABLE_AGREEMENT_M`); `None`: the scene's own.
+    pub table_z: Option<f64>,
     /// Seconds the scene may take to come to rest before judging.
     pub settle_s: f64,
     /// A hand-eye calibration error (mm, degrees): the executor is given a camera pose off by
@@ -56,6 +59,7 @@ impl Default for EpisodeOptions {
             render: RenderOptions::default(),
             dry_run: false,
             speed_scale: 1.0,
+            table_z: None,
             settle_s: 3.0,
             calib_error_mm: 0.0,
             calib_error_deg: 0.0,
@@ -279,7 +283,9 @@ pub async fn run_prepared<R: Robot, C: Camera, P: Pointer>(
 ) -> Result<EpisodeResult, EpisodeError> {
     let setup = |e: &dyn std::fmt::Display| EpisodeError::Setup(e.to_string());
     let home = robot.model().home().to_vec();
-    let table_z = world.lock().scene().table.height;
+    let table_z = options
+        .table_z
+        .unwrap_or_else(|| world.lock().scene().table.height);
     let safety = SafetyConfig {
         table_z,
         dry_run: options.dry_run,

@@ -66,15 +66,15 @@ impl WorkspaceBox {
         (0..3).all(|i| p[i] >= self.min[i] && p[i] <= self.max[i])
     }
 
-    /// The box for a table whose top is at `table_z` in the base frame. The box's floor is
-    /// written for a table at the base's height (z = 0); a table below the base (an arm on a
-    /// pedestal or a plate) lowers the floor by as much, so that what stands on that table can
-    /// be reached. A table above the base changes nothing: the table-clearance check keeps every
-    /// link above it.
+    /// The box the TCP may use over a table whose top is at `table_z` in the base frame: this box
+    /// (the user's outer limit, never widened) with its floor raised to the table when the table
+    /// is higher. The box's floor says how far below the base a table may be (an arm on a pedestal
+    /// or a plate); the table itself, measured by the camera or stated by the user, is the floor
+    /// within it, so a TCP below the table top is refused whatever the box allows.
     pub fn for_table(&self, table_z: f64) -> WorkspaceBox {
         let mut b = *self;
-        if table_z.is_finite() && table_z < 0.0 {
-            b.min[2] += table_z;
+        if table_z.is_finite() {
+            b.min[2] = b.min[2].max(table_z.min(b.max[2]));
         }
         b
     }

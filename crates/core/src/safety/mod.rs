@@ -22,8 +22,14 @@ use crate::planning::{
 /// Settings of the [`SafetyGate`]; the robot's own limits come from its model's config.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SafetyConfig {
-    /// Height of the table top in the base frame (m).
+    /// Height of the table top in the base frame (m): the plane of the table-clearance check and
+    /// the floor of the workspace box (`WorkspaceBox::for_table`). A task run replaces it with the
+    /// table its camera measures ([`SafetyConfig::with_measured_table`]).
     pub table_z: f64,
+    /// Whether `table_z` was stated (a flag, the driver settings, a scene file) rather than left to
+    /// the camera: a measured table farther than [`TABLE_AGREEMENT_M`] from a stated one stops the
+    /// run before any motion (a depth bias or a wrong calibration would otherwise move the floor).
+    pub table_stated: bool,
     /// Smallest allowed distance between a moving link and the table top (m).
     pub table_clearance: f64,
     /// Largest allowed gap between the robot's joints and the trajectory start (rad).
@@ -40,11 +46,38 @@ impl Default for SafetyConfig {
     fn default() -> Self {
         SafetyConfig {
             table_z: 0.0,
+            table_stated: true,
             table_clearance: 0.003,
             max_start_deviation: 0.02,
             dry_run: false,
             speed_scale: 1.0,
         }
+    }
+}
+
+/// How far apart the table the camera measures and a stated one may be (m): depth noise on a
+/// table is millimetres and a plane fit averages it out; a few centimetres is a wrong `--table-z`,
+/// a wrong hand-eye calibration or another surface taken for the table.
+pub const TABLE_AGREEMENT_M: f64 = 0.03;
+
+impl SafetyConfig {
+    /// This config over the table the camera measured at `measured_z` (base frame, m): the gate's
+    /// table and workspace floor follow it. A stated table ([`SafetyConfig::table_stated`]) must
+    /// agree within [`TABLE_AGREEMENT_M`].
+    pub fn with_measured_table(&self, measured_z: f64) -> Result<SafetyConfig, SafetyError> {
+        // NaN in either is a disagreement.
+        let agrees = (measured_z - self.table_z).abs() <= TABLE_AGREEMENT_M;
+        if !measured_z.is_finite() || (self.table_stated && !agrees) {
+            return Err(SafetyError::TableMismatch {
+                measured: measured_z,
+                stated: self.table_z,
+                tolerance: TABLE_AGREEMENT_M,
+            });
+        }
+        Ok(SafetyConfig {
+            table_z: measured_z,
+            ..self.clone()
+        })
     }
 }
 
@@ -100,6 +133,20 @@ pub enum SafetyError {
         speed: f64,
         /// Its velocity limit, rad/s.
         limit: f64,
+    },
+    /// The table the camera measures is not where it was stated to be.
+    #[error(
+        "the camera sees the table top at z = {measured:.3} m, {:.1} cm from the stated {stated:.3} m \
+         (at most {:.0} cm apart): check --table-z and the camera calibration",
+        100.0 * (measured - stated).abs(), 100.0 * tolerance
+    )]
+    TableMismatch {
+        /// The table height the depth gives, base frame, m.
+        measured: f64,
+        /// [`SafetyConfig::table_z`] as stated, m.
+        stated: f64,
+        /// [`TABLE_AGREEMENT_M`].
+        tolerance: f64,
     },
     /// The TCP leaves the workspace box.
     #[error("at t = {t:.3} s the TCP at ({:.3}, {:.3}, {:.3}) m leaves the workspace box", p[0], p[1], p[2])]

@@ -71,10 +71,10 @@ fn leaving_the_workspace_is_rejected() {
 
 #[test]
 fn a_table_below_the_base_lowers_the_workspace_floor_with_it() {
-    // The xArm's box floor is z = 0, written for a table at the base's height. With the table
-    // 4 cm lower (an arm on a plate), a grasp 2.5 cm below the base is inside the box and clear of
-    // the table; with the table at the base it leaves the box; past the lowered table it still
-    // hits the table.
+    // The xArm's box is the outer limit (floor 25 cm below the base); the table is the floor within
+    // it. With the table 4 cm below the base (an arm on a plate), a grasp 2.5 cm below the base is
+    // inside and clear of the table; with the table at the base it is below the floor; past the
+    // lowered table it still hits the table.
     let m = xarm();
     let home = m.home().to_vec();
     let low = SafetyConfig {
@@ -99,11 +99,43 @@ fn a_table_below_the_base_lowers_the_workspace_floor_with_it() {
     assert!(SafetyGate::new(&m, low)
         .check(through, &home, 1.0, &[])
         .is_err());
+    let ws = m.config.workspace;
+    assert_eq!(ws.for_table(-0.04).min[2], -0.04);
+    assert_eq!(ws.for_table(0.03).min[2], 0.03, "a table above the base");
+    assert_eq!(ws.for_table(-1.0), ws, "the box is the outer limit");
+    assert_eq!(ws.for_table(f64::NAN), ws);
+}
+
+#[test]
+fn a_measured_table_must_agree_with_a_stated_one() {
+    let stated = SafetyConfig {
+        table_z: -0.05,
+        ..SafetyConfig::default()
+    };
+    // Within 3 cm the gate takes the measured table (the one the plan was made over).
+    let c = stated.with_measured_table(-0.07).unwrap();
+    assert_eq!(c.table_z, -0.07);
     assert_eq!(
-        m.config.workspace.for_table(-0.04).min[2],
-        m.config.workspace.min[2] - 0.04
+        SafetyConfig { table_z: 0.0, ..c },
+        SafetyConfig::default(),
+        "nothing else changes"
     );
-    assert_eq!(m.config.workspace.for_table(0.1), m.config.workspace);
+    for far in [-0.09, 0.0, f64::NAN, f64::INFINITY] {
+        let e = stated.with_measured_table(far).unwrap_err();
+        assert!(matches!(e, SafetyError::TableMismatch { .. }), "{far}: {e}");
+    }
+    let e = stated.with_measured_table(0.0).unwrap_err().to_string();
+    assert!(
+        e.contains("z = 0.000 m") && e.contains("5.0 cm") && e.contains("--table-z"),
+        "{e}"
+    );
+    // Unstated: whatever finite table the camera measures.
+    let unstated = SafetyConfig {
+        table_stated: false,
+        ..SafetyConfig::default()
+    };
+    assert_eq!(unstated.with_measured_table(-0.2).unwrap().table_z, -0.2);
+    assert!(unstated.with_measured_table(f64::NAN).is_err());
 }
 
 #[test]

@@ -461,3 +461,18 @@ fn kinematics_robot_toml_is_unchanged_and_still_parses() {
         assert!(RobotConfig::from_toml_str(&shipped_text(robot), "driver.toml").is_err());
     }
 }
+
+#[test]
+fn an_installation_states_its_table_height_or_leaves_it_to_the_camera() {
+    for robot in ["xarm6", "widowx250"] {
+        let shipped = DriverSettings::from_toml_str(&shipped_text(robot), FILE).unwrap();
+        assert_eq!(shipped.table_z(), None, "{robot}: the camera's table");
+        // A top-level key, before the first table.
+        let stated = format!("table_z = -0.05\n{}", shipped_text(robot));
+        let s = DriverSettings::from_toml_str(&stated, FILE).unwrap();
+        assert_eq!(s.table_z(), Some(-0.05), "{robot}");
+        let far = format!("table_z = 5.0\n{}", shipped_text(robot));
+        let msg = field_err(&far, "table_z");
+        assert!(msg.contains("[-1, 1]"), "{msg}");
+    }
+}

@@ -55,12 +55,17 @@ pub struct TaskPlan {
     pub world: World,
     /// What the camera should see when the plan has run (checked by [`super::verify`]).
     pub expect: Expectation,
+    /// The table top the plan was made over, from the depth (base frame, m): the gate's table.
+    pub table_z: f64,
 }
 
-/// How far below the workspace box's floor the table may be found (m): the floor is written for a
-/// table at the base's height, and an arm on a pedestal or a plate has its table lower (the gate
-/// lowers the floor with the table, `WorkspaceBox::for_table`).
-const TABLE_BELOW_FLOOR_M: f64 = 0.25;
+/// The highest table looked for (m above the base): a table top above the base's plate (an arm
+/// mounted in a cut-out) is a few centimetres up; higher surfaces are objects, not the table.
+const TABLE_SEARCH_TOP_M: f64 = 0.10;
+
+/// How far below the workspace box's floor answers and the table are still looked at (m): depth
+/// noise on a table at the floor, and points answered on its surface.
+const BELOW_FLOOR_M: f64 = 0.1;
 
 /// Plans `instruction` with `branch` on `frame`, the arm at joints `q0`; `on_event` sees the table
 /// height, every answer, the plan and the obstacle count.
@@ -77,8 +82,12 @@ pub fn plan_task<P: Pointer + ?Sized>(
     let table = table_height(
         frame,
         CropBox {
-            min: [ws.min[0], ws.min[1], ws.min[2] - TABLE_BELOW_FLOOR_M],
-            max: [ws.max[0], ws.max[1], ws.min[2] + 0.1],
+            min: [ws.min[0], ws.min[1], ws.min[2] - BELOW_FLOOR_M],
+            max: [
+                ws.max[0],
+                ws.max[1],
+                TABLE_SEARCH_TOP_M.max(ws.min[2] + BELOW_FLOOR_M),
+            ],
         },
     )?;
     let table_z = table.z;
@@ -258,6 +267,7 @@ pub fn plan_task<P: Pointer + ?Sized>(
         plan,
         world,
         expect,
+        table_z,
     })
 }
 
@@ -274,7 +284,7 @@ fn in_workspace(
         && p.x <= ws.max[0]
         && p.y >= ws.min[1]
         && p.y <= ws.max[1]
-        && p.z >= ws.min[2] - TABLE_BELOW_FLOOR_M
+        && p.z >= ws.min[2] - BELOW_FLOOR_M
         && p.z <= ws.max[2];
     if inside {
         Ok(())
