@@ -27,10 +27,10 @@
 //! them into products of symbols).
 //!
 //! Not reproduced (answers graded **incorrect** here where mathruler may say correct):
-//! sympy equivalences beyond rational arithmetic and rational functions of single-letter symbols
-//! (no `sqrt`, `pi`, `e` constants, trig, factorials, floats mixed with symbols, floats of more
-//! than 15 significant digits, non-ASCII symbols; see `symbolic`), and LaTeX outside the subset
-//! in `latex` (pylatexenc renders hundreds of macros).
+//! sympy equivalences beyond rational functions of single-letter symbols over square roots and π
+//! (no `e` constants, trig, logarithms, factorials, floats beside symbols over a denominator,
+//! floats of more than 15 significant digits, non-ASCII symbols; see `symbolic`), and LaTeX
+//! outside the subset in `latex` (pylatexenc renders hundreds of macros).
 
 use std::sync::LazyLock;
 

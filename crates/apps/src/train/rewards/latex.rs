@@ -8,7 +8,7 @@
 //! * groups `{…}` render their content (`{a}{b}` → `ab`);
 //! * `\frac` with two arguments (each a group or a single character, whitespace before them
 //!   skipped) → `A/B` without parentheses (`\frac{a+b}{c}` → `a+b/c`, as pylatexenc does);
-//!   `\sqrt` with one → `√(A)`;
+//!   `\sqrt` with one → `√(A)`, an optional index `[n]` dropped (`\sqrt[3]{8}` → `√(8)`);
 //! * `\text \textrm \textit \textbf \textnormal \mbox \mathrm \mathit \emph \operatorname
 //!   \boxed` render their argument; `\displaystyle \left \right \degree` render nothing;
 //! * symbols: `\pi π`, `\infty ∞`, `\cdot ·`, `\times ×`, `\cup ∪`, `\cap ∩`, `\circ ∘`, `\pm ±`,
@@ -98,6 +98,24 @@ impl Renderer {
         }
     }
 
+    /// Skips an optional argument `[…]` (the `[` at the cursor), braces balanced inside.
+    fn optional(&mut self) -> Option<()> {
+        self.i += 1;
+        let mut depth = 0usize;
+        loop {
+            match self.c.get(self.i).copied()? {
+                ']' if depth == 0 => {
+                    self.i += 1;
+                    return Some(());
+                }
+                '{' => depth += 1,
+                '}' => depth = depth.checked_sub(1)?,
+                _ => {}
+            }
+            self.i += 1;
+        }
+    }
+
     /// The rest of a group whose `{` was just read.
     fn group(&mut self) -> Option<String> {
         self.depth += 1;
@@ -143,6 +161,12 @@ impl Renderer {
                             let b = self.arg()?;
                             out.push_str(&format!("{a}/{b}"));
                         } else if name == "sqrt" {
+                            // The optional index is parsed and not rendered: `\sqrt[3]{8}`
+                            // → `√(8)`, as pylatexenc does.
+                            self.skip_ws();
+                            if self.c.get(self.i) == Some(&'[') {
+                                self.optional()?;
+                            }
                             let a = self.arg()?;
                             out.push_str(&format!("√({a})"));
                         } else if is_text_macro(&name) {
@@ -210,6 +234,7 @@ mod tests {
         assert_eq!(p("\\frac12").as_deref(), Some("1/2"));
         assert_eq!(p("\\frac{a+b}{c}").as_deref(), Some("a+b/c"));
         assert_eq!(p("\\sqrt{2}/2").as_deref(), Some("sqrt(2)/2"));
+        assert_eq!(p("\\sqrt[3]{8}").as_deref(), Some("sqrt(8)"));
         assert_eq!(p("3 \\times 4").as_deref(), Some("3 *4"));
         assert_eq!(p("\\left(1,2\\right)").as_deref(), Some("(1,2)"));
         assert_eq!(p("1\\frac{1}{2}").as_deref(), Some("1 1/2"));

@@ -16,16 +16,31 @@
 //!   to 53 bits first; `Rational / Float` is `Rational * (1/Float)` (two roundings); a Float result
 //!   of exactly zero becomes sympy's exact `0`;
 //! * symbols: exact rational functions with rational coefficients (so `x+1` vs `1+x`,
-//!   `a/b` vs `1/b*a`, `(a+b)^2` vs `a^2+2ab+b^2` are equal), integer powers.
+//!   `a/b` vs `1/b*a`, `(a+b)^2` vs `a^2+2ab+b^2` are equal), integer powers;
+//! * `sqrt` and `pi` (the only sympy names that reach this step in graded answers, see
+//!   tests/fixtures/gen_rewards_golden.py): values are rational functions over the letters, `√π`,
+//!   the square roots of primes and opaque square roots (`Gen`). `sqrt` of a rational takes the
+//!   squares out as sympy's `Integer._eval_power` does (`sqrt(8)` = `2√2`, `sqrt(1/2)` = `√2/2`);
+//!   of a product, its positive number and π's even powers (`sqrt(8x)` = `2√2·√x`); letters stay
+//!   under an opaque root (`sqrt(x**2)` is not `x`: sympy's symbols are complex), as does a sum,
+//!   unless it is `a + b√c` with `a² − b²c` a rational square (denested, as `simplify` finds).
+//!   Products of sums are expanded and quotients compared across (which is what `simplify`'s
+//!   rationalising decides); a name that merely contains `sqrt` or `pi` (`xsqrt`) is split into
+//!   letters like any other;
+//! * Floats beside symbols, roots or π: a coefficient, rounded as sympy's `Add` collects it (a
+//!   Rational meeting a Float is rounded first; `0.1pi+0.2pi` is not `0.3pi`), never merged with
+//!   another monomial (`1.4142135623731` is not `sqrt(2)`); `sqrt` of a Float and `x**0.5` are
+//!   the correctly rounded root, as mpmath's.
 //!
-//! Not reproduced (graded not equal here; sympy may say equal): functions and constants (`sqrt`,
-//! `pi`, `E`-free `e` is a plain symbol and works, but `oo`, `re`, `im`, `ln`, `id`, … and Greek
-//! names `mu nu pi xi` are sympy objects), Python keywords (`in`, `or`, … are syntax errors in
-//! sympy too), Floats mixed with symbols, Floats of more than 15 significant digits or outside
-//! the double range, Float powers other than small non-negative integers, non-integer exponents,
-//! hex/imaginary/underscored literals, leading-zero integers, non-ASCII names, `!`, `%`, `//`,
-//! commas, brackets, and expressions over 1000 characters, with numbers past 4096 bits or
-//! polynomials past 2000 terms (sympy would take very long on those).
+//! Not reproduced (graded not equal here; sympy may say equal): other functions and constants
+//! (`oo`, `re`, `im`, `ln`, `id`, … and Greek names `mu nu xi`), Python keywords (`in`, `or`, …
+//! are syntax errors in sympy too), Floats beside symbols over a denominator (`1.5/x`), Floats of
+//! more than 15 significant digits or outside the double range, Float powers other than small
+//! non-negative integers and 0.5, non-integer exponents, fourth roots and nested opaque roots,
+//! square roots of negative numbers (sympy's `I`), hex/imaginary/underscored literals,
+//! leading-zero integers, non-ASCII names, `!`, `%`, `//`, commas, brackets, and expressions over
+//! 1000 characters, with numbers past 4096 bits, radicands past 2^40 or polynomials past 2000
+//! terms (sympy would take very long on those).
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -47,9 +62,8 @@ static BAD_REGEX: LazyLock<Regex> = LazyLock::new(|| re(r"\^[0-9]+\^|\^[0-9][0-9
 /// Python builtins, Greek letter names, keywords) among those that can pass the two-letter limit.
 const SPECIAL_NAMES: &[&str] = &[
     "all", "csc", "eye", "ff", "fft", "fu", "gff", "id", "im", "jn", "li", "ln", "nan", "ntt",
-    "oo", "pi", "re", "rf", "yn", "zoo", "mu", "nu", "xi", "sqrt", "frac", "as", "if", "in", "is",
-    "or", "and", "not", "del", "def", "for", "try", "else", "elif", "from", "pass", "with",
-    "assert",
+    "oo", "re", "rf", "yn", "zoo", "mu", "nu", "xi", "frac", "as", "if", "in", "is", "or", "and",
+    "not", "del", "def", "for", "try", "else", "elif", "from", "pass", "with", "assert",
 ];
 
 /// `are_equal_under_sympy(gt, given)` for what this module can evaluate.
@@ -62,6 +76,7 @@ pub fn equal_under_sympy(gt: &str, given: &str) -> bool {
     let Some(tokens) = tokenize(&py) else {
         return false;
     };
+    RADICANDS.with(|r| r.borrow_mut().clear());
     let mut p = Parser {
         t: tokens,
         i: 0,
@@ -195,42 +210,156 @@ impl Q {
     }
 }
 
-/// Monomial: sorted (letter, exponent) pairs.
-type Mono = Vec<(char, u32)>;
+/// A generator of the polynomial ring the values live in. Square roots are generators whose square
+/// reduces ([`reduce`]): `√p` for a prime `p` (so `√8` is `2·√2`, as sympy extracts it), and the
+/// opaque `√P` of a radicand sympy cannot take apart (`sqrt(x**2)` stays `sqrt(x**2)`: symbols are
+/// complex). `√π` is free: π is transcendental, `pi` is `√π²`. Distinct primes' square roots, π
+/// and the letters are independent over the rationals, so a reduced polynomial is zero exactly
+/// when the value is, which is what `simplify(…) == 0` decides for these expressions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Gen {
+    Letter(char),
+    SqrtPi,
+    SqrtPrime(u64),
+    /// Index into the evaluation's radicand table ([`RADICANDS`]).
+    Radical(usize),
+}
+
+/// Monomial: sorted (generator, exponent) pairs.
+type Mono = Vec<(Gen, u32)>;
+
+thread_local! {
+    /// The radicands of the `Gen::Radical`s of the expression being evaluated (reset per call).
+    static RADICANDS: std::cell::RefCell<Vec<Poly>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The index of radicand `p`, added when new.
+fn radical(p: Poly) -> Option<usize> {
+    RADICANDS.with(|r| {
+        let mut r = r.borrow_mut();
+        if let Some(i) = r.iter().position(|q| q.same(&p)) {
+            return Some(i);
+        }
+        (r.len() < 64).then(|| {
+            r.push(p);
+            r.len() - 1
+        })
+    })
+}
+
+fn radicand(i: usize) -> Option<Poly> {
+    RADICANDS.with(|r| r.borrow().get(i).cloned())
+}
+
+/// A coefficient: an exact rational, or a Float (53 bits) as sympy keeps one beside a term.
+#[derive(Clone, Debug)]
+enum Num {
+    Q(Q),
+    F(f64),
+}
+
+impl Num {
+    fn is_zero(&self) -> bool {
+        match self {
+            Num::Q(q) => q.is_zero(),
+            Num::F(f) => *f == 0.0,
+        }
+    }
+    fn is_float(&self) -> bool {
+        matches!(self, Num::F(_))
+    }
+    fn neg(&self) -> Num {
+        match self {
+            Num::Q(q) => Num::Q(q.neg()),
+            Num::F(f) => Num::F(-f),
+        }
+    }
+    /// A Float result sympy can hold: finite, and not subnormal (mpmath's exponent is unbounded).
+    fn float(f: f64) -> Option<Num> {
+        (f.is_finite() && (f == 0.0 || f.abs() >= f64::MIN_POSITIVE)).then_some(Num::F(f))
+    }
+    /// Rational meets Float: the Rational rounded to 53 bits first, as sympy converts it.
+    fn add(&self, o: &Num) -> Option<Num> {
+        match (self, o) {
+            (Num::Q(a), Num::Q(b)) => Some(Num::Q(a.add(b)?)),
+            (Num::F(a), Num::F(b)) => Num::float(a + b),
+            (Num::F(a), Num::Q(b)) | (Num::Q(b), Num::F(a)) => Num::float(a + b.to_f64()?),
+        }
+    }
+    fn mul(&self, o: &Num) -> Option<Num> {
+        match (self, o) {
+            (Num::Q(a), Num::Q(b)) => Some(Num::Q(a.mul(b)?)),
+            (Num::F(a), Num::F(b)) => Num::float(a * b),
+            (Num::F(a), Num::Q(b)) | (Num::Q(b), Num::F(a)) => Num::float(a * b.to_f64()?),
+        }
+    }
+    fn same(&self, o: &Num) -> bool {
+        match (self, o) {
+            (Num::Q(a), Num::Q(b)) => a.n.mul(&b.d) == b.n.mul(&a.d),
+            (Num::F(a), Num::F(b)) => a == b,
+            _ => false,
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
-struct Poly(BTreeMap<Mono, Q>);
+struct Poly(BTreeMap<Mono, Num>);
 
 impl Poly {
     fn constant(q: Q) -> Poly {
-        let mut m = BTreeMap::new();
-        if !q.is_zero() {
-            m.insert(Vec::new(), q);
-        }
-        Poly(m)
+        Poly::term(Vec::new(), Num::Q(q))
     }
-    fn symbol(c: char) -> Poly {
-        let mut m = BTreeMap::new();
-        m.insert(vec![(c, 1)], Q::int(1));
-        Poly(m)
+    fn term(m: Mono, c: Num) -> Poly {
+        let mut t = BTreeMap::new();
+        if !c.is_zero() {
+            t.insert(m, c);
+        }
+        Poly(t)
+    }
+    fn gen(g: Gen) -> Poly {
+        Poly::term(vec![(g, 1)], Num::Q(Q::int(1)))
     }
     fn is_zero(&self) -> bool {
-        self.0.values().all(Q::is_zero)
+        self.0.values().all(Num::is_zero)
+    }
+    fn has_float(&self) -> bool {
+        self.0.values().any(Num::is_float)
+    }
+    /// Exactly the rational 1.
+    fn is_one(&self) -> bool {
+        self.0.len() == 1
+            && self
+                .0
+                .get(&Vec::new())
+                .is_some_and(|c| c.same(&Num::Q(Q::int(1))))
+    }
+    fn same(&self, o: &Poly) -> bool {
+        self.0.len() == o.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&o.0)
+                .all(|((ka, va), (kb, vb))| ka == kb && va.same(vb))
     }
     fn add(&self, o: &Poly) -> Option<Poly> {
-        let mut m = self.0.clone();
+        let mut m = self.clone();
+        m.add_in(o)?;
+        Some(m)
+    }
+    /// `self += o`, a zero sum dropping its term (sympy's `Add` drops a 0 or 0.0 coefficient).
+    fn add_in(&mut self, o: &Poly) -> Option<()> {
         for (k, v) in &o.0 {
-            let s = match m.get(k) {
+            let s = match self.0.get(k) {
                 Some(a) => a.add(v)?,
                 None => v.clone(),
             };
             if s.is_zero() {
-                m.remove(k);
+                self.0.remove(k);
             } else {
-                m.insert(k.clone(), s);
+                self.0.insert(k.clone(), s);
             }
         }
-        (m.len() <= MAX_TERMS).then_some(Poly(m))
+        (self.0.len() <= MAX_TERMS).then_some(())
     }
     fn neg(&self) -> Poly {
         Poly(self.0.iter().map(|(k, v)| (k.clone(), v.neg())).collect())
@@ -239,25 +368,72 @@ impl Poly {
         if self.0.len().saturating_mul(o.0.len()) > MAX_PRODUCT_PAIRS {
             return None;
         }
-        let mut out: BTreeMap<Mono, Q> = BTreeMap::new();
+        // sympy distributes a number over a sum but never expands two sums holding a Float: the
+        // rounding of such a product is not modelled.
+        if (self.has_float() || o.has_float()) && self.0.len() > 1 && o.0.len() > 1 {
+            return None;
+        }
+        let mut out = Poly(BTreeMap::new());
         for (ka, va) in &self.0 {
             for (kb, vb) in &o.0 {
-                let mut k: BTreeMap<char, u32> = ka.iter().copied().collect();
-                for &(c, e) in kb {
-                    *k.entry(c).or_insert(0) += e;
+                let mut k: BTreeMap<Gen, u32> = ka.iter().copied().collect();
+                for &(g, e) in kb {
+                    *k.entry(g).or_insert(0) += e;
                 }
-                let k: Mono = k.into_iter().collect();
-                let prod = va.mul(vb)?;
-                let sum = match out.get(&k) {
-                    Some(cur) => cur.add(&prod)?,
-                    None => prod,
-                };
-                out.insert(k, sum);
+                out.add_in(&reduce(k, va.mul(vb)?)?)?;
             }
         }
-        out.retain(|_, v| !v.is_zero());
-        (out.len() <= MAX_TERMS).then_some(Poly(out))
+        Some(out)
     }
+    fn pow(&self, e: u32) -> Option<Poly> {
+        let mut acc = Poly::constant(Q::int(1));
+        for _ in 0..e {
+            acc = acc.mul(self)?;
+        }
+        Some(acc)
+    }
+    /// The only term, when there is exactly one.
+    fn single(&self) -> Option<(&Mono, &Num)> {
+        (self.0.len() == 1).then(|| self.0.iter().next()).flatten()
+    }
+    /// Whether every generator is a number's (no letter, no opaque radical).
+    fn is_numeric(&self) -> bool {
+        self.0
+            .keys()
+            .flatten()
+            .all(|(g, _)| matches!(g, Gen::SqrtPi | Gen::SqrtPrime(_)))
+    }
+}
+
+/// One term `c · ∏ g^e` with the squares of square roots multiplied out: `√p² = p`, `√P² = P`.
+fn reduce(k: BTreeMap<Gen, u32>, c: Num) -> Option<Poly> {
+    let mut coef = c;
+    let mut mono: Mono = Vec::with_capacity(k.len());
+    let mut radicands: Vec<(usize, u32)> = Vec::new();
+    for (g, e) in k {
+        match g {
+            Gen::SqrtPrime(p) if e >= 2 => {
+                let p = i64::try_from(p).ok()?;
+                coef = coef.mul(&Num::Q(Q::int(p).pow(i64::from(e / 2))?))?;
+                if e % 2 == 1 {
+                    mono.push((g, 1));
+                }
+            }
+            Gen::Radical(i) if e >= 2 => {
+                radicands.push((i, e / 2));
+                if e % 2 == 1 {
+                    mono.push((g, 1));
+                }
+            }
+            _ if e > 0 => mono.push((g, e)),
+            _ => {}
+        }
+    }
+    let mut t = Poly::term(mono, coef);
+    for (i, n) in radicands {
+        t = t.mul(&radicand(i)?.pow(n)?)?;
+    }
+    Some(t)
 }
 
 /// A rational function `num / den`.
@@ -268,13 +444,29 @@ struct RatFn {
 }
 
 impl RatFn {
-    fn of_q(q: Q) -> RatFn {
+    fn of_num(c: Num) -> RatFn {
         RatFn {
-            num: Poly::constant(q),
+            num: Poly::term(Vec::new(), c),
             den: Poly::constant(Q::int(1)),
         }
     }
+    fn of_poly(p: Poly) -> RatFn {
+        RatFn {
+            num: p,
+            den: Poly::constant(Q::int(1)),
+        }
+    }
+    fn has_float(&self) -> bool {
+        self.num.has_float() || self.den.has_float()
+    }
     fn add(&self, o: &RatFn) -> Option<RatFn> {
+        if self.den.is_one() && o.den.is_one() {
+            return Some(RatFn::of_poly(self.num.add(&o.num)?));
+        }
+        // Over a common denominator a Float's rounding would not be sympy's.
+        if self.has_float() || o.has_float() {
+            return None;
+        }
         Some(RatFn {
             num: self.num.mul(&o.den)?.add(&o.num.mul(&self.den)?)?,
             den: self.den.mul(&o.den)?,
@@ -287,7 +479,37 @@ impl RatFn {
         })
     }
     fn inv(&self) -> Option<RatFn> {
-        (!self.num.is_zero()).then(|| RatFn {
+        // An opaque radical is not invertible in this model (`√(x²)` may be ±x).
+        let opaque = self
+            .num
+            .0
+            .keys()
+            .flatten()
+            .any(|(g, _)| matches!(g, Gen::Radical(_)));
+        if self.num.is_zero() || self.num.has_float() || opaque {
+            return None;
+        }
+        // A number times square roots of primes inverts in place, as sympy's automatic
+        // evaluation does (`1/sqrt(2)` is `sqrt(2)/2`, `sqrt(3)/sqrt(12)` is `1/2`); the rest
+        // becomes the denominator.
+        if let Some((m, Num::Q(q))) = self.num.single() {
+            let mut scale = q.clone();
+            let mut surds = true;
+            for &(g, _) in m {
+                match g {
+                    Gen::SqrtPrime(p) => scale = scale.mul(&Q::int(i64::try_from(p).ok()?))?,
+                    _ => surds = false,
+                }
+            }
+            if surds {
+                let inv = Poly::term(m.clone(), Num::Q(scale.inv()?));
+                return Some(RatFn {
+                    num: self.den.mul(&inv)?,
+                    den: Poly::constant(Q::int(1)),
+                });
+            }
+        }
+        Some(RatFn {
             num: self.den.clone(),
             den: self.num.clone(),
         })
@@ -300,12 +522,146 @@ impl RatFn {
     }
     fn pow(&self, e: i64) -> Option<RatFn> {
         let base = if e < 0 { self.inv()? } else { self.clone() };
-        let mut acc = RatFn::of_q(Q::int(1));
+        let mut acc = RatFn::of_num(Num::Q(Q::int(1)));
         for _ in 0..e.unsigned_abs() {
             acc = acc.mul(&base)?;
         }
         Some(acc)
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// square roots
+// ---------------------------------------------------------------------------------------------
+
+/// Largest integer whose square root is taken apart (trial division up to 2^20).
+const MAX_RADICAND: u64 = 1 << 40;
+
+/// `√m` for an integer `0 < m ≤ MAX_RADICAND`: `(k, primes)` with `m = k² · ∏ primes`.
+fn split_square(mut m: u64) -> Option<(u64, Vec<u64>)> {
+    if m == 0 || m > MAX_RADICAND {
+        return None;
+    }
+    let (mut k, mut primes) = (1u64, Vec::new());
+    let mut p = 2u64;
+    while p * p <= m {
+        let mut e = 0;
+        while m.is_multiple_of(p) {
+            m /= p;
+            e += 1;
+        }
+        k *= p.pow(e / 2);
+        if e % 2 == 1 {
+            primes.push(p);
+        }
+        p += if p == 2 { 1 } else { 2 };
+    }
+    if m > 1 {
+        primes.push(m);
+    }
+    Some((k, primes))
+}
+
+/// `√q` for a rational `q ≥ 0`: `sqrt(n/d) = sqrt(n·d)/d`, squares taken out (sympy's
+/// `Rational._eval_power` and `Integer._eval_power`).
+fn sqrt_q(q: &Q) -> Option<Poly> {
+    if q.is_zero() {
+        return Some(Poly(BTreeMap::new()));
+    }
+    if q.n.is_negative() {
+        return None;
+    }
+    let m = q.n.mul(&q.d).to_u64()?;
+    let (k, primes) = split_square(m)?;
+    let coef = Q::int(i64::try_from(k).ok()?).mul(&Q {
+        n: PyInt::from_i64(1),
+        d: q.d.clone(),
+    })?;
+    Some(Poly::term(
+        primes.into_iter().map(|p| (Gen::SqrtPrime(p), 1)).collect(),
+        Num::Q(coef),
+    ))
+}
+
+/// The square root of a polynomial, as sympy evaluates `sqrt(…)` and `simplify` then decides.
+fn sqrt_poly(p: &Poly) -> Option<Poly> {
+    if p.is_zero() {
+        return Some(Poly(BTreeMap::new()));
+    }
+    if p.has_float() {
+        return None;
+    }
+    if let Some((m, Num::Q(c))) = p.single() {
+        // A product: its positive number and π's even powers come out (`sqrt(8x) = 2√2·√x`),
+        // letters stay under an opaque root (`sqrt(x**2)` is not x for a complex x).
+        let mut out = sqrt_q(c)?;
+        let mut letters: Mono = Vec::new();
+        for &(g, e) in m {
+            match g {
+                Gen::SqrtPi if e % 2 == 0 => {
+                    out = out.mul(&Poly::term(vec![(g, e / 2)], Num::Q(Q::int(1))))?;
+                }
+                Gen::Letter(_) => letters.push((g, e)),
+                // A fourth root (`sqrt(sqrt(2))`, `sqrt(sqrt(pi))`) or a nested opaque root.
+                _ => return None,
+            }
+        }
+        if !letters.is_empty() {
+            let r = radical(Poly::term(letters, Num::Q(Q::int(1))))?;
+            out = out.mul(&Poly::gen(Gen::Radical(r)))?;
+        }
+        return Some(out);
+    }
+    if p.is_numeric() {
+        if let Some(d) = denest(p) {
+            return Some(d);
+        }
+    } else if p
+        .0
+        .keys()
+        .flatten()
+        .any(|(g, _)| matches!(g, Gen::Radical(_)))
+    {
+        return None;
+    }
+    // A sum: sympy keeps `sqrt(x + 1)` as it is.
+    Some(Poly::gen(Gen::Radical(radical(p.clone())?)))
+}
+
+/// `√(a + b√c) = √((a+d)/2) + sign(b)·√((a−d)/2)` when `d² = a² − b²c` is a rational square
+/// (what `simplify` finds through `sqrtdenest` or the minimal polynomial).
+fn denest(p: &Poly) -> Option<Poly> {
+    if p.0.len() != 2 {
+        return None;
+    }
+    let a = match p.0.get(&Vec::new())? {
+        Num::Q(q) => q.clone(),
+        Num::F(_) => return None,
+    };
+    let (m, b) = p.0.iter().find(|(k, _)| !k.is_empty())?;
+    let Num::Q(b) = b else { return None };
+    let mut c = Q::int(1);
+    for &(g, e) in m {
+        match (g, e) {
+            (Gen::SqrtPrime(q), 1) => c = c.mul(&Q::int(i64::try_from(q).ok()?))?,
+            _ => return None,
+        }
+    }
+    let d2 = a.mul(&a)?.add(&b.mul(b)?.mul(&c)?.neg())?;
+    let d = sqrt_q(&d2)?;
+    let d = match d.single() {
+        Some((k, Num::Q(d))) if k.is_empty() => d.clone(),
+        None if d2.is_zero() => Q::int(0),
+        _ => return None,
+    };
+    let half = Q {
+        n: PyInt::from_i64(1),
+        d: PyInt::from_i64(2),
+    };
+    let r1 = sqrt_q(&a.add(&d)?.mul(&half)?)?;
+    let r2 = sqrt_q(&a.add(&d.neg())?.mul(&half)?)?;
+    let r2 = if b.n.is_negative() { r2.neg() } else { r2 };
+    r1.add(&r2)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -340,16 +696,37 @@ impl Val {
         }
     }
 
-    fn as_ratfn(&self) -> Option<RatFn> {
+    fn as_ratfn(&self) -> RatFn {
         match self {
-            Val::Rat(q) => Some(RatFn::of_q(q.clone())),
-            Val::Sym(r) => Some(r.clone()),
-            Val::Float(_) => None,
+            Val::Rat(q) => RatFn::of_num(Num::Q(q.clone())),
+            Val::Float(f) => RatFn::of_num(Num::F(*f)),
+            Val::Sym(r) => r.clone(),
         }
     }
 
+    /// A symbolic result, or the number it came down to (`sqrt(2)*sqrt(2)` is the Integer 2).
     fn sym(r: RatFn) -> Val {
+        if r.den.is_one() {
+            if r.num.is_zero() {
+                return Val::Rat(Q::int(0));
+            }
+            if let Some((m, c)) = r.num.single() {
+                if m.is_empty() {
+                    return match c {
+                        Num::Q(q) => Val::Rat(q.clone()),
+                        Num::F(f) => Val::Float(*f),
+                    };
+                }
+            }
+        }
         Val::Sym(r)
+    }
+
+    fn pi() -> Val {
+        Val::Sym(RatFn::of_poly(Poly::term(
+            vec![(Gen::SqrtPi, 2)],
+            Num::Q(Q::int(1)),
+        )))
     }
 
     fn neg(&self) -> Val {
@@ -367,7 +744,7 @@ impl Val {
             (Val::Float(a), Val::Rat(b)) | (Val::Rat(b), Val::Float(a)) => {
                 float_result(a + b.to_f64()?)
             }
-            _ => Some(Val::sym(self.as_ratfn()?.add(&o.as_ratfn()?)?)),
+            _ => Some(Val::sym(self.as_ratfn().add(&o.as_ratfn())?)),
         }
     }
 
@@ -386,7 +763,7 @@ impl Val {
             (Val::Float(a), Val::Rat(b)) | (Val::Rat(b), Val::Float(a)) => {
                 float_result(a * b.to_f64()?)
             }
-            _ => Some(Val::sym(self.as_ratfn()?.mul(&o.as_ratfn()?)?)),
+            _ => Some(Val::sym(self.as_ratfn().mul(&o.as_ratfn())?)),
         }
     }
 
@@ -407,16 +784,27 @@ impl Val {
                     float_result(a / b.to_f64()?)
                 }
             }
-            // Rational.__truediv__(Float) is self * (1/other).
-            (Val::Rat(a), Val::Float(b)) => {
+            // Rational.__truediv__(Float) is self * (1/other); so is any expression's.
+            (_, Val::Float(b)) => {
                 let inv = float_result(1.0 / b)?;
-                Val::Rat(a.clone()).mul(&inv)
+                self.mul(&inv)
             }
-            _ => Some(Val::sym(self.as_ratfn()?.mul(&o.as_ratfn()?.inv()?)?)),
+            _ => Some(Val::sym(self.as_ratfn().mul(&o.as_ratfn().inv()?)?)),
         }
     }
 
     fn pow(&self, e: &Val) -> Option<Val> {
+        if let Val::Float(x) = e {
+            // `4**0.5`: mpmath's power at 53 bits, which for 0.5 is the correctly rounded root.
+            let base = match self {
+                Val::Rat(q) => q.to_f64()?,
+                Val::Float(f) => *f,
+                Val::Sym(_) => return None,
+            };
+            return (*x == 0.5 && base >= 0.0)
+                .then(|| float_result(base.sqrt()))
+                .flatten();
+        }
         let Val::Rat(eq) = e else { return None };
         let n = eq.as_small_int()?;
         if n.abs() > 64 {
@@ -430,7 +818,24 @@ impl Val {
                 }
                 float_result(Q::of_f64(*f).pow(n)?.to_f64()?)
             }
-            Val::Sym(r) => Some(Val::Sym(r.pow(n)?)),
+            Val::Sym(r) => Some(Val::sym(r.pow(n)?)),
+        }
+    }
+
+    /// `sqrt(self)`.
+    fn sqrt(&self) -> Option<Val> {
+        match self {
+            Val::Rat(q) => Some(Val::sym(RatFn::of_poly(sqrt_q(q)?))),
+            Val::Float(f) => (*f >= 0.0).then(|| float_result(f.sqrt())).flatten(),
+            Val::Sym(r) => {
+                // sqrt(P/c) for a rational c: sqrt(P)·sqrt(1/c); other denominators are not
+                // taken apart.
+                let scale = match r.den.single() {
+                    Some((m, Num::Q(c))) if m.is_empty() => sqrt_q(&c.inv()?)?,
+                    _ => return None,
+                };
+                Some(Val::sym(RatFn::of_poly(sqrt_poly(&r.num)?.mul(&scale)?)))
+            }
         }
     }
 }
@@ -444,15 +849,25 @@ enum Tok {
     Int(String),
     Float(String),
     Sym(char),
+    /// `sqrt` called on the parenthesised expression after it.
+    Sqrt,
+    /// `pi`, sympy's `S.Pi`.
+    Pi,
     Op(&'static str),
 }
 
 fn is_atom_end(t: &Tok) -> bool {
-    matches!(t, Tok::Int(_) | Tok::Float(_) | Tok::Sym(_) | Tok::Op(")"))
+    matches!(
+        t,
+        Tok::Int(_) | Tok::Float(_) | Tok::Sym(_) | Tok::Pi | Tok::Op(")")
+    )
 }
 
 fn is_atom_start(t: &Tok) -> bool {
-    matches!(t, Tok::Int(_) | Tok::Float(_) | Tok::Sym(_) | Tok::Op("("))
+    matches!(
+        t,
+        Tok::Int(_) | Tok::Float(_) | Tok::Sym(_) | Tok::Pi | Tok::Sqrt | Tok::Op("(")
+    )
 }
 
 /// Python tokens, sympy's name splitting, and the implicit `*` between juxtaposed atoms.
@@ -518,6 +933,19 @@ fn tokenize(s: &str) -> Option<Vec<Tok>> {
                 return None;
             }
             let name: String = c[start..i].iter().collect();
+            // The whole name only: `xsqrt`, `pisqrt`, `sqrt2` are split into letters like any
+            // name sympy does not know.
+            if name == "sqrt" {
+                if c.get(i) != Some(&'(') {
+                    return None;
+                }
+                raw.push(vec![Tok::Sqrt]);
+                continue;
+            }
+            if name == "pi" {
+                raw.push(vec![Tok::Pi]);
+                continue;
+            }
             if SPECIAL_NAMES.contains(&name.as_str()) {
                 return None;
             }
@@ -664,10 +1092,23 @@ impl Parser {
                 }
                 Some(Val::Float(f))
             }
-            Tok::Sym(c) => Some(Val::Sym(RatFn {
-                num: Poly::symbol(c),
-                den: Poly::constant(Q::int(1)),
-            })),
+            Tok::Sym(c) => Some(Val::Sym(RatFn::of_poly(Poly::gen(Gen::Letter(c))))),
+            Tok::Pi => Some(Val::pi()),
+            Tok::Sqrt => {
+                if !self.eat("(") {
+                    return None;
+                }
+                self.depth += 1;
+                if self.depth > MAX_NESTING {
+                    return None;
+                }
+                let v = self.expr()?;
+                self.depth -= 1;
+                if !self.eat(")") {
+                    return None;
+                }
+                v.sqrt()
+            }
             Tok::Op("(") => {
                 self.depth += 1;
                 if self.depth > MAX_NESTING {
@@ -704,7 +1145,54 @@ mod tests {
         assert!(equal_under_sympy("2x", "x*2"));
         assert!(equal_under_sympy("(a+b)^2", "a^2+2ab+b^2"));
         assert!(!equal_under_sympy("a", "b"));
-        assert!(!equal_under_sympy("pi", "pi")); // a sympy constant: not modelled
+        assert!(!equal_under_sympy("x", "pix")); // three letters: refused by mathruler
         assert!(!equal_under_sympy("abc", "cba")); // three letters: refused by mathruler
+    }
+
+    #[test]
+    fn square_roots_and_pi_follow_sympy() {
+        let equal = [
+            ("sqrt(8)", "2sqrt(2)"),
+            ("sqrt(2)/2", "1/sqrt(2)"),
+            ("sqrt(8/7)", "sqrt(8)/sqrt(7)"),
+            ("sqrt(6)", "sqrt(2)sqrt(3)"),
+            ("3+2sqrt(2)", "(sqrt(2)+1)**2"),
+            ("sqrt(2)-1", "1/(1+sqrt(2))"),
+            (
+                "(3sqrt(2)+2sqrt(3)-sqrt(30))/12",
+                "1/(sqrt(2)+sqrt(3)+sqrt(5))",
+            ),
+            ("sqrt(2)+sqrt(3)", "sqrt(5+2sqrt(6))"),
+            ("2-sqrt(3)", "sqrt(7-4sqrt(3))"),
+            ("2pi", "pi+pi"),
+            ("pi", "sqrt(pi)**2"),
+            ("pi", "sqrt(pi**2)"),
+            ("pi/sqrt(2)", "sqrt(2)pi/2"),
+            ("x", "sqrt(x)**2"),
+            ("x+1", "sqrt(x+1)**2"),
+            ("sqrt(2)sqrt(x)", "sqrt(2x)"),
+            ("sqrt(2)/2", "0.5sqrt(2)"),
+            ("2sqrt(2)", "sqrt(2)/0.5"),
+            ("sqrt(4)", "4**0.5"),
+            ("0.3", "sqrt(0.09)"),
+        ];
+        for (a, b) in equal {
+            assert!(equal_under_sympy(a, b), "{a} = {b}");
+        }
+        let unequal = [
+            ("sqrt(8)", "3sqrt(2)"),
+            ("sqrt(5)", "sqrt(2)+sqrt(3)"),
+            ("x", "sqrt(x**2)"),
+            ("sqrt(x)sqrt(y)", "sqrt(xy)"),
+            ("0.3pi", "0.1pi+0.2pi"),
+            ("pi", "3.14159"),
+            ("sqrt(2)", "1.4142135623731"),
+            ("sqrt(2)x", "xsqrt(2)"),
+            ("2i", "sqrt(-4)"),
+            ("sqrt(2)", "2**1/2"),
+        ];
+        for (a, b) in unequal {
+            assert!(!equal_under_sympy(a, b), "{a} != {b}");
+        }
     }
 }
