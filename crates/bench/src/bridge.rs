@@ -249,17 +249,39 @@ impl BridgeBenchReport {
 }
 
 /// One task's observation, rendered once.
-struct Fixture {
-    task: String,
-    instruction: String,
+pub(crate) struct Fixture {
+    pub(crate) task: String,
+    pub(crate) instruction: String,
     frame: Frame,
     labels: Labels,
     camera_from_world: Isometry3<f64>,
     model: Arc<RobotModel>,
 }
 
+/// The fixture's observation of step 0, the arm at home.
+pub(crate) fn first_observation(fixture: &Fixture) -> Observation {
+    let home = fixture.model.home().to_vec();
+    let world_from_tcp = fixture
+        .model
+        .fk(&home)
+        .unwrap_or_else(|_| Isometry3::identity());
+    let finger = fixture.model.config.gripper.open_units;
+    let mut qpos = home;
+    qpos.extend([finger, finger]);
+    Observation {
+        step: 0,
+        frame: fixture.frame.clone(),
+        camera_from_world: fixture.camera_from_world,
+        world_from_base: Isometry3::identity(),
+        world_from_tcp,
+        qpos,
+        base_from_target: world_from_tcp,
+        labels: Some(fixture.labels.clone()),
+    }
+}
+
 /// The first observation of every Bridge task (seed 0) from our simulator.
-fn fixtures() -> Result<Vec<Fixture>, BridgeBenchError> {
+pub(crate) fn fixtures() -> Result<Vec<Fixture>, BridgeBenchError> {
     let scene = |e: &dyn fmt::Display| BridgeBenchError::Scene(e.to_string());
     let mut out = Vec::new();
     for spec in Suite::Bridge.tasks() {
@@ -369,7 +391,7 @@ pub fn run(args: BridgeBenchArgs) -> Result<BridgeBenchReport, BridgeBenchError>
 
 /// `connections` client threads (each its own current_thread runtime and one connection at a
 /// time) for `seconds`.
-fn phase(
+pub(crate) fn phase(
     fixtures: &Arc<Vec<Fixture>>,
     addr: &str,
     connections: usize,
@@ -622,16 +644,16 @@ async fn episode(
 
 /// The server on its own thread and a multi-thread runtime (as `serve bridge`); dropping it stops
 /// the server.
-struct InProcessServer {
-    addr: std::net::SocketAddr,
-    pointer: String,
-    robot: String,
+pub(crate) struct InProcessServer {
+    pub(crate) addr: std::net::SocketAddr,
+    pub(crate) pointer: String,
+    pub(crate) robot: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl InProcessServer {
-    fn start(config: SessionConfig) -> Result<Self, BridgeBenchError> {
+    pub(crate) fn start(config: SessionConfig) -> Result<Self, BridgeBenchError> {
         let err = |e: &dyn fmt::Display| BridgeBenchError::Server(e.to_string());
         let pointer = config.pointer.name().to_string();
         let robot = config.model.name().to_string();

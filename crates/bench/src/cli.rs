@@ -30,6 +30,11 @@ pub enum BenchCommand {
     /// evaluators, one rendered frame per task); server latency and lost or reordered messages,
     /// vs one connection alone.
     Bridge(BridgeBenchCli),
+    /// A process that stays up, loaded for a long time on loopback: serve bridge (16 evaluators
+    /// at 5 Hz and a hostile client), serve rewards (10^6 items, bad ones among them) or the
+    /// xArm servo loop (250 Hz); errors, resident memory, descriptors, threads and the latency p99
+    /// per window.
+    Soak(SoakBenchCli),
     /// Collision-aware planning on >= 200 fixed xArm 6 tabletop problems (boxes, shelf, wall,
     /// clutter from a simulated depth cloud), vs OMPL's RRTConnect (Python bindings) with the same
     /// collision model behind its validity callback.
@@ -229,6 +234,25 @@ pub struct BridgeBenchCli {
 }
 
 #[derive(Args)]
+pub struct SoakBenchCli {
+    /// What to soak: bridge, rewards or servo.
+    #[arg(long, value_enum)]
+    target: crate::soak::SoakTarget,
+    /// Length of the run (min); rewards ends at --items if that comes first.
+    #[arg(long, default_value_t = 60.0)]
+    minutes: f64,
+    /// Windows the run is cut into; the first is the warm-up the others are compared with.
+    #[arg(long, default_value_t = 6)]
+    windows: usize,
+    /// rewards: items to score in all.
+    #[arg(long, default_value_t = 1_000_000)]
+    items: u64,
+    /// bridge: evaluator connections at once.
+    #[arg(long, default_value_t = 16)]
+    connections: usize,
+}
+
+#[derive(Args)]
 pub struct VlmBenchCli {
     /// Threads on both sides (default: all available).
     #[arg(long)]
@@ -365,6 +389,7 @@ pub fn run(which: BenchCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Bridge(a) => bench_bridge(a),
+        BenchCommand::Soak(a) => bench_soak(a),
         BenchCommand::Plan(a) => {
             let report = crate::plan::run(&crate::plan::PlanBenchArgs {
                 per_family: a.per_family as usize,
@@ -436,19 +461,10 @@ fn bench_grpo(a: GrpoBenchCli) -> Result<ExitCode> {
 
 fn bench_bridge(a: BridgeBenchCli) -> Result<ExitCode> {
     use crate::bridge::{self, BridgeTarget};
-    use pointact_apps::bridge::SessionConfig;
-    use pointact_apps::runner::pointer::SessionPointer;
-    use pointact_core::kinematics::RobotModel;
-    use pointact_sim::oracle::OracleOptions;
 
     let target = match a.server {
         Some(addr) => BridgeTarget::External(addr),
-        // `serve bridge`'s defaults: the WidowX of SimplerEnv's Bridge tasks, the affordance
-        // branch, the default gate.
-        None => BridgeTarget::InProcess(SessionConfig::new(
-            SessionPointer::Oracle(OracleOptions::default()),
-            std::sync::Arc::new(RobotModel::resolve("widowx250")?),
-        )),
+        None => BridgeTarget::InProcess(default_bridge_config()?),
     };
     let report = bridge::run(bridge::BridgeBenchArgs {
         target,
@@ -459,11 +475,44 @@ fn bench_bridge(a: BridgeBenchCli) -> Result<ExitCode> {
         solo_seconds: a.solo_seconds,
     })?;
     println!("{report}");
-    Ok(if report.passed() {
+    Ok(verdict(report.passed()))
+}
+
+/// A bench with goals exits 0 when it met them.
+fn verdict(passed: bool) -> ExitCode {
+    if passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    })
+    }
+}
+
+/// `serve bridge`'s defaults: the WidowX of SimplerEnv's Bridge tasks, the oracle pointer, the
+/// affordance branch, the default gate.
+fn default_bridge_config() -> Result<pointact_apps::bridge::SessionConfig> {
+    Ok(pointact_apps::bridge::SessionConfig::new(
+        pointact_apps::runner::pointer::SessionPointer::Oracle(
+            pointact_sim::oracle::OracleOptions::default(),
+        ),
+        std::sync::Arc::new(pointact_core::kinematics::RobotModel::resolve("widowx250")?),
+    ))
+}
+
+fn bench_soak(a: SoakBenchCli) -> Result<ExitCode> {
+    let bridge = match a.target {
+        crate::soak::SoakTarget::Bridge => Some(default_bridge_config()?),
+        _ => None,
+    };
+    let report = crate::soak::run(crate::soak::SoakArgs {
+        target: a.target,
+        minutes: a.minutes,
+        windows: a.windows,
+        items: a.items,
+        connections: a.connections,
+        bridge,
+    })?;
+    println!("{report}");
+    Ok(verdict(report.passed()))
 }
 
 fn bench_vlm(a: VlmBenchCli) -> Result<ExitCode> {

@@ -15,6 +15,7 @@ pub(crate) mod qgemm;
 pub mod render;
 pub(crate) mod rewards;
 pub(crate) mod servo;
+pub(crate) mod soak;
 pub mod vlm;
 
 // The layers under the names the modules use (`crate::robot`, `crate::runner`, …).

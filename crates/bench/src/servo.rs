@@ -252,3 +252,44 @@ impl fmt::Display for ServoBenchReport {
         }
     }
 }
+
+/// `XarmRobot` connected to an emulator started in this process for `bench soak servo`, the
+/// settings as shipped; with the emulator (dropping it stops it) and a description.
+pub(crate) async fn soak_robot(
+    rate_hz: f64,
+) -> Result<(XarmRobot, EmulatorThread, String), ServoBenchError> {
+    let model = Arc::new(RobotModel::resolve("xarm6")?);
+    let mut settings: XarmSettings = settings::builtin("xarm6")?
+        .as_xarm()
+        .cloned()
+        .ok_or_else(|| ServoBenchError::NotXarm("xarm6".into()))?;
+    let options = EmulatorOptions {
+        command_port: 0,
+        report_port: 0,
+        rt_port: 0,
+        ..EmulatorOptions::default()
+    };
+    let home = model.home().to_vec();
+    let emu = EmulatorThread::start(options, Box::new(KinematicArm::new(model.clone(), home)))?;
+    settings.network.address = "127.0.0.1".into();
+    settings.network.command_port = emu.ports[0];
+    settings.network.state_report_port = emu.ports[1];
+    settings.network.realtime_report_port = emu.ports[2];
+    let target = format!(
+        "XarmRobot -> in-process emulator 127.0.0.1:{} ({rate_hz} Hz)",
+        emu.ports[0]
+    );
+    let robot = XarmRobot::connect(model, &settings).await?;
+    Ok((robot, emu, target))
+}
+
+/// [`trajectory`] for `robot`'s model checked at `rate_hz`.
+pub(crate) fn there_and_back(
+    robot: &XarmRobot,
+    rate_hz: f64,
+    seconds: f64,
+) -> Result<CheckedTrajectory, ServoBenchError> {
+    let mut at_rate = RobotModel::resolve(robot.model().name())?;
+    at_rate.config.servo_rate_hz = rate_hz;
+    trajectory(&at_rate, seconds)
+}
