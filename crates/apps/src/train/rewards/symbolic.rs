@@ -39,7 +39,7 @@
 //! non-negative integers and 0.5, non-integer exponents, fourth roots and nested opaque roots,
 //! square roots of negative numbers (sympy's `I`), hex/imaginary/underscored literals,
 //! leading-zero integers, non-ASCII names, `!`, `%`, `//`, commas, brackets, and expressions over
-//! 1000 characters, with numbers past 4096 bits, radicands past 2^40 or polynomials past 2000
+//! 1000 characters, with numbers past 4096 bits, radicands past 2^32 or polynomials past 2000
 //! terms (sympy would take very long on those).
 
 use std::collections::BTreeMap;
@@ -534,8 +534,9 @@ impl RatFn {
 // square roots
 // ---------------------------------------------------------------------------------------------
 
-/// Largest integer whose square root is taken apart (trial division up to 2^20).
-const MAX_RADICAND: u64 = 1 << 40;
+/// Largest integer whose square root is taken apart: trial division up to 2^16 (tens of
+/// microseconds), so that an answer full of `sqrt` calls stays cheap for the reward service.
+const MAX_RADICAND: u64 = 1 << 32;
 
 /// `√m` for an integer `0 < m ≤ MAX_RADICAND`: `(k, primes)` with `m = k² · ∏ primes`.
 fn split_square(mut m: u64) -> Option<(u64, Vec<u64>)> {
@@ -592,9 +593,11 @@ fn sqrt_poly(p: &Poly) -> Option<Poly> {
         return None;
     }
     if let Some((m, Num::Q(c))) = p.single() {
-        // A product: its positive number and π's even powers come out (`sqrt(8x) = 2√2·√x`),
-        // letters stay under an opaque root (`sqrt(x**2)` is not x for a complex x).
-        let mut out = sqrt_q(c)?;
+        // A product: its positive number and π's even powers come out (`sqrt(8x) = 2√2·√x`,
+        // `sqrt(-2x) = √2·sqrt(-x)`), letters stay under an opaque root (`sqrt(x**2)` is not x
+        // for a complex x).
+        let negative = c.n.is_negative();
+        let mut out = sqrt_q(&if negative { c.neg() } else { c.clone() })?;
         let mut letters: Mono = Vec::new();
         for &(g, e) in m {
             match g {
@@ -607,8 +610,12 @@ fn sqrt_poly(p: &Poly) -> Option<Poly> {
             }
         }
         if !letters.is_empty() {
-            let r = radical(Poly::term(letters, Num::Q(Q::int(1))))?;
+            let sign = Q::int(if negative { -1 } else { 1 });
+            let r = radical(Poly::term(letters, Num::Q(sign)))?;
             out = out.mul(&Poly::gen(Gen::Radical(r)))?;
+        } else if negative {
+            // sympy's `I`: not modelled.
+            return None;
         }
         return Some(out);
     }
@@ -1175,6 +1182,8 @@ mod tests {
             ("2sqrt(2)", "sqrt(2)/0.5"),
             ("sqrt(4)", "4**0.5"),
             ("0.3", "sqrt(0.09)"),
+            ("sqrt(-2x)", "sqrt(2)sqrt(-x)"),
+            ("sqrt(-x)**2", "-x"),
         ];
         for (a, b) in equal {
             assert!(equal_under_sympy(a, b), "{a} = {b}");
@@ -1189,6 +1198,7 @@ mod tests {
             ("sqrt(2)", "1.4142135623731"),
             ("sqrt(2)x", "xsqrt(2)"),
             ("2i", "sqrt(-4)"),
+            ("sqrt(-x)", "sqrt(x)"),
             ("sqrt(2)", "2**1/2"),
         ];
         for (a, b) in unequal {
