@@ -32,18 +32,9 @@ pub fn speed_scale(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A table height in the robot base frame (m), within a metre of the base: farther is a typo
-/// (centimetres for metres), not a table the arm reaches.
+/// A table height in the robot base frame (m), within `MAX_TABLE_Z_M` of the base.
 pub fn table_z(s: &str) -> Result<f64, String> {
-    let v = number(s)?;
-    if (-1.0..=1.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{v} is outside [-1, 1]: give the table top's height under (negative) or above the \
-             robot base, in metres"
-        ))
-    }
+    pointact_core::safety::check_table_z(number(s)?)
 }
 
 /// A point `X,Y,Z` (metres), every coordinate finite.

@@ -504,12 +504,7 @@ impl DriverSettings {
             detail,
         };
         if let Some(z) = self.table_z() {
-            if !(-1.0..=1.0).contains(&z) {
-                return Err(bad(
-                    "table_z",
-                    format!("{z} m is outside [-1, 1]: the table top's height under (negative) or above the robot base, in metres"),
-                ));
-            }
+            pointact_core::safety::check_table_z(z).map_err(|d| bad("table_z", d))?;
         }
         match self {
             DriverSettings::Xarm(s) => s.validate().map_err(|(f, d)| bad(&f, d)),

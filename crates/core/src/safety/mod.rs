@@ -60,6 +60,22 @@ impl Default for SafetyConfig {
 /// a wrong hand-eye calibration or another surface taken for the table.
 pub const TABLE_AGREEMENT_M: f64 = 0.03;
 
+/// A stated table height (base frame, m) must be within this of the base: farther is a typo
+/// (centimetres for metres), not a table the arm reaches.
+pub const MAX_TABLE_Z_M: f64 = 1.0;
+
+/// Checks a stated table height against [`MAX_TABLE_Z_M`]; the error says what to give.
+pub fn check_table_z(z: f64) -> Result<f64, String> {
+    if (-MAX_TABLE_Z_M..=MAX_TABLE_Z_M).contains(&z) {
+        Ok(z)
+    } else {
+        Err(format!(
+            "{z} m is outside [-{MAX_TABLE_Z_M}, {MAX_TABLE_Z_M}]: give the table top's height \
+             under (negative) or above the robot base, in metres"
+        ))
+    }
+}
+
 impl SafetyConfig {
     /// This config over the table the camera measured at `measured_z` (base frame, m): the gate's
     /// table and workspace floor follow it. A stated table ([`SafetyConfig::table_stated`]) must
