@@ -1,5 +1,5 @@
 //! Inverse kinematics: Levenberg–Marquardt (damped least squares with an adaptive damping factor) on
-//! `k`'s FK and Jacobian, joint limits by clamping, and random restarts.
+//! the flattened chain's FK and Jacobian (`chain`), joint limits by clamping, and random restarts.
 //!
 //! Why this shape: short damped attempts from many starting points beat long attempts from one
 //! (TRAC-IK's finding, Beeson & Ames, Humanoids 2015; reproduced on these arms in
@@ -9,10 +9,11 @@
 //! Restarts draw from a generator seeded per call, so a solve is a pure function of
 //! (target, seed, options): reproducible in tests, in the safety gate and across runs.
 
-use k::nalgebra::{DVector, Isometry3, Vector3};
+use k::nalgebra::{Isometry3, Vector3};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::chain::{jacobian_column, FlatChain, JointFrame};
 use super::error::IkError;
 use super::model::{JointLimit, RobotModel};
 
@@ -61,10 +62,27 @@ pub struct IkSolution {
     pub iterations: usize,
 }
 
+/// Buffers reused by every iteration, so a solve allocates only its answer.
+#[derive(Default)]
+struct Scratch {
+    frames: Vec<JointFrame>,
+    cand_frames: Vec<JointFrame>,
+    /// Jacobian columns.
+    jac: Vec<[f64; 6]>,
+    /// JᵀJ, row-major.
+    jtj: Vec<f64>,
+    /// The damped JᵀJ, factorised in place.
+    a: Vec<f64>,
+    /// Jᵀe.
+    g: Vec<f64>,
+    dq: Vec<f64>,
+}
+
 /// An IK solver for one robot. Owns its own copy of the chain, so each thread makes its own solver.
 pub struct IkSolver {
-    arm: k::SerialChain<f64>,
+    chain: FlatChain,
     limits: Vec<JointLimit>,
+    scratch: Scratch,
     /// Tolerances and limits of the search; may be changed between solves.
     pub options: IkOptions,
 }
@@ -73,8 +91,9 @@ impl IkSolver {
     /// A solver for `model`'s arm chain and joint limits.
     pub fn new(model: &RobotModel, options: IkOptions) -> Self {
         IkSolver {
-            arm: model.arm_chain(),
+            chain: FlatChain::new(&model.arm_chain()),
             limits: model.joint_limits().to_vec(),
+            scratch: Scratch::default(),
             options,
         }
     }
@@ -147,44 +166,67 @@ impl IkSolver {
     }
 
     /// One Levenberg–Marquardt descent; returns (q, position error, rotation error, iterations).
-    fn attempt(&self, target: &Isometry3<f64>, mut q: Vec<f64>) -> (Vec<f64>, f64, f64, usize) {
+    fn attempt(&mut self, target: &Isometry3<f64>, mut q: Vec<f64>) -> (Vec<f64>, f64, f64, usize) {
         let n = q.len();
-        let mut e = self.residual(target, &q);
-        let mut cost = e.norm_squared();
+        let Scratch {
+            frames,
+            cand_frames,
+            jac,
+            jtj,
+            a,
+            g,
+            dq,
+        } = &mut self.scratch;
+        jac.resize(n, [0.0; 6]);
+        jtj.resize(n * n, 0.0);
+        a.resize(n * n, 0.0);
+        g.resize(n, 0.0);
+        dq.resize(n, 0.0);
+        let mut tip = self.chain.fk(&q, frames);
+        let mut e = residual(target, &tip);
+        let mut cost = norm_squared(&e);
         let mut lambda = 1e-3;
         let mut its = 0;
+        let mut cand = vec![0.0; n];
         while its < self.options.max_iterations {
             let (pe, re) = split_norms(&e);
             if pe <= self.options.position_tolerance && re <= self.options.rotation_tolerance {
                 break;
             }
             its += 1;
-            // The Jacobian at q (residual() left the chain's joints at q).
-            let j = k::jacobian(&self.arm);
-            let jt = j.transpose();
-            let jtj = &jt * &j;
-            let g = &jt * &e;
+            // The Jacobian at q, its normal matrix JᵀJ and gradient Jᵀe.
+            for (col, f) in jac.iter_mut().zip(frames.iter()) {
+                *col = jacobian_column(f, &tip.translation.vector);
+            }
+            for i in 0..n {
+                for k in 0..=i {
+                    let v = dot6(&jac[i], &jac[k]);
+                    jtj[i * n + k] = v;
+                    jtj[k * n + i] = v;
+                }
+                g[i] = dot6(&jac[i], &e);
+            }
             let mut improved = false;
             // Raise damping until a step lowers the cost; a few tries, then give up on this attempt.
             for _ in 0..8 {
-                let mut a = jtj.clone();
+                a.copy_from_slice(jtj);
                 for i in 0..n {
-                    a[(i, i)] += lambda * (1.0 + jtj[(i, i)]);
+                    a[i * n + i] += lambda * (1.0 + jtj[i * n + i]);
                 }
-                let Some(dq) = a.cholesky().map(|c| c.solve(&g)) else {
+                if !cholesky_solve(a, n, g, dq) {
                     lambda *= 10.0;
                     continue;
-                };
-                let cand: Vec<f64> = q
-                    .iter()
-                    .zip(dq.iter())
-                    .zip(&self.limits)
-                    .map(|((qi, d), l)| (qi + d).clamp(l.lower, l.upper))
-                    .collect();
-                let e_new = self.residual(target, &cand);
-                let c_new = e_new.norm_squared();
+                }
+                for (((c, qi), d), l) in cand.iter_mut().zip(&q).zip(dq.iter()).zip(&self.limits) {
+                    *c = (qi + d).clamp(l.lower, l.upper);
+                }
+                let cand_tip = self.chain.fk(&cand, cand_frames);
+                let e_new = residual(target, &cand_tip);
+                let c_new = norm_squared(&e_new);
                 if c_new < cost {
-                    q = cand;
+                    std::mem::swap(&mut q, &mut cand);
+                    std::mem::swap(frames, cand_frames);
+                    tip = cand_tip;
                     e = e_new;
                     cost = c_new;
                     lambda = (lambda * 0.1).max(1e-9);
@@ -194,23 +236,12 @@ impl IkSolver {
                 lambda *= 10.0;
             }
             if !improved {
-                // Stuck (a limit or a local minimum): the chain holds a rejected candidate now.
-                self.arm.set_joint_positions_unchecked(&q);
+                // Stuck (a limit or a local minimum): restart elsewhere.
                 break;
             }
         }
         let (pe, re) = split_norms(&e);
         (q, pe, re, its)
-    }
-
-    /// Pose error as a 6-vector in the base frame: position difference, then the rotation vector of
-    /// target·current⁻¹, the quantity the geometric Jacobian maps joint velocities to.
-    fn residual(&self, target: &Isometry3<f64>, q: &[f64]) -> DVector<f64> {
-        self.arm.set_joint_positions_unchecked(q);
-        let cur = self.arm.end_transform();
-        let dp: Vector3<f64> = target.translation.vector - cur.translation.vector;
-        let dr = (target.rotation * cur.rotation.inverse()).scaled_axis();
-        DVector::from_column_slice(&[dp.x, dp.y, dp.z, dr.x, dr.y, dr.z])
     }
 
     /// Multi-turn joints (xArm J1/J4/J6: ±2π) reach the same pose at q and q ± 2π; pick the one
@@ -231,7 +262,63 @@ impl IkSolver {
     }
 }
 
-fn split_norms(e: &DVector<f64>) -> (f64, f64) {
+/// Pose error as a 6-vector in the base frame: position difference, then the rotation vector of
+/// target·current⁻¹, the quantity the geometric Jacobian maps joint velocities to.
+fn residual(target: &Isometry3<f64>, cur: &Isometry3<f64>) -> [f64; 6] {
+    let dp: Vector3<f64> = target.translation.vector - cur.translation.vector;
+    let dr = (target.rotation * cur.rotation.inverse()).scaled_axis();
+    [dp.x, dp.y, dp.z, dr.x, dr.y, dr.z]
+}
+
+fn dot6(a: &[f64; 6], b: &[f64; 6]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn norm_squared(e: &[f64; 6]) -> f64 {
+    dot6(e, e)
+}
+
+/// Solves `a x = b` for a symmetric `n`×`n` row-major `a` by Cholesky factorisation in place;
+/// false when `a` is not positive definite. Arms have a handful of joints, so the plain loops
+/// beat a general routine's setup and allocation.
+fn cholesky_solve(a: &mut [f64], n: usize, b: &[f64], x: &mut [f64]) -> bool {
+    for j in 0..n {
+        let mut d = a[j * n + j];
+        for k in 0..j {
+            d -= a[j * n + k] * a[j * n + k];
+        }
+        if d.is_nan() || d <= 0.0 {
+            return false;
+        }
+        let d = d.sqrt();
+        a[j * n + j] = d;
+        for i in j + 1..n {
+            let mut s = a[i * n + j];
+            for k in 0..j {
+                s -= a[i * n + k] * a[j * n + k];
+            }
+            a[i * n + j] = s / d;
+        }
+    }
+    // L y = b, then Lᵀ x = y.
+    for i in 0..n {
+        let mut s = b[i];
+        for k in 0..i {
+            s -= a[i * n + k] * x[k];
+        }
+        x[i] = s / a[i * n + i];
+    }
+    for i in (0..n).rev() {
+        let mut s = x[i];
+        for k in i + 1..n {
+            s -= a[k * n + i] * x[k];
+        }
+        x[i] = s / a[i * n + i];
+    }
+    true
+}
+
+fn split_norms(e: &[f64; 6]) -> (f64, f64) {
     let p = (e[0] * e[0] + e[1] * e[1] + e[2] * e[2]).sqrt();
     let r = (e[3] * e[3] + e[4] * e[4] + e[5] * e[5]).sqrt();
     (p, r)
