@@ -235,10 +235,11 @@ pub struct BridgeBenchCli {
 
 #[derive(Args)]
 pub struct SoakBenchCli {
-    /// What to soak: bridge, rewards or servo.
+    /// What to soak: bridge, rewards, servo or xarm-tasks.
     #[arg(long, value_enum)]
     target: crate::soak::SoakTarget,
-    /// Length of the run (min); rewards ends at --items if that comes first.
+    /// Length of the run (min); rewards ends at --items and xarm-tasks at --tasks if that comes
+    /// first.
     #[arg(long, default_value_t = 60.0)]
     minutes: f64,
     /// Windows the run is cut into; the first is the warm-up the others are compared with.
@@ -247,6 +248,9 @@ pub struct SoakBenchCli {
     /// rewards: items to score in all.
     #[arg(long, default_value_t = 1_000_000)]
     items: u64,
+    /// xarm-tasks: `pointact run --xarm` processes, one after another.
+    #[arg(long, default_value_t = 200)]
+    tasks: u64,
     /// bridge: evaluator connections at once.
     #[arg(long, default_value_t = 16)]
     connections: usize,
@@ -508,6 +512,7 @@ fn bench_soak(a: SoakBenchCli) -> Result<ExitCode> {
         minutes: a.minutes,
         windows: a.windows,
         items: a.items,
+        tasks: a.tasks,
         connections: a.connections,
         bridge,
     })?;

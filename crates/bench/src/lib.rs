@@ -16,6 +16,7 @@ pub mod render;
 pub(crate) mod rewards;
 pub(crate) mod servo;
 pub(crate) mod soak;
+mod soak_tasks;
 pub mod vlm;
 
 // The layers under the names the modules use (`crate::robot`, `crate::runner`, …).

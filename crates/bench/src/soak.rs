@@ -13,7 +13,9 @@
 //! * `rewards`: `serve rewards` scoring batches of 1000 items (`bench rewards`' stage-2 mix, its
 //!   malformed answers included) until `--items`; among them items that are not objects or lack a
 //!   field (answered in place), bodies that are not JSON (400) and requests cut mid-body;
-//! * `servo`: `XarmRobot` streaming there-and-back trajectories to the xArm emulator at 250 Hz.
+//! * `servo`: `XarmRobot` streaming there-and-back trajectories to the xArm emulator at 250 Hz;
+//! * `xarm-tasks`: `emulate xarm --sim`'s emulator and camera, with `pointact run --xarm`
+//!   processes doing a task one after another against them (`soak_tasks`).
 //!
 //! Verdict: no unexpected error; resident memory at the end within 5 % of the end of the first
 //! window (the warm-up: allocator pools, caches and thread stacks filled); descriptors and threads
@@ -48,6 +50,7 @@ pub enum SoakTarget {
     Bridge,
     Rewards,
     Servo,
+    XarmTasks,
 }
 
 pub struct SoakArgs {
@@ -58,6 +61,8 @@ pub struct SoakArgs {
     pub windows: usize,
     /// `rewards`: items to score in all.
     pub items: u64,
+    /// `xarm-tasks`: tasks to run in all.
+    pub tasks: u64,
     /// `bridge`: evaluator connections.
     pub connections: usize,
     /// The server the `bridge` target loads.
@@ -113,7 +118,7 @@ pub struct Window {
 }
 
 impl Window {
-    fn error(&mut self, what: String) {
+    pub(crate) fn error(&mut self, what: String) {
         self.errors += 1;
         if self.first_errors.len() < 3 {
             self.first_errors.push(what);
@@ -121,7 +126,7 @@ impl Window {
     }
 
     /// Ends the window: the percentiles kept, the samples freed, the process measured.
-    fn close(&mut self, seconds: f64) {
+    pub(crate) fn close(&mut self, seconds: f64) {
         self.seconds = seconds;
         self.p50_ms = percentile(&self.latencies_ms, 50.0);
         self.p99_ms = percentile(&self.latencies_ms, 99.0);
@@ -260,8 +265,8 @@ impl fmt::Display for SoakReport {
 #[derive(Debug, thiserror::Error)]
 pub enum SoakError {
     #[error(
-        "--minutes must be in (0, 1440], --windows in 2..=1000, --items at least 1000 and \
-         --connections in 1..=256"
+        "--minutes must be in (0, 1440], --windows in 2..=1000, --items at least 1000, --tasks in \
+         1..=100000 and --connections in 1..=256"
     )]
     Args,
     #[error("{0}")]
@@ -274,6 +279,7 @@ pub fn run(args: SoakArgs) -> Result<SoakReport, SoakError> {
         && args.minutes <= 1440.0
         && (2..=1000).contains(&args.windows)
         && args.items >= 1000
+        && (1..=100_000).contains(&args.tasks)
         && (1..=256).contains(&args.connections);
     if !ok {
         return Err(SoakError::Args);
@@ -289,6 +295,7 @@ pub fn run(args: SoakArgs) -> Result<SoakReport, SoakError> {
         }
         SoakTarget::Rewards => rewards(args.items, args.windows, window)?,
         SoakTarget::Servo => servo(args.windows, window)?,
+        SoakTarget::XarmTasks => super::soak_tasks::tasks(args.tasks, args.windows, window)?,
     };
     Ok(SoakReport {
         cpu: cpu_model(),
@@ -299,7 +306,7 @@ pub fn run(args: SoakArgs) -> Result<SoakReport, SoakError> {
     })
 }
 
-type Soaked = (String, &'static str, Vec<Window>);
+pub(crate) type Soaked = (String, &'static str, Vec<Window>);
 
 // ---------------------------------------------------------------------------------------------
 // serve bridge
