@@ -131,3 +131,61 @@ fn ctrl_c_keeps_every_finished_episode_and_a_later_run_appends() {
     assert_eq!(video["info"]["video.width"], 320);
     assert_eq!(info(&small).unwrap()["total_episodes"], 1);
 }
+
+/// `eval bridge --dataset`: each remote episode of the in-process server goes into the dataset
+/// (the judge's verdict with it), and a rate that falls between the 5 Hz control steps is refused
+/// before anything is written.
+#[test]
+fn eval_bridge_keeps_its_episodes_and_refuses_a_rate_between_control_steps() {
+    let tmp = TempDir::new("dataset-bridge");
+    let ds = tmp.join("ds");
+    let json = tmp.join("eval.json");
+    let args = |fps: &str| -> Vec<String> {
+        [
+            "eval",
+            "bridge",
+            "--suite",
+            "bridge",
+            "--episodes",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+            "--dataset",
+            ds.to_str().unwrap(),
+            "--dataset-fps",
+            fps,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run = |fps: &str| {
+        let a = args(fps);
+        pointact(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let out = run("7");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("whole multiple of 5"), "{err}");
+    assert!(
+        !json.exists() && !ds.exists(),
+        "the refused run wrote something"
+    );
+
+    let out = run("10");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let episodes = report["episodes"].as_array().unwrap();
+    let successes = episodes.iter().filter(|e| e["success"] == true).count();
+    let kept = info(&ds).unwrap();
+    assert_eq!(kept["total_episodes"].as_u64().unwrap(), 4, "{stdout}");
+    assert_eq!(kept["fps"], 10);
+    assert_eq!(kept["robot_type"], "widowx250");
+    let out = pointact(&["dataset", "info", ds.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("success   {successes}/4")),
+        "the judge's verdicts: {text}"
+    );
+}

@@ -96,13 +96,15 @@ pub struct EvalBridgeCli {
     /// Write every episode's result here.
     #[arg(long, default_value = "eval-bridge.json")]
     json: PathBuf,
+    #[command(flatten)]
+    dataset: super::DatasetCli,
 }
 
 fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
     use pointact::bridge::remote::ControlMode;
     use pointact::bridge::{BridgeClient, BridgeServer};
     use pointact::runner::pointer::SessionPointer;
-    use pointact::runner::remote::{run_remote_suite, RemoteOptions};
+    use pointact::runner::remote::{run_remote_suite, RemoteOptions, SuiteDataset};
 
     let suite = Suite::parse(&a.suite)?;
     let control_mode = ControlMode::from_name(&a.control_mode)
@@ -117,12 +119,40 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
         ..Default::default()
     };
     let seeds: Vec<u64> = (0..a.episodes).collect();
+    // The dataset is checked and opened (or refused) before anything else is written.
+    let mut recorder = match &a.dataset.dataset {
+        Some(_) => {
+            pointact::runner::record::frames_per_control_step(
+                a.dataset.dataset_fps as u32,
+                options.control_freq,
+            )
+            .map_err(|e| anyhow::anyhow!("--dataset-fps: {e}"))?;
+            Some(open_suite_dataset(&a.dataset, suite, &options.episode)?)
+        }
+        None => None,
+    };
+    // Our own server runs the branch asked for; another server's policy is its own.
+    let branch = match (&a.server, a.branch) {
+        (Some(_), _) => "remote",
+        (None, Branch::Affordance) => "p",
+        (None, Branch::Trace) => "v",
+    };
     write_report(
         &a.json,
         &EvalReport::new(suite, &options.episode, &seeds, Vec::new(), true),
     )?;
     let stop = super::stop_on_ctrl_c()?;
     let bar = episode_bar(suite.tasks().len() * seeds.len());
+    let mut dataset_err = None;
+    let mut on_kept =
+        |kept: &Result<pointact::runner::record::Kept, pointact::dataset::DatasetError>| {
+            if let Err(e) = kept {
+                // Nothing more is run once an episode could not be kept.
+                bar.println(super::recorded_line(kept));
+                dataset_err.get_or_insert(e.to_string());
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        };
     let mut ok = 0;
     let rt = runtime()?;
     let report = rt.block_on(async {
@@ -176,6 +206,11 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
             &options,
             || BridgeClient::connect(&addr),
             &stop,
+            recorder.as_mut().map(|recorder| SuiteDataset {
+                recorder,
+                branch: branch.to_string(),
+                on_kept: &mut on_kept,
+            }),
             &mut |done, _, r| {
                 ok += r.success as usize;
                 bar.set_position(done as u64);
@@ -190,10 +225,35 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
     println!("{report}");
     write_report(&a.json, &report)?;
     println!("wrote {}", a.json.display());
+    settle_dataset(recorder.as_mut(), &mut dataset_err);
+    if let Some(e) = dataset_err {
+        anyhow::bail!("--dataset: an episode could not be written, the run stopped: {e}");
+    }
     if report.interrupted {
         return Ok(ExitCode::from(super::INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Waits for the episodes still being written (after Ctrl-C too) and prints the dataset's size,
+/// or keeps the first error.
+fn settle_dataset(
+    recorder: Option<&mut pointact::runner::record::DatasetRecorder>,
+    dataset_err: &mut Option<String>,
+) {
+    if let Some(r) = recorder {
+        match r.settle() {
+            Ok(w) => println!(
+                "dataset   {}: {} episodes, {} frames",
+                w.root().display(),
+                w.info().total_episodes,
+                w.info().total_frames
+            ),
+            Err(e) => {
+                dataset_err.get_or_insert(e.to_string());
+            }
+        }
+    }
 }
 
 /// The sweep's axes.
@@ -417,20 +477,7 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         );
     }
     finish_viz(viz)?;
-    if let Some(r) = recorder.as_mut() {
-        // The episodes still being written are finished first (after Ctrl-C too).
-        match r.settle() {
-            Ok(w) => println!(
-                "dataset   {}: {} episodes, {} frames",
-                w.root().display(),
-                w.info().total_episodes,
-                w.info().total_frames
-            ),
-            Err(e) => {
-                dataset_err.get_or_insert(e.to_string());
-            }
-        }
-    }
+    settle_dataset(recorder.as_mut(), &mut dataset_err);
     if let Some(e) = dataset_err {
         anyhow::bail!("--dataset: an episode could not be written, the run stopped: {e}");
     }

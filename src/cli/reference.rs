@@ -66,6 +66,7 @@ pub const ENVIRONMENT: &[(&str, Reader, &str)] = &[
     ("POINTACT_GRPO_CURVE", Reader::Tests, "A file path: `crates/apps/src/tests/grpo_learn.rs` writes its learning curve there (the source of docs/grpo_curve.png)."),
     ("POINTACT_LEROBOT", Reader::Tests, "`1`: `crates/apps/src/tests/dataset_writer.rs` also loads its datasets with the `lerobot` package (`tests/dataset_lerobot.py --lerobot`) and compares lerobot's own statistics with `stats.json`; otherwise only pyarrow, pandas and PyAV read them."),
     ("POINTACT_LEROBOT_PYTHON", Reader::Tests, "The Python with `lerobot` (and torch) for `POINTACT_LEROBOT=1`; default `POINTACT_PYTHON`."),
+    ("POINTACT_RERUN", Reader::Tests, "A `rerun` CLI (`pip install rerun-sdk`): `crates/apps/src/tests/dataset_writer.rs` also has rerun's own LeRobot loader read a dataset it wrote (`rerun DIR --save F.rrd`, then `rerun rrd print`)."),
     ("HF_DATASETS_OFFLINE", Reader::Tests, "Set to `1` by `tests/dataset_lerobot.py` before it imports lerobot, so loading a local dataset never reaches the Hugging Face hub."),
     ("POINTACT_SIMPLERENV", Reader::Tests, "`1`: `tests/simplerenv_maniskill3.rs` runs a real ManiSkill3 episode (`sim/simplerenv/run.py --env maniskill3` against the `serve bridge` binary) with the venv and assets of `sim/simplerenv/setup.sh`; otherwise that test says it was skipped."),
     ("POINTACT_MANISKILL3_PYTHON", Reader::Tests, "The Python of that venv, for that episode (default `~/.cache/pointact/maniskill3/venv/bin/python`)."),

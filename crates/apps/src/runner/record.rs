@@ -1,4 +1,5 @@
-//! Simulated episodes kept as LeRobotDataset episodes (`--dataset DIR` on `run` and `eval sim`).
+//! Simulated episodes kept as LeRobotDataset episodes (`--dataset DIR` on `run`, `eval sim` and
+//! `eval bridge`).
 //!
 //! The arm's every physics step is seen by a `SimRobot` step observer; every `1 / fps` seconds of
 //! simulated time it keeps the joints, the finger gap, the gripper command, the plan step running
@@ -23,6 +24,8 @@ use std::sync::{Arc, Mutex};
 use super::episode::{
     prepare_episode, run_prepared, sim_camera, EpisodeError, EpisodeOptions, EpisodeResult,
 };
+use super::remote::{run_remote_episode_tapped, FrameTap, RemoteEpisode, RemoteOptions};
+use crate::bridge::remote::RemotePolicy;
 use crate::dataset::VideoOptions;
 use crate::dataset::{
     Cell, Column, DatasetError, DatasetSpec, DatasetWriter, EpisodeInput, Feature,
@@ -35,7 +38,7 @@ use crate::sim::devices::SimRobot;
 use crate::sim::oracle::{OraclePointer, OracleTruth};
 use crate::sim::render::{IncrementalRenderer, PinholeCamera, RenderOptions};
 use crate::sim::tasks::Episode;
-use crate::sim::RenderScene;
+use crate::sim::{RenderScene, SimWorld};
 
 /// Frames the renderer may be ahead of the coder (each a 640×480×3 buffer).
 const RENDER_AHEAD: usize = 8;
@@ -367,33 +370,136 @@ impl DatasetRecorder {
             camera: resized(camera.pinhole(), self.size),
             render: options.render.clone(),
             instruction: episode.instruction.clone(),
-            extras: vec![
-                (
-                    "pointact/task_id".to_string(),
-                    Cell::Str(episode.task.clone()),
-                ),
-                ("pointact/seed".to_string(), Cell::I64(seed as i64)),
-                (
-                    "pointact/branch".to_string(),
-                    Cell::Str(match options.branch {
-                        Branch::Affordance => "p".into(),
-                        Branch::Trace => "v".into(),
-                    }),
-                ),
-                ("pointact/success".to_string(), Cell::Bool(result.success)),
-                (
-                    "pointact/detail".to_string(),
-                    Cell::Str(result.detail.clone()),
-                ),
-                (
-                    "pointact/points".to_string(),
-                    Cell::Str(serde_json::Value::Array(asked).to_string()),
-                ),
-            ],
+            extras: episode_extras(
+                episode,
+                seed,
+                branch_name(options.branch),
+                result.success,
+                &result.detail,
+                serde_json::Value::Array(asked),
+            ),
         };
         let queued = self.queue(captured).map(|()| Kept::Frames(n));
         Ok((result, queued))
     }
+}
+
+impl DatasetRecorder {
+    /// Runs `episode` on our simulator with `policy` choosing every action (`eval bridge`), and
+    /// appends it: the dataset's frames are parts of the control steps (its fps a whole multiple
+    /// of the control frequency), the plan step is -1 throughout (the plan, if any, is the
+    /// policy's), `pointact/branch` is `branch` and `pointact/points` is empty (the points stay
+    /// on the policy's side).
+    pub async fn run_remote_episode<P: RemotePolicy>(
+        &mut self,
+        episode: &Episode,
+        seed: u64,
+        options: &RemoteOptions,
+        branch: &str,
+        policy: &mut P,
+    ) -> Result<(RemoteEpisode, Result<Kept, DatasetError>), EpisodeError> {
+        let per_step = frames_per_control_step(self.fps, options.control_freq)
+            .map_err(|e| EpisodeError::Setup(e.to_string()))?;
+        let mut kept: Vec<Sample> = Vec::new();
+        let mut pinhole: Option<PinholeCamera> = None;
+        let mut model: Option<Arc<RobotModel>> = None;
+        let mut on_frame = |w: &SimWorld, q: &[f64]| {
+            let gripper = w.robot().config.gripper;
+            let width = |opening: f64| {
+                gripper.closed_width + opening * (gripper.open_width - gripper.closed_width)
+            };
+            pinhole.get_or_insert_with(|| w.scene().camera.pinhole.clone());
+            model.get_or_insert_with(|| w.robot().clone());
+            kept.push(Sample {
+                q: q.to_vec(),
+                gripper_width: width(w.gripper_opening()),
+                gripper_target: width(w.robot_command().1),
+                plan_step: -1,
+                scene: w.render_scene(),
+            });
+        };
+        let result = run_remote_episode_tapped(
+            episode,
+            options,
+            policy,
+            Some(FrameTap {
+                per_step,
+                on_frame: &mut on_frame,
+            }),
+        )
+        .await?;
+        if self.only_success && !result.success {
+            return Ok((result, Ok(Kept::Skipped)));
+        }
+        let (Some(pinhole), Some(model)) = (pinhole, model) else {
+            return Ok((result, Ok(Kept::NoMotion)));
+        };
+        if result.steps == 0 || kept.len() < 2 {
+            return Ok((result, Ok(Kept::NoMotion)));
+        }
+        let n = kept.len();
+        let captured = Captured {
+            model,
+            samples: kept,
+            camera: resized(&pinhole, self.size),
+            render: options.episode.render.clone(),
+            instruction: episode.instruction.clone(),
+            extras: episode_extras(
+                episode,
+                seed,
+                branch,
+                result.success,
+                &result.detail,
+                serde_json::Value::Array(Vec::new()),
+            ),
+        };
+        let queued = self.queue(captured).map(|()| Kept::Frames(n));
+        Ok((result, queued))
+    }
+}
+
+/// Dataset frames per control step of a remote episode: `fps` must be a whole multiple of the
+/// control frequency, so every frame falls on the arm's own motion, never between two guesses.
+pub fn frames_per_control_step(fps: u32, control_freq: f64) -> Result<usize, String> {
+    let ratio = fps as f64 / control_freq;
+    if control_freq > 0.0 && ratio >= 1.0 && (ratio - ratio.round()).abs() < 1e-9 {
+        Ok(ratio.round() as usize)
+    } else {
+        Err(format!(
+            "a dataset of remote episodes takes frames within the {control_freq} Hz control \
+             steps: its fps must be a whole multiple of {control_freq}, not {fps}"
+        ))
+    }
+}
+
+/// The code `pointact/branch` holds for an executor branch.
+fn branch_name(branch: Branch) -> &'static str {
+    match branch {
+        Branch::Affordance => "p",
+        Branch::Trace => "v",
+    }
+}
+
+/// pointact's columns of the episodes table, beside lerobot's.
+fn episode_extras(
+    episode: &Episode,
+    seed: u64,
+    branch: &str,
+    success: bool,
+    detail: &str,
+    points: serde_json::Value,
+) -> Vec<(String, Cell)> {
+    vec![
+        (
+            "pointact/task_id".to_string(),
+            Cell::Str(episode.task.clone()),
+        ),
+        ("pointact/seed".to_string(), Cell::I64(seed as i64)),
+        ("pointact/branch".to_string(), Cell::Str(branch.to_string())),
+        ("pointact/success".to_string(), Cell::Bool(success)),
+        ("pointact/detail".to_string(), Cell::Str(detail.to_string())),
+        ("pointact/points".to_string(), Cell::Str(points.to_string())),
+    ]
 }
 
 /// `camera` seeing the same view in a `width`×`height` image: focal lengths and principal point

@@ -17,17 +17,19 @@ use k::nalgebra::{Isometry3, Point3};
 
 use super::episode::{prepare_episode, EpisodeError, EpisodeOptions};
 use super::eval::{EpisodeRecord, EvalReport};
+use super::record::{DatasetRecorder, Kept};
 use crate::bridge::remote::{
     ControlMode, EpisodeStart, LabelledObject, Labels, ObjectRole, Observation, PolicyStatus,
     RemoteError, RemotePolicy, GRIPPER_ACTION_RANGE,
 };
 use crate::camera::{Camera, Frame};
+use crate::dataset::DatasetError;
 use crate::geometry::ee_delta::{apply_delta, EeDelta};
 use crate::kinematics::{IkOptions, IkSolver, KinematicsError, RobotModel};
 use crate::robot::xarm::emulator::EmulatedArm as _;
 use crate::sim::devices::{SimArm, SimCamera};
-use crate::sim::judge;
 use crate::sim::tasks::{Episode, Suite, Target};
+use crate::sim::{judge, SimWorld};
 
 /// Settings of the evaluator side.
 #[derive(Debug, Clone)]
@@ -72,6 +74,15 @@ pub struct RemoteEpisode {
     pub policy_detail: String,
     /// Simulated seconds.
     pub sim_time_s: f64,
+}
+
+/// What a recording sees of a remote episode (`eval bridge --dataset`): `per_step` frames per
+/// control step, each handed to `on_frame` with the world and the arm's joints; the first before
+/// any action. A control step is then driven as `per_step` equal parts of its motion (the same
+/// straight line in joint space, the same physics steps).
+pub(crate) struct FrameTap<'a> {
+    pub per_step: usize,
+    pub on_frame: &'a mut (dyn FnMut(&SimWorld, &[f64]) + Send),
 }
 
 /// SimplerEnv's arm controller on a kinematic arm: the stock delta end-effector controller
@@ -214,6 +225,16 @@ pub(crate) async fn run_remote_episode<P: RemotePolicy>(
     options: &RemoteOptions,
     policy: &mut P,
 ) -> Result<RemoteEpisode, EpisodeError> {
+    run_remote_episode_tapped(episode, options, policy, None).await
+}
+
+/// [`run_remote_episode`] with the frames a recording keeps handed to `tap`.
+pub(crate) async fn run_remote_episode_tapped<P: RemotePolicy>(
+    episode: &Episode,
+    options: &RemoteOptions,
+    policy: &mut P,
+    mut tap: Option<FrameTap<'_>>,
+) -> Result<RemoteEpisode, EpisodeError> {
     let setup = |e: &dyn std::fmt::Display| EpisodeError::Setup(e.to_string());
     let prepared = prepare_episode(episode)?;
     let model = prepared.model.clone();
@@ -234,6 +255,9 @@ pub(crate) async fn run_remote_episode<P: RemotePolicy>(
     let link = |e: RemoteError| EpisodeError::Setup(e.to_string());
     policy.reset(&start).await.map_err(link)?;
     let dt = 1.0 / options.control_freq;
+    if let Some(t) = tap.as_mut() {
+        (t.on_frame)(&prepared.world.lock(), &ctl.q);
+    }
     let (mut status, mut policy_detail) = (PolicyStatus::Moving, String::new());
     let mut steps = 0;
     while steps < options.max_steps {
@@ -274,7 +298,25 @@ pub(crate) async fn run_remote_episode<P: RemotePolicy>(
         ctl.apply(options.control_mode, &action.values)
             .map_err(|e| setup(&e))?;
         let opening = ctl.finger_to_opening(ctl.finger);
-        arm.step(dt, &ctl.q, opening);
+        match tap.as_mut() {
+            None => {
+                arm.step(dt, &ctl.q, opening);
+            }
+            Some(t) => {
+                let from = arm.reading().q;
+                let parts = t.per_step.max(1);
+                for i in 1..=parts {
+                    let f = i as f64 / parts as f64;
+                    let qi: Vec<f64> = from
+                        .iter()
+                        .zip(&ctl.q)
+                        .map(|(a, b)| a + f * (b - a))
+                        .collect();
+                    let r = arm.step(dt / parts as f64, &qi, opening);
+                    (t.on_frame)(&prepared.world.lock(), &r.q);
+                }
+            }
+        }
         steps += 1;
         if action.terminate {
             break;
@@ -297,6 +339,16 @@ pub(crate) async fn run_remote_episode<P: RemotePolicy>(
     })
 }
 
+/// Where `eval bridge --dataset` keeps its episodes, and who hears how each went in.
+pub struct SuiteDataset<'a> {
+    /// The open dataset.
+    pub recorder: &'a mut DatasetRecorder,
+    /// `pointact/branch` of every episode: `p` or `v` for our own server, `remote` for another.
+    pub branch: String,
+    /// Told how each episode went into the dataset (an error stops the caller's run).
+    pub on_kept: &'a mut (dyn FnMut(&Result<Kept, DatasetError>) + Send),
+}
+
 /// [`run_remote_episode`] over every task of `suite` and `seeds`, one policy per episode from
 /// `connect` (the bridge opens one connection per episode); the same report as `eval sim`.
 pub async fn run_remote_suite<P, F, C>(
@@ -305,6 +357,7 @@ pub async fn run_remote_suite<P, F, C>(
     options: &RemoteOptions,
     mut connect: C,
     stop: &AtomicBool,
+    mut dataset: Option<SuiteDataset<'_>>,
     progress: &mut (dyn FnMut(usize, usize, &EpisodeRecord) + Send),
 ) -> EvalReport
 where
@@ -327,9 +380,20 @@ where
                 Err(e) => Err(e.to_string()),
                 Ok(ep) => match connect().await {
                     Err(e) => Err(e.to_string()),
-                    Ok(mut policy) => run_remote_episode(&ep, options, &mut policy)
-                        .await
-                        .map_err(|e| e.to_string()),
+                    Ok(mut policy) => match dataset.as_mut() {
+                        None => run_remote_episode(&ep, options, &mut policy)
+                            .await
+                            .map_err(|e| e.to_string()),
+                        Some(d) => d
+                            .recorder
+                            .run_remote_episode(&ep, seed, options, &d.branch, &mut policy)
+                            .await
+                            .map(|(r, kept)| {
+                                (d.on_kept)(&kept);
+                                r
+                            })
+                            .map_err(|e| e.to_string()),
+                    },
                 },
             };
             let record = match outcome {

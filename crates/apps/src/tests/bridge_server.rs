@@ -312,6 +312,7 @@ async fn eval_bridge_matches_eval_sim() {
         &RemoteOptions::default(),
         || BridgeClient::connect(&addr),
         &never,
+        None,
         &mut |_, _, _| {},
     )
     .await;

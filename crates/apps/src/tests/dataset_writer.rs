@@ -197,6 +197,73 @@ fn a_dataset_written_in_two_sessions_reads_back_as_lerobot_reads_it() {
         assert_eq!(out["frames"], 25);
         assert!(out["worst_psnr_db"].as_f64().unwrap() > 30.0, "{out}");
     }
+    check_with_rerun(&root, &[5, 13, 7]);
+}
+
+/// With `POINTACT_RERUN` naming a `rerun` CLI (`pip install rerun-sdk`, docs/testing.md): rerun's
+/// own LeRobot loader turns the folder into a recording (`rerun DIR --save F.rrd`), and
+/// `rerun rrd print` finds one store per episode, each episode's states as many rows as it has
+/// frames, and one video sample per frame.
+fn check_with_rerun(root: &Path, lengths: &[usize]) {
+    let Some(rerun) = std::env::var_os("POINTACT_RERUN") else {
+        eprintln!("rerun check skipped: POINTACT_RERUN is not set");
+        return;
+    };
+    let rrd = root.with_extension("rrd");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(&rerun)
+            .args(args)
+            .output()
+            .expect("POINTACT_RERUN runs");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "rerun {args:?} failed:\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    run(&[root.as_os_str(), "--save".as_ref(), rrd.as_os_str()]);
+    let printed = run(&["rrd".as_ref(), "print".as_ref(), rrd.as_os_str()]);
+    // `"episode_N",` names a store (all stores come first); then one line per chunk,
+    // `Chunk(…) with R rows (…) - /PATH - data columns: [C]`. An episode's states come as one chunk;
+    // its video samples in chunks of a few.
+    let stores = printed
+        .lines()
+        .filter(|l| l.trim().starts_with("\"episode_"))
+        .count();
+    let rows_of = |what: &str| -> Vec<usize> {
+        printed
+            .lines()
+            .filter(|l| l.contains(what))
+            .filter_map(|l| {
+                l.split_once(" with ")?
+                    .1
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    };
+    let mut states = rows_of("- /observation.state - data columns: [Scalars:scalars]");
+    let samples: usize = rows_of(&format!("- /{KEY} - data columns: [VideoStream:sample]"))
+        .iter()
+        .sum();
+    states.sort_unstable();
+    let mut want = lengths.to_vec();
+    want.sort_unstable();
+    assert_eq!(
+        stores,
+        lengths.len(),
+        "one recording per episode\n{printed}"
+    );
+    assert_eq!(states, want, "state rows per episode\n{printed}");
+    assert_eq!(
+        samples,
+        lengths.iter().sum::<usize>(),
+        "video samples\n{printed}"
+    );
 }
 
 #[test]

@@ -37,6 +37,7 @@ mod calibrate_target;
 mod camera_check;
 mod closed_loop;
 mod consistency_openai;
+mod dataset_remote;
 mod dataset_stats;
 mod dataset_video;
 mod dataset_writer;

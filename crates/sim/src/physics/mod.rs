@@ -385,7 +385,7 @@ impl SimWorld {
     }
 
     /// The kinematic model driving the robot's links.
-    pub fn robot(&self) -> &RobotModel {
+    pub fn robot(&self) -> &Arc<RobotModel> {
         &self.robot
     }
 
