@@ -503,10 +503,6 @@ fn default_bridge_config() -> Result<pointact_apps::bridge::SessionConfig> {
 }
 
 fn bench_soak(a: SoakBenchCli) -> Result<ExitCode> {
-    let bridge = match a.target {
-        crate::soak::SoakTarget::Bridge => Some(default_bridge_config()?),
-        _ => None,
-    };
     let report = crate::soak::run(crate::soak::SoakArgs {
         target: a.target,
         minutes: a.minutes,
@@ -514,7 +510,7 @@ fn bench_soak(a: SoakBenchCli) -> Result<ExitCode> {
         items: a.items,
         tasks: a.tasks,
         connections: a.connections,
-        bridge,
+        robot: "widowx250".into(),
     })?;
     println!("{report}");
     Ok(verdict(report.passed()))

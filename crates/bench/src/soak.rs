@@ -3,10 +3,10 @@
 //! each window. What a leak, a descriptor that is never closed or a queue that grows looks like
 //! only shows after many minutes; the other benches run for seconds.
 //!
-//! Targets (each started in this process, on 127.0.0.1, as the matching `serve`/`emulate` command
-//! runs it):
+//! Targets (each on 127.0.0.1, as the matching `serve`/`emulate` command runs it):
 //!
-//! * `bridge`: `serve bridge` with `bench bridge`'s 16 kinematic evaluators at 5 Hz, and beside
+//! * `bridge`: `serve bridge`, in a process of its own (what is measured is the server alone),
+//!   with `bench bridge`'s 16 kinematic evaluators at 5 Hz, and beside
 //!   them a hostile client that, in turn, sends a frame that is not msgpack (the server must answer
 //!   it and keep the connection), resets and leaves mid-episode without `episode_end`, and opens a
 //!   connection only to drop it;
@@ -33,11 +33,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 
-use super::bridge::{fixtures, percentile, phase, InProcessServer};
+use super::bridge::{fixtures, percentile, phase};
 use super::servo::cpu_model;
 use pointact_apps::bridge::protocol::ClientMessage;
 use pointact_apps::bridge::remote::{ControlMode, EpisodeStart, RemotePolicy};
-use pointact_apps::bridge::{BridgeClient, SessionConfig};
+use pointact_apps::bridge::BridgeClient;
 
 /// Growth of resident memory allowed after the warm-up window.
 pub const MAX_RSS_GROWTH: f64 = 0.05;
@@ -65,11 +65,11 @@ pub struct SoakArgs {
     pub tasks: u64,
     /// `bridge`: evaluator connections.
     pub connections: usize,
-    /// The server the `bridge` target loads.
-    pub bridge: Option<SessionConfig>,
+    /// `bridge`: the evaluator's arm the server is started for.
+    pub robot: String,
 }
 
-/// The process's own use of the machine, from /proc/self.
+/// A process's use of the machine, from /proc.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Usage {
     pub rss_kib: u64,
@@ -77,9 +77,14 @@ pub struct Usage {
     pub threads: usize,
 }
 
-/// Reads /proc/self/status (VmRSS, Threads) and counts /proc/self/fd.
+/// This process's use: /proc/self/status (VmRSS, Threads) and the count of /proc/self/fd.
 pub fn usage() -> Usage {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    usage_of("self")
+}
+
+/// The same for process `pid` ("self" for this one).
+fn usage_of(pid: &str) -> Usage {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
             .lines()
@@ -90,7 +95,7 @@ pub fn usage() -> Usage {
     };
     Usage {
         rss_kib: field("VmRSS:"),
-        fds: std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()),
+        fds: std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count()),
         threads: field("Threads:") as usize,
     }
 }
@@ -125,13 +130,18 @@ impl Window {
         }
     }
 
-    /// Ends the window: the percentiles kept, the samples freed, the process measured.
+    /// Ends the window: the percentiles kept, the samples freed, this process measured.
     pub(crate) fn close(&mut self, seconds: f64) {
+        self.close_measuring(seconds, "self");
+    }
+
+    /// [`Self::close`], measuring process `pid` (the server under soak, when it runs apart).
+    fn close_measuring(&mut self, seconds: f64, pid: &str) {
         self.seconds = seconds;
         self.p50_ms = percentile(&self.latencies_ms, 50.0);
         self.p99_ms = percentile(&self.latencies_ms, 99.0);
         self.latencies_ms = Vec::new();
-        self.usage = usage();
+        self.usage = usage_of(pid);
     }
 }
 
@@ -285,14 +295,9 @@ pub fn run(args: SoakArgs) -> Result<SoakReport, SoakError> {
         return Err(SoakError::Args);
     }
     let window = Duration::from_secs_f64(args.minutes * 60.0 / args.windows as f64);
-    let start = usage();
-    let (target, latency, windows) = match args.target {
-        SoakTarget::Bridge => {
-            let config = args.bridge.ok_or_else(|| {
-                SoakError::Setup("the bridge target needs a server config".into())
-            })?;
-            bridge(config, args.connections, args.windows, window)?
-        }
+    let here = usage();
+    let (target, latency, apart, windows) = match args.target {
+        SoakTarget::Bridge => bridge(args.robot.clone(), args.connections, args.windows, window)?,
         SoakTarget::Rewards => rewards(args.items, args.windows, window)?,
         SoakTarget::Servo => servo(args.windows, window)?,
         SoakTarget::XarmTasks => super::soak_tasks::tasks(args.tasks, args.windows, window)?,
@@ -301,30 +306,34 @@ pub fn run(args: SoakArgs) -> Result<SoakReport, SoakError> {
         cpu: cpu_model(),
         target,
         latency,
-        start,
+        start: apart.unwrap_or(here),
         windows,
     })
 }
 
-pub(crate) type Soaked = (String, &'static str, Vec<Window>);
+/// What a target reports: what it ran, what its latency is, the measured process at its start
+/// when that is not this one, and the windows.
+pub(crate) type Soaked = (String, &'static str, Option<Usage>, Vec<Window>);
 
 // ---------------------------------------------------------------------------------------------
 // serve bridge
 
 fn bridge(
-    config: SessionConfig,
+    robot: String,
     connections: usize,
     windows: usize,
     window: Duration,
 ) -> Result<Soaked, SoakError> {
     let setup = |e: &dyn fmt::Display| SoakError::Setup(e.to_string());
     let fixtures = Arc::new(fixtures().map_err(|e| setup(&e))?);
-    let server = InProcessServer::start(config).map_err(|e| setup(&e))?;
-    let addr = server.addr.to_string();
+    let mut server = ServerProcess::start(&robot)?;
+    let addr = server.addr.clone();
+    let pid = server.child.id().to_string();
+    let at_start = usage_of(&pid);
     let target = format!(
-        "serve bridge in process (ws://{addr}/, pointer {}, robot {}): {connections} evaluators \
-         at 5 Hz and a hostile client",
-        server.pointer, server.robot
+        "`pointact serve bridge --pointer oracle --robot {robot}` (pid {pid}, ws://{addr}/; \
+         resident memory, descriptors and threads are its own): {connections} evaluators at 5 Hz \
+         and a hostile client"
     );
     let mut out = Vec::with_capacity(windows);
     for _ in 0..windows {
@@ -359,13 +368,17 @@ fn bridge(
         }
         let seconds = stats.seconds;
         drop(stats);
-        w.close(seconds);
+        if let Ok(Some(status)) = server.child.try_wait() {
+            w.error(format!("the server exited: {status}"));
+        }
+        w.close_measuring(seconds, &pid);
         out.push(w);
     }
     drop(server);
     Ok((
         target,
         "server time per action after each episode's first (ms)",
+        Some(at_start),
         out,
     ))
 }
@@ -373,6 +386,72 @@ fn bridge(
 /// Until `deadline`, once a second in turn: a frame that is not msgpack (answered with an error
 /// text, the connection kept: an episode is then run on it to prove it), an episode left after one
 /// step without `episode_end`, a connection opened and dropped.
+/// `pointact serve bridge` as a user starts it, in a process of its own on a free loopback port;
+/// interrupted (as Ctrl-C would) when dropped.
+struct ServerProcess {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl ServerProcess {
+    fn start(robot: &str) -> Result<ServerProcess, SoakError> {
+        use std::io::BufRead;
+        let setup = |e: &dyn fmt::Display| SoakError::Setup(format!("serve bridge: {e}"));
+        let exe = std::env::current_exe().map_err(|e| setup(&e))?;
+        let mut child = std::process::Command::new(exe)
+            .args([
+                "serve",
+                "bridge",
+                "--addr",
+                "127.0.0.1:0",
+                "--pointer",
+                "oracle",
+            ])
+            .args(["--robot", robot])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| setup(&e))?;
+        let stdout = child.stdout.take().ok_or_else(|| setup(&"no stdout"))?;
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let addr = loop {
+            match lines.next() {
+                Some(Ok(l)) => {
+                    if let Some(rest) = l.strip_prefix("listening ws://") {
+                        break rest.split('/').next().unwrap_or_default().to_string();
+                    }
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(setup(&"it exited before listening"));
+                }
+            }
+        };
+        // The rest of its output is read and dropped, so it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(ServerProcess { child, addr })
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn hostile_client(addr: &str, fixture: &super::bridge::Fixture, deadline: Instant) -> Window {
     let mut w = Window::default();
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -536,7 +615,7 @@ fn rewards(items: u64, windows: usize, window: Duration) -> Result<Soaked, SoakE
     drop(conn);
     let _ = stop.send(());
     let _ = rt.block_on(server);
-    Ok((target, "round trip per batch of 1000 (ms)", out))
+    Ok((target, "round trip per batch of 1000 (ms)", None, out))
 }
 
 /// A batch of `bench rewards`' items, one in 50 replaced by an item that is not an object or
@@ -663,6 +742,7 @@ fn servo(windows: usize, window: Duration) -> Result<Soaked, SoakError> {
     Ok((
         format!("{target}, there-and-back trajectories at {rate_hz} Hz"),
         "servo period deviation from 4 ms (ms)",
+        None,
         out,
     ))
 }

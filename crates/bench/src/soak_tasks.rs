@@ -128,6 +128,7 @@ pub(crate) fn tasks(tasks: u64, windows: usize, window: Duration) -> Result<Soak
     Ok((
         target,
         "one task: `run --xarm` process start to exit (ms)",
+        None,
         out,
     ))
 }

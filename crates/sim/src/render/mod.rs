@@ -249,27 +249,40 @@ fn render_impl(
     let mut out = RenderOutput {
         width: camera.width(),
         height: camera.height(),
-        rgb: vec![0; 3 * n],
+        rgb: shade_all(&frame, scene, camera, &vis),
         depth_m: vec![0.0; n],
         instance: vec![BACKGROUND_INSTANCE; n],
         part: vec![NO_PART; n],
     };
+    for (i, &k) in vis.prim.iter().enumerate() {
+        if k != NO_PRIM {
+            let prim = &scene.primitives[k as usize];
+            out.depth_m[i] = vis.t[i] as f32;
+            out.instance[i] = prim.instance;
+            out.part[i] = prim.part;
+        }
+    }
+    // The sensor model changes depth only: the colours above are final.
+    noise::apply_sensor_model(&mut out, &vis.t, &vis.prim, options);
+    out
+}
+
+/// Every pixel's colour, `width · height · 3` bytes, from a visibility pass over the whole image.
+fn shade_all(
+    frame: &FrameSetup,
+    scene: &RenderScene,
+    camera: &PinholeCamera,
+    vis: &Visibility,
+) -> Vec<u8> {
+    let (w, h) = (camera.intrinsics.width, camera.intrinsics.height);
+    let mut rgb = vec![0; 3 * w * h];
     for v in 0..h {
         for u in 0..w {
             let i = v * w + u;
-            let rgb = frame.shade(scene, camera, &vis, (u, v, i));
-            out.rgb[3 * i..3 * i + 3].copy_from_slice(&rgb);
-            let k = vis.prim[i];
-            if k != NO_PRIM {
-                let prim = &scene.primitives[k as usize];
-                out.depth_m[i] = vis.t[i] as f32;
-                out.instance[i] = prim.instance;
-                out.part[i] = prim.part;
-            }
+            rgb[3 * i..3 * i + 3].copy_from_slice(&frame.shade(scene, camera, vis, (u, v, i)));
         }
     }
-    noise::apply_sensor_model(&mut out, &vis.t, &vis.prim, options);
-    out
+    rgb
 }
 
 /// Renders the colour images of a sequence of scenes from one camera, each byte for byte what
@@ -310,9 +323,15 @@ impl IncrementalRenderer {
         };
         let frame = FrameSetup::new(scene, camera, &self.options);
         let Some((before, _, _)) = self.last.as_ref().filter(|l| reusable(l)) else {
-            let rgb = render(scene, camera, &self.options).rgb;
+            // A first frame: one visibility pass gives both the colours (as `render` shades
+            // them; its sensor model touches depth only) and the hits kept for the next frame.
             let vis =
                 visibility_culled(&frame.prepared, &frame.xs, &frame.ys, &Region::whole(w, h));
+            let rgb = if camera.validate().is_ok() {
+                shade_all(&frame, scene, camera, &vis)
+            } else {
+                render(scene, camera, &self.options).rgb
+            };
             let (_, rgb, _) = self.last.insert((scene.clone(), rgb, vis));
             return rgb;
         };
