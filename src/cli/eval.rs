@@ -144,15 +144,10 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
     let stop = super::stop_on_ctrl_c()?;
     let bar = episode_bar(suite.tasks().len() * seeds.len());
     let mut dataset_err = None;
-    let mut on_kept =
-        |kept: &Result<pointact::runner::record::Kept, pointact::dataset::DatasetError>| {
-            if let Err(e) = kept {
-                // Nothing more is run once an episode could not be kept.
-                bar.println(super::recorded_line(kept));
-                dataset_err.get_or_insert(e.to_string());
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        };
+    let mut on_kept = |kept: &Result<
+        pointact::runner::record::Kept,
+        pointact::dataset::DatasetError,
+    >| { stop_if_not_kept(kept, &bar, &mut dataset_err, &stop) };
     let mut ok = 0;
     let rt = runtime()?;
     let report = rt.block_on(async {
@@ -233,6 +228,21 @@ fn bridge(a: EvalBridgeCli) -> Result<ExitCode> {
         return Ok(ExitCode::from(super::INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An episode that could not be kept stops the run: every later one would be lost the same way.
+/// The first error is kept for the end of the run.
+fn stop_if_not_kept(
+    kept: &Result<pointact::runner::record::Kept, pointact::dataset::DatasetError>,
+    bar: &indicatif::ProgressBar,
+    dataset_err: &mut Option<String>,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    if let Err(e) = kept {
+        bar.println(super::recorded_line(kept));
+        dataset_err.get_or_insert(e.to_string());
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Waits for the episodes still being written (after Ctrl-C too) and prints the dataset's size,
@@ -423,15 +433,7 @@ fn sim(a: EvalSimCli) -> Result<ExitCode> {
         &stop,
         recorder.as_mut(),
         &mut |e| match e {
-            SuiteEvent::Recorded(kept) => {
-                if let Err(e) = kept {
-                    // Nothing more is run once an episode could not be kept: every later one
-                    // would be lost the same way.
-                    bar.println(super::recorded_line(kept));
-                    dataset_err.get_or_insert(e.to_string());
-                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-            }
+            SuiteEvent::Recorded(kept) => stop_if_not_kept(kept, &bar, &mut dataset_err, &stop),
             SuiteEvent::Started { task, seed } => {
                 if let Some(v) = viz.as_mut() {
                     v.begin_episode(&format!("{task} seed {seed}"));

@@ -357,13 +357,6 @@ impl DatasetRecorder {
         .await?;
         drop(robot);
         let kept = std::mem::take(&mut samples.lock().unwrap_or_else(|p| p.into_inner()).kept);
-        if self.only_success && !result.success {
-            return Ok((result, Ok(Kept::Skipped)));
-        }
-        if result.steps_executed == 0 || kept.len() < 2 {
-            return Ok((result, Ok(Kept::NoMotion)));
-        }
-        let n = kept.len();
         let captured = Captured {
             model,
             samples: kept,
@@ -379,12 +372,28 @@ impl DatasetRecorder {
                 serde_json::Value::Array(asked),
             ),
         };
-        let queued = self.queue(captured).map(|()| Kept::Frames(n));
-        Ok((result, queued))
+        let kept = self.keep(result.success, result.steps_executed > 0, captured);
+        Ok((result, kept))
     }
-}
 
-impl DatasetRecorder {
+    /// Hands an episode to the writer, unless `--only-success` leaves a failure out or nothing
+    /// moved (no demonstration to keep).
+    fn keep(
+        &mut self,
+        success: bool,
+        moved: bool,
+        captured: Captured,
+    ) -> Result<Kept, DatasetError> {
+        if self.only_success && !success {
+            return Ok(Kept::Skipped);
+        }
+        let n = captured.samples.len();
+        if !moved || n < 2 {
+            return Ok(Kept::NoMotion);
+        }
+        self.queue(captured).map(|()| Kept::Frames(n))
+    }
+
     /// Runs `episode` on our simulator with `policy` choosing every action (`eval bridge`), and
     /// appends it: the dataset's frames are parts of the control steps (its fps a whole multiple
     /// of the control frequency), the plan step is -1 throughout (the plan, if any, is the
@@ -398,8 +407,8 @@ impl DatasetRecorder {
         branch: &str,
         policy: &mut P,
     ) -> Result<(RemoteEpisode, Result<Kept, DatasetError>), EpisodeError> {
-        let per_step = frames_per_control_step(self.fps, options.control_freq)
-            .map_err(|e| EpisodeError::Setup(e.to_string()))?;
+        let per_step =
+            frames_per_control_step(self.fps, options.control_freq).map_err(EpisodeError::Setup)?;
         let mut kept: Vec<Sample> = Vec::new();
         let mut pinhole: Option<PinholeCamera> = None;
         let mut model: Option<Arc<RobotModel>> = None;
@@ -428,16 +437,10 @@ impl DatasetRecorder {
             }),
         )
         .await?;
-        if self.only_success && !result.success {
-            return Ok((result, Ok(Kept::Skipped)));
-        }
         let (Some(pinhole), Some(model)) = (pinhole, model) else {
+            // No frame at all: the episode ended before its first observation.
             return Ok((result, Ok(Kept::NoMotion)));
         };
-        if result.steps == 0 || kept.len() < 2 {
-            return Ok((result, Ok(Kept::NoMotion)));
-        }
-        let n = kept.len();
         let captured = Captured {
             model,
             samples: kept,
@@ -453,8 +456,8 @@ impl DatasetRecorder {
                 serde_json::Value::Array(Vec::new()),
             ),
         };
-        let queued = self.queue(captured).map(|()| Kept::Frames(n));
-        Ok((result, queued))
+        let kept = self.keep(result.success, result.steps > 0, captured);
+        Ok((result, kept))
     }
 }
 
