@@ -361,16 +361,23 @@ fn pointer_server(replies: &[String], runs: usize) -> String {
 
 /// The whole physical path as a user runs it, two processes: `emulate xarm --sim` (the simulator's
 /// arm behind the controller emulator, its camera served over TCP) and `run --xarm … --camera tcp:…
-/// --pointer openai` (a pointer server answering as Embodied-R1 would): declined at the prompt
-/// (nothing moves), then confirmed with --yes; Ctrl-C makes the emulator judge the scene: the
-/// pepper is in the pan.
+/// --pointer openai --dataset D` (a pointer server answering as Embodied-R1 would): declined at the
+/// prompt (nothing moves, nothing kept), then confirmed with --yes; the run is kept as a dataset
+/// episode (checked in `the_robot_run_is_kept_as_it_happened`); Ctrl-C makes the emulator judge
+/// the scene: the pepper is in the pan.
 #[test]
 fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
     let endpoint = pointer_server(&embodied_r1_replies(), 2);
     let mut emu = Emulator::start("tabletop/pepper_in_pan");
     let dir = std::env::temp_dir().join(format!("pointact-cli-whole-{}", std::process::id()));
+    let ds = dir.join("dataset");
+    let dataset = ["--dataset", ds.to_str().unwrap(), "--dataset-fps", "5"];
     // First without --yes and nothing on stdin: the plan is shown, the answer is no, nothing moves.
-    let o = emu.run_pepper_in_pan(&dir, &endpoint, &["--speed-scale", "1"]);
+    let o = emu.run_pepper_in_pan(
+        &dir,
+        &endpoint,
+        &[&["--speed-scale", "1"][..], &dataset].concat(),
+    );
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}\n{}", text(&o.stderr));
     assert!(out.contains("[y/N]"), "{out}");
@@ -378,12 +385,26 @@ fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
         out.contains("outcome   not approved: nothing moved"),
         "{out}"
     );
+    assert!(
+        out.contains("dataset   episode left out: nothing moved"),
+        "{out}"
+    );
     assert!(!out.lines().any(|l| l.starts_with("execute")), "{out}");
-    let o = emu.run_pepper_in_pan(&dir, &endpoint, &["--yes", "--speed-scale", "1"]);
+    // What the camera shows before and after the run, to compare the episode's video with.
+    let mut camera = pointact::camera::open(&emu.field("camera").parse().unwrap()).unwrap();
+    let before = camera.capture().unwrap().rgb;
+    let o = emu.run_pepper_in_pan(
+        &dir,
+        &endpoint,
+        &[&["--yes", "--speed-scale", "1"][..], &dataset].concat(),
+    );
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
     assert!(out.contains("outcome   DONE"), "{out}");
     assert!(out.lines().any(|l| l.starts_with("execute")), "{out}");
+    let after = camera.capture().unwrap().rgb;
+    drop(camera);
+    the_robot_run_is_kept_as_it_happened(&ds, &out, &before, &after);
     let status = emu.interrupt();
     assert_eq!(
         status.code(),
@@ -518,4 +539,136 @@ fn pointact_emulate_widowx_prints_a_pty_the_driver_can_open() {
     for (a, b) in q.iter().zip(m.home()) {
         assert!((a - b).abs() <= tick);
     }
+}
+
+/// The episode `run --xarm --dataset` kept of the run whose stdout is `out`: one episode of the
+/// instruction, its frames those of the motion at the dataset's 5 fps (the arm's joints never jump
+/// between frames, the plan's steps in order to the last, the fingers closing on the pepper and
+/// opening again), the camera's verdict and the points asked; its video starts with what the
+/// camera showed `before` the run and ends with what it showed `after`.
+fn the_robot_run_is_kept_as_it_happened(
+    ds: &std::path::Path,
+    out: &str,
+    before: &image::RgbImage,
+    after: &image::RgbImage,
+) {
+    use pointact::dataset::read;
+    let summary = read::summary(ds).unwrap();
+    assert_eq!(summary.episodes.len(), 1, "{out}");
+    assert_eq!(summary.info.robot_type.as_deref(), Some("xarm6"));
+    assert_eq!(summary.info.fps, 5);
+    let ep = read::episode(ds, 0).unwrap();
+    assert!(
+        out.contains(&format!(
+            "dataset   episode appended ({} frames)",
+            ep.length
+        )),
+        "{out}"
+    );
+    assert_eq!(ep.task, "put the pepper in the pan");
+    // The plan's length as the confirmation printed it.
+    let steps: usize = out
+        .lines()
+        .find_map(|l| l.split("execute these ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no plan length in {out}"));
+    let plan_step = ep.plan_step.clone().unwrap();
+    assert_eq!(plan_step[0], 0, "{plan_step:?}");
+    assert_eq!(
+        *plan_step.last().unwrap(),
+        steps as i64 - 1,
+        "{plan_step:?}"
+    );
+    assert!(plan_step.windows(2).all(|w| w[0] <= w[1]), "{plan_step:?}");
+    // At speed scale 1 the plan takes seconds: many frames, each a 0.2 s slice of the motion.
+    assert!(ep.length >= 15, "{} frames", ep.length);
+    let width = ep.state_names.len();
+    assert_eq!(width, 7, "{:?}", ep.state_names);
+    let rows: Vec<&[f32]> = ep.state.chunks(width).collect();
+    let model = pointact::kinematics::RobotModel::builtin("xarm6").unwrap();
+    let vmax = model
+        .joint_limits()
+        .iter()
+        .map(|j| j.velocity)
+        .fold(0.0, f64::max);
+    let mut travel = 0.0;
+    for w in rows.windows(2) {
+        let step = (0..6)
+            .map(|j| (w[1][j] - w[0][j]).abs() as f64)
+            .fold(0.0, f64::max);
+        assert!(
+            step <= vmax * 0.2 * 1.5,
+            "a joint jumped {step} rad in one frame"
+        );
+        travel += step;
+    }
+    assert!(travel > 1.0, "the arm hardly moved: {travel} rad");
+    let gripper = model.config.gripper;
+    let widths: Vec<f64> = rows.iter().map(|r| r[6] as f64).collect();
+    assert!(
+        (widths[0] - gripper.open_width).abs() < 0.005,
+        "open at the start: {widths:?}"
+    );
+    let narrowest = widths.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert!(
+        narrowest < gripper.open_width - 0.01,
+        "never closed: {widths:?}"
+    );
+    assert!(
+        *widths.last().unwrap() > narrowest + 0.005,
+        "never let go: {widths:?}"
+    );
+    let verified = out.contains("verified by camera:");
+    assert_eq!(ep.success, Some(verified), "{out}");
+    assert!(!ep.detail.clone().unwrap_or_default().is_empty());
+    let points = ep.points.clone().unwrap();
+    assert!(!points.as_array().unwrap().is_empty(), "{points}");
+
+    // The video: its first frame is the camera before the run, its last the camera after it.
+    let Some(py) = common::python::interpreter("av", "av==18.1.0", "the robot run's video") else {
+        return;
+    };
+    let (_, video, from) = &ep.videos[0];
+    assert_eq!(*from, 0.0);
+    let (w, h) = before.dimensions();
+    let psnr = |reference: &image::RgbImage| -> Vec<f64> {
+        let raw = ds.join("reference.rgb");
+        std::fs::write(&raw, reference.as_raw().repeat(ep.length)).unwrap();
+        let report = common::python::video_report(
+            &py,
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/dataset_video.py"),
+            video,
+            &raw,
+            (w, h),
+        );
+        let _ = std::fs::remove_file(&raw);
+        assert_eq!(
+            report["frames"].as_u64(),
+            Some(ep.length as u64),
+            "{report}"
+        );
+        report["psnr_db"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_f64().unwrap_or(f64::INFINITY))
+            .collect()
+    };
+    let (to_before, to_after) = (psnr(before), psnr(after));
+    let last = ep.length - 1;
+    eprintln!(
+        "{} frames; PSNR to before: first {:.1}, last {:.1} dB; to after: first {:.1}, last {:.1} dB",
+        ep.length, to_before[0], to_before[last], to_after[0], to_after[last]
+    );
+    assert!(to_before[0] > 30.0, "first frame vs before: {to_before:?}");
+    assert!(to_after[last] > 30.0, "last frame vs after: {to_after:?}");
+    assert!(
+        to_before[0] > to_after[0] + 3.0,
+        "{to_before:?} {to_after:?}"
+    );
+    assert!(
+        to_after[last] > to_before[last] + 3.0,
+        "{to_before:?} {to_after:?}"
+    );
 }

@@ -213,7 +213,7 @@ fn live_session(
     let settings = super::run_robot::xarm_settings(a.driver.as_deref(), addr)?;
     let model = std::sync::Arc::new(pointact::kinematics::RobotModel::builtin("xarm6")?);
     let spec: pointact::camera::CameraSpec = a.source.as_deref().unwrap_or("realsense").parse()?;
-    let mut camera = super::run_robot::open_robot_camera(&spec)?;
+    let (mut camera, _) = super::run_robot::open_robot_camera(&spec)?;
     let mut target = SimCalibrationOptions::default().target;
     target.size_m = a.tag_size;
     let tcp_from_target = default_tcp_from_target(&model, 0.02);

@@ -186,7 +186,8 @@ pub fn end_stream() {
     }
 }
 
-/// Where episodes are kept as a LeRobotDataset (`run`, `eval sim`).
+/// Where episodes are kept as a LeRobotDataset (`run` in the simulator and on a robot, `eval
+/// sim`, `eval bridge`).
 #[derive(Args, Clone, Debug)]
 pub struct DatasetCli {
     /// Append every episode to this LeRobotDataset v3.0 folder (created when absent; a dataset of
@@ -216,15 +217,48 @@ impl DatasetCli {
         let Some(dir) = &self.dataset else {
             return Ok(None);
         };
-        let mut recorder = pointact::runner::record::DatasetRecorder::open_for(
+        let recorder = pointact::runner::record::DatasetRecorder::open_for(
             dir,
             episode,
             options,
             self.dataset_fps as u32,
             self.dataset_size,
             self.only_success,
-        )
-        .map_err(|e| anyhow::anyhow!("--dataset {}: {e}", dir.display()))?;
+        );
+        self.announce(dir, recorder).map(Some)
+    }
+
+    /// Opens the dataset for a robot run of `model` seen by a camera of `camera_size`, or `None`
+    /// without `--dataset`.
+    pub fn open_robot(
+        &self,
+        model: &pointact::kinematics::RobotModel,
+        camera_size: (u32, u32),
+    ) -> Result<Option<pointact::runner::record::DatasetRecorder>> {
+        let Some(dir) = &self.dataset else {
+            return Ok(None);
+        };
+        let recorder = pointact::runner::record::DatasetRecorder::open(
+            dir,
+            model,
+            self.dataset_fps as u32,
+            self.dataset_size.unwrap_or(camera_size),
+            self.only_success,
+        );
+        self.announce(dir, recorder).map(Some)
+    }
+
+    /// Says what the opened dataset at `dir` holds so far.
+    fn announce(
+        &self,
+        dir: &std::path::Path,
+        recorder: Result<
+            pointact::runner::record::DatasetRecorder,
+            pointact::dataset::DatasetError,
+        >,
+    ) -> Result<pointact::runner::record::DatasetRecorder> {
+        let mut recorder =
+            recorder.map_err(|e| anyhow::anyhow!("--dataset {}: {e}", dir.display()))?;
         let info = recorder
             .settle()
             .map_err(|e| anyhow::anyhow!("--dataset {}: {e}", dir.display()))?
@@ -236,7 +270,7 @@ impl DatasetCli {
             info.total_frames,
             info.fps
         );
-        Ok(Some(recorder))
+        Ok(recorder)
     }
 }
 

@@ -92,18 +92,15 @@ pub struct RunCli {
 }
 
 pub fn run(a: RunCli) -> Result<ExitCode> {
+    if a.dry_run && a.dataset.dataset.is_some() {
+        anyhow::bail!("--dataset keeps episodes that move; a --dry-run moves nothing");
+    }
     let target = match (&a.xarm, &a.widowx) {
         (Some(addr), _) => Some(super::run_robot::Target::Xarm(addr.clone())),
         (None, Some(port)) => Some(super::run_robot::Target::Widowx(port.clone())),
         (None, None) => None,
     };
     if let Some(target) = target {
-        if a.dataset.dataset.is_some() {
-            anyhow::bail!(
-                "--dataset is not built yet for --xarm/--widowx runs (only simulated episodes are \
-                 recorded); run without it"
-            );
-        }
         let expected = match target {
             super::run_robot::Target::Xarm(_) => "xarm6",
             super::run_robot::Target::Widowx(_) => "widowx250",
@@ -127,6 +124,7 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
             table_z: a.table_z,
             dry_run: a.dry_run,
             yes: a.yes,
+            dataset: &a.dataset,
         });
     }
     let spec = tasks::task(a.task.as_deref().unwrap_or(tasks::DEFAULT_TASK))?;
@@ -165,9 +163,6 @@ pub fn run(a: RunCli) -> Result<ExitCode> {
     if let Some(dir) = &a.record {
         pointact::camera::record::prepare_out_dir(dir, a.force)?;
         pointact::camera::record::check_writable(dir)?;
-    }
-    if a.dry_run && a.dataset.dataset.is_some() {
-        anyhow::bail!("--dataset keeps episodes that move; a --dry-run moves nothing");
     }
     let mut recorder = a.dataset.open(&ep, &opts)?;
     let mut viz = a.rerun.open("pointact-run")?;

@@ -21,6 +21,7 @@ use pointact::robot::dynamixel::widowx::WidowX;
 use pointact::robot::settings::{self, DriverSettings};
 use pointact::robot::xarm::XarmRobot;
 use pointact::robot::Robot;
+use pointact::runner::record::{robot::RobotTap, DatasetRecorder};
 use pointact::runner::{run_task, RunError};
 use pointact::safety::SafetyConfig;
 
@@ -50,6 +51,7 @@ pub struct RobotRun<'a> {
     pub table_z: Option<f64>,
     pub dry_run: bool,
     pub yes: bool,
+    pub dataset: &'a super::DatasetCli,
 }
 
 pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
@@ -77,7 +79,9 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
 
     // The camera first: a missing device or calibration ends the run before the arm is touched.
     let spec: CameraSpec = a.camera.parse()?;
-    let mut camera = open_camera(&spec, a.calibration)?;
+    let (camera, camera_size) = open_camera(&spec, a.calibration)?;
+    // The dataset next: a folder of another robot or size is refused before the arm is touched.
+    let mut recorder = a.dataset.open_robot(&model, camera_size)?;
     // The table as stated: the flag, else driver.toml's; unstated, the camera's is used.
     let table_z = a.table_z.or(driver.table_z());
     let safety = SafetyConfig {
@@ -106,7 +110,7 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
                 let robot = XarmRobot::connect(model.clone(), &s)
                     .await
                     .with_context(|| format!("connecting to the xArm at {addr}"))?;
-                drive(robot, &mut camera, &mut pointer, &a, safety).await
+                drive(robot, camera, &mut pointer, &a, safety, recorder.as_mut()).await
             })?
         }
         Target::Widowx(port) => {
@@ -119,7 +123,7 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
                 let robot = WidowX::connect(&s, model.clone())
                     .await
                     .with_context(|| format!("connecting to the WidowX on {port}"))?;
-                drive(robot, &mut camera, &mut pointer, &a, safety).await
+                drive(robot, camera, &mut pointer, &a, safety, recorder.as_mut()).await
             })?
         }
     };
@@ -127,9 +131,13 @@ pub fn run(a: RobotRun<'_>) -> Result<ExitCode> {
     Ok(outcome)
 }
 
-/// Opens `spec`, places it by the calibration file, and checks one frame. A RealSense has no idea
-/// where it stands: without a calibration its points would be in the camera frame, so it is refused.
-fn open_camera(spec: &CameraSpec, calibration: Option<&Path>) -> Result<Box<dyn Camera>> {
+/// Opens `spec`, places it by the calibration file, and checks one frame (its size is returned).
+/// A RealSense has no idea where it stands: without a calibration its points would be in the
+/// camera frame, so it is refused.
+fn open_camera(
+    spec: &CameraSpec,
+    calibration: Option<&Path>,
+) -> Result<(Box<dyn Camera + Send>, (u32, u32))> {
     let base_from_camera = match calibration {
         Some(path) => Some(
             pointact::geometry::calibration::Extrinsics::load(path)
@@ -142,19 +150,20 @@ fn open_camera(spec: &CameraSpec, calibration: Option<&Path>) -> Result<Box<dyn 
         ),
         None => None,
     };
-    let camera = open_robot_camera(spec)?;
-    Ok(match base_from_camera {
+    let (camera, size) = open_robot_camera(spec)?;
+    let camera: Box<dyn Camera + Send> = match base_from_camera {
         Some(base_from_camera) => Box::new(Calibrated {
             camera,
             base_from_camera,
         }),
         None => camera,
-    })
+    };
+    Ok((camera, size))
 }
 
 /// Opens a camera that looks at a robot (not the simulator's own), and checks that it delivers a
-/// valid frame before anything moves.
-pub fn open_robot_camera(spec: &CameraSpec) -> Result<Box<dyn Camera>> {
+/// valid frame before anything moves; returns it with the frame's size.
+pub fn open_robot_camera(spec: &CameraSpec) -> Result<(Box<dyn Camera + Send>, (u32, u32))> {
     if let CameraSpec::Sim { .. } = spec {
         anyhow::bail!(
             "--camera sim is the built-in simulator's camera, which does not see this robot: \
@@ -170,7 +179,7 @@ pub fn open_robot_camera(spec: &CameraSpec) -> Result<Box<dyn Camera>> {
         frame.depth.height,
         frame.depth.valid_count()
     );
-    Ok(camera)
+    Ok((camera, frame.rgb.dimensions()))
 }
 
 /// `HOST` or `HOST:PORT` (an IPv6 address in brackets with a port: `[::1]:502`).
@@ -256,14 +265,26 @@ pub fn xarm_settings(
 }
 
 /// Runs the task on `robot` (every stage printed, the plan confirmed unless `--yes`), stopping it
-/// on Ctrl-C; prints the outcome and returns the exit code.
+/// on Ctrl-C; keeps the run in `recorder`'s dataset when there is one; prints the outcome and
+/// returns the exit code.
 async fn drive<R: Robot>(
     mut robot: R,
-    camera: &mut Box<dyn Camera>,
+    camera: Box<dyn Camera + Send>,
     pointer: &mut pointact::pointing::ModelPointer,
     a: &RobotRun<'_>,
     safety: SafetyConfig,
+    recorder: Option<&mut DatasetRecorder>,
 ) -> Result<ExitCode> {
+    // With a dataset the camera is shared: the run captures through the tap, which also reads it
+    // while steps run.
+    let (mut camera, tap): (Box<dyn Camera + Send>, _) = match &recorder {
+        Some(rec) => {
+            let tap = RobotTap::start(camera, robot.model().clone(), rec.fps(), rec.frame_size())
+                .map_err(|e| anyhow::anyhow!("--dataset: {e}"))?;
+            (Box::new(tap.camera()), Some(tap))
+        }
+        None => (camera, None),
+    };
     let mut approved = false;
     let mut approve = |plan: &Plan| {
         approved = confirm(plan, a.yes);
@@ -271,12 +292,15 @@ async fn drive<R: Robot>(
     };
     let mut on_event = |e: Event<'_>| {
         end_stream();
+        if let Some(tap) = &tap {
+            tap.observe(&e);
+        }
         print_event(&e);
     };
     let result = tokio::select! {
         r = run_task(
             &mut robot,
-            camera,
+            &mut camera,
             pointer,
             a.instruction,
             a.branch,
@@ -296,8 +320,14 @@ async fn drive<R: Robot>(
                 Err(e) => format!("the stop command FAILED ({e}): use the emergency stop"),
             }
         );
+        if tap.is_some() {
+            eprintln!("dataset   the interrupted run is not kept");
+        }
         return Ok(ExitCode::from(INTERRUPTED));
     };
+    if let (Some(tap), Some(rec)) = (tap, recorder) {
+        keep_run(tap, rec, &result, approved, a)?;
+    }
     match result {
         Ok(o) if o.executed => {
             // The camera's look is a report, not the judge: the motions are done either way.
@@ -322,6 +352,36 @@ async fn drive<R: Robot>(
         }
         Err(e) => Err(anyhow::Error::new(e).context("the run ended before any motion")),
     }
+}
+
+/// Appends a finished robot run to the dataset (a run that moved: every step executed, or it
+/// stopped during motion) and waits until it is written.
+fn keep_run(
+    tap: RobotTap,
+    rec: &mut DatasetRecorder,
+    result: &Result<pointact::runner::RunOutcome, RunError>,
+    approved: bool,
+    a: &RobotRun<'_>,
+) -> Result<()> {
+    let run = tap.finish();
+    let outcome = match result {
+        Ok(o) if o.executed => Ok(()),
+        Err(RunError::Declined) | Ok(_) => {
+            println!("dataset   episode left out: nothing moved");
+            return Ok(());
+        }
+        Err(e) if approved => Err(e.to_string()),
+        Err(_) => {
+            println!("dataset   episode left out: nothing moved");
+            return Ok(());
+        }
+    };
+    let kept = rec
+        .keep_robot_run(run, a.instruction, a.branch, outcome)
+        .and_then(|k| rec.settle().map(|_| k));
+    println!("{}", super::recorded_line(&kept));
+    kept.map(|_| ())
+        .map_err(|e| anyhow::anyhow!("--dataset: the episode could not be written: {e}"))
 }
 
 #[cfg(test)]

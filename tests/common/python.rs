@@ -101,3 +101,32 @@ pub fn run_script(python: &OsString, script: &str, args: &[&str], limit: Duratio
         stderr: err_t.join().unwrap_or_default(),
     }
 }
+
+/// `tests/dataset_video.py` (at `script`) decoding `video` against the raw RGB frames in `raw`
+/// (`width`×`height` each): its JSON report (frames, timestamps, key frames, PSNR per frame, …).
+/// Panics when the script fails.
+pub fn video_report(
+    python: &OsString,
+    script: &str,
+    video: &std::path::Path,
+    raw: &std::path::Path,
+    (width, height): (u32, u32),
+) -> serde_json::Value {
+    let run = run_script(
+        python,
+        script,
+        &[
+            video.to_str().expect("a UTF-8 path"),
+            raw.to_str().expect("a UTF-8 path"),
+            &width.to_string(),
+            &height.to_string(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(
+        run.status.is_some_and(|s| s.success()),
+        "dataset_video.py failed\n{}",
+        run.transcript()
+    );
+    serde_json::from_str(run.stdout.trim()).expect("dataset_video.py prints one JSON object")
+}

@@ -38,7 +38,7 @@ use crate::sim::tasks;
 
 /// Opens a `--camera` source. `sim[:TASK]` is the simulator's camera over the task's seed-0 scene,
 /// settled for 2 s (the default task when none is named); the rest is `camera::open`.
-pub fn open_camera(spec: &CameraSpec) -> Result<Box<dyn Camera>, CameraError> {
+pub fn open_camera(spec: &CameraSpec) -> Result<Box<dyn Camera + Send>, CameraError> {
     match spec {
         CameraSpec::Sim { task } => {
             let sim = |e: &dyn std::fmt::Display| CameraError::Device(format!("simulator: {e}"));

@@ -5,8 +5,6 @@
 //! seek to the middle lands on the right frame, and a block that did not change decodes to the
 //! same samples as in the frame before (the encoder skips it).
 
-use std::time::Duration;
-
 use super::common::{python, TempDir};
 use pointact::dataset::video::{H264Writer, VideoOptions};
 
@@ -60,23 +58,13 @@ fn written_and_decoded(
     writer.finish().unwrap();
     let raw_path = dir.path().join("ep.rgb");
     std::fs::write(&raw_path, frames.concat()).unwrap();
-    let run = python::run_script(
+    Some(python::video_report(
         &py,
         SCRIPT,
-        &[
-            path.to_str().unwrap(),
-            raw_path.to_str().unwrap(),
-            &w.to_string(),
-            &h.to_string(),
-        ],
-        Duration::from_secs(120),
-    );
-    assert!(
-        run.status.is_some_and(|s| s.success()),
-        "dataset_video.py failed\n{}",
-        run.transcript()
-    );
-    Some(serde_json::from_str(run.stdout.trim()).unwrap())
+        &path,
+        &raw_path,
+        (w as u32, h as u32),
+    ))
 }
 
 fn keyframes(out: &serde_json::Value) -> Vec<u64> {

@@ -61,7 +61,7 @@ impl std::str::FromStr for CameraSpec {
 /// Opens a recorded-frames folder, a RealSense or a frame server (connecting now, with
 /// [`net::DEFAULT_TIMEOUT`] per capture). The simulator's camera needs its world: the
 /// runner opens `sim` specs (`runner::open_camera`), so here it is an error.
-pub fn open(spec: &CameraSpec) -> Result<Box<dyn Camera>, CameraError> {
+pub fn open(spec: &CameraSpec) -> Result<Box<dyn Camera + Send>, CameraError> {
     match spec {
         CameraSpec::Replay { dir } => Ok(Box::new(replay::ReplayCamera::open(dir)?)),
         CameraSpec::RealSense { serial } => open_realsense(serial.clone()),
@@ -76,7 +76,7 @@ pub fn open(spec: &CameraSpec) -> Result<Box<dyn Camera>, CameraError> {
 }
 
 #[cfg(feature = "realsense")]
-fn open_realsense(serial: Option<String>) -> Result<Box<dyn Camera>, CameraError> {
+fn open_realsense(serial: Option<String>) -> Result<Box<dyn Camera + Send>, CameraError> {
     use super::realsense::{device::RealSenseCamera, RealSenseOptions};
     Ok(Box::new(RealSenseCamera::open(RealSenseOptions {
         serial,
@@ -85,6 +85,6 @@ fn open_realsense(serial: Option<String>) -> Result<Box<dyn Camera>, CameraError
 }
 
 #[cfg(not(feature = "realsense"))]
-fn open_realsense(_serial: Option<String>) -> Result<Box<dyn Camera>, CameraError> {
+fn open_realsense(_serial: Option<String>) -> Result<Box<dyn Camera + Send>, CameraError> {
     Err(CameraError::NotInThisBuild(NO_REALSENSE.into()))
 }

@@ -116,6 +116,11 @@ impl GripperConfig {
         ((width_m - self.closed_width) / (self.open_width - self.closed_width)).clamp(0.0, 1.0)
     }
 
+    /// The finger gap (m) of an opening (0 closed … 1 open): the inverse of `opening_for_width`.
+    pub fn width_for_opening(&self, opening: f64) -> f64 {
+        self.closed_width + opening * (self.open_width - self.closed_width)
+    }
+
     /// Driver units for a finger gap in metres (clamped to the range), linear between the two ends.
     pub fn units_for_width(&self, width_m: f64) -> f64 {
         let w = width_m.clamp(self.closed_width, self.open_width);

@@ -108,6 +108,13 @@ pub struct RealSenseCamera {
     info: DeviceInfo,
 }
 
+// SAFETY: the camera is moved to, and used from, one thread at a time (`Send`, not `Sync`).
+// librealsense objects have no affinity to the thread that made them: its frame-management guide
+// (librealsense `doc/frame_lifetime.md`, "passing frames between threads") hands frames and frame
+// queues across threads, and the pipeline's `wait_for_frames` reads a thread-safe frame queue. The
+// Rust bindings only lack the marker because they hold raw pointers.
+unsafe impl Send for RealSenseCamera {}
+
 /// The serials of the connected devices (empty when none is connected).
 pub fn connected_serials() -> Result<Vec<String>, RealSenseError> {
     let context = Context::new().map_err(|e| lib_err("creating a context", e))?;

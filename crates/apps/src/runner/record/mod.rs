@@ -40,6 +40,8 @@ use crate::sim::render::{IncrementalRenderer, PinholeCamera, RenderOptions};
 use crate::sim::tasks::Episode;
 use crate::sim::{RenderScene, SimWorld};
 
+pub mod robot;
+
 /// Frames the renderer may be ahead of the coder (each a 640×480×3 buffer).
 const RENDER_AHEAD: usize = 8;
 
@@ -81,14 +83,14 @@ struct Sample {
     /// The commanded finger gap, m.
     gripper_target: f64,
     plan_step: i64,
-    scene: RenderScene,
 }
 
-/// What the step observer keeps.
+/// What the step observer keeps: the samples and the scene at each.
 struct Samples {
     every: usize,
     steps: usize,
     kept: Vec<Sample>,
+    scenes: Vec<RenderScene>,
 }
 
 /// An open dataset and how episodes go into it.
@@ -128,10 +130,21 @@ struct WriterThread {
 struct Captured {
     model: Arc<RobotModel>,
     samples: Vec<Sample>,
-    camera: PinholeCamera,
-    render: RenderOptions,
+    pictures: Pictures,
     instruction: String,
     extras: Vec<(String, Cell)>,
+}
+
+/// Where an episode's frames come from, one per sample.
+enum Pictures {
+    /// The simulator's scenes, rendered by `camera` on the writer thread.
+    Rendered {
+        scenes: Vec<RenderScene>,
+        camera: PinholeCamera,
+        render: RenderOptions,
+    },
+    /// A real camera's frames, already at the dataset's size, waiting in a spool file.
+    Spooled(robot::FrameSpool),
 }
 
 /// What recording did with an episode.
@@ -304,6 +317,7 @@ impl DatasetRecorder {
             every,
             steps: 0,
             kept: Vec::new(),
+            scenes: Vec::new(),
         }));
         let plan_step = Arc::new(AtomicI64::new(-1));
         let (sink, step_now) = (samples.clone(), plan_step.clone());
@@ -317,11 +331,10 @@ impl DatasetRecorder {
                     s.kept.push(Sample {
                         q: state.q.clone(),
                         gripper_width: state.gripper_width,
-                        gripper_target: gripper.closed_width
-                            + opening * (gripper.open_width - gripper.closed_width),
+                        gripper_target: gripper.width_for_opening(opening),
                         plan_step: step_now.load(Ordering::Relaxed),
-                        scene: w.render_scene(),
                     });
+                    s.scenes.push(w.render_scene());
                 }
                 s.steps += 1;
             }));
@@ -356,16 +369,22 @@ impl DatasetRecorder {
         )
         .await?;
         drop(robot);
-        let kept = std::mem::take(&mut samples.lock().unwrap_or_else(|p| p.into_inner()).kept);
+        let (kept, scenes) = {
+            let mut s = samples.lock().unwrap_or_else(|p| p.into_inner());
+            (std::mem::take(&mut s.kept), std::mem::take(&mut s.scenes))
+        };
         let captured = Captured {
             model,
             samples: kept,
-            camera: resized(camera.pinhole(), self.size),
-            render: options.render.clone(),
+            pictures: Pictures::Rendered {
+                scenes,
+                camera: resized(camera.pinhole(), self.size),
+                render: options.render.clone(),
+            },
             instruction: episode.instruction.clone(),
             extras: episode_extras(
-                episode,
-                seed,
+                &episode.task,
+                seed as i64,
                 branch_name(options.branch),
                 result.success,
                 &result.detail,
@@ -410,13 +429,12 @@ impl DatasetRecorder {
         let per_step =
             frames_per_control_step(self.fps, options.control_freq).map_err(EpisodeError::Setup)?;
         let mut kept: Vec<Sample> = Vec::new();
+        let mut scenes: Vec<RenderScene> = Vec::new();
         let mut pinhole: Option<PinholeCamera> = None;
         let mut model: Option<Arc<RobotModel>> = None;
         let mut on_frame = |w: &SimWorld, q: &[f64]| {
             let gripper = w.robot().config.gripper;
-            let width = |opening: f64| {
-                gripper.closed_width + opening * (gripper.open_width - gripper.closed_width)
-            };
+            let width = |opening: f64| gripper.width_for_opening(opening);
             pinhole.get_or_insert_with(|| w.scene().camera.pinhole.clone());
             model.get_or_insert_with(|| w.robot().clone());
             kept.push(Sample {
@@ -424,8 +442,8 @@ impl DatasetRecorder {
                 gripper_width: width(w.gripper_opening()),
                 gripper_target: width(w.robot_command().1),
                 plan_step: -1,
-                scene: w.render_scene(),
             });
+            scenes.push(w.render_scene());
         };
         let result = run_remote_episode_tapped(
             episode,
@@ -444,12 +462,15 @@ impl DatasetRecorder {
         let captured = Captured {
             model,
             samples: kept,
-            camera: resized(&pinhole, self.size),
-            render: options.episode.render.clone(),
+            pictures: Pictures::Rendered {
+                scenes,
+                camera: resized(&pinhole, self.size),
+                render: options.episode.render.clone(),
+            },
             instruction: episode.instruction.clone(),
             extras: episode_extras(
-                episode,
-                seed,
+                &episode.task,
+                seed as i64,
                 branch,
                 result.success,
                 &result.detail,
@@ -485,8 +506,8 @@ fn branch_name(branch: Branch) -> &'static str {
 
 /// pointact's columns of the episodes table, beside lerobot's.
 fn episode_extras(
-    episode: &Episode,
-    seed: u64,
+    task_id: &str,
+    seed: i64,
     branch: &str,
     success: bool,
     detail: &str,
@@ -495,9 +516,9 @@ fn episode_extras(
     vec![
         (
             "pointact/task_id".to_string(),
-            Cell::Str(episode.task.clone()),
+            Cell::Str(task_id.to_string()),
         ),
-        ("pointact/seed".to_string(), Cell::I64(seed as i64)),
+        ("pointact/seed".to_string(), Cell::I64(seed)),
         ("pointact/branch".to_string(), Cell::Str(branch.to_string())),
         ("pointact/success".to_string(), Cell::Bool(success)),
         ("pointact/detail".to_string(), Cell::Str(detail.to_string())),
@@ -548,22 +569,48 @@ fn append_captured(writer: &mut DatasetWriter, c: Captured) -> Result<Kept, Data
     let Captured {
         model,
         samples: kept,
-        camera,
-        render,
+        pictures,
         instruction,
         extras,
     } = c;
+    let columns = episode_columns(&model, &kept)?;
+    let n = kept.len();
+    let append = |writer: &mut DatasetWriter, frame: crate::dataset::writer::FrameSource<'_>| {
+        writer.append(EpisodeInput {
+            task: &instruction,
+            frames: n,
+            columns,
+            videos: vec![(CAMERA_KEY, frame)],
+            extras,
+        })
+    };
+    let (scenes, camera, render) = match pictures {
+        Pictures::Rendered {
+            scenes,
+            camera,
+            render,
+        } => (scenes, camera, render),
+        Pictures::Spooled(mut spool) => {
+            if spool.frames() != n {
+                return Err(DatasetError::Episode(format!(
+                    "{} camera frames for {n} states",
+                    spool.frames()
+                )));
+            }
+            let mut frame = |i: usize| spool.read(i).map_err(|e| e.to_string());
+            append(writer, &mut frame)?;
+            return Ok(Kept::Frames(n));
+        }
+    };
     let render_frames = |tx: std::sync::mpsc::SyncSender<Vec<u8>>| {
         let mut renderer = IncrementalRenderer::new(camera.clone(), render.clone());
-        for sample in &kept {
-            let rgb = renderer.render(&sample.scene).to_vec();
+        for scene in &scenes {
+            let rgb = renderer.render(scene).to_vec();
             if tx.send(rgb).is_err() {
                 return; // the writer stopped early (its error is the one reported)
             }
         }
     };
-    let columns = episode_columns(&model, &kept)?;
-    let n = kept.len();
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(RENDER_AHEAD);
         scope.spawn(move || render_frames(tx));
@@ -572,13 +619,7 @@ fn append_captured(writer: &mut DatasetWriter, c: Captured) -> Result<Kept, Data
             rx.recv()
                 .map_err(|_| "the renderer stopped before the last frame".to_string())
         };
-        writer.append(EpisodeInput {
-            task: &instruction,
-            frames: n,
-            columns,
-            videos: vec![(CAMERA_KEY, &mut frame)],
-            extras,
-        })
+        append(writer, &mut frame)
     })?;
     Ok(Kept::Frames(n))
 }
