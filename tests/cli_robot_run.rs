@@ -91,6 +91,82 @@ fn a_robot_run_refuses_what_it_cannot_do_safely_before_connecting() {
     refused(&["run", "--camera", "tcp:127.0.0.1:9"], 2, &["--xarm"]);
 }
 
+/// `--dataset` on a robot run: a folder holding another arm's dataset is refused once the camera
+/// has given a frame and before the arm is connected (nothing listens at the address, so a
+/// connection error would show that it got that far), and is left as it was; so is a dry run.
+#[test]
+fn a_robot_run_refuses_a_dataset_it_cannot_append_to_before_connecting() {
+    use pointact::dataset::{Column, DatasetSpec, DatasetWriter, EpisodeInput, Feature};
+    let tmp = common::TempDir::new("robot-dataset-refusal");
+    // A frame of the simulator's camera, replayed as the robot's camera.
+    let frames = tmp.join("frames");
+    let mut sim = pointact::runner::open_camera(&"sim".parse().unwrap()).unwrap();
+    pointact::camera::record::write_frame(&sim.capture().unwrap(), &frames.join("0000")).unwrap();
+    // A WidowX 250's dataset.
+    let ds = tmp.join("widowx");
+    let spec = DatasetSpec {
+        fps: 10,
+        robot_type: "widowx250".into(),
+        features: vec![
+            ("observation.state".into(), Feature::vector(&["joint"])),
+            ("observation.images.front".into(), Feature::video(16, 16)),
+        ],
+        video: Default::default(),
+    };
+    let mut writer = DatasetWriter::open(&ds, &spec).unwrap();
+    writer
+        .append(EpisodeInput {
+            task: "pick",
+            frames: 2,
+            columns: vec![("observation.state", Column::F32(vec![0.0, 1.0]))],
+            videos: vec![("observation.images.front", &mut |_| {
+                Ok(vec![0; 16 * 16 * 3])
+            })],
+            extras: Vec::new(),
+        })
+        .unwrap();
+    drop(writer);
+    let before = common::read_tree(&ds);
+    let camera = format!("replay:{}", frames.display());
+    let run = [
+        "run",
+        "--xarm",
+        "127.0.0.1:1",
+        "--camera",
+        &camera,
+        "--instruction",
+        "put the pepper in the pan",
+        "--pointer",
+        "openai",
+        "--endpoint",
+        "http://127.0.0.1:1",
+        "--dataset",
+        ds.to_str().unwrap(),
+    ];
+    refused(
+        &run,
+        1,
+        &["--dataset", "robot type \"widowx250\", not \"xarm6\""],
+    );
+    let o = pointact(&run);
+    assert!(
+        !text(&o.stderr).contains("connecting"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stdout).contains("camera    640x480"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert_eq!(common::read_tree(&ds), before, "the dataset was touched");
+    refused(
+        &[&run[..], &["--dry-run"]].concat(),
+        1,
+        &["a --dry-run moves nothing"],
+    );
+}
+
 /// `emulate xarm --sim SCENE` on free ports.
 struct Emulator(EmulatorProcess);
 
