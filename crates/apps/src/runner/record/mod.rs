@@ -348,11 +348,7 @@ impl DatasetRecorder {
                     ability,
                     query,
                     pointing,
-                } => asked.push(serde_json::json!({
-                    "ability": format!("{ability:?}"),
-                    "query": query,
-                    "points_px": pointing.points_px(),
-                })),
+                } => asked.push(asked_json(*ability, query, pointing)),
                 _ => {}
             }
             on_event(e)
@@ -494,6 +490,19 @@ pub fn frames_per_control_step(fps: u32, control_freq: f64) -> Result<usize, Str
              steps: its fps must be a whole multiple of {control_freq}, not {fps}"
         ))
     }
+}
+
+/// One question and its answer as `pointact/points` lists them.
+fn asked_json(
+    ability: crate::pointing::Ability,
+    query: &str,
+    pointing: &crate::pointing::Pointing,
+) -> serde_json::Value {
+    serde_json::json!({
+        "ability": format!("{ability:?}"),
+        "query": query,
+        "points_px": pointing.points_px(),
+    })
 }
 
 /// The code `pointact/branch` holds for an executor branch.

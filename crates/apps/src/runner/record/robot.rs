@@ -26,7 +26,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use super::{branch_name, episode_extras, Captured, DatasetRecorder, Kept, Pictures, Sample};
+use super::{
+    asked_json, branch_name, episode_extras, Captured, DatasetRecorder, Kept, Pictures, Sample,
+};
 use crate::camera::{Camera, CameraError, Frame};
 use crate::dataset::DatasetError;
 use crate::executor::{Branch, Event, Step};
@@ -203,13 +205,6 @@ pub struct RobotRun {
     failed: Option<String>,
 }
 
-impl RobotRun {
-    /// Frames recorded.
-    pub fn frames(&self) -> usize {
-        self.samples.len()
-    }
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -309,11 +304,7 @@ impl RobotTap {
                 ability,
                 query,
                 pointing,
-            } => r.asked.push(serde_json::json!({
-                "ability": format!("{ability:?}"),
-                "query": query,
-                "points_px": pointing.points_px(),
-            })),
+            } => r.asked.push(asked_json(*ability, query, pointing)),
             Event::Verified(v) => {
                 r.on = false;
                 r.verdict = Some((v.verified, v.line()));
