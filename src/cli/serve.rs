@@ -150,7 +150,7 @@ pub fn session_config(
 }
 
 fn bridge(a: ServeBridgeCli) -> Result<ExitCode> {
-    return_large_blocks_to_the_system();
+    pointact::bridge::return_large_blocks_to_the_system();
     announce_model(a.pointer, &a.model);
     if a.noise_px > 0.0 && a.pointer != PointerKind::Oracle {
         anyhow::bail!(
@@ -205,24 +205,5 @@ fn until_ctrl_c() -> impl std::future::Future<Output = ()> {
     let _ = std::io::stdout().flush();
     async {
         let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// Makes glibc's malloc serve every block of 4 MiB or more with a mapping of its own, returned to
-/// the system when freed.
-///
-/// Why: a bridge episode makes and drops blocks of several MB while it plans (a point cloud lifted
-/// from a 640×480 depth image is 7 MB) beside the 3.4 MB observations every action brings. Once such a block is freed
-/// glibc raises its mmap threshold to that block's size (mallopt(3), M_MMAP_THRESHOLD, "dynamic
-/// adjustment"), so after warm-up they all come from the per-thread heaps, which fragment and are
-/// not given back: 16 evaluators held 747-817 MiB after 10-40 minutes, moving by window. Fixing the
-/// threshold (which also turns the adjustment off) at 4 MiB, above the observations, keeps those
-/// on the heaps (at 1 MiB each one's fresh pages doubled the p99 server time) and maps the rest.
-fn return_large_blocks_to_the_system() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; it runs before the server's threads start,
-    // and a refusal (0) leaves glibc's default in place.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 4 << 20);
     }
 }

@@ -654,6 +654,8 @@ pub(crate) struct InProcessServer {
 
 impl InProcessServer {
     pub(crate) fn start(config: SessionConfig) -> Result<Self, BridgeBenchError> {
+        // The allocator as `serve bridge` sets it.
+        pointact_apps::bridge::return_large_blocks_to_the_system();
         let err = |e: &dyn fmt::Display| BridgeBenchError::Server(e.to_string());
         let pointer = config.pointer.name().to_string();
         let robot = config.model.name().to_string();

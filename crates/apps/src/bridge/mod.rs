@@ -26,5 +26,5 @@ pub(crate) mod session;
 pub(crate) mod wire;
 
 pub use client::BridgeClient;
-pub use server::{BridgeServer, ServerLimits};
+pub use server::{return_large_blocks_to_the_system, BridgeServer, ServerLimits};
 pub use session::{SessionConfig, SessionPointers};
