@@ -128,21 +128,8 @@ fn a_robot_run_refuses_a_dataset_it_cannot_append_to_before_connecting() {
     drop(writer);
     let before = common::read_tree(&ds);
     let camera = format!("replay:{}", frames.display());
-    let run = [
-        "run",
-        "--xarm",
-        "127.0.0.1:1",
-        "--camera",
-        &camera,
-        "--instruction",
-        "put the pepper in the pan",
-        "--pointer",
-        "openai",
-        "--endpoint",
-        "http://127.0.0.1:1",
-        "--dataset",
-        ds.to_str().unwrap(),
-    ];
+    let mut run = pepper_in_pan_args("127.0.0.1:1", &camera, "http://127.0.0.1:1");
+    run.extend(["--dataset", ds.to_str().unwrap()]);
     refused(
         &run,
         1,
@@ -165,6 +152,23 @@ fn a_robot_run_refuses_a_dataset_it_cannot_append_to_before_connecting() {
         1,
         &["a --dry-run moves nothing"],
     );
+}
+
+/// `run --xarm XARM --camera CAMERA`, "put the pepper in the pan", the openai pointer at `endpoint`.
+fn pepper_in_pan_args<'a>(xarm: &'a str, camera: &'a str, endpoint: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--xarm",
+        xarm,
+        "--camera",
+        camera,
+        "--instruction",
+        "put the pepper in the pan",
+        "--pointer",
+        "openai",
+        "--endpoint",
+        endpoint,
+    ]
 }
 
 /// `emulate xarm --sim SCENE` on free ports.
@@ -213,21 +217,8 @@ impl Emulator {
         let command = self.field("command");
         let camera = self.field("camera");
         let driver = self.driver_file(dir);
-        let mut args = vec![
-            "run",
-            "--xarm",
-            &command,
-            "--driver",
-            driver.to_str().unwrap(),
-            "--camera",
-            &camera,
-            "--instruction",
-            "put the pepper in the pan",
-            "--pointer",
-            "openai",
-            "--endpoint",
-            endpoint,
-        ];
+        let mut args = pepper_in_pan_args(&command, &camera, endpoint);
+        args.extend(["--driver", driver.to_str().unwrap()]);
         args.extend_from_slice(extra);
         pointact(&args)
     }
