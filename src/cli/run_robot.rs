@@ -366,12 +366,9 @@ fn keep_run(
     let run = tap.finish();
     let outcome = match result {
         Ok(o) if o.executed => Ok(()),
-        Err(RunError::Declined) | Ok(_) => {
-            println!("dataset   episode left out: nothing moved");
-            return Ok(());
-        }
-        Err(e) if approved => Err(e.to_string()),
-        Err(_) => {
+        Err(e) if approved && !matches!(e, RunError::Declined) => Err(e.to_string()),
+        // A dry run, a declined plan, or an error before the plan was approved.
+        _ => {
             println!("dataset   episode left out: nothing moved");
             return Ok(());
         }
