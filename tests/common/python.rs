@@ -125,8 +125,8 @@ pub fn video_report(
     );
     assert!(
         run.status.is_some_and(|s| s.success()),
-        "dataset_video.py failed\n{}",
+        "{script} failed\n{}",
         run.transcript()
     );
-    serde_json::from_str(run.stdout.trim()).expect("dataset_video.py prints one JSON object")
+    serde_json::from_str(run.stdout.trim()).expect("the video script prints one JSON object")
 }

@@ -7,6 +7,7 @@
 //! format knows nothing of robots or the simulator: `runner::record` turns episodes into rows.
 
 pub mod h264;
+pub mod hevc;
 pub mod info;
 pub mod mp4;
 pub mod read;

@@ -1,11 +1,14 @@
-//! An MP4 (ISO/IEC 14496-12) file with one H.264 video track, written as frames arrive: `ftyp`,
+//! An MP4 (ISO/IEC 14496-12) file with one H.264 or HEVC video track, written as frames arrive: `ftyp`,
 //! a streamed `mdat`, and `moov` at the end. One chunk, a constant frame duration and no
 //! B-frames, so presentation = decoding time (no `ctts`, no `edts`) and frame `i` sits at exactly
 //! `i / fps`: LeRobot's reader finds a frame by its timestamp within 1e-4 s.
 //!
-//! Boxes as ISO/IEC 14496-12:2015 §8 defines them; `avcC` as ISO/IEC 14496-15:2017 §5.3.3.
+//! Boxes as ISO/IEC 14496-12:2015 §8 defines them; `avcC` as ISO/IEC 14496-15:2017 §5.3.3,
+//! `hvcC` as its §8.3.3 (parameter sets in the box only: sample entry `hvc1`).
 
 use std::io::{self, Seek, SeekFrom, Write};
+
+use super::hevc::HevcConfig;
 
 /// FFmpeg's time base for a `fps` stream (`fps · 512` ticks per second): every frame lasts 512
 /// ticks, so `pts · time_base` is `i / fps` with no rounding.
@@ -40,7 +43,16 @@ pub struct AvcConfig {
     pub pps: Vec<u8>,
 }
 
-/// Writes one H.264 track; [`Mp4Writer::finish`] makes the file playable.
+/// The codec of a track, with what its sample entry's configuration box carries.
+#[derive(Debug, Clone, Copy)]
+pub enum Codec<'a> {
+    /// H.264 (`avc1`).
+    Avc(&'a AvcConfig),
+    /// HEVC (`hvc1`).
+    Hevc(&'a HevcConfig),
+}
+
+/// Writes one video track; [`Mp4Writer::finish`] makes the file playable.
 pub struct Mp4Writer<W: Write + Seek> {
     out: W,
     width: u16,
@@ -103,8 +115,12 @@ impl<W: Write + Seek> Mp4Writer<W> {
     }
 
     /// Patches the `mdat` size and writes `moov`; returns the writer.
-    pub fn finish(mut self, avc: &AvcConfig) -> io::Result<W> {
-        if avc.sps.len() < 4 || avc.pps.is_empty() {
+    pub fn finish(mut self, codec: Codec<'_>) -> io::Result<W> {
+        let missing = match codec {
+            Codec::Avc(avc) => avc.sps.len() < 4 || avc.pps.is_empty(),
+            Codec::Hevc(hevc) => hevc.vps.is_empty() || hevc.sps.is_empty() || hevc.pps.is_empty(),
+        };
+        if missing {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "no SPS/PPS: the encoder gave no parameter sets",
@@ -114,19 +130,19 @@ impl<W: Write + Seek> Mp4Writer<W> {
         self.out.seek(SeekFrom::Start(self.mdat_start + 8))?;
         self.out.write_all(&(end - self.mdat_start).to_be_bytes())?;
         self.out.seek(SeekFrom::Start(end))?;
-        let moov = self.moov(avc, end);
+        let moov = self.moov(codec, end);
         self.out.write_all(&moov)?;
         self.out.flush()?;
         Ok(self.out)
     }
 
-    fn moov(&self, avc: &AvcConfig, end: u64) -> Vec<u8> {
+    fn moov(&self, codec: Codec<'_>, end: u64) -> Vec<u8> {
         let n = self.sizes.len() as u32;
         let timescale = self.fps * TICKS_PER_FRAME;
         let duration = u64::from(n) * u64::from(TICKS_PER_FRAME);
         let movie_ms = (duration * 1000 / u64::from(timescale)) as u32;
 
-        // Visual sample entry (14496-12 §12.1.3) holding avcC.
+        // Visual sample entry (14496-12 §12.1.3) holding the codec's configuration box.
         let mut entry = vec![0u8; 6];
         entry.extend_from_slice(&1u16.to_be_bytes()); // data_reference_index
         entry.extend_from_slice(&[0u8; 16]);
@@ -137,21 +153,17 @@ impl<W: Write + Seek> Mp4Writer<W> {
         entry.extend_from_slice(&[0u8; 32]); // compressorname
         entry.extend_from_slice(&0x0018u16.to_be_bytes()); // depth
         entry.extend_from_slice(&0xffffu16.to_be_bytes()); // pre_defined = -1
-        let (sps, pps) = (&avc.sps, &avc.pps);
-        // AVCDecoderConfigurationRecord: profile, compatibility, level from the SPS; 4-byte
-        // NAL lengths (0xff); one SPS (0xe1), one PPS.
-        let mut avcc = vec![1, sps[1], sps[2], sps[3], 0xff, 0xe1];
-        avcc.extend_from_slice(&(sps.len() as u16).to_be_bytes());
-        avcc.extend_from_slice(sps);
-        avcc.push(1);
-        avcc.extend_from_slice(&(pps.len() as u16).to_be_bytes());
-        avcc.extend_from_slice(pps);
-        if matches!(sps[1], 100 | 110 | 122 | 144) {
-            // High profiles add chroma format (4:2:0) and 8-bit depths, no SPS extensions.
-            avcc.extend_from_slice(&[0xfc | 1, 0xf8, 0xf8, 0]);
-        }
-        entry.extend_from_slice(&boxed(b"avcC", &avcc));
-        let stsd = [&1u32.to_be_bytes()[..], &boxed(b"avc1", &entry)].concat();
+        let kind = match codec {
+            Codec::Avc(avc) => {
+                entry.extend_from_slice(&boxed(b"avcC", &avcc(avc)));
+                b"avc1"
+            }
+            Codec::Hevc(hevc) => {
+                entry.extend_from_slice(&boxed(b"hvcC", &hvcc(hevc)));
+                b"hvc1"
+            }
+        };
+        let stsd = [&1u32.to_be_bytes()[..], &boxed(kind, &entry)].concat();
 
         let mut stbl = full_box(b"stsd", 0, 0, &stsd);
         stbl.extend(full_box(b"stts", 0, 0, &be32s(&[1, n, TICKS_PER_FRAME])));
@@ -210,6 +222,51 @@ impl<W: Write + Seek> Mp4Writer<W> {
         mvhd.extend(be32s(&[2])); // next_track_ID
         boxed(b"moov", &[full_box(b"mvhd", 0, 0, &mvhd), trak].concat())
     }
+}
+
+/// `AVCDecoderConfigurationRecord`: profile, compatibility, level from the SPS; 4-byte NAL
+/// lengths (0xff); one SPS (0xe1), one PPS.
+fn avcc(avc: &AvcConfig) -> Vec<u8> {
+    let (sps, pps) = (&avc.sps, &avc.pps);
+    let mut avcc = vec![1, sps[1], sps[2], sps[3], 0xff, 0xe1];
+    avcc.extend_from_slice(&(sps.len() as u16).to_be_bytes());
+    avcc.extend_from_slice(sps);
+    avcc.push(1);
+    avcc.extend_from_slice(&(pps.len() as u16).to_be_bytes());
+    avcc.extend_from_slice(pps);
+    if matches!(sps[1], 100 | 110 | 122 | 144) {
+        // High profiles add chroma format (4:2:0) and 8-bit depths, no SPS extensions.
+        avcc.extend_from_slice(&[0xfc | 1, 0xf8, 0xf8, 0]);
+    }
+    avcc
+}
+
+/// `HEVCDecoderConfigurationRecord` (ISO/IEC 14496-15 §8.3.3.1.2) of the monochrome 12-bit
+/// streams `hevc` writes: the profile bytes of the SPS, chroma format 0, 12-bit depths, 4-byte
+/// NAL lengths, one complete array each of VPS, SPS and PPS.
+fn hvcc(hevc: &HevcConfig) -> Vec<u8> {
+    let mut b = vec![1];
+    b.extend_from_slice(&hevc.profile_tier_level);
+    b.extend_from_slice(&[
+        0xf0,
+        0x00,                                      // reserved, min_spatial_segmentation_idc 0
+        0xfc,                                      // reserved, parallelismType 0 (unknown)
+        0xfc,                                      // reserved, chromaFormat 0 (monochrome)
+        0xf8 | (super::hevc::BIT_DEPTH - 8) as u8, // bitDepthLumaMinus8
+        0xf8 | (super::hevc::BIT_DEPTH - 8) as u8, // bitDepthChromaMinus8
+        0x00,
+        0x00, // avgFrameRate unspecified
+        // constantFrameRate 0, numTemporalLayers 1, temporalIdNested 1, lengthSizeMinusOne 3.
+        0b0000_1111,
+        3, // numOfArrays
+    ]);
+    for (kind, unit) in [(32u8, &hevc.vps), (33, &hevc.sps), (34, &hevc.pps)] {
+        b.push(0x80 | kind); // array_completeness 1, NAL_unit_type
+        b.extend_from_slice(&1u16.to_be_bytes());
+        b.extend_from_slice(&(unit.len() as u16).to_be_bytes());
+        b.extend_from_slice(unit);
+    }
+    b
 }
 
 /// The NAL units of an Annex-B stream (start codes and trailing zero bytes removed).

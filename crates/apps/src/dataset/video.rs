@@ -27,7 +27,8 @@ use std::io::BufWriter;
 use std::path::Path;
 
 use super::h264::StillCameraEncoder;
-use super::mp4::{annexb_nals, AvcConfig, Mp4Writer};
+use super::hevc::DepthEncoder;
+use super::mp4::{annexb_nals, AvcConfig, Codec, Mp4Writer};
 
 /// How the stream is coded.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -188,7 +189,53 @@ impl H264Writer {
             .avc
             .take()
             .ok_or_else(|| VideoError::Encode("no frame was written".into()))?;
-        self.mp4.finish(&avc)?;
+        self.mp4.finish(Codec::Avc(&avc))?;
+        Ok(())
+    }
+}
+
+/// Writes 12-bit depth codes to an MP4 file as HEVC (see `hevc`): the video lerobot reads as a
+/// depth map.
+pub struct DepthWriter {
+    encoder: DepthEncoder,
+    mp4: Mp4Writer<BufWriter<File>>,
+}
+
+impl DepthWriter {
+    /// Creates `path` for `width`×`height` frames.
+    pub fn create(
+        path: &Path,
+        width: u32,
+        height: u32,
+        options: VideoOptions,
+    ) -> Result<Self, VideoError> {
+        if width == 0 || height == 0 || width > 65535 || height > 65535 {
+            return Err(VideoError::Size(width, height));
+        }
+        let encoder = DepthEncoder::new(width as usize, height as usize, options.gop)
+            .map_err(VideoError::Encode)?;
+        let mp4 = Mp4Writer::new(
+            BufWriter::new(File::create(path)?),
+            width as u16,
+            height as u16,
+            options.fps,
+        )?;
+        Ok(Self { encoder, mp4 })
+    }
+
+    /// Encodes one frame of codes (`width · height`, rows top to bottom, each below 4096).
+    pub fn push_codes(&mut self, codes: &[u16]) -> Result<(), VideoError> {
+        let (sample, key) = self.encoder.encode(codes).map_err(VideoError::Encode)?;
+        self.mp4.write_sample(&sample, key)?;
+        Ok(())
+    }
+
+    /// Finishes the file.
+    pub fn finish(self) -> Result<(), VideoError> {
+        if self.mp4.frames() == 0 {
+            return Err(VideoError::Encode("no frame was written".into()));
+        }
+        self.mp4.finish(Codec::Hevc(self.encoder.config()))?;
         Ok(())
     }
 }

@@ -6,11 +6,15 @@
 //! same samples as in the frame before (the encoder skips it).
 
 use super::common::{python, TempDir};
-use pointact::dataset::video::{H264Writer, VideoOptions};
+use pointact::dataset::video::{DepthWriter, H264Writer, VideoOptions};
 
 const SCRIPT: &str = concat!(
     concat!(env!("CARGO_MANIFEST_DIR"), "/../.."),
     "/tests/dataset_video.py"
+);
+const DEPTH_SCRIPT: &str = concat!(
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../.."),
+    "/tests/dataset_depth_video.py"
 );
 
 /// A frame like a rendered scene: smooth shading, a block moving across it, mild noise.
@@ -150,5 +154,73 @@ fn a_still_background_is_held_exactly_between_key_frames() {
     let unchanged = out["unchanged_mbs"].as_u64().unwrap();
     assert!(unchanged > 8 * 10, "{unchanged} unchanged blocks");
     assert_eq!(out["unchanged_mbs_altered"], 0);
+    assert_eq!(out["seek_ok"], true);
+}
+
+/// 12-bit depth codes: a sloping floor with sensor-like noise (fixed per pixel, so the background
+/// is still), a box moving over it, and the extremes 0 and 4095 in a corner.
+fn depth_frame(i: usize, w: usize, h: usize) -> Vec<u16> {
+    let mut codes = Vec::with_capacity(w * h);
+    for y in 0..h {
+        for x in 0..w {
+            let mut seed = ((y * w + x) as u32).wrapping_mul(2_654_435_761) ^ 0x9e37_79b9;
+            seed ^= seed >> 15;
+            seed = seed.wrapping_mul(0x2c1b_3c6d);
+            seed ^= seed >> 12;
+            let inside = (x + 9 * i) % w < 30 && (10..45).contains(&y);
+            let code = if inside {
+                900 + (x % 7) as u32
+            } else {
+                2000 + (y * 1500 / h) as u32 + seed % 3
+            };
+            codes.push(code as u16);
+        }
+    }
+    codes[0] = 0;
+    codes[1] = 4095;
+    codes
+}
+
+/// A depth video as lerobot reads a depth feature: HEVC, `gray12le`, every code back exactly
+/// (the picture is not a whole number of 32-sample blocks: cropping), key frames every `gop`,
+/// each frame at `i / fps`, a seek to the middle.
+#[test]
+fn pyav_decodes_a_depth_video_to_the_exact_codes() {
+    let Some(py) = python::interpreter("av", "av==18.1.0", "the depth video test") else {
+        return;
+    };
+    let (w, h, n) = (100usize, 70usize, 13usize);
+    let options = VideoOptions {
+        fps: 10,
+        gop: 5,
+        qp: 0,
+    };
+    let frames: Vec<Vec<u16>> = (0..n).map(|i| depth_frame(i, w, h)).collect();
+    let dir = TempDir::new("video-depth");
+    let path = dir.path().join("depth.mp4");
+    let mut writer = DepthWriter::create(&path, w as u32, h as u32, options).unwrap();
+    for f in &frames {
+        writer.push_codes(f).unwrap();
+    }
+    writer.finish().unwrap();
+    let raw: Vec<u8> = frames
+        .iter()
+        .flatten()
+        .flat_map(|c| c.to_le_bytes())
+        .collect();
+    let raw_path = dir.path().join("depth.u16");
+    std::fs::write(&raw_path, raw).unwrap();
+    let out = python::video_report(&py, DEPTH_SCRIPT, &path, &raw_path, (w as u32, h as u32));
+    eprintln!("{out}");
+    assert_eq!(out["codec"], "hevc");
+    assert_eq!(out["pix_fmt"], "gray12le");
+    assert_eq!(out["encoder_takes_pix_fmt"], true);
+    assert_eq!(out["frames"], n);
+    assert_eq!(out["mismatched"], 0, "{out}");
+    assert_eq!(keyframes(&out), vec![0, 5, 10]);
+    for (i, t) in out["pts_seconds"].as_array().unwrap().iter().enumerate() {
+        let t = t.as_f64().unwrap();
+        assert!((t - i as f64 / 10.0).abs() < 1e-9, "frame {i} at {t} s");
+    }
     assert_eq!(out["seek_ok"], true);
 }

@@ -1,0 +1,52 @@
+"""Decodes a depth MP4 with PyAV (FFmpeg) as lerobot 0.6.1 decodes a depth feature
+(`video_utils.decode_video_frames_torchvision`, `is_depth=True`: `frame.to_ndarray(format="gray12le")`)
+and compares it with the 12-bit codes it was made from.
+
+Usage: python dataset_depth_video.py VIDEO.mp4 CODES.u16 WIDTH HEIGHT
+Prints one JSON object: codec (`stream.codec.canonical_name`) and pix_fmt (`stream.pix_fmt`), as
+lerobot's `get_video_info` probes them; encoder_takes_pix_fmt (PyAV's encoder for that codec accepts
+that pixel format, which lerobot checks before it reads a depth video); frames; pts_seconds;
+keyframes; mismatched (samples of all frames that differ from the source codes); seek_ok (a seek to
+the middle frame decodes that frame's codes).
+"""
+import json
+import sys
+
+import av
+import numpy as np
+
+
+def main():
+    video, raw, width, height = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    source = np.fromfile(raw, dtype="<u2").reshape(-1, height, width)
+    out = {"pts_seconds": [], "keyframes": [], "mismatched": 0}
+    with av.open(video) as container:
+        stream = container.streams.video[0]
+        out["codec"] = stream.codec.canonical_name
+        out["pix_fmt"] = stream.pix_fmt
+        encoder = av.codec.Codec(stream.codec.canonical_name, "w")
+        out["encoder_takes_pix_fmt"] = stream.pix_fmt in [f.name for f in encoder.video_formats or []]
+        n = 0
+        for i, frame in enumerate(container.decode(stream)):
+            codes = frame.to_ndarray(format="gray12le")
+            out["mismatched"] += int(np.count_nonzero(codes != source[i]))
+            out["pts_seconds"].append(float(frame.pts * stream.time_base))
+            if frame.key_frame:
+                out["keyframes"].append(i)
+            n += 1
+        out["frames"] = n
+    middle = n // 2
+    with av.open(video) as container:
+        stream = container.streams.video[0]
+        target = middle / float(stream.average_rate)
+        container.seek(int(target / stream.time_base), stream=stream, backward=True, any_frame=False)
+        out["seek_ok"] = False
+        for frame in container.decode(stream):
+            if abs(float(frame.pts * stream.time_base) - target) < 1e-4:
+                out["seek_ok"] = bool(np.array_equal(frame.to_ndarray(format="gray12le"), source[middle]))
+                break
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
