@@ -4,8 +4,10 @@ against what was written.
 Usage: python dataset_lerobot.py DIR EXPECT.json [--lerobot]
 
 EXPECT.json (written by the Rust test): {"fps", "episodes": [{"task", "length", "state": [[..]],
-"action": [[..]]}], "video": {"key", "width", "height", "raw": FILE} | null}. FILE holds every
-episode's frames, in order, as packed RGB8.
+"action": [[..]]}], "video": {"key", "width", "height", "raw": FILE} | null, "depth": {"key",
+"width", "height", "raw": FILE | null} | absent}. The video's FILE holds every episode's frames, in
+order, as packed RGB8; the depth's, as little-endian float32 metres (null: the codes are not
+compared, only decoded).
 
 Without --lerobot: pyarrow, pandas and PyAV (FFmpeg) only, as lerobot's loader uses them
 (`datasets` casts the Parquet tables to the features, pandas reads the tasks, PyAV decodes):
@@ -146,19 +148,103 @@ def main():
                 worst_psnr = min(worst_psnr, psnr(img, raw[starts[e_i] + i]))
         check(worst_psnr > 30, f"decoded frames differ: worst PSNR {worst_psnr:.1f} dB")
 
+    depth = expect.get("depth")
+    depth_report = None
+    if depth:
+        depth_report = check_depth(root, info, depth, eps, ep_rows, starts, fps, total)
+
     stats = json.load(open(os.path.join(root, "meta/stats.json")))
     for n, f in features.items():
         check(n in stats, f"stats.json lacks {n}")
         check(stats[n]["count"] == [total] or f["dtype"] == "video", f"count of {n}: {stats[n]['count']}")
         shape = np.array(stats[n]["mean"]).shape
-        want = (3, 1, 1) if f["dtype"] == "video" else (f["shape"][0],)
+        want = (f["shape"][2], 1, 1) if f["dtype"] == "video" else (f["shape"][0],)
         check(shape == want, f"stats of {n} have shape {shape}")
 
     out = {"ok": True, "frames": total, "episodes": len(eps), "tasks": task_strings,
-           "worst_psnr_db": worst_psnr, "lerobot": None}
+           "worst_psnr_db": worst_psnr, "depth": depth_report, "lerobot": None}
     if use_lerobot:
         out["lerobot"] = with_lerobot(root, expect, eps, rows, features, stats, starts, raw if video else None)
     print(json.dumps(out))
+
+
+def quantize_depth(metres, q):
+    """lerobot 0.6.1 `depth_utils.quantize_depth(depth, input_unit="m")` with the feature's
+    parameters, its numpy float32 operations in its order."""
+    depth_f = metres.astype(np.float32)
+    depth_min_u, depth_max_u, shift_u = np.float32(q["depth_min"]), np.float32(q["depth_max"]), np.float32(q["shift"])
+    if q["use_log"]:
+        log_min = math.log(float(depth_min_u + shift_u))
+        log_max = math.log(float(depth_max_u + shift_u))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            norm = (np.log(depth_f + shift_u) - log_min) / (log_max - log_min)
+    else:
+        norm = (depth_f - depth_min_u) / (depth_max_u - depth_min_u)
+    return np.rint(norm * 4095).clip(0, 4095).astype(np.uint16, copy=False)
+
+
+def dequantize_depth(codes, q):
+    """lerobot 0.6.1 `depth_utils.dequantize_depth(codes, output_unit="m")`, numpy path."""
+    if q["use_log"]:
+        log_min = math.log(q["depth_min"] + q["shift"])
+        log_max = math.log(q["depth_max"] + q["shift"])
+        scale, offset = (log_max - log_min) / 4095, log_min
+    else:
+        scale, offset = (q["depth_max"] - q["depth_min"]) / 4095, q["depth_min"]
+    buf = np.empty(codes.shape, dtype=np.float32)
+    np.multiply(codes, scale, out=buf)
+    np.add(buf, offset, out=buf)
+    if q["use_log"]:
+        np.exp(buf, out=buf)
+        np.subtract(buf, q["shift"], out=buf)
+    np.clip(buf, q["depth_min"], q["depth_max"], out=buf)
+    return buf
+
+
+def check_depth(root, info, depth, eps, ep_rows, starts, fps, total):
+    """The depth video as lerobot reads a depth feature: its `info` (is_depth_map, the quantiser,
+    depth_unit), HEVC `gray12le` decoded frame by frame at its timestamps, every code equal to
+    lerobot's quantisation of the depth written, and back in metres within half a quantum."""
+    key, w, h = depth["key"], depth["width"], depth["height"]
+    f = info["features"][key]
+    i = f["info"]
+    check(f["shape"] == [h, w, 1], f"depth shape {f['shape']}")
+    check(i.get("is_depth_map") is True and i.get("depth_unit") == "m", f"depth info {i}")
+    q = {k: i[f"video.{k}"] for k in ("depth_min", "depth_max", "shift", "use_log")}
+    raw = np.fromfile(depth["raw"], dtype="<f4").reshape(-1, h, w) if depth.get("raw") else None
+    check(raw is None or len(raw) == total, "depth raw frames")
+    mismatched, decoded, worst_rel = 0, 0, 0.0
+    for e_i, e in enumerate(eps):
+        r = ep_rows.iloc[e_i]
+        path = os.path.join(root, info["video_path"].format(
+            video_key=key, chunk_index=int(r[f"videos/{key}/chunk_index"]),
+            file_index=int(r[f"videos/{key}/file_index"])))
+        t0 = float(r[f"videos/{key}/from_timestamp"])
+        with av.open(path) as c:
+            s = c.streams.video[0]
+            check(s.codec.canonical_name == i["video.codec"] == "hevc", f"depth codec {s.codec.canonical_name}")
+            check(s.pix_fmt == i["video.pix_fmt"] == "gray12le", f"depth pix_fmt {s.pix_fmt}")
+            frames = [(float(fr.pts * s.time_base), fr.to_ndarray(format="gray12le")) for fr in c.decode(s)]
+        own = [fr for fr in frames if t0 - 1e-4 <= fr[0] < t0 + e["length"] / fps - 1e-4]
+        check(len(own) == e["length"], f"depth of episode {e_i}: {len(own)} frames for {e['length']}")
+        for k, (pts, codes) in enumerate(own):
+            check(abs(pts - (t0 + k / fps)) < 1e-4, f"depth of episode {e_i} frame {k} at {pts}s")
+            decoded += 1
+            if raw is None:
+                continue
+            src = raw[starts[e_i] + k]
+            mismatched += int(np.count_nonzero(codes != quantize_depth(src, q)))
+            inside = (src >= q["depth_min"]) & (src <= q["depth_max"])
+            metres = dequantize_depth(codes, q)
+            rel = np.abs(metres[inside] - src[inside]) / (src[inside] + q["shift"])
+            worst_rel = max(worst_rel, float(rel.max()) if rel.size else 0.0)
+    # Half a quantum in log space: |log(d+shift) error| <= step/2, so |error| / (d+shift) <=
+    # exp(step/2) - 1, plus float32 rounding.
+    step = math.log((q["depth_max"] + q["shift"]) / (q["depth_min"] + q["shift"])) / 4095
+    bound = math.expm1(step / 2) + 1e-6
+    check(raw is None or mismatched == 0, f"{mismatched} depth codes differ from lerobot's quantisation")
+    check(worst_rel <= bound, f"depth back in metres off by {worst_rel:.2e} of (d + shift) > {bound:.2e}")
+    return {"frames": decoded, "mismatched_codes": mismatched, "worst_relative_error": worst_rel, "bound": bound}
 
 
 def with_lerobot(root, expect, eps, rows, features, stats, starts, raw):

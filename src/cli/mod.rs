@@ -205,6 +205,11 @@ pub struct DatasetCli {
     /// Keep only the episodes the judge counts as successes.
     #[arg(long, requires = "dataset")]
     pub only_success: bool,
+    /// Also keep the scene camera's depth, as lerobot stores a depth map: a video of 12-bit
+    /// log-quantised depth (HEVC, lossless), `observation.images.front_depth`. Simulated runs
+    /// only (a robot camera's depth is not recorded yet).
+    #[arg(long, requires = "dataset")]
+    pub dataset_depth: bool,
 }
 
 impl DatasetCli {
@@ -224,6 +229,7 @@ impl DatasetCli {
             self.dataset_fps as u32,
             self.dataset_size,
             self.only_success,
+            self.dataset_depth,
         );
         self.announce(dir, recorder).map(Some)
     }
@@ -238,12 +244,19 @@ impl DatasetCli {
         let Some(dir) = &self.dataset else {
             return Ok(None);
         };
+        if self.dataset_depth {
+            anyhow::bail!(
+                "--dataset-depth: a robot camera's depth is not recorded yet (simulated runs \
+                 only); leave it out to keep the colour video"
+            );
+        }
         let recorder = pointact::runner::record::DatasetRecorder::open(
             dir,
             model,
             self.dataset_fps as u32,
             self.dataset_size.unwrap_or(camera_size),
             self.only_success,
+            false,
         );
         self.announce(dir, recorder).map(Some)
     }

@@ -70,6 +70,47 @@ impl Feature {
         }
     }
 
+    /// A depth video of `width`×`height` (lerobot's depth map: one channel, 12-bit codes of
+    /// log-quantised depth in an HEVC stream), quantised with `quantizer`. Its `info` is set
+    /// from the start: whether a video is a depth map decides how it is written.
+    pub fn depth_video(
+        width: u32,
+        height: u32,
+        fps: u32,
+        gop: u32,
+        quantizer: &super::depth::DepthQuantizer,
+    ) -> Self {
+        let options = super::VideoOptions {
+            fps,
+            gop,
+            ..Default::default()
+        };
+        Feature {
+            dtype: "video".into(),
+            shape: vec![height as usize, width as usize, 1],
+            names: Some(vec!["height".into(), "width".into(), "channels".into()]),
+            info: Some(super::writer::depth_video_info(
+                width as usize,
+                height as usize,
+                options,
+                quantizer,
+            )),
+        }
+    }
+
+    /// Whether the feature is a depth video (`info.is_depth_map`, or the older
+    /// `video.is_depth_map`, as lerobot's `depth_keys` reads it).
+    pub fn is_depth_map(&self) -> bool {
+        let flag = |k: &str| {
+            self.info
+                .as_ref()
+                .and_then(|i| i.get(k))
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false)
+        };
+        self.is_video() && (flag("is_depth_map") || flag("video.is_depth_map"))
+    }
+
     /// Whether the feature is a video stream (not a column of the data table).
     pub fn is_video(&self) -> bool {
         self.dtype == "video"

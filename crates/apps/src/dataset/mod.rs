@@ -6,6 +6,7 @@
 //! as lerobot computes it), `video` + `mp4` (H.264 in MP4), `writer` (appending episodes), `read` (a folder's summary). The
 //! format knows nothing of robots or the simulator: `runner::record` turns episodes into rows.
 
+pub mod depth;
 pub mod h264;
 pub mod hevc;
 pub mod info;

@@ -38,13 +38,18 @@
 //!   float64 as soon as one column interpolated; that dtype matters for
 //!   images, which are divided by 255 in their own dtype afterwards.
 //!
+//! Depth videos ([`depth_stats_with`]) take the image path with float32
+//! metres in one channel and no division by 255: the `(N*h*w, 1)` array is
+//! one contiguous run, so every sum is the blockwise pairwise one.
+//!
 //! Limitations (none occur in recorded robot data): non-finite inputs (JSON
 //! cannot carry NaN/inf; they serialise as `null`), negative zero ordering in
-//! min/max, and images with fewer than two sampled pixels (numpy would switch
-//! to `_compute_basic_stats` on uint8) are not reproduced; the last one is an
-//! error. Streaming video encoding (`StreamingVideoEncoder`, which updates
-//! `RunningQuantileStats` frame by frame and re-bins its histograms) is a
-//! different algorithm and is not covered.
+//! min/max, and images or depth maps with fewer than two sampled pixels (numpy
+//! would switch to `_compute_basic_stats`) are not reproduced; the last one,
+//! and non-finite depth, are errors. Streaming video encoding
+//! (`StreamingVideoEncoder`, which updates `RunningQuantileStats` frame by
+//! frame and re-bins its histograms) is a different algorithm and is not
+//! covered.
 
 use std::ops::{Add, Div, Mul, Sub};
 
@@ -127,7 +132,8 @@ pub struct FeatureStats {
     pub count: u64,
     /// `("q01", ...)` in [`QUANTILES`] order.
     pub quantiles: Vec<(String, Stat)>,
-    /// Image/video feature: every statistic has shape `(C, 1, 1)` in JSON.
+    /// Image/video feature: every statistic has shape `(C, 1, 1)` in JSON (`C`
+    /// is 3 for RGB, 1 for depth).
     pub image: bool,
 }
 
@@ -633,10 +639,78 @@ pub fn image_stats_with<B, G>(
     n: usize,
     width: usize,
     height: usize,
-    mut frame: G,
+    frame: G,
 ) -> Result<FeatureStats, String>
 where
     B: AsRef<[u8]>,
+    G: FnMut(usize) -> Result<B, String>,
+{
+    let (pixels, frames) = sampled_pixels(n, width, height, 3, frame)?;
+    // One frame: numpy holds it column-major and sums each column pairwise, which the
+    // one-pass form does not reproduce.
+    let mut st = if frames == 1 {
+        let as_float: Vec<f32> = pixels.iter().map(|&v| f32::from(v)).collect();
+        running_stats(&as_float, 3, Layout::Columns, 1)
+    } else {
+        pixel_running_stats(&pixels, frames as u64)
+    };
+    for s in [&mut st.min, &mut st.max, &mut st.mean, &mut st.std]
+        .into_iter()
+        .chain(st.quantiles.iter_mut().map(|(_, s)| s))
+    {
+        divide_by_255(s);
+    }
+    st.image = true;
+    Ok(st)
+}
+
+/// Stats of a depth video feature (`info.is_depth_map`) from its `n` frames,
+/// float32 metres, row-major `height x width`, fetched on demand: `frame(i)`
+/// is only called for the sampled indices, in increasing order.
+///
+/// lerobot records such frames as float32 TIFFs, which `load_image_as_numpy`
+/// reads back unchanged; `compute_episode_stats` then samples and strides them
+/// as images ([`sample_indices`], [`downsample_factor`]), computes the
+/// float32 stats of the one channel, and divides by 1.0 instead of 255, which
+/// changes nothing. The result has `image` set (JSON shape `(1, 1, 1)`) and
+/// aggregates with [`aggregate`]. Non-finite depth is an error: numpy would
+/// produce NaN statistics or fail on the histogram edges.
+pub fn depth_stats_with<B, G>(
+    n: usize,
+    width: usize,
+    height: usize,
+    frame: G,
+) -> Result<FeatureStats, String>
+where
+    B: AsRef<[f32]>,
+    G: FnMut(usize) -> Result<B, String>,
+{
+    let (depth, frames) = sampled_pixels(n, width, height, 1, frame)?;
+    if let Some(v) = depth.iter().find(|v| !v.is_finite()) {
+        return Err(format!(
+            "depth stats need finite values, a sampled frame holds {v}"
+        ));
+    }
+    let mut st = running_stats(&depth, 1, Layout::Rows, frames as u64);
+    st.image = true;
+    Ok(st)
+}
+
+/// What `sample_images` keeps of an episode's `n` frames of `width x height x
+/// channels` values (row-major HWC): the sampled frames, each strided by
+/// [`downsample_factor`] in both directions, as rows of `channels` values
+/// ordered frame, y, x; with the number of sampled frames. Fewer than two
+/// rows is an error (see the module doc).
+fn sampled_pixels<T, B, G>(
+    n: usize,
+    width: usize,
+    height: usize,
+    channels: usize,
+    mut frame: G,
+) -> Result<(Vec<T>, usize), String>
+where
+    T: Copy,
+    B: AsRef<[T]>,
     G: FnMut(usize) -> Result<B, String>,
 {
     let indices = sample_indices(n);
@@ -647,39 +721,24 @@ where
             "need at least 2 sampled pixels, got {n} frames of {width}x{height}"
         ));
     }
-    let mut pixels: Vec<u8> = Vec::with_capacity(indices.len() * w2 * h2 * 3);
+    let row = width * channels;
+    let mut pixels = Vec::with_capacity(indices.len() * w2 * h2 * channels);
     for &i in &indices {
         let buf = frame(i)?;
         let buf = buf.as_ref();
-        if buf.len() != width * height * 3 {
+        if buf.len() != row * height {
             return Err(format!(
-                "frame {i}: {} bytes, expected {width}x{height}x3",
+                "frame {i}: {} values, expected {width}x{height}x{channels}",
                 buf.len()
             ));
         }
-        for y in (0..height).step_by(f) {
-            let line = &buf[y * width * 3..(y + 1) * width * 3];
-            for px in line.chunks_exact(3).step_by(f) {
+        for line in buf.chunks_exact(row).step_by(f) {
+            for px in line.chunks_exact(channels).step_by(f) {
                 pixels.extend_from_slice(px);
             }
         }
     }
-    // One frame: numpy holds it column-major and sums each column pairwise, which the
-    // one-pass form does not reproduce.
-    let mut st = if indices.len() == 1 {
-        let as_float: Vec<f32> = pixels.iter().map(|&v| f32::from(v)).collect();
-        running_stats(&as_float, 3, Layout::Columns, 1)
-    } else {
-        pixel_running_stats(&pixels, indices.len() as u64)
-    };
-    for s in [&mut st.min, &mut st.max, &mut st.mean, &mut st.std]
-        .into_iter()
-        .chain(st.quantiles.iter_mut().map(|(_, s)| s))
-    {
-        divide_by_255(s);
-    }
-    st.image = true;
-    Ok(st)
+    Ok((pixels, indices.len()))
 }
 
 /// `v / 255.0` with a weak Python float: computed in the array's dtype.

@@ -16,10 +16,11 @@ use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
 
-use super::info::{chunk_file, next_chunk_file, Feature, Info, CODEBASE_VERSION};
+use super::depth::DepthQuantizer;
+use super::info::{chunk_file, next_chunk_file, Feature, Features, Info, CODEBASE_VERSION};
 use super::stats::{self, FeatureStats};
 use super::tables::{self, Cell, Column};
-use super::video::{H264Writer, VideoOptions};
+use super::video::{DepthWriter, H264Writer, VideoOptions};
 use super::DatasetError;
 
 /// What a dataset holds per frame and how fast: fixed when the folder is created, checked when
@@ -417,18 +418,10 @@ impl DatasetWriter {
 
         // Videos first: a frame source's error leaves the tables untouched.
         let mut video_cells = Vec::new();
-        let mut video_stats = Vec::new();
         let mut sources = episode.videos;
-        for (key, f) in features.videos() {
-            let source = sources
-                .iter_mut()
-                .find(|(k, _)| *k == key)
-                .map(|(_, s)| s)
-                .ok_or_else(|| DatasetError::Episode(format!("no frames for video `{key}`")))?;
-            let at = self.video_at(key);
-            let (stats, frames) = self.write_video(key, f, at, n, &mut **source)?;
-            video_stats.push((key.to_string(), stats));
-            let duration = frames as f64 / fps as f64;
+        let mut video_stats = self.write_videos(&features, &mut sources, n)?;
+        for (key, at, frames) in video_stats.iter().map(|(k, at, _, n)| (k, at, n)) {
+            let duration = *frames as f64 / fps as f64;
             video_cells.push((format!("videos/{key}/chunk_index"), Cell::I64(at.0 as i64)));
             video_cells.push((format!("videos/{key}/file_index"), Cell::I64(at.1 as i64)));
             video_cells.push((format!("videos/{key}/from_timestamp"), Cell::F64(0.0)));
@@ -453,8 +446,8 @@ impl DatasetWriter {
         let mut ep_stats: Vec<(String, FeatureStats)> = Vec::new();
         for (name, f) in &features.0 {
             let s = if f.is_video() {
-                match video_stats.iter().position(|(k, _)| k == name) {
-                    Some(i) => video_stats.swap_remove(i).1,
+                match video_stats.iter().position(|(k, ..)| k == name) {
+                    Some(i) => video_stats.swap_remove(i).2,
                     None => continue,
                 }
             } else {
@@ -552,93 +545,267 @@ impl DatasetWriter {
             .unwrap_or((0, 0))
     }
 
-    /// Encodes `n` frames of `key` into its next file; returns the frames' statistics (from the
-    /// frames themselves, as lerobot computes them from the lossless images) and frames written.
-    fn write_video(
+    /// Encodes the `n` frames of every video of `features` into its next file, frame by frame
+    /// across the videos (one source may feed several: a renderer's colour and depth), and
+    /// returns per video its key, file, statistics (from the frames themselves, as lerobot
+    /// computes them from the lossless images) and frames written.
+    fn write_videos(
         &mut self,
-        key: &str,
-        feature: &Feature,
-        at: (u64, u64),
+        features: &Features,
+        sources: &mut [(&str, FrameSource<'_>)],
         n: usize,
-        source: &mut dyn FnMut(usize) -> Result<Vec<u8>, String>,
-    ) -> Result<(FeatureStats, usize), DatasetError> {
-        let (h, w) = (feature.shape[0], feature.shape[1]);
-        let path = self.video_path(key, at);
-        let dir = path.parent().expect("a video path has a folder");
-        fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
-        let tmp = tables::tmp_path(&path);
-        let encoded = encode_video(&tmp, key, w, h, n, self.video, source);
-        let (sampled, ws, hs) = match encoded {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                return Err(e);
+    ) -> Result<Vec<WrittenVideo>, DatasetError> {
+        let mut open: Vec<OpenVideo> = Vec::new();
+        let result = (|| {
+            for (key, f) in features.videos() {
+                if !sources.iter().any(|(k, _)| *k == key) {
+                    return Err(DatasetError::Episode(format!(
+                        "no frames for video `{key}`"
+                    )));
+                }
+                let at = self.video_at(key);
+                let path = self.video_path(key, at);
+                let dir = path.parent().expect("a video path has a folder");
+                fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
+                open.push(OpenVideo::create(key, f, at, path, n, self.video)?);
             }
-        };
-        fs::rename(&tmp, &path).map_err(|e| DatasetError::io(&path, e))?;
-        if let Some((_, next)) = self.next_video.iter_mut().find(|(k, _)| k == key) {
-            *next = next_chunk_file(at.0, at.1, self.info.chunks_size);
+            for i in 0..n {
+                for v in &mut open {
+                    let (_, source) = sources
+                        .iter_mut()
+                        .find(|(k, _)| *k == v.key)
+                        .expect("checked above");
+                    let frame = source(i).map_err(|e| {
+                        DatasetError::Episode(format!("frame {i} of `{}`: {e}", v.key))
+                    })?;
+                    v.push(i, &frame)?;
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            for v in &open {
+                let _ = fs::remove_file(&v.tmp);
+            }
+            return Err(e);
         }
-        if let Some((_, f)) = self.info.features.0.iter_mut().find(|(k, _)| k == key) {
-            f.info.get_or_insert_with(|| video_info(w, h, self.video));
+        let mut written = Vec::with_capacity(open.len());
+        let mut open = open.into_iter();
+        while let Some(v) = open.next() {
+            let (key, at, path, tmp) = (v.key.to_string(), v.at, v.path.clone(), v.tmp.clone());
+            let finished = v.finish().and_then(|(stats, info)| {
+                fs::rename(&tmp, &path).map_err(|e| DatasetError::io(&path, e))?;
+                Ok((stats, info))
+            });
+            let (stats, info) = match finished {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = fs::remove_file(&tmp);
+                    for rest in open {
+                        let _ = fs::remove_file(&rest.tmp);
+                    }
+                    return Err(e);
+                }
+            };
+            if let Some((_, next)) = self.next_video.iter_mut().find(|(k, _)| *k == key) {
+                *next = next_chunk_file(at.0, at.1, self.info.chunks_size);
+            }
+            if let Some((_, f)) = self.info.features.0.iter_mut().find(|(k, _)| *k == key) {
+                f.info.get_or_insert(info);
+            }
+            written.push((key, at, stats, n));
         }
-        let stats = stats::image_stats_with(n, ws, hs, |i| {
-            sampled
-                .iter()
-                .find(|(j, _)| *j == i)
-                .map(|(_, px)| px.as_slice())
-                .ok_or_else(|| format!("frame {i} was not kept"))
-        })
-        .map_err(|e| DatasetError::Episode(format!("statistics of `{key}`: {e}")))?;
-        Ok((stats, n))
+        Ok(written)
     }
 }
 
-/// The frames lerobot samples for an episode's image statistics, strided as it strides them,
-/// and their size.
-type Sampled = (Vec<(usize, Vec<u8>)>, usize, usize);
+/// A video written for an episode: key, file (chunk, index), statistics, frames.
+type WrittenVideo = (String, (u64, u64), FeatureStats, usize);
 
-/// Encodes `n` frames of `source` into `path`, keeping the frames statistics are computed from.
-fn encode_video(
-    path: &Path,
-    key: &str,
-    w: usize,
-    h: usize,
-    n: usize,
+/// One video of an episode being encoded into a temporary file.
+struct OpenVideo<'k> {
+    key: &'k str,
+    at: (u64, u64),
+    path: PathBuf,
+    tmp: PathBuf,
+    /// Frame size and the strided size lerobot computes statistics at.
+    size: (usize, usize),
+    strided: (usize, usize),
+    stride: usize,
+    /// The frames lerobot samples for statistics (`sample_indices`).
+    keep: Vec<usize>,
+    frames: usize,
     options: VideoOptions,
-    source: &mut dyn FnMut(usize) -> Result<Vec<u8>, String>,
-) -> Result<Sampled, DatasetError> {
-    let video_err = |e: super::video::VideoError| DatasetError::Video(format!("{key}: {e}"));
-    let mut enc = H264Writer::create(path, w as u32, h as u32, options).map_err(video_err)?;
-    // Only the frames lerobot samples for statistics are kept, already strided as it strides
-    // them (`auto_downsample_height_width`): the strided frames have the same pixels in the
-    // same order, and are small enough never to be strided again.
-    let keep = stats::sample_indices(n);
-    let f = stats::downsample_factor(w, h);
-    let (ws, hs) = (w.div_ceil(f), h.div_ceil(f));
-    let mut sampled: Vec<(usize, Vec<u8>)> = Vec::with_capacity(keep.len());
-    for i in 0..n {
-        let rgb =
-            source(i).map_err(|e| DatasetError::Episode(format!("frame {i} of `{key}`: {e}")))?;
-        if rgb.len() != w * h * 3 {
-            return Err(DatasetError::Episode(format!(
-                "frame {i} of `{key}` has {} bytes, not {w}×{h}×3",
-                rgb.len()
-            )));
-        }
-        if keep.binary_search(&i).is_ok() {
-            let mut small = Vec::with_capacity(ws * hs * 3);
-            for row in rgb.chunks_exact(w * 3).step_by(f) {
-                for px in row.chunks_exact(3).step_by(f) {
-                    small.extend_from_slice(px);
-                }
+    sink: Sink,
+}
+
+/// The encoder of an [`OpenVideo`] and the sampled frames, strided as lerobot strides them
+/// (`auto_downsample_height_width`): the strided frames have the same pixels in the same order,
+/// and are small enough never to be strided again.
+enum Sink {
+    /// RGB8 frames to H.264.
+    Rgb(Box<H264Writer>, Vec<(usize, Vec<u8>)>),
+    /// Float32 depths in metres to 12-bit codes in HEVC.
+    Depth {
+        writer: Box<DepthWriter>,
+        quantizer: DepthQuantizer,
+        /// The last frame's depths and codes: a depth that did not change keeps its code
+        /// (quantising one costs numpy's float32 log, replayed exactly).
+        metres: Vec<f32>,
+        codes: Vec<u16>,
+        sampled: Vec<(usize, Vec<f32>)>,
+    },
+}
+
+impl<'k> OpenVideo<'k> {
+    fn create(
+        key: &'k str,
+        feature: &Feature,
+        at: (u64, u64),
+        path: PathBuf,
+        n: usize,
+        options: VideoOptions,
+    ) -> Result<Self, DatasetError> {
+        let (h, w) = (feature.shape[0], feature.shape[1]);
+        let tmp = tables::tmp_path(&path);
+        let video_err = |e: super::video::VideoError| DatasetError::Video(format!("{key}: {e}"));
+        let sink = if feature.is_depth_map() {
+            let quantizer =
+                quantizer_of(feature).map_err(|e| DatasetError::Video(format!("{key}: {e}")))?;
+            Sink::Depth {
+                writer: Box::new(
+                    DepthWriter::create(&tmp, w as u32, h as u32, options).map_err(video_err)?,
+                ),
+                quantizer,
+                metres: Vec::new(),
+                codes: vec![0; w * h],
+                sampled: Vec::new(),
             }
-            sampled.push((i, small));
-        }
-        enc.push_rgb(&rgb).map_err(video_err)?;
+        } else {
+            Sink::Rgb(
+                Box::new(H264Writer::create(&tmp, w as u32, h as u32, options).map_err(video_err)?),
+                Vec::new(),
+            )
+        };
+        let stride = stats::downsample_factor(w, h);
+        Ok(OpenVideo {
+            key,
+            at,
+            path,
+            tmp,
+            size: (w, h),
+            strided: (w.div_ceil(stride), h.div_ceil(stride)),
+            stride,
+            keep: stats::sample_indices(n),
+            frames: 0,
+            options,
+            sink,
+        })
     }
-    enc.finish().map_err(video_err)?;
-    Ok((sampled, ws, hs))
+
+    /// Frame `i`: RGB8 rows, or a depth map as little-endian float32 metres.
+    fn push(&mut self, i: usize, frame: &[u8]) -> Result<(), DatasetError> {
+        let (w, h) = self.size;
+        let key = self.key;
+        let video_err = |e: super::video::VideoError| DatasetError::Video(format!("{key}: {e}"));
+        let kept = self.keep.binary_search(&i).is_ok();
+        let stride = self.stride;
+        match &mut self.sink {
+            Sink::Rgb(writer, sampled) => {
+                if frame.len() != w * h * 3 {
+                    return Err(DatasetError::Episode(format!(
+                        "frame {i} of `{key}` has {} bytes, not {w}×{h}×3",
+                        frame.len()
+                    )));
+                }
+                if kept {
+                    let mut small = Vec::with_capacity(self.strided.0 * self.strided.1 * 3);
+                    for row in frame.chunks_exact(w * 3).step_by(stride) {
+                        for px in row.chunks_exact(3).step_by(stride) {
+                            small.extend_from_slice(px);
+                        }
+                    }
+                    sampled.push((i, small));
+                }
+                writer.push_rgb(frame).map_err(video_err)?;
+            }
+            Sink::Depth {
+                writer,
+                quantizer,
+                metres: last,
+                codes,
+                sampled,
+            } => {
+                if frame.len() != w * h * 4 {
+                    return Err(DatasetError::Episode(format!(
+                        "depth frame {i} of `{key}` has {} bytes, not {w}×{h}×4 (float32)",
+                        frame.len()
+                    )));
+                }
+                let metres: Vec<f32> = frame
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                if kept {
+                    let small = metres
+                        .chunks_exact(w)
+                        .step_by(stride)
+                        .flat_map(|row| row.iter().step_by(stride).copied())
+                        .collect();
+                    sampled.push((i, small));
+                }
+                if last.len() == metres.len() {
+                    quantizer.requantize(&metres, last, codes);
+                } else {
+                    quantizer.quantize(&metres, codes);
+                }
+                *last = metres;
+                writer.push_codes(codes).map_err(video_err)?;
+            }
+        }
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// Finishes the file; returns the statistics and the video `info` block.
+    fn finish(self) -> Result<(FeatureStats, serde_json::Value), DatasetError> {
+        let key = self.key;
+        let video_err = |e: super::video::VideoError| DatasetError::Video(format!("{key}: {e}"));
+        let (ws, hs) = self.strided;
+        let stat_err = |e: String| DatasetError::Episode(format!("statistics of `{key}`: {e}"));
+        let (w, h) = self.size;
+        match self.sink {
+            Sink::Rgb(writer, sampled) => {
+                writer.finish().map_err(video_err)?;
+                let stats = stats::image_stats_with(self.frames, ws, hs, |i| {
+                    sampled
+                        .iter()
+                        .find(|(j, _)| *j == i)
+                        .map(|(_, px)| px.as_slice())
+                        .ok_or_else(|| format!("frame {i} was not kept"))
+                })
+                .map_err(stat_err)?;
+                Ok((stats, video_info(w, h, self.options)))
+            }
+            Sink::Depth {
+                writer,
+                quantizer,
+                sampled,
+                ..
+            } => {
+                writer.finish().map_err(video_err)?;
+                let stats = stats::depth_stats_with(self.frames, ws, hs, |i| {
+                    sampled
+                        .iter()
+                        .find(|(j, _)| *j == i)
+                        .map(|(_, d)| d.as_slice())
+                        .ok_or_else(|| format!("frame {i} was not kept"))
+                })
+                .map_err(stat_err)?;
+                Ok((stats, depth_video_info(w, h, self.options, &quantizer)))
+            }
+        }
+    }
 }
 
 /// The video `info` block lerobot probes from the first file (`video_utils.get_video_info`) and
@@ -656,6 +823,63 @@ fn video_info(w: usize, h: usize, o: VideoOptions) -> serde_json::Value {
         "video.qp": o.qp,
         "video.encoder": "pointact still-camera h264 (intra 16x16 + skip)",
         "is_depth_map": false
+    })
+}
+
+/// The quantiser a depth feature's `info` names (lerobot's defaults for what it leaves out, as
+/// `DepthEncoderConfig.from_video_info` does).
+fn quantizer_of(feature: &Feature) -> Result<DepthQuantizer, String> {
+    let d = DepthQuantizer::default();
+    let info = feature.info.as_ref();
+    let number = |k: &str, default: f64| {
+        info.and_then(|i| i.get(k))
+            .map(|v| {
+                v.as_f64()
+                    .ok_or_else(|| format!("`{k}` is not a number: {v}"))
+            })
+            .unwrap_or(Ok(default))
+    };
+    let q = DepthQuantizer {
+        depth_min: number("video.depth_min", d.depth_min)?,
+        depth_max: number("video.depth_max", d.depth_max)?,
+        shift: number("video.shift", d.shift)?,
+        use_log: match info.and_then(|i| i.get("video.use_log")) {
+            None => d.use_log,
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| format!("`video.use_log` is not a boolean: {v}"))?,
+        },
+    };
+    q.validate()?;
+    Ok(q)
+}
+
+/// A depth video's `info` block: what `get_video_info` probes from the file (HEVC, `gray12le`,
+/// one channel), the quantiser's parameters lerobot dequantises with (`video.depth_min`,
+/// `video.depth_max`, `video.shift`, `video.use_log`), `is_depth_map` and the unit of the depths
+/// given (`depth_unit`, metres: `dataset_writer.py` records it from the first frame's dtype).
+pub fn depth_video_info(
+    w: usize,
+    h: usize,
+    o: VideoOptions,
+    q: &DepthQuantizer,
+) -> serde_json::Value {
+    serde_json::json!({
+        "video.height": h,
+        "video.width": w,
+        "video.codec": "hevc",
+        "video.pix_fmt": "gray12le",
+        "video.fps": o.fps,
+        "video.channels": 1,
+        "has_audio": false,
+        "video.g": o.gop,
+        "video.encoder": "pointact still-camera hevc (pcm 32x32 + skip, lossless)",
+        "video.depth_min": q.depth_min,
+        "video.depth_max": q.depth_max,
+        "video.shift": q.shift,
+        "video.use_log": q.use_log,
+        "is_depth_map": true,
+        "depth_unit": "m"
     })
 }
 

@@ -72,7 +72,7 @@ fn run(dir: &Path) -> (Scripted, crate::runner::remote::RemoteEpisode, usize) {
         max_steps: 20,
         ..RemoteOptions::default()
     };
-    let mut recorder = DatasetRecorder::open(dir, &model, 10, (64, 48), false).unwrap();
+    let mut recorder = DatasetRecorder::open(dir, &model, 10, (64, 48), false, false).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -6,6 +6,7 @@
 //! Every comparison is bit-exact: values by `f64::to_bits`, dtypes by name,
 //! and `to_json` against the JSON lerobot wrote.
 
+use crate::dataset::depth::{DepthQuantizer, DEPTH_QMAX};
 use crate::dataset::stats::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -93,6 +94,35 @@ fn synthetic_frame(p: &Value, f: usize) -> Vec<u8> {
     out
 }
 
+/// The golden generator's synthetic depth frame, float32 metres (its docstring has the formula:
+/// the RGB hash with c = 0, then one float32 operation at a time).
+fn synthetic_depth(p: &Value, f: usize) -> Vec<f32> {
+    let (w, h) = (num(p, "w"), num(p, "h"));
+    let seed = num(p, "seed") as u32;
+    let holes = num(p, "holes") as u32;
+    let k = |key: &str| p[key].as_f64().unwrap_or_else(|| panic!("`{key}` in {p}")) as f32;
+    let (a, bx, by, bf, amp) = (k("a"), k("bx"), k("by"), k("bf"), k("amp"));
+    let mut out = Vec::with_capacity(w * h);
+    for y in 0..h {
+        for x in 0..w {
+            let mut hh = seed
+                ^ (x as u32).wrapping_mul(0x9E37_79B1)
+                ^ (y as u32).wrapping_mul(0x85EB_CA77)
+                ^ (f as u32).wrapping_mul(0xC2B2_AE3D);
+            hh ^= hh >> 15;
+            hh = hh.wrapping_mul(0x2C1B_3C6D);
+            hh ^= hh >> 12;
+            hh = hh.wrapping_mul(0x297A_2D39);
+            hh ^= hh >> 15;
+            let u = (hh >> 8) as f32 * (1.0 / 16_777_216.0);
+            let d = ((a + bx * x as f32) + by * y as f32) + bf * f as f32;
+            let d = d + amp * u;
+            out.push(if hh % 256 < holes { 0.0 } else { d });
+        }
+    }
+    out
+}
+
 /// Regenerates one feature's episode data and computes its stats.
 fn compute(input: &Value) -> FeatureStats {
     match input["kind"].as_str().unwrap() {
@@ -140,6 +170,17 @@ fn compute(input: &Value) -> FeatureStats {
                 assert_eq!(seen, sample_indices(n));
                 st
             }
+        }
+        "depth" => {
+            let (n, w, h) = (num(input, "n"), num(input, "w"), num(input, "h"));
+            let mut seen = Vec::new();
+            let st = depth_stats_with(n, w, h, |f| {
+                seen.push(f);
+                Ok(synthetic_depth(input, f))
+            })
+            .unwrap();
+            assert_eq!(seen, sample_indices(n));
+            st
         }
         other => panic!("unknown input kind {other}"),
     }
@@ -214,6 +255,11 @@ fn assert_stats(ctx: &str, ours: &BTreeMap<String, FeatureStats>, golden: &Value
 fn single_episodes_match_lerobot() {
     let episodes = golden()["episodes"].as_array().unwrap();
     assert!(episodes.len() >= 18);
+    let depth = episodes
+        .iter()
+        .filter(|ep| ep["name"].as_str().unwrap().starts_with("depth_"))
+        .count();
+    assert!(depth >= 9, "{depth} depth episodes");
     for ep in episodes {
         let name = ep["name"].as_str().unwrap();
         assert_stats(name, &compute_episode(&ep["inputs"]), &ep["stats"]);
@@ -226,7 +272,9 @@ fn aggregation_chains_match_lerobot() {
         let text = serde_json::to_string(&st.to_json()).unwrap();
         FeatureStats::from_json(&serde_json::from_str(&text).unwrap(), st.image).unwrap()
     };
-    for chain in golden()["chains"].as_array().unwrap() {
+    let chains = golden()["chains"].as_array().unwrap();
+    assert!(chains.iter().any(|c| c["name"] == "depth_chain_b"));
+    for chain in chains {
         let name = chain["name"].as_str().unwrap();
         let episodes: Vec<_> = chain["episodes"]
             .as_array()
@@ -307,8 +355,159 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(image_stats::<Vec<u8>>(&[], 4, 2).is_err());
     assert!(image_stats(&[vec![0u8; 3]], 1, 1).is_err());
     assert!(image_stats(&[vec![0u8; 5]], 4, 2).is_err());
+    let depth = |n: usize, w: usize, h: usize, frame: Vec<f32>| {
+        depth_stats_with(n, w, h, |_| Ok::<_, String>(frame.clone()))
+    };
+    assert!(depth(1, 1, 1, vec![1.0]).is_err());
+    assert!(depth(2, 2, 1, vec![1.0]).is_err());
+    assert!(depth(2, 2, 1, vec![1.0, f32::NAN]).is_err());
+    assert!(depth(2, 2, 1, vec![1.0, f32::INFINITY]).is_err());
+    assert!(depth(0, 4, 2, vec![]).is_err());
+    let d = depth(2, 2, 1, vec![1.0, 2.0]).unwrap();
+    assert!(aggregate(&d, &image_stats(&[[9u8; 6], [9u8; 6]], 2, 1).unwrap()).is_err());
     let a = vector_stats_f32(&[1.0, 2.0], 1).unwrap();
     let b = vector_stats_f32(&[1.0, 2.0], 2).unwrap();
     assert!(aggregate(&a, &b).is_err());
     assert!(FeatureStats::from_json(&serde_json::json!({"min": [1]}), false).is_err());
+}
+
+fn f32s(b64: &Value) -> Vec<f32> {
+    b64_decode(b64.as_str().unwrap())
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+fn ints(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
+}
+
+fn quantizer(case: &Value) -> DepthQuantizer {
+    DepthQuantizer {
+        depth_min: case["depth_min"].as_f64().unwrap(),
+        depth_max: case["depth_max"].as_f64().unwrap(),
+        shift: case["shift"].as_f64().unwrap(),
+        use_log: case["use_log"].as_bool().unwrap(),
+    }
+}
+
+fn quantizer_cases() -> &'static [Value] {
+    let cases = golden()["depth_quantizer"]["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 3);
+    assert_eq!(quantizer(&cases[0]), DepthQuantizer::default());
+    cases
+}
+
+/// Every float32 depth of each golden range (94 million for the defaults, in 0.005..=12 m), and
+/// the edge inputs, against lerobot's codes: all equal.
+#[test]
+fn depth_codes_match_lerobot() {
+    for case in quantizer_cases() {
+        let q = quantizer(case);
+        q.validate().unwrap();
+        let range = ints(&case["range_bits"]);
+        let (lo, hi) = (range[0] as u32, range[1] as u32);
+        // Runs of equal codes: (first input's bits, code), from the stored differences.
+        let (mut start, mut code) = (i64::from(lo), 0i64);
+        let runs: Vec<(u32, u16)> = ints(&case["run_start_deltas"])
+            .into_iter()
+            .zip(ints(&case["run_code_deltas"]))
+            .map(|(ds, dc)| {
+                start += ds;
+                code += dc;
+                (start as u32, code as u16)
+            })
+            .collect();
+        assert_eq!(runs[0].0, lo);
+
+        let chunk = 1 << 20;
+        let (mut depth, mut codes) = (Vec::with_capacity(chunk), vec![0u16; chunk]);
+        let (mut run, mut mismatches, mut worst) = (0, 0u64, 0i32);
+        let mut bits = lo;
+        while bits <= hi {
+            let end = hi.min(bits.saturating_add(chunk as u32 - 1));
+            depth.clear();
+            depth.extend((bits..=end).map(f32::from_bits));
+            q.quantize(&depth, &mut codes[..depth.len()]);
+            for (i, &c) in codes[..depth.len()].iter().enumerate() {
+                let b = bits + i as u32;
+                while run + 1 < runs.len() && runs[run + 1].0 <= b {
+                    run += 1;
+                }
+                if c != runs[run].1 {
+                    mismatches += 1;
+                    worst = worst.max((i32::from(c) - i32::from(runs[run].1)).abs());
+                }
+            }
+            bits = end + 1;
+            if end == u32::MAX {
+                break;
+            }
+        }
+        assert_eq!(
+            (mismatches, worst),
+            (0, 0),
+            "{q:?}: codes differing from lerobot's over {} inputs",
+            hi - lo + 1
+        );
+
+        let edges = f32s(&case["edges_b64"]);
+        let mut codes = vec![0u16; edges.len()];
+        q.quantize(&edges, &mut codes);
+        let want: Vec<u16> = ints(&case["edge_codes"])
+            .iter()
+            .map(|&c| c as u16)
+            .collect();
+        assert_eq!(codes, want, "{q:?}: edges {edges:?}");
+    }
+}
+
+/// All 4096 codes decode to lerobot's float32 metres, bit for bit.
+#[test]
+fn depth_dequantize_matches_lerobot() {
+    for case in quantizer_cases() {
+        let q = quantizer(case);
+        let want = f32s(&case["dequantized_b64"]);
+        assert_eq!(want.len(), 4096);
+        for (code, &w) in want.iter().enumerate() {
+            let got = q.dequantize(code as u16);
+            assert_eq!(
+                got.to_bits(),
+                w.to_bits(),
+                "{q:?}: code {code}: {got} vs {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn depth_quantizer_checks_its_parameters() {
+    let ok = DepthQuantizer::default();
+    assert_eq!(DEPTH_QMAX, 4095);
+    assert!(ok.validate().is_ok());
+    let bad = [
+        DepthQuantizer { shift: -0.01, ..ok },
+        DepthQuantizer {
+            depth_max: 0.01,
+            ..ok
+        },
+        DepthQuantizer {
+            depth_min: f64::NAN,
+            ..ok
+        },
+    ];
+    for q in bad {
+        assert!(q.validate().is_err(), "{q:?}");
+    }
+    assert!(DepthQuantizer {
+        shift: -0.01,
+        use_log: false,
+        ..ok
+    }
+    .validate()
+    .is_ok());
 }

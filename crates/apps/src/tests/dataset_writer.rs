@@ -370,7 +370,7 @@ fn an_episode_that_fails_midway_leaves_the_dataset_as_it_was() {
 
 #[test]
 fn a_simulated_episode_is_recorded_with_its_states_actions_and_points() {
-    use pointact::runner::record::{DatasetRecorder, Kept, CAMERA_KEY};
+    use pointact::runner::record::{DatasetRecorder, Kept, CAMERA_KEY, DEPTH_KEY};
     use pointact::runner::EpisodeOptions;
     use pointact::sim::tasks;
 
@@ -380,7 +380,9 @@ fn a_simulated_episode_is_recorded_with_its_states_actions_and_points() {
         .and_then(|t| t.instantiate(0))
         .unwrap();
     let options = EpisodeOptions::default();
-    let mut rec = DatasetRecorder::open_for(&root, &episode, &options, FPS, None, false).unwrap();
+    // With the camera's depth (`--dataset-depth`).
+    let mut rec =
+        DatasetRecorder::open_for(&root, &episode, &options, FPS, None, false, true).unwrap();
     let (result, kept) =
         super::common::block_on(rec.run_episode(&episode, 0, &options, &mut |_| {})).unwrap();
     assert!(result.success, "{}", result.detail);
@@ -443,8 +445,126 @@ fn a_simulated_episode_is_recorded_with_its_states_actions_and_points() {
     assert!(asked
         .iter()
         .all(|q| !q["points_px"].as_array().unwrap().is_empty()));
-    check_with_python(
+    // The depth video: a depth map of a tabletop seen from about a metre (its median), every
+    // frame decoded at its time.
+    let f = info.features.get(DEPTH_KEY).unwrap();
+    assert!(f.is_depth_map());
+    assert_eq!(f.shape, [480, 640, 1]);
+    let stats: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("meta/stats.json")).unwrap()).unwrap();
+    let median = stats[DEPTH_KEY]["q50"][0][0][0].as_f64().unwrap();
+    assert!((0.3..2.0).contains(&median), "median depth {median} m");
+    let Some(out) = check_with_python(
         &root,
-        serde_json::json!({"fps": FPS, "episodes": null, "video": null}),
-    );
+        serde_json::json!({"fps": FPS, "episodes": null, "video": null,
+            "depth": {"key": DEPTH_KEY, "width": 640, "height": 480, "raw": null}}),
+    ) else {
+        return;
+    };
+    assert_eq!(out["depth"]["frames"], n);
+}
+
+/// Depth of frame `i` of episode `e`, metres: a floor sloping from 0.4 to 2.4 m, a box moving
+/// over it at 0.3 m, a corner with no return (0) and one past the quantiser's range (12 m).
+fn depth(e: usize, i: usize) -> Vec<f32> {
+    let mut d = Vec::with_capacity(W * H);
+    for y in 0..H {
+        for x in 0..W {
+            let inside = (x + 5 * i + 3 * e) % W < 20 && (10..26).contains(&y);
+            d.push(if inside {
+                0.3 + 0.001 * x as f32
+            } else {
+                0.4 + 2.0 * (y * W + x) as f32 / (W * H) as f32
+            });
+        }
+    }
+    d[0] = 0.0;
+    d[1] = 12.0;
+    d
+}
+
+/// A depth feature, as lerobot 0.6.1 stores a depth map: written beside the colour video frame
+/// by frame (one source feeding both, as the recorder does), read back by the checker as lerobot
+/// reads it (HEVC decoded to `gray12le`, dequantised with the quantiser in `info`): every code is
+/// lerobot's own quantisation of the depth given, and back in metres within half a quantum. The
+/// statistics are lerobot's for a float32 depth image (checked against lerobot's code by the
+/// golden test), shape `[1, 1, 1]`.
+#[test]
+fn a_depth_video_reads_back_as_lerobot_dequantises_it() {
+    use pointact::dataset::depth::DepthQuantizer;
+    const DEPTH_KEY: &str = "observation.images.front_depth";
+    let tmp = TempDir::new("dataset-depth");
+    let root = tmp.path().join("ds");
+    let mut with_depth = spec("xarm6");
+    with_depth.features.push((
+        DEPTH_KEY.into(),
+        Feature::depth_video(W as u32, H as u32, FPS, 10, &DepthQuantizer::default()),
+    ));
+    let mut w = DatasetWriter::open(&root, &with_depth).unwrap();
+    let (mut expect, mut raw, mut raw_depth) = (Vec::new(), Vec::new(), Vec::new());
+    for (e, n) in [(0usize, 12usize), (1, 7)] {
+        let (state, action) = values(e, n);
+        let pending = std::cell::RefCell::new(None);
+        let mut colour = |i: usize| {
+            *pending.borrow_mut() = Some(depth(e, i));
+            Ok(frame(e, i))
+        };
+        let mut depth_source = |i: usize| {
+            let d: Vec<f32> = pending.borrow_mut().take().ok_or("colour first")?;
+            assert_eq!(d, depth(e, i));
+            Ok(d.iter().flat_map(|v| v.to_le_bytes()).collect())
+        };
+        w.append(EpisodeInput {
+            task: "look down",
+            frames: n,
+            columns: vec![
+                ("observation.state", Column::F32(state.clone())),
+                ("action", Column::F32(action.clone())),
+                ("pointact.plan_step", Column::I64((0..n as i64).collect())),
+            ],
+            videos: vec![(KEY, &mut colour), (DEPTH_KEY, &mut depth_source)],
+            extras: vec![],
+        })
+        .unwrap();
+        for i in 0..n {
+            raw.extend(frame(e, i));
+            raw_depth.extend(depth(e, i).iter().flat_map(|v| v.to_le_bytes()));
+        }
+        let rows = |v: &[f32]| v.chunks(3).map(|c| c.to_vec()).collect::<Vec<_>>();
+        expect.push(serde_json::json!({
+            "task": "look down", "length": n, "state": rows(&state), "action": rows(&action)
+        }));
+    }
+    let info = read_info(&root).unwrap();
+    let f = info.features.get(DEPTH_KEY).unwrap();
+    assert!(f.is_depth_map());
+    assert_eq!(f.shape, [H, W, 1]);
+    let stats: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("meta/stats.json")).unwrap()).unwrap();
+    let s = &stats[DEPTH_KEY];
+    assert_eq!(s["min"], serde_json::json!([[[0.0]]]), "{s}");
+    assert_eq!(s["max"], serde_json::json!([[[12.0]]]), "{s}");
+    // Every frame of both episodes is sampled (fewer than 100 each).
+    assert_eq!(s["count"], serde_json::json!([19]), "{s}");
+
+    // A dataset with depth refuses a session without it.
+    let refused = DatasetWriter::open(&root, &spec("xarm6")).err().unwrap();
+    assert!(refused.to_string().contains("features"), "{refused}");
+
+    let raw_path = tmp.path().join("raw.rgb");
+    std::fs::write(&raw_path, &raw).unwrap();
+    let depth_path = tmp.path().join("raw.depth");
+    std::fs::write(&depth_path, &raw_depth).unwrap();
+    let Some(out) = check_with_python(
+        &root,
+        serde_json::json!({
+            "fps": FPS, "episodes": expect,
+            "video": {"key": KEY, "width": W, "height": H, "raw": raw_path},
+            "depth": {"key": DEPTH_KEY, "width": W, "height": H, "raw": depth_path},
+        }),
+    ) else {
+        return;
+    };
+    assert_eq!(out["depth"]["frames"], 19);
+    assert_eq!(out["depth"]["mismatched_codes"], 0);
 }

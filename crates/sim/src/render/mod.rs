@@ -379,6 +379,31 @@ impl IncrementalRenderer {
         self.retrace(scene, &frame, &changed, region, &old_rects)
     }
 
+    /// The depth image of the scene [`Self::render`] drew last, as [`render`] gives it (z in
+    /// metres, 0 = no data, the sensor model of the renderer's options applied); empty before
+    /// the first frame. Why from here: the visibility pass the colours came from holds every
+    /// pixel's nearest hit, so a recording gets its depth without tracing again.
+    pub fn depth(&self) -> Vec<f32> {
+        let Some((_, _, vis)) = &self.last else {
+            return Vec::new();
+        };
+        let mut out = RenderOutput {
+            width: self.camera.width(),
+            height: self.camera.height(),
+            rgb: Vec::new(),
+            depth_m: vis
+                .prim
+                .iter()
+                .zip(&vis.t)
+                .map(|(&k, &t)| if k == NO_PRIM { 0.0 } else { t as f32 })
+                .collect(),
+            instance: Vec::new(),
+            part: Vec::new(),
+        };
+        noise::apply_sensor_model(&mut out, &vis.t, &vis.prim, &self.options);
+        out.depth_m
+    }
+
     /// Traces the pixels of `region`'s mask and, inside `old_rects`, those that showed a changed
     /// primitive; shades them and keeps the result for the next frame.
     fn retrace(

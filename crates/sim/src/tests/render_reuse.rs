@@ -1,7 +1,7 @@
 //! `IncrementalRenderer` against `render`: byte for byte on every frame of an arm moving through a
 //! scene (objects pushed and lifted on the way, moved out of sight and back, the fingers opening
 //! and closing, a sensor model on), on a scene that did not change, and when the previous frame
-//! cannot be reused. The scene is the physics world tests' seven objects.
+//! cannot be reused; the depth it keeps equals the full render's, bit for bit. The scene is the physics world tests' seven objects.
 
 use super::sim_physics_util::{model, scene_with};
 use super::sim_physics_world::OBJECTS;
@@ -47,9 +47,19 @@ fn reusing_the_previous_frame_gives_the_full_render_byte_for_byte() {
                 }
             }
             let scene = shared.lock().render_scene();
-            let full = render(&scene, &camera, &options).rgb;
+            let whole = render(&scene, &camera, &options);
+            let full = whole.rgb;
             let reused = renderer.render(&scene);
             assert!(reused == full, "frame {j} differs from the full render");
+            let depth = renderer.depth();
+            assert!(
+                depth.len() == whole.depth_m.len()
+                    && depth
+                        .iter()
+                        .zip(&whole.depth_m)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "frame {j}: depth differs from the full render's"
+            );
             if let Some((_, prev)) = &previous {
                 reused_pixels += prev
                     .chunks(3)

@@ -47,9 +47,18 @@ const RENDER_AHEAD: usize = 8;
 
 /// The video feature of the scene camera.
 pub const CAMERA_KEY: &str = "observation.images.front";
+/// The depth video of the scene camera (`--dataset-depth`), named as lerobot's examples name a
+/// camera's depth stream.
+pub const DEPTH_KEY: &str = "observation.images.front_depth";
 
-/// The features a dataset of `model`'s episodes holds, with a `width`×`height` camera.
-pub fn dataset_spec(model: &RobotModel, fps: u32, width: u32, height: u32) -> DatasetSpec {
+/// The features a dataset of `model`'s episodes holds, with a `width`×`height` camera, and its
+/// depth when `depth`.
+pub fn dataset_spec(
+    model: &RobotModel,
+    fps: u32,
+    (width, height): (u32, u32),
+    depth: bool,
+) -> DatasetSpec {
     let mut joints: Vec<String> = model
         .joint_limits()
         .iter()
@@ -58,7 +67,11 @@ pub fn dataset_spec(model: &RobotModel, fps: u32, width: u32, height: u32) -> Da
     joints.push("gripper_width".into());
     let joints: Vec<&str> = joints.iter().map(String::as_str).collect();
     let pose = ["x", "y", "z", "qx", "qy", "qz", "qw"];
-    DatasetSpec {
+    let video = VideoOptions {
+        fps,
+        ..VideoOptions::default()
+    };
+    let mut spec = DatasetSpec {
         fps,
         robot_type: model.name().to_string(),
         features: vec![
@@ -69,11 +82,16 @@ pub fn dataset_spec(model: &RobotModel, fps: u32, width: u32, height: u32) -> Da
             ("pointact.plan_step".into(), Feature::int_scalar()),
             (CAMERA_KEY.into(), Feature::video(width, height)),
         ],
-        video: VideoOptions {
-            fps,
-            ..VideoOptions::default()
-        },
+        video,
+    };
+    if depth {
+        let quantizer = crate::dataset::depth::DepthQuantizer::default();
+        spec.features.push((
+            DEPTH_KEY.into(),
+            Feature::depth_video(width, height, fps, video.gop, &quantizer),
+        ));
     }
+    spec
 }
 
 /// One kept instant of an episode.
@@ -163,16 +181,17 @@ pub enum Kept {
 
 impl DatasetRecorder {
     /// Opens (or creates) the dataset at `dir` for `model`'s episodes seen by a
-    /// `width`×`height` camera; refuses a folder holding another robot's or another feature
-    /// set's dataset. Call before anything runs.
+    /// `width`×`height` camera (and its depth when `depth`); refuses a folder holding another
+    /// robot's or another feature set's dataset. Call before anything runs.
     pub fn open(
         dir: &Path,
         model: &RobotModel,
         fps: u32,
         (width, height): (u32, u32),
         only_success: bool,
+        depth: bool,
     ) -> Result<Self, DatasetError> {
-        let spec = dataset_spec(model, fps, width, height);
+        let spec = dataset_spec(model, fps, (width, height), depth);
         Ok(DatasetRecorder {
             state: WriterState::Idle(Box::new(DatasetWriter::open(dir, &spec)?)),
             fps,
@@ -190,6 +209,7 @@ impl DatasetRecorder {
         fps: u32,
         size: Option<(u32, u32)>,
         only_success: bool,
+        depth: bool,
     ) -> Result<Self, DatasetError> {
         let setup = |e: &dyn std::fmt::Display| {
             DatasetError::Episode(format!("cannot set up {}: {e}", episode.task))
@@ -197,7 +217,7 @@ impl DatasetRecorder {
         let prepared = prepare_episode(episode).map_err(|e| setup(&e))?;
         let camera = sim_camera(&prepared.world, options);
         let size = size.unwrap_or((camera.pinhole().width(), camera.pinhole().height()));
-        Self::open(dir, &prepared.model, fps, size, only_success)
+        Self::open(dir, &prepared.model, fps, size, only_success, depth)
     }
 
     /// Waits until every episode given to the dataset is written, and returns the writer (its
@@ -584,15 +604,7 @@ fn append_captured(writer: &mut DatasetWriter, c: Captured) -> Result<Kept, Data
     } = c;
     let columns = episode_columns(&model, &kept)?;
     let n = kept.len();
-    let append = |writer: &mut DatasetWriter, frame: crate::dataset::writer::FrameSource<'_>| {
-        writer.append(EpisodeInput {
-            task: &instruction,
-            frames: n,
-            columns,
-            videos: vec![(CAMERA_KEY, frame)],
-            extras,
-        })
-    };
+    let depth = writer.info().features.get(DEPTH_KEY).is_some();
     let (scenes, camera, render) = match pictures {
         Pictures::Rendered {
             scenes,
@@ -607,28 +619,66 @@ fn append_captured(writer: &mut DatasetWriter, c: Captured) -> Result<Kept, Data
                 )));
             }
             let mut frame = |i: usize| spool.read(i).map_err(|e| e.to_string());
-            append(writer, &mut frame)?;
+            writer.append(EpisodeInput {
+                task: &instruction,
+                frames: n,
+                columns,
+                videos: vec![(CAMERA_KEY, &mut frame)],
+                extras,
+            })?;
             return Ok(Kept::Frames(n));
         }
     };
-    let render_frames = |tx: std::sync::mpsc::SyncSender<Vec<u8>>| {
+    // Colour, and depth (little-endian float32 metres) when the dataset keeps it.
+    let render_frames = |tx: std::sync::mpsc::SyncSender<(Vec<u8>, Vec<u8>)>| {
         let mut renderer = IncrementalRenderer::new(camera.clone(), render.clone());
         for scene in &scenes {
             let rgb = renderer.render(scene).to_vec();
-            if tx.send(rgb).is_err() {
+            let metres = if depth {
+                renderer
+                    .depth()
+                    .iter()
+                    .flat_map(|d| d.to_le_bytes())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            if tx.send((rgb, metres)).is_err() {
                 return; // the writer stopped early (its error is the one reported)
             }
         }
     };
     std::thread::scope(|scope| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(RENDER_AHEAD);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, Vec<u8>)>(RENDER_AHEAD);
         scope.spawn(move || render_frames(tx));
-        // Frames are asked for once each, in order: the channel's order.
+        // The writer asks each video for frame i in turn, colour first (the features' order):
+        // the colour frame's depth waits here for the depth video's turn.
+        let pending = std::cell::RefCell::new(None::<Vec<u8>>);
         let mut frame = |_: usize| {
-            rx.recv()
-                .map_err(|_| "the renderer stopped before the last frame".to_string())
+            let (rgb, metres) = rx
+                .recv()
+                .map_err(|_| "the renderer stopped before the last frame".to_string())?;
+            *pending.borrow_mut() = Some(metres);
+            Ok(rgb)
         };
-        append(writer, &mut frame)
+        let mut depth_frame = |i: usize| {
+            pending
+                .borrow_mut()
+                .take()
+                .ok_or_else(|| format!("depth frame {i} asked before its colour frame"))
+        };
+        let mut videos: Vec<(&str, crate::dataset::writer::FrameSource<'_>)> =
+            vec![(CAMERA_KEY, &mut frame)];
+        if depth {
+            videos.push((DEPTH_KEY, &mut depth_frame));
+        }
+        writer.append(EpisodeInput {
+            task: &instruction,
+            frames: n,
+            columns,
+            videos,
+            extras,
+        })
     })?;
     Ok(Kept::Frames(n))
 }
