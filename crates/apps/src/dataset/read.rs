@@ -110,7 +110,8 @@ pub struct EpisodeFrames {
     pub state: Vec<f32>,
     /// `pointact.plan_step` per frame, when the dataset has it.
     pub plan_step: Option<Vec<i64>>,
-    /// Each video feature: its key, its file, and where the episode starts in it (s).
+    /// Each colour video feature: its key, its file, and where the episode starts in it (s).
+    /// Depth videos are left out: rerun's viewer decodes 8-bit colour video, not 12-bit depth.
     pub videos: Vec<(String, std::path::PathBuf, f64)>,
     /// `pointact/points`: every question asked and the points answered (frame pixels).
     pub points: Option<serde_json::Value>,
@@ -176,6 +177,7 @@ pub fn episode(root: &Path, index: i64) -> Result<EpisodeFrames, DatasetError> {
     let videos = info
         .features
         .videos()
+        .filter(|(_, f)| !f.is_depth_map())
         .map(|(key, _)| {
             let at = (
                 int(&format!("videos/{key}/chunk_index"))? as u64,
