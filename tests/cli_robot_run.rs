@@ -93,7 +93,8 @@ fn a_robot_run_refuses_what_it_cannot_do_safely_before_connecting() {
 
 /// `--dataset` on a robot run: a folder holding another arm's dataset is refused once the camera
 /// has given a frame and before the arm is connected (nothing listens at the address, so a
-/// connection error would show that it got that far), and is left as it was; so is a dry run.
+/// connection error would show that it got that far), and is left as it was; so is a dry run,
+/// and a run asking for the camera's depth.
 #[test]
 fn a_robot_run_refuses_a_dataset_it_cannot_append_to_before_connecting() {
     use pointact::dataset::{Column, DatasetSpec, DatasetWriter, EpisodeInput, Feature};
@@ -152,6 +153,13 @@ fn a_robot_run_refuses_a_dataset_it_cannot_append_to_before_connecting() {
         1,
         &["a --dry-run moves nothing"],
     );
+    // A robot camera's depth is not kept yet: said before anything connects.
+    refused(
+        &[&run[..], &["--dataset-depth"]].concat(),
+        1,
+        &["--dataset-depth", "not recorded yet"],
+    );
+    assert_eq!(common::read_tree(&ds), before, "the dataset was touched");
 }
 
 /// `run --xarm XARM --camera CAMERA`, "put the pepper in the pan", the openai pointer at `endpoint`.

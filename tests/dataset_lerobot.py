@@ -133,10 +133,7 @@ def main():
         worst_psnr = float("inf")
         for e_i, e in enumerate(eps):
             r = ep_rows.iloc[e_i]
-            path = os.path.join(root, info["video_path"].format(
-                video_key=key, chunk_index=int(r[f"videos/{key}/chunk_index"]),
-                file_index=int(r[f"videos/{key}/file_index"])))
-            t0 = float(r[f"videos/{key}/from_timestamp"])
+            path, t0 = video_file(root, info, r, key)
             with av.open(path) as c:
                 s = c.streams.video[0]
                 check(s.codec_context.name == "h264", f"codec {s.codec_context.name}")
@@ -166,6 +163,14 @@ def main():
     if use_lerobot:
         out["lerobot"] = with_lerobot(root, expect, eps, rows, features, stats, starts, raw if video else None)
     print(json.dumps(out))
+
+
+def video_file(root, info, row, key):
+    """The MP4 holding episode `row`'s video `key`, and where the episode starts in it (s)."""
+    path = os.path.join(root, info["video_path"].format(
+        video_key=key, chunk_index=int(row[f"videos/{key}/chunk_index"]),
+        file_index=int(row[f"videos/{key}/file_index"])))
+    return path, float(row[f"videos/{key}/from_timestamp"])
 
 
 def quantize_depth(metres, q):
@@ -216,10 +221,7 @@ def check_depth(root, info, depth, eps, ep_rows, starts, fps, total):
     mismatched, decoded, worst_rel = 0, 0, 0.0
     for e_i, e in enumerate(eps):
         r = ep_rows.iloc[e_i]
-        path = os.path.join(root, info["video_path"].format(
-            video_key=key, chunk_index=int(r[f"videos/{key}/chunk_index"]),
-            file_index=int(r[f"videos/{key}/file_index"])))
-        t0 = float(r[f"videos/{key}/from_timestamp"])
+        path, t0 = video_file(root, info, r, key)
         with av.open(path) as c:
             s = c.streams.video[0]
             check(s.codec.canonical_name == i["video.codec"] == "hevc", f"depth codec {s.codec.canonical_name}")

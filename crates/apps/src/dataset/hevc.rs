@@ -422,7 +422,8 @@ fn sps(ptl: &[u8; 12], width: usize, height: usize, padded: (usize, usize)) -> V
     w.write_ue(2); // log2_min_pcm_luma_coding_block_size_minus3: 32
     w.write_ue(0); // log2_diff_max_min_pcm_luma_coding_block_size
     w.write_bits(1, 1); // pcm_loop_filter_disabled_flag
-                        // One short-term reference picture set: the picture before (st_ref_pic_set(0), §7.3.7).
+
+    // One short-term reference picture set: the picture before (st_ref_pic_set(0), §7.3.7).
     w.write_ue(1); // num_short_term_ref_pic_sets
     w.write_ue(1); // num_negative_pics
     w.write_ue(0); // num_positive_pics

@@ -104,12 +104,7 @@ impl H264Writer {
         }
         let encoder =
             StillCameraEncoder::new(width as usize, height as usize, options.qp, options.gop);
-        let mp4 = Mp4Writer::new(
-            BufWriter::new(File::create(path)?),
-            width as u16,
-            height as u16,
-            options.fps,
-        )?;
+        let mp4 = mp4_file(path, width, height, options)?;
         let (w, h) = (width as usize, height as usize);
         let mbs = encoder.macroblocks();
         Ok(Self {
@@ -194,6 +189,22 @@ impl H264Writer {
     }
 }
 
+/// A new MP4 file at `path` for frames of that size (checked by the caller) and fps.
+fn mp4_file(
+    path: &Path,
+    width: u32,
+    height: u32,
+    options: VideoOptions,
+) -> Result<Mp4Writer<BufWriter<File>>, VideoError> {
+    let file = BufWriter::new(File::create(path)?);
+    Ok(Mp4Writer::new(
+        file,
+        width as u16,
+        height as u16,
+        options.fps,
+    )?)
+}
+
 /// Writes 12-bit depth codes to an MP4 file as HEVC (see `hevc`): the video lerobot reads as a
 /// depth map.
 pub struct DepthWriter {
@@ -214,12 +225,7 @@ impl DepthWriter {
         }
         let encoder = DepthEncoder::new(width as usize, height as usize, options.gop)
             .map_err(VideoError::Encode)?;
-        let mp4 = Mp4Writer::new(
-            BufWriter::new(File::create(path)?),
-            width as u16,
-            height as u16,
-            options.fps,
-        )?;
+        let mp4 = mp4_file(path, width, height, options)?;
         Ok(Self { encoder, mp4 })
     }
 
