@@ -420,8 +420,9 @@ impl DatasetWriter {
         let mut video_cells = Vec::new();
         let mut sources = episode.videos;
         let mut video_stats = self.write_videos(&features, &mut sources, n)?;
-        for (key, at, frames) in video_stats.iter().map(|(k, at, _, n)| (k, at, n)) {
-            let duration = *frames as f64 / fps as f64;
+        // Every video holds the episode's n frames.
+        let duration = n as f64 / fps as f64;
+        for (key, at, _) in &video_stats {
             video_cells.push((format!("videos/{key}/chunk_index"), Cell::I64(at.0 as i64)));
             video_cells.push((format!("videos/{key}/file_index"), Cell::I64(at.1 as i64)));
             video_cells.push((format!("videos/{key}/from_timestamp"), Cell::F64(0.0)));
@@ -547,8 +548,8 @@ impl DatasetWriter {
 
     /// Encodes the `n` frames of every video of `features` into its next file, frame by frame
     /// across the videos (one source may feed several: a renderer's colour and depth), and
-    /// returns per video its key, file, statistics (from the frames themselves, as lerobot
-    /// computes them from the lossless images) and frames written.
+    /// returns per video its key, file and statistics (from the frames themselves, as lerobot
+    /// computes them from the lossless images).
     fn write_videos(
         &mut self,
         features: &Features,
@@ -613,14 +614,14 @@ impl DatasetWriter {
             if let Some((_, f)) = self.info.features.0.iter_mut().find(|(k, _)| *k == key) {
                 f.info.get_or_insert(info);
             }
-            written.push((key, at, stats, n));
+            written.push((key, at, stats));
         }
         Ok(written)
     }
 }
 
-/// A video written for an episode: key, file (chunk, index), statistics, frames.
-type WrittenVideo = (String, (u64, u64), FeatureStats, usize);
+/// A video written for an episode: key, file (chunk, index), statistics.
+type WrittenVideo = (String, (u64, u64), FeatureStats);
 
 /// One video of an episode being encoded into a temporary file.
 struct OpenVideo<'k> {
