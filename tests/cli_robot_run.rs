@@ -93,8 +93,7 @@ fn a_robot_run_refuses_what_it_cannot_do_safely_before_connecting() {
 
 /// `--dataset` on a robot run: a folder holding another arm's dataset is refused once the camera
 /// has given a frame and before the arm is connected (nothing listens at the address, so a
-/// connection error would show that it got that far), and is left as it was; so is a dry run,
-/// and a run asking for the camera's depth.
+/// connection error would show that it got that far), and is left as it was; so is a dry run.
 #[test]
 fn a_robot_run_refuses_a_dataset_it_cannot_append_to_before_connecting() {
     use pointact::dataset::{Column, DatasetSpec, DatasetWriter, EpisodeInput, Feature};
@@ -152,12 +151,6 @@ fn a_robot_run_refuses_a_dataset_it_cannot_append_to_before_connecting() {
         &[&run[..], &["--dry-run"]].concat(),
         1,
         &["a --dry-run moves nothing"],
-    );
-    // A robot camera's depth is not kept yet: said before anything connects.
-    refused(
-        &[&run[..], &["--dataset-depth"]].concat(),
-        1,
-        &["--dataset-depth", "not recorded yet"],
     );
     assert_eq!(common::read_tree(&ds), before, "the dataset was touched");
 }
@@ -438,15 +431,21 @@ fn pointer_server(replies: &[String], runs: usize) -> String {
 /// arm behind the controller emulator, its camera served over TCP) and `run --xarm … --camera tcp:…
 /// --pointer openai --dataset D` (a pointer server answering as Embodied-R1 would): declined at the
 /// prompt (nothing moves, nothing kept), then confirmed with --yes; the run is kept as a dataset
-/// episode (checked in `the_robot_run_is_kept_as_it_happened`); Ctrl-C makes the emulator judge
-/// the scene: the pepper is in the pan.
+/// episode with the camera's depth (checked in `the_robot_run_is_kept_as_it_happened`); Ctrl-C
+/// makes the emulator judge the scene: the pepper is in the pan.
 #[test]
 fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
     let endpoint = pointer_server(&embodied_r1_replies(), 2);
     let mut emu = Emulator::start("tabletop/pepper_in_pan");
     let dir = std::env::temp_dir().join(format!("pointact-cli-whole-{}", std::process::id()));
     let ds = dir.join("dataset");
-    let dataset = ["--dataset", ds.to_str().unwrap(), "--dataset-fps", "5"];
+    let dataset = [
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--dataset-fps",
+        "5",
+        "--dataset-depth",
+    ];
     // First without --yes and nothing on stdin: the plan is shown, the answer is no, nothing moves.
     let o = emu.run_pepper_in_pan(
         &dir,
@@ -467,7 +466,7 @@ fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
     assert!(!out.lines().any(|l| l.starts_with("execute")), "{out}");
     // What the camera shows before and after the run, to compare the episode's video with.
     let mut camera = pointact::camera::open(&emu.field("camera").parse().unwrap()).unwrap();
-    let before = camera.capture().unwrap().rgb;
+    let before = camera.capture().unwrap();
     let o = emu.run_pepper_in_pan(
         &dir,
         &endpoint,
@@ -477,7 +476,7 @@ fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
     assert!(out.contains("outcome   DONE"), "{out}");
     assert!(out.lines().any(|l| l.starts_with("execute")), "{out}");
-    let after = camera.capture().unwrap().rgb;
+    let after = camera.capture().unwrap();
     drop(camera);
     the_robot_run_is_kept_as_it_happened(&ds, &out, &before, &after);
     let status = emu.interrupt();
@@ -619,13 +618,13 @@ fn pointact_emulate_widowx_prints_a_pty_the_driver_can_open() {
 /// The episode `run --xarm --dataset` kept of the run whose stdout is `out`: one episode of the
 /// instruction, its frames those of the motion at the dataset's 5 fps (the arm's joints never jump
 /// between frames, the plan's steps in order to the last, the fingers closing on the pepper and
-/// opening again), the camera's verdict and the points asked; its video starts with what the
-/// camera showed `before` the run and ends with what it showed `after`.
+/// opening again), the camera's verdict and the points asked; its videos (colour and depth)
+/// start with what the camera showed `before` the run and end with what it showed `after`.
 fn the_robot_run_is_kept_as_it_happened(
     ds: &std::path::Path,
     out: &str,
-    before: &image::RgbImage,
-    after: &image::RgbImage,
+    before: &pointact::camera::Frame,
+    after: &pointact::camera::Frame,
 ) {
     use pointact::dataset::read;
     let summary = read::summary(ds).unwrap();
@@ -704,6 +703,8 @@ fn the_robot_run_is_kept_as_it_happened(
     let Some(py) = common::python::interpreter("av", "av==18.1.0", "the robot run's video") else {
         return;
     };
+    the_depth_video_shows_the_run(&py, ds, ep.length, before, after);
+    let (before, after) = (&before.rgb, &after.rgb);
     let (_, video, from) = &ep.videos[0];
     assert_eq!(*from, 0.0);
     let (w, h) = before.dimensions();
@@ -745,5 +746,69 @@ fn the_robot_run_is_kept_as_it_happened(
     assert!(
         to_after[last] > to_before[last] + 3.0,
         "{to_before:?} {to_after:?}"
+    );
+}
+
+/// The depth video of the one-episode dataset at `ds` (`frames` frames), decoded by PyAV as lerobot
+/// decodes a depth map: its first frame holds the codes of the camera's depth `before` the run,
+/// its last those of the depth `after` it (lossless video, so equal but for the few pixels where
+/// the arm stood at the instant each was taken), and the run in between differs from both.
+fn the_depth_video_shows_the_run(
+    py: &std::ffi::OsString,
+    ds: &std::path::Path,
+    frames: usize,
+    before: &pointact::camera::Frame,
+    after: &pointact::camera::Frame,
+) {
+    use pointact::dataset::depth::DepthQuantizer;
+    let video = ds.join("videos/observation.images.front_depth/chunk-000/file-000.mp4");
+    assert!(video.exists(), "no depth video at {}", video.display());
+    let (w, h) = before.rgb.dimensions();
+    let mismatched = |frame: &pointact::camera::Frame| -> Vec<u64> {
+        let mut codes = vec![0u16; frame.depth.data.len()];
+        DepthQuantizer::default().quantize(&frame.depth.data, &mut codes);
+        let bytes: Vec<u8> = codes.iter().flat_map(|c| c.to_le_bytes()).collect();
+        let raw = ds.join("reference.u16");
+        std::fs::write(&raw, bytes.repeat(frames)).unwrap();
+        let report = common::python::video_report(
+            py,
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/dataset_depth_video.py"),
+            &video,
+            &raw,
+            (w, h),
+        );
+        let _ = std::fs::remove_file(&raw);
+        assert_eq!(report["frames"].as_u64(), Some(frames as u64), "{report}");
+        assert_eq!(report["pix_fmt"], "gray12le", "{report}");
+        report["mismatched_per_frame"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_u64().unwrap())
+            .collect()
+    };
+    let (to_before, to_after) = (mismatched(before), mismatched(after));
+    let last = frames - 1;
+    let pixels = (w * h) as u64;
+    eprintln!(
+        "depth codes differing from before: first {}, last {}; from after: first {}, last {} (of {pixels})",
+        to_before[0], to_before[last], to_after[0], to_after[last]
+    );
+    assert!(
+        to_before[0] * 100 <= pixels,
+        "first vs before: {to_before:?}"
+    );
+    assert!(
+        to_after[last] * 100 <= pixels,
+        "last vs after: {to_after:?}"
+    );
+    assert!(to_before[0] < to_after[0], "{to_before:?} {to_after:?}");
+    assert!(
+        to_after[last] < to_before[last],
+        "{to_before:?} {to_after:?}"
+    );
+    assert!(
+        (1..last).any(|i| to_before[i] > to_before[0] && to_after[i] > to_after[last]),
+        "no frame of the run differs from both ends: {to_before:?} {to_after:?}"
     );
 }

@@ -6,7 +6,8 @@ Usage: python dataset_depth_video.py VIDEO.mp4 CODES.u16 WIDTH HEIGHT
 Prints one JSON object: codec (`stream.codec.canonical_name`) and pix_fmt (`stream.pix_fmt`), as
 lerobot's `get_video_info` probes them; encoder_takes_pix_fmt (PyAV's encoder for that codec accepts
 that pixel format, which lerobot checks before it reads a depth video); frames; pts_seconds;
-keyframes; mismatched (samples of all frames that differ from the source codes); seek_ok (a seek to
+keyframes; mismatched (samples of all frames that differ from the source codes) and
+mismatched_per_frame (the same, frame by frame); seek_ok (a seek to
 the middle frame decodes that frame's codes).
 """
 import json
@@ -19,7 +20,7 @@ import numpy as np
 def main():
     video, raw, width, height = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     source = np.fromfile(raw, dtype="<u2").reshape(-1, height, width)
-    out = {"pts_seconds": [], "keyframes": [], "mismatched": 0}
+    out = {"pts_seconds": [], "keyframes": [], "mismatched": 0, "mismatched_per_frame": []}
     with av.open(video) as container:
         stream = container.streams.video[0]
         out["codec"] = stream.codec.canonical_name
@@ -29,7 +30,9 @@ def main():
         n = 0
         for i, frame in enumerate(container.decode(stream)):
             codes = frame.to_ndarray(format="gray12le")
-            out["mismatched"] += int(np.count_nonzero(codes != source[i]))
+            differ = int(np.count_nonzero(codes != source[i]))
+            out["mismatched"] += differ
+            out["mismatched_per_frame"].append(differ)
             out["pts_seconds"].append(float(frame.pts * stream.time_base))
             if frame.key_frame:
                 out["keyframes"].append(i)

@@ -206,8 +206,8 @@ pub struct DatasetCli {
     #[arg(long, requires = "dataset")]
     pub only_success: bool,
     /// Also keep the scene camera's depth, as lerobot stores a depth map: a video of 12-bit
-    /// log-quantised depth (HEVC, lossless), `observation.images.front_depth`. Simulated runs
-    /// only (a robot camera's depth is not recorded yet).
+    /// log-quantised depth (HEVC, lossless), `observation.images.front_depth`; on a robot, the
+    /// camera's aligned depth of the same frames.
     #[arg(long, requires = "dataset")]
     pub dataset_depth: bool,
 }
@@ -244,19 +244,13 @@ impl DatasetCli {
         let Some(dir) = &self.dataset else {
             return Ok(None);
         };
-        if self.dataset_depth {
-            anyhow::bail!(
-                "--dataset-depth: a robot camera's depth is not recorded yet (simulated runs \
-                 only); leave it out to keep the colour video"
-            );
-        }
         let recorder = pointact::runner::record::DatasetRecorder::open(
             dir,
             model,
             self.dataset_fps as u32,
             self.dataset_size.unwrap_or(camera_size),
             self.only_success,
-            false,
+            self.dataset_depth,
         );
         self.announce(dir, recorder).map(Some)
     }

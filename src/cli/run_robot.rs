@@ -279,8 +279,14 @@ async fn drive<R: Robot>(
     // while steps run.
     let (mut camera, tap): (Box<dyn Camera + Send>, _) = match &recorder {
         Some(rec) => {
-            let tap = RobotTap::start(camera, robot.model().clone(), rec.fps(), rec.frame_size())
-                .map_err(|e| anyhow::anyhow!("--dataset: {e}"))?;
+            let tap = RobotTap::start(
+                camera,
+                robot.model().clone(),
+                rec.fps(),
+                rec.frame_size(),
+                rec.keeps_depth(),
+            )
+            .map_err(|e| anyhow::anyhow!("--dataset: {e}"))?;
             (Box::new(tap.camera()), Some(tap))
         }
         None => (camera, None),

@@ -121,6 +121,8 @@ pub struct DatasetRecorder {
     /// The frames' size (the dataset's video feature).
     size: (u32, u32),
     only_success: bool,
+    /// The dataset keeps depth (`DEPTH_KEY`).
+    depth: bool,
     state: WriterState,
 }
 
@@ -161,8 +163,8 @@ enum Pictures {
         camera: PinholeCamera,
         render: RenderOptions,
     },
-    /// A real camera's frames, already at the dataset's size, waiting in a spool file.
-    Spooled(robot::FrameSpool),
+    /// A real camera's frames (and depth), already at the dataset's size, waiting in spool files.
+    Spooled(robot::Spools),
 }
 
 /// What recording did with an episode.
@@ -197,6 +199,7 @@ impl DatasetRecorder {
             fps,
             size: (width, height),
             only_success,
+            depth,
         })
     }
 
@@ -611,19 +614,31 @@ fn append_captured(writer: &mut DatasetWriter, c: Captured) -> Result<Kept, Data
             camera,
             render,
         } => (scenes, camera, render),
-        Pictures::Spooled(mut spool) => {
-            if spool.frames() != n {
+        Pictures::Spooled(robot::Spools {
+            rgb: mut spool,
+            depth: mut depth_spool,
+        }) => {
+            let counts = [Some(&spool), depth_spool.as_ref()].map(|s| s.map(|s| s.frames()));
+            if counts.iter().flatten().any(|&f| f != n) || depth_spool.is_some() != depth {
                 return Err(DatasetError::Episode(format!(
-                    "{} camera frames for {n} states",
-                    spool.frames()
+                    "camera frames (colour, depth) {counts:?} for {n} states, depth kept: {depth}"
                 )));
             }
             let mut frame = |i: usize| spool.read(i).map_err(|e| e.to_string());
+            let mut videos: Vec<(&str, crate::dataset::writer::FrameSource<'_>)> =
+                vec![(CAMERA_KEY, &mut frame)];
+            let mut depth_frame = |i: usize| match depth_spool.as_mut() {
+                Some(s) => s.read(i).map_err(|e| e.to_string()),
+                None => Err("no depth was recorded".to_string()),
+            };
+            if depth {
+                videos.push((DEPTH_KEY, &mut depth_frame));
+            }
             writer.append(EpisodeInput {
                 task: &instruction,
                 frames: n,
                 columns,
-                videos: vec![(CAMERA_KEY, &mut frame)],
+                videos,
                 extras,
             })?;
             return Ok(Kept::Frames(n));

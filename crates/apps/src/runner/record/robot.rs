@@ -18,7 +18,9 @@
 //! while the pointer thinks (before the plan, between the attempts of the closed loop) and while
 //! the camera looks at the result the arm stands still, so the instants that fall there are left
 //! out, as the simulator leaves out the time it stands still. Frames wait in a spool file at the dataset's
-//! size (a run at 10 fps keeps ~9 MB a second of 640×480 video), not in memory.
+//! size (a run at 10 fps keeps ~9 MB a second of 640×480 video, ~12 MB more with depth), not in
+//! memory. A dataset that keeps depth takes each frame's depth with its colour: the same capture,
+//! so the two videos show the same instant.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -34,8 +36,8 @@ use crate::dataset::DatasetError;
 use crate::executor::{Branch, Event, Step};
 use crate::kinematics::RobotModel;
 
-/// Raw RGB frames of one size in a temporary file, read back in order by the coder; the file is
-/// removed when the spool is dropped.
+/// Raw frames of one size in a temporary file (RGB bytes, or depth as little-endian float32
+/// metres), read back in order by the coder; the file is removed when the spool is dropped.
 pub struct FrameSpool {
     path: PathBuf,
     file: File,
@@ -44,8 +46,9 @@ pub struct FrameSpool {
 }
 
 impl FrameSpool {
-    /// A new empty spool of `width`×`height` RGB frames in the system's temporary folder.
-    pub fn new(width: u32, height: u32) -> std::io::Result<Self> {
+    /// A new empty spool of `width`×`height` frames of `bytes_per_pixel` (3: RGB, 4: float32
+    /// depth) in the system's temporary folder.
+    pub fn new(width: u32, height: u32, bytes_per_pixel: usize) -> std::io::Result<Self> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path =
@@ -58,7 +61,7 @@ impl FrameSpool {
         Ok(FrameSpool {
             path,
             file,
-            frame_bytes: width as usize * height as usize * 3,
+            frame_bytes: width as usize * height as usize * bytes_per_pixel,
             frames: 0,
         })
     }
@@ -68,7 +71,7 @@ impl FrameSpool {
         self.frames
     }
 
-    /// Appends one frame (`width * height * 3` bytes).
+    /// Appends one frame (`width * height * bytes_per_pixel` bytes).
     pub fn push(&mut self, rgb: &[u8]) -> std::io::Result<()> {
         if rgb.len() != self.frame_bytes {
             return Err(std::io::Error::new(
@@ -102,6 +105,49 @@ impl FrameSpool {
 impl Drop for FrameSpool {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One camera frame at the dataset's size: its colour and, when the dataset keeps it, its depth
+/// (little-endian float32 metres).
+#[derive(Debug, Clone, PartialEq)]
+struct Shot {
+    rgb: Vec<u8>,
+    depth: Option<Vec<u8>>,
+}
+
+/// A recorded run's frames: colour, and depth beside it when the dataset keeps depth (frame `i`
+/// of both from the same capture).
+pub(super) struct Spools {
+    pub(super) rgb: FrameSpool,
+    pub(super) depth: Option<FrameSpool>,
+}
+
+impl Spools {
+    /// Empty spools of `width`×`height` frames, with a depth spool when `depth`.
+    fn new((width, height): (u32, u32), depth: bool) -> std::io::Result<Self> {
+        Ok(Spools {
+            rgb: FrameSpool::new(width, height, 3)?,
+            depth: depth
+                .then(|| FrameSpool::new(width, height, 4))
+                .transpose()?,
+        })
+    }
+
+    /// Appends `shot` (its depth to the depth spool; a shot without depth when the spools keep
+    /// it is refused, and nothing is kept).
+    fn push(&mut self, shot: &Shot) -> std::io::Result<()> {
+        match (&mut self.depth, &shot.depth) {
+            (Some(spool), Some(metres)) => spool.push(metres)?,
+            (None, None) => {}
+            _ => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a frame's depth does not match the spools",
+                ))
+            }
+        }
+        self.rgb.push(&shot.rgb)
     }
 }
 
@@ -141,11 +187,11 @@ struct Recording {
     plan_len: usize,
     /// The frame before the newest one since recording resumed (its time and pixels), to choose
     /// the frame nearest each instant.
-    previous: Option<(f64, Vec<u8>)>,
+    previous: Option<(f64, Shot)>,
     /// The instants filled so far (host clock).
     ticks: Vec<f64>,
     /// The frames of `ticks`, one each (taken by `finish`).
-    spool: Option<FrameSpool>,
+    spool: Option<Spools>,
     states: Vec<HostState>,
     /// The finger gap each step of the current plan commands, m.
     targets: Vec<f64>,
@@ -156,7 +202,7 @@ struct Recording {
 }
 
 impl Recording {
-    fn new(spool: FrameSpool) -> Self {
+    fn new(spool: Spools) -> Self {
         Recording {
             on: false,
             stop: false,
@@ -183,6 +229,8 @@ struct Shared {
     epoch: Instant,
     fps: f64,
     size: (u32, u32),
+    /// Each frame's depth is kept too.
+    depth: bool,
     gripper: crate::kinematics::GripperConfig,
 }
 
@@ -198,7 +246,7 @@ pub struct RobotTap {
 pub struct RobotRun {
     model: Arc<RobotModel>,
     samples: Vec<Sample>,
-    spool: Option<FrameSpool>,
+    spool: Option<Spools>,
     points: serde_json::Value,
     /// The camera's look after the plan ran: verified, and its words.
     verdict: Option<(bool, String)>,
@@ -210,14 +258,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl RobotTap {
-    /// Starts recording `model`'s run seen by `camera`, at `fps` frames of `size` per second.
+    /// Starts recording `model`'s run seen by `camera`, at `fps` frames of `size` per second,
+    /// each with its depth when `depth`.
     pub fn start(
         camera: Box<dyn Camera + Send>,
         model: Arc<RobotModel>,
         fps: u32,
         size: (u32, u32),
+        depth: bool,
     ) -> Result<Self, DatasetError> {
-        let spool = FrameSpool::new(size.0, size.1)
+        let spool = Spools::new(size, depth)
             .map_err(|e| DatasetError::Episode(format!("cannot make a frame spool: {e}")))?;
         let shared = Arc::new(Shared {
             camera: Arc::new(Mutex::new(camera)),
@@ -226,6 +276,7 @@ impl RobotTap {
             epoch: Instant::now(),
             fps: fps as f64,
             size,
+            depth,
             gripper: model.config.gripper,
         });
         let inner = shared.clone();
@@ -433,11 +484,14 @@ fn camera_loop(s: &Shared) {
         if !r.on {
             continue; // the plan ended while the camera was read
         }
-        let rgb = match frame {
-            Ok(f) => dataset_pixels(&f, s.size),
+        let shot = match frame {
+            Ok(f) => dataset_pixels(&f, s.size).and_then(|rgb| {
+                let depth = s.depth.then(|| dataset_depth(&f, s.size)).transpose()?;
+                Ok(Shot { rgb, depth })
+            }),
             Err(e) => Err(format!("the camera failed during a step: {e}")),
         };
-        if let Err(e) = rgb.and_then(|rgb| fill(&mut r, t, rgb, period)) {
+        if let Err(e) = shot.and_then(|shot| fill(&mut r, t, shot, period)) {
             r.failed.get_or_insert(e);
             r.stop = true;
             return;
@@ -447,7 +501,7 @@ fn camera_loop(s: &Shared) {
 
 /// Gives every instant up to `t` a frame: the one captured at `t` or the one before, whichever is
 /// nearer.
-fn fill(r: &mut Recording, t: f64, rgb: Vec<u8>, period: f64) -> Result<(), String> {
+fn fill(r: &mut Recording, t: f64, shot: Shot, period: f64) -> Result<(), String> {
     let Some(t0) = r.t0 else {
         return Ok(());
     };
@@ -461,7 +515,7 @@ fn fill(r: &mut Recording, t: f64, rgb: Vec<u8>, period: f64) -> Result<(), Stri
         }
         let pixels = match &r.previous {
             Some((tp, p)) if at - tp < t - at => p,
-            _ => &rgb,
+            _ => &shot,
         };
         spool
             .push(pixels)
@@ -469,7 +523,7 @@ fn fill(r: &mut Recording, t: f64, rgb: Vec<u8>, period: f64) -> Result<(), Stri
         r.ticks.push(at);
         r.next += 1;
     }
-    r.previous = Some((t, rgb));
+    r.previous = Some((t, shot));
     Ok(())
 }
 
@@ -488,6 +542,31 @@ fn dataset_pixels(frame: &Frame, (width, height): (u32, u32)) -> Result<Vec<u8>,
     )
 }
 
+/// A frame's depth at the dataset's size, little-endian float32 metres. Resized by taking the
+/// nearest pixel, never by blending: an average of the two sides of an edge is a depth that no
+/// surface has (a "flying pixel"), and 0 (no data) would pull its neighbours towards the camera.
+fn dataset_depth(frame: &Frame, (width, height): (u32, u32)) -> Result<Vec<u8>, String> {
+    let d = &frame.depth;
+    if d.width == 0 || d.height == 0 || d.data.len() != d.width * d.height {
+        return Err(format!(
+            "the camera sent a depth image of {}×{} with {} values",
+            d.width,
+            d.height,
+            d.data.len()
+        ));
+    }
+    let (w, h) = (width as usize, height as usize);
+    let mut out = Vec::with_capacity(w * h * 4);
+    for y in 0..h {
+        let sy = ((2 * y + 1) * d.height / (2 * h)).min(d.height - 1);
+        for x in 0..w {
+            let sx = ((2 * x + 1) * d.width / (2 * w)).min(d.width - 1);
+            out.extend_from_slice(&d.data[sy * d.width + sx].to_le_bytes());
+        }
+    }
+    Ok(out)
+}
+
 impl DatasetRecorder {
     /// The size of the dataset's frames.
     pub fn frame_size(&self) -> (u32, u32) {
@@ -497,6 +576,11 @@ impl DatasetRecorder {
     /// The frames per second of the dataset.
     pub fn fps(&self) -> u32 {
         self.fps
+    }
+
+    /// Whether the dataset keeps the camera's depth beside its colour.
+    pub fn keeps_depth(&self) -> bool {
+        self.depth
     }
 
     /// Appends a recorded robot run of `instruction`. `outcome` is how the run ended: `Ok` when
@@ -525,6 +609,17 @@ impl DatasetRecorder {
         let Some(spool) = spool else {
             return Err(DatasetError::Episode("the run's frames are gone".into()));
         };
+        if spool.depth.is_some() != self.depth {
+            return Err(DatasetError::Episode(format!(
+                "the run was recorded {} depth, the dataset keeps {}",
+                if spool.depth.is_some() {
+                    "with"
+                } else {
+                    "without"
+                },
+                if self.depth { "depth" } else { "colour only" }
+            )));
+        }
         let (success, detail) = match (outcome, verdict) {
             (Err(e), _) => (false, format!("the run failed: {e}")),
             (Ok(()), Some((verified, line))) => (verified, line),
@@ -573,9 +668,12 @@ mod tests {
     /// frames repeat, and nothing is filled ahead of the newest frame.
     #[test]
     fn every_instant_gets_the_nearest_frame() {
-        let mut r = Recording::new(FrameSpool::new(1, 1).unwrap());
+        let mut r = Recording::new(Spools::new((1, 1), false).unwrap());
         r.t0 = Some(0.0);
-        let px = |v: u8| vec![v, v, v];
+        let px = |v: u8| Shot {
+            rgb: vec![v, v, v],
+            depth: None,
+        };
         fill(&mut r, 0.03, px(1), 0.1).unwrap();
         assert_eq!(r.ticks, vec![0.0]);
         // 0.1 is nearer 0.03 than 0.26; 0.2 nearer 0.26.
@@ -583,7 +681,7 @@ mod tests {
         fill(&mut r, 0.29, px(3), 0.1).unwrap();
         // A camera that stalled: 0.3 and 0.4 take the frame of 0.29, 0.5 and 0.6 the late one.
         fill(&mut r, 0.61, px(4), 0.1).unwrap();
-        let spool = r.spool.as_mut().unwrap();
+        let spool = &mut r.spool.as_mut().unwrap().rgb;
         let got: Vec<u8> = (0..spool.frames())
             .map(|i| spool.read(i).unwrap()[0])
             .collect();
@@ -592,9 +690,49 @@ mod tests {
         assert!((r.ticks[6] - 0.6).abs() < 1e-12);
     }
 
+    /// Depth at another size takes the nearest pixel: no value that was not in the image (a
+    /// blend of 0.5 and 2 m, or of a hole's 0 and a surface), NaN kept as NaN for the quantiser.
+    #[test]
+    fn depth_is_resized_to_the_nearest_pixel() {
+        use crate::geometry::{DepthImage, Intrinsics};
+        // 4×2, left half near, right half far, one hole and one NaN.
+        let data = vec![0.5, 0.0, 2.0, 2.0, 0.5, 0.5, f32::NAN, 2.0];
+        let frame = Frame {
+            rgb: image::RgbImage::new(4, 2),
+            depth: DepthImage::new(4, 2, data.clone()).unwrap(),
+            intrinsics: Intrinsics::pinhole(4, 2, 2.0, 2.0, 2.0, 1.0),
+            base_from_camera: Default::default(),
+            stamp_s: 0.0,
+        };
+        let floats = |b: Vec<u8>| -> Vec<f32> {
+            b.chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        // Same size: the bytes as they are.
+        let same = floats(dataset_depth(&frame, (4, 2)).unwrap());
+        assert_eq!(same[..6], data[..6]);
+        assert!(same[6].is_nan());
+        // Half the width: pixel centres 0.5 and 2.5 of each row → source columns 1 and 3
+        // (the centre of output pixel x lies at (2x + 1) / 2 · 4/2).
+        assert_eq!(
+            floats(dataset_depth(&frame, (2, 2)).unwrap()),
+            vec![0.0, 2.0, 0.5, 2.0]
+        );
+        // Twice the size: every pixel repeated, nothing new.
+        let up = floats(dataset_depth(&frame, (8, 4)).unwrap());
+        assert_eq!(up.len(), 32);
+        assert!(up.iter().all(|v| v.is_nan() || [0.0, 0.5, 2.0].contains(v)));
+        assert_eq!(up[..8], [0.5, 0.5, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0]);
+        // A depth image whose buffer is not its size is an error, not a guess.
+        let mut bad = frame.clone();
+        bad.depth.data.pop();
+        assert!(dataset_depth(&bad, (4, 2)).is_err());
+    }
+
     #[test]
     fn a_spool_keeps_frames_of_its_size_and_removes_its_file() {
-        let mut spool = FrameSpool::new(2, 1).unwrap();
+        let mut spool = FrameSpool::new(2, 1, 3).unwrap();
         let path = spool.path.clone();
         spool.push(&[1, 2, 3, 4, 5, 6]).unwrap();
         spool.push(&[7; 6]).unwrap();
