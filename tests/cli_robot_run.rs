@@ -348,9 +348,9 @@ impl pointact::pointing::Pointer for Recorder {
     }
 }
 
-/// The replies an Embodied-R1 server would give for pepper-in-pan seed 0: the oracle's points for
-/// the same seeded scene (planned in this process, nothing moved), in the model's resized pixels.
-fn embodied_r1_replies() -> Vec<String> {
+/// The replies an Embodied-R1 server would give for `task` seed 0: the oracle's points for the
+/// same seeded scene (planned in this process, nothing moved), in the model's resized pixels.
+fn embodied_r1_replies(task: &str) -> Vec<String> {
     use pointact::executor::Branch;
     use pointact::pointing::{ImageSize, ModelImageMap};
     use pointact::runner::{prepare_episode, run_task};
@@ -358,7 +358,7 @@ fn embodied_r1_replies() -> Vec<String> {
     use pointact::sim::devices::{SimCamera, SimRobot};
     use pointact::vlm::DEFAULT_MIN_PIXELS;
     use pointact::vlm::PRETRAINED_MAX_PIXELS;
-    let ep = pointact::sim::tasks::task("tabletop/pepper_in_pan")
+    let ep = pointact::sim::tasks::task(task)
         .unwrap()
         .instantiate(0)
         .unwrap();
@@ -435,7 +435,7 @@ fn pointer_server(replies: &[String], runs: usize) -> String {
 /// makes the emulator judge the scene: the pepper is in the pan.
 #[test]
 fn a_whole_task_across_processes_is_judged_a_success_by_the_simulator() {
-    let endpoint = pointer_server(&embodied_r1_replies(), 2);
+    let endpoint = pointer_server(&embodied_r1_replies("tabletop/pepper_in_pan"), 2);
     let mut emu = Emulator::start("tabletop/pepper_in_pan");
     let dir = std::env::temp_dir().join(format!("pointact-cli-whole-{}", std::process::id()));
     let ds = dir.join("dataset");
@@ -495,7 +495,7 @@ fn ctrl_c_during_a_motion_stops_the_arm_and_exits_130() {
     use pointact::robot::xarm::proto::RobotState;
     use pointact::robot::xarm::XarmClient;
     use std::io::{BufRead, BufReader};
-    let endpoint = pointer_server(&embodied_r1_replies(), 1);
+    let endpoint = pointer_server(&embodied_r1_replies("tabletop/pepper_in_pan"), 1);
     let emu = Emulator::start("tabletop/pepper_in_pan");
     let dir = std::env::temp_dir().join(format!("pointact-cli-ctrlc-{}", std::process::id()));
     let driver = emu.driver_file(&dir);
@@ -568,26 +568,7 @@ fn ctrl_c_during_a_motion_stops_the_arm_and_exits_130() {
 /// and reads the arm at home.
 #[test]
 fn pointact_emulate_widowx_prints_a_pty_the_driver_can_open() {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pointact"))
-        .args(["emulate", "widowx", "--seconds", "30"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let path = line.trim().to_string();
-    if !path.starts_with("/dev/pts/") {
-        let _ = child.kill();
-        let out = child.wait_with_output().unwrap();
-        panic!(
-            "printed {line:?}; stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let (mut child, path) = emulate_widowx(30);
     let mut s = pointact::robot::settings::builtin("widowx250")
         .unwrap()
         .as_dynamixel()
@@ -811,4 +792,195 @@ fn the_depth_video_shows_the_run(
         (1..last).any(|i| to_before[i] > to_before[0] && to_after[i] > to_after[last]),
         "no frame of the run differs from both ends: {to_before:?} {to_after:?}"
     );
+}
+
+/// `pointact emulate widowx --seconds SECONDS` and the pseudo-terminal it printed.
+fn emulate_widowx(seconds: u32) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pointact"))
+        .args(["emulate", "widowx", "--seconds", &seconds.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let path = line.trim().to_string();
+    if !path.starts_with("/dev/pts/") {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "printed {line:?}; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (child, path)
+}
+
+/// A frame server on a free loopback port (the `tcp:` camera) that answers every request with
+/// `frame`, until the returned sender is dropped.
+fn serve_still_frame(frame: pointact::camera::Frame) -> (String, std::sync::mpsc::Sender<()>) {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap().to_string()).unwrap();
+            let shutdown = async move {
+                let _ = tokio::task::spawn_blocking(move || stopped.recv()).await;
+            };
+            pointact::camera::net::serve(listener, 4, move || Ok(frame.clone()), shutdown).await;
+        });
+    });
+    (format!("tcp:{}", rx.recv().unwrap()), stop)
+}
+
+/// A WidowX 250 run kept as a dataset, end to end: `emulate widowx` (the servo bus), a camera
+/// serving the simulator's frame of "put carrot on plate" (bridge suite, seed 0), an
+/// Embodied-R1 stand-in answering with that scene's points, and `run --widowx PTY --dataset D
+/// --dataset-depth`. The bus emulator holds no carrot, so the fingers close on nothing: the run
+/// looks again, tries once more, and ends in an error. The run moved, so it is kept, as a
+/// failure in the WidowX's terms: its robot type, its joints and the finger gap, plan steps
+/// counted from each plan's start, joints that never jump between frames, fingers that close and
+/// open; the camera never changes, so every depth frame decodes to that frame's codes exactly.
+#[test]
+fn a_widowx_run_is_kept_as_a_dataset() {
+    let tmp = common::TempDir::new("widowx-dataset");
+    let task = "bridge/carrot_on_plate";
+    let mut sim = pointact::runner::open_camera(&format!("sim:{task}").parse().unwrap()).unwrap();
+    let shown = sim.capture().unwrap();
+    let (camera, _server) = serve_still_frame(shown);
+    // The frame as the run's camera receives it (the wire carries depth in 0.1 mm steps).
+    let shown = pointact::camera::open(&camera.parse().unwrap())
+        .unwrap()
+        .capture()
+        .unwrap();
+    // Both attempts ask the same questions of the same picture.
+    let endpoint = pointer_server(&embodied_r1_replies(task), 2);
+    let (mut bus, pty) = emulate_widowx(240);
+    let ds = tmp.join("dataset");
+    let o = pointact(&[
+        "run",
+        "--widowx",
+        &pty,
+        "--camera",
+        &camera,
+        "--instruction",
+        "put carrot on plate",
+        "--pointer",
+        "openai",
+        "--endpoint",
+        &endpoint,
+        "--yes",
+        "--speed-scale",
+        "1",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--dataset-fps",
+        "5",
+        "--dataset-depth",
+    ]);
+    let _ = bus.kill();
+    let _ = bus.wait();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(out.contains("retry     attempt 2: grasp failed"), "{out}");
+    assert!(err.contains("nothing is held"), "{err}");
+    use pointact::dataset::read;
+    let summary = read::summary(&ds).unwrap();
+    assert_eq!(summary.episodes.len(), 1, "{out}");
+    assert_eq!(summary.info.robot_type.as_deref(), Some("widowx250"));
+    let ep = read::episode(&ds, 0).unwrap();
+    assert!(
+        out.contains(&format!(
+            "dataset   episode appended ({} frames)",
+            ep.length
+        )),
+        "{out}"
+    );
+    assert_eq!(ep.task, "put carrot on plate");
+    assert!(ep.length >= 10, "{} frames", ep.length);
+    let model = pointact::kinematics::RobotModel::builtin("widowx250").unwrap();
+    let width = ep.state_names.len();
+    assert_eq!(
+        width,
+        model.joint_limits().len() + 1,
+        "{:?}",
+        ep.state_names
+    );
+    assert_eq!(ep.success, Some(false));
+    let detail = ep.detail.clone().unwrap_or_default();
+    assert!(detail.contains("the run failed"), "{detail}");
+    // Each plan counts its steps from 0: the first runs to its grasp (step 3, "close on the
+    // object") before the miss is seen, and a new plan starts at 0 again.
+    let plan_step = ep.plan_step.clone().unwrap();
+    assert_eq!(plan_step[0], 0, "{plan_step:?}");
+    assert!(
+        plan_step.iter().all(|&s| (0..10).contains(&s)),
+        "{plan_step:?}"
+    );
+    let restarts = plan_step.windows(2).filter(|w| w[1] < w[0]).count();
+    assert!(restarts >= 1, "one plan only: {plan_step:?}");
+    assert!(plan_step.contains(&3), "{plan_step:?}");
+    let rows: Vec<&[f32]> = ep.state.chunks(width).collect();
+    let vmax = model
+        .joint_limits()
+        .iter()
+        .map(|j| j.velocity)
+        .fold(0.0, f64::max);
+    let mut travel = 0.0;
+    for w in rows.windows(2) {
+        let step = (0..model.joint_limits().len())
+            .map(|j| (w[1][j] - w[0][j]).abs() as f64)
+            .fold(0.0, f64::max);
+        assert!(
+            step <= vmax * 0.2 * 1.5,
+            "a joint jumped {step} rad in a frame"
+        );
+        travel += step;
+    }
+    assert!(travel > 0.5, "the arm hardly moved: {travel} rad");
+    let gripper = model.config.gripper;
+    let widths: Vec<f64> = rows.iter().map(|r| r[width - 1] as f64).collect();
+    let narrowest = widths.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert!((widths[0] - gripper.open_width).abs() < 0.005, "{widths:?}");
+    assert!(narrowest < 0.005, "never closed on nothing: {widths:?}");
+    // The fingers closed twice, once per attempt, opening in between.
+    let open = |w: f64| w > gripper.open_width - 0.005;
+    let closings = widths
+        .windows(2)
+        .filter(|p| open(p[0]) && !open(p[1]))
+        .count();
+    assert_eq!(closings, 2, "{widths:?}");
+    // Every depth frame is the replayed frame's depth, code for code.
+    let Some(py) = common::python::interpreter("av", "av==18.1.0", "the WidowX run's depth video")
+    else {
+        return;
+    };
+    let video = ds.join("videos/observation.images.front_depth/chunk-000/file-000.mp4");
+    let mut codes = vec![0u16; shown.depth.data.len()];
+    pointact::dataset::depth::DepthQuantizer::default().quantize(&shown.depth.data, &mut codes);
+    let raw = tmp.join("codes.u16");
+    let bytes: Vec<u8> = codes.iter().flat_map(|c| c.to_le_bytes()).collect();
+    std::fs::write(&raw, bytes.repeat(ep.length)).unwrap();
+    let (w, h) = shown.rgb.dimensions();
+    let report = common::python::video_report(
+        &py,
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/dataset_depth_video.py"),
+        &video,
+        &raw,
+        (w, h),
+    );
+    assert_eq!(
+        report["frames"].as_u64(),
+        Some(ep.length as u64),
+        "{report}"
+    );
+    assert_eq!(report["mismatched"].as_u64(), Some(0), "{report}");
 }
