@@ -32,7 +32,7 @@ pub use options::{RenderOptions, RenderOutput};
 pub use texture::FaceTexture;
 
 use super::{RenderScene, BACKGROUND_INSTANCE, NO_PART};
-use pointact_core::geometry::Shape;
+use pointact_core::geometry::{Intrinsics, Shape};
 
 /// Hits closer to the optical centre than this are ignored (the camera's near plane). Small
 /// enough never to matter for a tabletop camera, large enough to keep a ray that starts on a
@@ -89,6 +89,54 @@ struct Prepared {
     valid: bool,
     /// Inclusive pixel rectangle that may contain hits, or `None` when nothing can be seen.
     rect: Option<[usize; 4]>,
+    /// The shape-frame bounding box's eight corners projected (x/z, y/z), when all are in front
+    /// of the camera: every hit's ray lies inside their convex hull, which a tilted link fills
+    /// far less of than its rectangle, so each row is traced only across the hull's slice.
+    hull: Option<[[f64; 2]; 8]>,
+}
+
+impl Prepared {
+    /// The columns of `[u0, u1]` in the row whose rays have y = `y` that may hold hits: the
+    /// hull's slice over the band `y ± dy` (a pixel's height, so that rounding at the hull's
+    /// vertices cannot drop a pixel), widened by a pixel each side as [`pixel_range`] widens;
+    /// all of `[u0, u1]` without a hull, `None` when the band misses it.
+    #[inline]
+    fn row_columns(
+        &self,
+        y: f64,
+        dy: f64,
+        i: &Intrinsics,
+        (u0, u1): (usize, usize),
+    ) -> Option<(usize, usize)> {
+        let usable = dy.is_finite() && dy > 0.0 && i.fx.is_finite() && i.fx > 0.0;
+        let Some(hull) = self.hull.as_ref().filter(|_| usable) else {
+            return Some((u0, u1));
+        };
+        let (y0, y1) = (y - dy, y + dy);
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for (a, &[xa, ya]) in hull.iter().enumerate() {
+            if (y0..=y1).contains(&ya) {
+                lo = lo.min(xa);
+                hi = hi.max(xa);
+            }
+            // Where the segment to each later corner crosses the band's edges.
+            for &[xb, yb] in &hull[a + 1..] {
+                for edge in [y0, y1] {
+                    if (ya - edge) * (yb - edge) < 0.0 {
+                        let x = xa + (edge - ya) * (xb - xa) / (yb - ya);
+                        lo = lo.min(x);
+                        hi = hi.max(x);
+                    }
+                }
+            }
+        }
+        if lo > hi {
+            return None;
+        }
+        let (a, b) = pixel_range([lo, hi], i.fx, i.cx, i.width)?;
+        let (a, b) = (a.max(u0), b.min(u1));
+        (a <= b).then_some((a, b))
+    }
 }
 
 /// The ray buffers after the visibility pass.
@@ -102,7 +150,8 @@ impl Visibility {
     /// Meets pixel `i`'s ray, `(x, y, 1)` in the camera frame (`row`: its `y` part from
     /// [`row_dir`]), with primitive `k`, keeping the hit when it is the nearest so far.
     #[inline]
-    fn trace(&mut self, pp: &Prepared, k: u32, x: f64, row: &[f64; 3], i: usize) {
+    /// Whether primitive `k` is now pixel `i`'s nearest hit.
+    fn trace(&mut self, pp: &Prepared, k: u32, x: f64, row: &[f64; 3], i: usize) -> bool {
         let d = [
             pp.dir_x[0] * x + row[0],
             pp.dir_x[1] * x + row[1],
@@ -113,8 +162,10 @@ impl Visibility {
                 self.t[i] = t;
                 self.prim[i] = k;
                 self.surface[i] = s;
+                return true;
             }
         }
+        false
     }
 
     /// Nothing hit yet. The start depth is `f64::MAX`, not infinity, so that an infinite "hit"
@@ -240,7 +291,13 @@ fn render_impl(
     };
     let frame = FrameSetup::new(scene, camera, options);
     let vis = if culled {
-        visibility_culled(&frame.prepared, &frame.xs, &frame.ys, &Region::whole(w, h))
+        visibility_culled(
+            &frame.prepared,
+            &frame.xs,
+            &frame.ys,
+            &Region::whole(w, h),
+            &camera.intrinsics,
+        )
     } else {
         visibility_brute(&frame.prepared, &frame.xs, &frame.ys)
     };
@@ -325,8 +382,13 @@ impl IncrementalRenderer {
         let Some((before, _, _)) = self.last.as_ref().filter(|l| reusable(l)) else {
             // A first frame: one visibility pass gives both the colours (as `render` shades
             // them; its sensor model touches depth only) and the hits kept for the next frame.
-            let vis =
-                visibility_culled(&frame.prepared, &frame.xs, &frame.ys, &Region::whole(w, h));
+            let vis = visibility_culled(
+                &frame.prepared,
+                &frame.xs,
+                &frame.ys,
+                &Region::whole(w, h),
+                &camera.intrinsics,
+            );
             let rgb = if camera.validate().is_ok() {
                 shade_all(&frame, scene, camera, &vis)
             } else {
@@ -445,6 +507,12 @@ impl IncrementalRenderer {
                 }
             }
         }
+        // A pixel keeps its colour unless it was traced afresh (`full`) or a changed primitive
+        // won it (`won`): the same unchanged primitive hit at the same depth shades to the same
+        // colour, so most of a moving link's rectangle (the table and objects around the link)
+        // is not shaded again.
+        let mut won = vec![false; region.w * region.h];
+        let dy = 1.0 / self.camera.intrinsics.fy;
         for (k, pp) in frame.prepared.iter().enumerate() {
             let Some([u0, u1, v0, v1]) = pp.rect.and_then(|r| region.clip(r)) else {
                 continue;
@@ -452,20 +520,27 @@ impl IncrementalRenderer {
             let moved = changed[k];
             let k = k as u32;
             for v in v0..=v1 {
-                let row = row_dir(pp, frame.ys[v]);
+                let y = frame.ys[v];
+                let Some((u0, u1)) = pp.row_columns(y, dy, &self.camera.intrinsics, (u0, u1))
+                else {
+                    continue;
+                };
+                let row = row_dir(pp, y);
                 for u in u0..=u1 {
                     let j = (v - region.v0) * region.w + u - region.u0;
                     if !mask[j] || !(moved || full[j]) {
                         continue;
                     }
-                    vis.trace(pp, k, frame.xs[u], &row, v * w + u);
+                    if vis.trace(pp, k, frame.xs[u], &row, v * w + u) && moved {
+                        won[j] = true;
+                    }
                 }
             }
         }
         for v in region.v0..=rv1 {
             for u in region.u0..=ru1 {
                 let (i, j) = (v * w + u, (v - region.v0) * region.w + u - region.u0);
-                if mask[j] {
+                if mask[j] && (full[j] || won[j]) {
                     let c = frame.shade(scene, &self.camera, vis, (u, v, i));
                     rgb[3 * i..3 * i + 3].copy_from_slice(&c);
                 }
@@ -568,6 +643,11 @@ fn prepare(
         } else {
             None
         },
+        hull: if valid {
+            projected_corners(shape, &camera_from_shape)
+        } else {
+            None
+        },
     }
 }
 
@@ -647,14 +727,24 @@ fn closer(t: f64, k: u32, best_t: f64, best_k: u32) -> bool {
 }
 
 /// Nearest hits at every pixel, or only where `mask` is true (the others stay empty).
-fn visibility_culled(prepared: &[Prepared], xs: &[f64], ys: &[f64], region: &Region) -> Visibility {
+fn visibility_culled(
+    prepared: &[Prepared],
+    xs: &[f64],
+    ys: &[f64],
+    region: &Region,
+    intrinsics: &Intrinsics,
+) -> Visibility {
     let mut vis = Visibility::empty(region.w * region.h);
+    let dy = 1.0 / intrinsics.fy;
     for (k, pp) in prepared.iter().enumerate() {
         let Some([u0, u1, v0, v1]) = pp.rect.and_then(|r| region.clip(r)) else {
             continue;
         };
         let k = k as u32;
         for (v, &y) in ys.iter().enumerate().take(v1 + 1).skip(v0) {
+            let Some((u0, u1)) = pp.row_columns(y, dy, intrinsics, (u0, u1)) else {
+                continue;
+            };
             let row = row_dir(pp, y);
             let base = (v - region.v0) * region.w;
             for (u, &x) in xs.iter().enumerate().take(u1 + 1).skip(u0) {
@@ -662,7 +752,7 @@ fn visibility_culled(prepared: &[Prepared], xs: &[f64], ys: &[f64], region: &Reg
                 if region.mask.as_ref().is_some_and(|m| !m[i]) {
                     continue;
                 }
-                vis.trace(pp, k, x, &row, i);
+                let _ = vis.trace(pp, k, x, &row, i);
             }
         }
     }
@@ -692,6 +782,25 @@ fn visibility_brute(prepared: &[Prepared], xs: &[f64], ys: &[f64]) -> Visibility
         }
     }
     vis
+}
+
+/// The shape-frame bounding box's corners in normalised image coordinates, when all eight are in
+/// front of the camera and finite (see [`Prepared::hull`]).
+fn projected_corners(shape: &Shape, camera_from_shape: &Isometry3<f64>) -> Option<[[f64; 2]; 8]> {
+    let he = shape.local_half_extents();
+    let mut out = [[0.0; 2]; 8];
+    for (n, corner) in out.iter_mut().enumerate() {
+        let s = |bit: usize| if n >> bit & 1 == 1 { 1.0 } else { -1.0 };
+        let p = camera_from_shape * k::nalgebra::Point3::new(s(0) * he.x, s(1) * he.y, s(2) * he.z);
+        if !(p.z > 0.0) {
+            return None;
+        }
+        *corner = [p.x / p.z, p.y / p.z];
+        if !(corner[0].is_finite() && corner[1].is_finite()) {
+            return None;
+        }
+    }
+    Some(out)
 }
 
 /// Conservative inclusive pixel rectangle `[u0, u1, v0, v1]` outside which the shape cannot be

@@ -114,8 +114,8 @@ struct Samples {
 /// An open dataset and how episodes go into it.
 ///
 /// Episodes are rendered, coded and appended on a thread of their own while the next episode
-/// runs: the simulation keeps one core, the dataset the other. At most [`QUEUED`] episode waits
-/// while another is written; [`DatasetRecorder::settle`] waits for both.
+/// runs: the simulation keeps one core, the dataset the other. At most [`QUEUED`] episodes wait
+/// while another is written; [`DatasetRecorder::settle`] waits for all of them.
 pub struct DatasetRecorder {
     fps: u32,
     /// The frames' size (the dataset's video feature).
@@ -126,8 +126,13 @@ pub struct DatasetRecorder {
     state: WriterState,
 }
 
-/// Episodes waiting for the writer thread beyond the one it is writing.
-const QUEUED: usize = 1;
+/// Episodes waiting for the writer thread beyond the one it is writing. Why several: where the
+/// writer is slower than the simulation (2 cores, 640×480), a queue of one made the simulation
+/// wait for it after every episode, with a core idle whenever the writer's renderer and coder
+/// were not both busy; with a few waiting, the simulation runs ahead and the writer then has both
+/// cores to catch up. A waiting episode is its states and scenes (a few hundred kB, no pixels),
+/// and eight are written in a few seconds, which is what Ctrl-C waits for at most.
+const QUEUED: usize = 8;
 
 /// Where the dataset's writer is.
 enum WriterState {
