@@ -792,11 +792,10 @@ fn projected_corners(shape: &Shape, camera_from_shape: &Isometry3<f64>) -> Optio
     for (n, corner) in out.iter_mut().enumerate() {
         let s = |bit: usize| if n >> bit & 1 == 1 { 1.0 } else { -1.0 };
         let p = camera_from_shape * k::nalgebra::Point3::new(s(0) * he.x, s(1) * he.y, s(2) * he.z);
-        if !(p.z > 0.0) {
-            return None;
-        }
+        // NaN depth fails `p.z > 0` too.
+        let ahead = p.z > 0.0;
         *corner = [p.x / p.z, p.y / p.z];
-        if !(corner[0].is_finite() && corner[1].is_finite()) {
+        if !ahead || !(corner[0].is_finite() && corner[1].is_finite()) {
             return None;
         }
     }
