@@ -795,7 +795,7 @@ fn projected_corners(shape: &Shape, camera_from_shape: &Isometry3<f64>) -> Optio
         // NaN depth fails `p.z > 0` too.
         let ahead = p.z > 0.0;
         *corner = [p.x / p.z, p.y / p.z];
-        if !ahead || !(corner[0].is_finite() && corner[1].is_finite()) {
+        if !(ahead && corner[0].is_finite() && corner[1].is_finite()) {
             return None;
         }
     }
