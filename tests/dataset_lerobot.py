@@ -259,11 +259,30 @@ def with_lerobot(root, expect, eps, rows, features, stats, starts, raw):
     ds = LeRobotDataset("local/pointact-check", root=root, video_backend="pyav")
     check(ds.num_episodes == len(eps), f"lerobot sees {ds.num_episodes} episodes")
     check(len(ds) == int(starts[-1]), f"lerobot sees {len(ds)} frames")
+    # A depth feature comes back dequantised (lerobot's torch path) in the dataset's output unit:
+    # compared with the numpy path's metres from lerobot's own codes of the depth written.
+    depth = expect.get("depth")
+    draw, dq, worst_depth = None, None, None
+    if depth and depth.get("raw"):
+        dh, dw = depth["height"], depth["width"]
+        draw = np.fromfile(depth["raw"], dtype="<f4").reshape(-1, dh, dw)
+        fi = features[depth["key"]]["info"]
+        dq = {k: fi[f"video.{k}"] for k in ("depth_min", "depth_max", "shift", "use_log")}
+        unit = getattr(ds, "depth_output_unit", "m")
+        scale = {"m": 1.0, "mm": 1000.0}[unit]
+        check(depth["key"] in ds.meta.depth_keys, f"lerobot does not see {depth['key']} as depth")
+        worst_depth = 0.0
     worst = float("inf")
     for e_i, e in enumerate(eps):
         for i in range(e["length"]):
             item = ds[int(starts[e_i]) + i]
             check(item["task"] == e["task"], f"lerobot item task {item['task']!r}")
+            if draw is not None:
+                got = item[depth["key"]].numpy()
+                check(got.shape == (1, dh, dw), f"lerobot depth item of shape {got.shape}")
+                want = dequantize_depth(quantize_depth(draw[starts[e_i] + i], dq), dq) * scale
+                rel = np.abs(got[0].astype(np.float64) - want) / np.abs(want)
+                worst_depth = max(worst_depth, float(rel.max()))
             if "state" not in e:
                 continue
             check((item["observation.state"].numpy() == np.array(e["state"][i], dtype=np.float32)).all(),
@@ -276,6 +295,9 @@ def with_lerobot(root, expect, eps, rows, features, stats, starts, raw):
                 worst = min(worst, psnr(img, raw[starts[e_i] + i]))
     if raw is not None:
         check(worst > 30, f"lerobot-decoded frames: worst PSNR {worst:.1f} dB")
+    if worst_depth is not None:
+        # float32 exp in torch and in numpy: an ulp or two apart at most.
+        check(worst_depth <= 1e-6, f"lerobot's depth differs from its numpy dequantisation by {worst_depth:.2e}")
     # The statistics, recomputed by lerobot from the same frames (non-image features).
     plain = {n: f for n, f in features.items() if f["dtype"] not in ("video", "image", "string")}
     agg = None
@@ -299,7 +321,8 @@ def with_lerobot(root, expect, eps, rows, features, stats, starts, raw):
             worst_rel = max(worst_rel, float(rel))
     check(worst_rel <= 1e-12, f"stats.json differs from lerobot's by {worst_rel:.3g} (relative)")
     return {"version": lerobot.__version__ if hasattr(lerobot, "__version__") else "?",
-            "worst_psnr_db": worst if raw is not None else None, "stats_worst_relative": worst_rel}
+            "worst_psnr_db": worst if raw is not None else None, "stats_worst_relative": worst_rel,
+            "depth_worst_relative": worst_depth}
 
 
 if __name__ == "__main__":
