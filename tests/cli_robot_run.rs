@@ -596,6 +596,48 @@ fn pointact_emulate_widowx_prints_a_pty_the_driver_can_open() {
     }
 }
 
+/// The one episode of the 5 fps dataset at `ds`, kept by a run of `robot_type` whose stdout is
+/// `out` (which says how many frames it appended).
+fn the_one_episode(
+    ds: &std::path::Path,
+    out: &str,
+    robot_type: &str,
+) -> pointact::dataset::read::EpisodeFrames {
+    use pointact::dataset::read;
+    let summary = read::summary(ds).unwrap();
+    assert_eq!(summary.episodes.len(), 1, "{out}");
+    assert_eq!(summary.info.robot_type.as_deref(), Some(robot_type));
+    assert_eq!(summary.info.fps, 5);
+    let ep = read::episode(ds, 0).unwrap();
+    let line = format!("dataset   episode appended ({} frames)", ep.length);
+    assert!(out.contains(&line), "{out}");
+    ep
+}
+
+/// How far the joints of `model` went over the dataset rows `rows` (states, the finger gap last),
+/// frames `frame_s` apart: the sum of each frame's largest joint step. No joint may move more
+/// than half again what its velocity limit allows in a frame: a jump is a recording fault.
+fn joint_travel(model: &pointact::kinematics::RobotModel, rows: &[&[f32]], frame_s: f64) -> f64 {
+    let vmax = model
+        .joint_limits()
+        .iter()
+        .map(|j| j.velocity)
+        .fold(0.0, f64::max);
+    let joints = model.joint_limits().len();
+    let mut travel = 0.0;
+    for w in rows.windows(2) {
+        let step = (0..joints)
+            .map(|j| (w[1][j] - w[0][j]).abs() as f64)
+            .fold(0.0, f64::max);
+        assert!(
+            step <= vmax * frame_s * 1.5,
+            "a joint jumped {step} rad in one frame"
+        );
+        travel += step;
+    }
+    travel
+}
+
 /// The episode `run --xarm --dataset` kept of the run whose stdout is `out`: one episode of the
 /// instruction, its frames those of the motion at the dataset's 5 fps (the arm's joints never jump
 /// between frames, the plan's steps in order to the last, the fingers closing on the pepper and
@@ -607,19 +649,7 @@ fn the_robot_run_is_kept_as_it_happened(
     before: &pointact::camera::Frame,
     after: &pointact::camera::Frame,
 ) {
-    use pointact::dataset::read;
-    let summary = read::summary(ds).unwrap();
-    assert_eq!(summary.episodes.len(), 1, "{out}");
-    assert_eq!(summary.info.robot_type.as_deref(), Some("xarm6"));
-    assert_eq!(summary.info.fps, 5);
-    let ep = read::episode(ds, 0).unwrap();
-    assert!(
-        out.contains(&format!(
-            "dataset   episode appended ({} frames)",
-            ep.length
-        )),
-        "{out}"
-    );
+    let ep = the_one_episode(ds, out, "xarm6");
     assert_eq!(ep.task, "put the pepper in the pan");
     // The plan's length as the confirmation printed it.
     let steps: usize = out
@@ -642,22 +672,7 @@ fn the_robot_run_is_kept_as_it_happened(
     assert_eq!(width, 7, "{:?}", ep.state_names);
     let rows: Vec<&[f32]> = ep.state.chunks(width).collect();
     let model = pointact::kinematics::RobotModel::builtin("xarm6").unwrap();
-    let vmax = model
-        .joint_limits()
-        .iter()
-        .map(|j| j.velocity)
-        .fold(0.0, f64::max);
-    let mut travel = 0.0;
-    for w in rows.windows(2) {
-        let step = (0..6)
-            .map(|j| (w[1][j] - w[0][j]).abs() as f64)
-            .fold(0.0, f64::max);
-        assert!(
-            step <= vmax * 0.2 * 1.5,
-            "a joint jumped {step} rad in one frame"
-        );
-        travel += step;
-    }
+    let travel = joint_travel(&model, &rows, 0.2);
     assert!(travel > 1.0, "the arm hardly moved: {travel} rad");
     let gripper = model.config.gripper;
     let widths: Vec<f64> = rows.iter().map(|r| r[6] as f64).collect();
@@ -892,18 +907,7 @@ fn a_widowx_run_is_kept_as_a_dataset() {
     assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
     assert!(out.contains("retry     attempt 2: grasp failed"), "{out}");
     assert!(err.contains("nothing is held"), "{err}");
-    use pointact::dataset::read;
-    let summary = read::summary(&ds).unwrap();
-    assert_eq!(summary.episodes.len(), 1, "{out}");
-    assert_eq!(summary.info.robot_type.as_deref(), Some("widowx250"));
-    let ep = read::episode(&ds, 0).unwrap();
-    assert!(
-        out.contains(&format!(
-            "dataset   episode appended ({} frames)",
-            ep.length
-        )),
-        "{out}"
-    );
+    let ep = the_one_episode(&ds, &out, "widowx250");
     assert_eq!(ep.task, "put carrot on plate");
     assert!(ep.length >= 10, "{} frames", ep.length);
     let model = pointact::kinematics::RobotModel::builtin("widowx250").unwrap();
@@ -929,22 +933,7 @@ fn a_widowx_run_is_kept_as_a_dataset() {
     assert!(restarts >= 1, "one plan only: {plan_step:?}");
     assert!(plan_step.contains(&3), "{plan_step:?}");
     let rows: Vec<&[f32]> = ep.state.chunks(width).collect();
-    let vmax = model
-        .joint_limits()
-        .iter()
-        .map(|j| j.velocity)
-        .fold(0.0, f64::max);
-    let mut travel = 0.0;
-    for w in rows.windows(2) {
-        let step = (0..model.joint_limits().len())
-            .map(|j| (w[1][j] - w[0][j]).abs() as f64)
-            .fold(0.0, f64::max);
-        assert!(
-            step <= vmax * 0.2 * 1.5,
-            "a joint jumped {step} rad in a frame"
-        );
-        travel += step;
-    }
+    let travel = joint_travel(&model, &rows, 0.2);
     assert!(travel > 0.5, "the arm hardly moved: {travel} rad");
     let gripper = model.config.gripper;
     let widths: Vec<f64> = rows.iter().map(|r| r[width - 1] as f64).collect();
