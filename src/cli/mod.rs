@@ -277,15 +277,6 @@ impl DatasetCli {
             info.total_frames,
             info.fps
         );
-        if self.dataset_depth {
-            // Said every time: a reader with an older FFmpeg gets wrong depth without an error.
-            eprintln!(
-                "warning   --dataset-depth: the depth video's lossless (PCM) blocks decode \
-                 correctly with FFmpeg's libavcodec 62.28 (PyAV 18.1); the older ones tried \
-                 (PyAV 15 to 17, and lerobot 0.6.1 pins PyAV 15) misread them without an error \
-                 (docs/datasets.md, \"Depth\")"
-            );
-        }
         Ok(recorder)
     }
 }

@@ -168,7 +168,10 @@ fn depth_frame(i: usize, w: usize, h: usize) -> Vec<u16> {
             seed = seed.wrapping_mul(0x2c1b_3c6d);
             seed ^= seed >> 12;
             let inside = (x + 9 * i) % w < 30 && (10..45).contains(&y);
-            let code = if inside {
+            // Frame 3 is noise over the whole 12-bit range: residuals of every size.
+            let code = if i == 3 {
+                seed % 4096
+            } else if inside {
                 900 + (x % 7) as u32
             } else {
                 2000 + (y * 1500 / h) as u32 + seed % 3
