@@ -87,7 +87,7 @@ fn profile_tier_level() -> [u8; 12] {
     w.write_bits(0, 32); // general_reserved_zero_34bits
     w.write_bits(0, 2);
     w.write_bits(0, 1); // general_inbld_flag
-    w.write_bits(186, 8); // general_level_idc: 6.2 (no frame size or PCM rate exceeds it)
+    w.write_bits(186, 8); // general_level_idc: 6.2 (no frame size or bit rate of these streams exceeds it)
     let bytes = w.into_bytes();
     let mut out = [0u8; 12];
     out.copy_from_slice(&bytes);

@@ -874,7 +874,7 @@ pub fn depth_video_info(
         "video.channels": 1,
         "has_audio": false,
         "video.g": o.gop,
-        "video.encoder": "pointact still-camera hevc (pcm 32x32 + skip, lossless)",
+        "video.encoder": "pointact still-camera hevc (intra dc + transquant bypass or skip, 32x32, lossless)",
         "video.depth_min": q.depth_min,
         "video.depth_max": q.depth_max,
         "video.shift": q.shift,
