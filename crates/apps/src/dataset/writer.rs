@@ -217,6 +217,27 @@ impl DatasetWriter {
                 describe(&want)
             )));
         }
+        // A video's `info` set from the start (a depth map's) names the coder that writes it.
+        // Another coder's episodes beside this one's may need another decoder: depth videos
+        // coded with PCM blocks, as an earlier version of this writer coded them, are misread
+        // by FFmpeg before libavcodec 62.28, which this writer's streams are not.
+        for (name, stored) in &info.features.0 {
+            let (Some(have), Some(want)) = (
+                stored.info.as_ref(),
+                wanted.features.get(name).and_then(|f| f.info.as_ref()),
+            ) else {
+                continue;
+            };
+            for key in ["video.codec", "video.pix_fmt", "video.encoder"] {
+                if have.get(key) != want.get(key) {
+                    return Err(incompatible(format!(
+                        "`{name}` coded otherwise ({key} {} there, {} here)",
+                        have.get(key).unwrap_or(&serde_json::Value::Null),
+                        want.get(key).unwrap_or(&serde_json::Value::Null)
+                    )));
+                }
+            }
+        }
         let tasks = read_tasks(root)?;
         if tasks.len() as u64 != info.total_tasks {
             return Err(DatasetError::Table(format!(

@@ -550,6 +550,31 @@ fn a_depth_video_reads_back_as_lerobot_dequantises_it() {
     // A dataset with depth refuses a session without it.
     let refused = DatasetWriter::open(&root, &spec("xarm6")).err().unwrap();
     assert!(refused.to_string().contains("features"), "{refused}");
+    // So does one whose depth was coded by another coder (the PCM-block coder of an earlier
+    // version), and the folder is left as it was.
+    let info_path = root.join("meta/info.json");
+    let ours = std::fs::read_to_string(&info_path).unwrap();
+    let encoder = |i: &str| {
+        let v: serde_json::Value = serde_json::from_str(i).unwrap();
+        v["features"][DEPTH_KEY]["info"]["video.encoder"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let pcm = ours.replace(
+        &encoder(&ours),
+        "pointact still-camera hevc (pcm 32x32 + skip, lossless)",
+    );
+    assert_ne!(pcm, ours);
+    std::fs::write(&info_path, &pcm).unwrap();
+    let refused = DatasetWriter::open(&root, &with_depth).err().unwrap();
+    assert!(
+        refused.to_string().contains("video.encoder") && refused.to_string().contains("pcm"),
+        "{refused}"
+    );
+    assert_eq!(std::fs::read_to_string(&info_path).unwrap(), pcm);
+    std::fs::write(&info_path, &ours).unwrap();
+    DatasetWriter::open(&root, &with_depth).expect("our own coder's dataset is appended to");
 
     let raw_path = tmp.path().join("raw.rgb");
     std::fs::write(&raw_path, &raw).unwrap();
