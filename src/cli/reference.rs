@@ -65,6 +65,7 @@ pub const ENVIRONMENT: &[(&str, Reader, &str)] = &[
     ("POINTACT_FUZZ_SEED", Reader::Tests, "Seed of the fuzz tests' generator, to replay a failure."),
     ("POINTACT_GRPO_CURVE", Reader::Tests, "A file path: `crates/apps/src/tests/grpo_learn.rs` writes its learning curve there (the source of docs/grpo_curve.png)."),
     ("POINTACT_LEROBOT", Reader::Tests, "`1`: `crates/apps/src/tests/dataset_writer.rs` also loads its datasets with the `lerobot` package (`tests/dataset_lerobot.py --lerobot`) and compares lerobot's own statistics with `stats.json`; otherwise only pyarrow, pandas and PyAV read them."),
+    ("POINTACT_PYAV_LEROBOT", Reader::Tests, "A folder holding PyAV 15.1 (`pip install --target DIR av==15.1.0`, the PyAV lerobot 0.6.1 pins): the depth video test decodes with it too. `bash .ci/run` sets it; required where `CI` is set."),
     ("POINTACT_LEROBOT_PYTHON", Reader::Tests, "The Python with `lerobot` (and torch) for `POINTACT_LEROBOT=1`; default `POINTACT_PYTHON`."),
     ("POINTACT_RERUN", Reader::Tests, "A `rerun` CLI (`pip install rerun-sdk`): `crates/apps/src/tests/dataset_writer.rs` also has rerun's own LeRobot loader read a dataset it wrote (`rerun DIR --save F.rrd`, then `rerun rrd print`)."),
     ("HF_DATASETS_OFFLINE", Reader::Tests, "Set to `1` by `tests/dataset_lerobot.py` before it imports lerobot, so loading a local dataset never reaches the Hugging Face hub."),
