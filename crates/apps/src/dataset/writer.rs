@@ -880,6 +880,8 @@ fn quantizer_of(feature: &Feature) -> Result<DepthQuantizer, String> {
 /// one channel), the quantiser's parameters lerobot dequantises with (`video.depth_min`,
 /// `video.depth_max`, `video.shift`, `video.use_log`), `is_depth_map` and the unit of the depths
 /// given (`depth_unit`, metres: `dataset_writer.py` records it from the first frame's dtype).
+/// Appending compares `video.encoder` with a dataset's own (`DatasetWriter::open`): change the
+/// string when, and only when, decoders would see another kind of stream.
 pub fn depth_video_info(
     w: usize,
     h: usize,
