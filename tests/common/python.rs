@@ -110,19 +110,29 @@ pub fn video_report(
     script: &str,
     video: &std::path::Path,
     raw: &std::path::Path,
-    (width, height): (u32, u32),
+    size: (u32, u32),
 ) -> serde_json::Value {
-    let run = run_script(
-        python,
-        script,
-        &[
-            video.to_str().expect("a UTF-8 path"),
-            raw.to_str().expect("a UTF-8 path"),
-            &width.to_string(),
-            &height.to_string(),
-        ],
-        Duration::from_secs(120),
-    );
+    video_report_with(python, script, video, raw, size, &[])
+}
+
+/// [`video_report`] with further arguments after the script's four (a PyAV folder, for one).
+pub fn video_report_with(
+    python: &OsString,
+    script: &str,
+    video: &std::path::Path,
+    raw: &std::path::Path,
+    (width, height): (u32, u32),
+    more: &[&str],
+) -> serde_json::Value {
+    let (width, height) = (width.to_string(), height.to_string());
+    let mut args = vec![
+        video.to_str().expect("a UTF-8 path"),
+        raw.to_str().expect("a UTF-8 path"),
+        &width,
+        &height,
+    ];
+    args.extend_from_slice(more);
+    let run = run_script(python, script, &args, Duration::from_secs(120));
     assert!(
         run.status.is_some_and(|s| s.success()),
         "{script} failed\n{}",

@@ -250,24 +250,14 @@ fn pyav_decodes_a_depth_video_to_the_exact_codes() {
         );
         return;
     };
-    let run = python::run_script(
+    let out = python::video_report_with(
         &py,
         DEPTH_SCRIPT,
-        &[
-            path.to_str().unwrap(),
-            raw_path.to_str().unwrap(),
-            &w.to_string(),
-            &h.to_string(),
-            old.to_str().expect("a UTF-8 path"),
-        ],
-        std::time::Duration::from_secs(120),
+        &path,
+        &raw_path,
+        (w as u32, h as u32),
+        &[old.to_str().expect("a UTF-8 path")],
     );
-    assert!(
-        run.status.is_some_and(|s| s.success()),
-        "{}",
-        run.transcript()
-    );
-    let out: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
     let version = out["av_version"].as_str().unwrap_or_default();
     assert!(version.starts_with("15."), "PyAV {version} from {old:?}");
     check(&out);
