@@ -31,7 +31,7 @@ pub(crate) enum Surface {
     Sphere,
 }
 
-const BOX_FACES: [Surface; 6] = [
+pub(crate) const BOX_FACES: [Surface; 6] = [
     Surface::NegX,
     Surface::PosX,
     Surface::NegY,

@@ -20,6 +20,7 @@ mod camera;
 pub(crate) mod intersect;
 mod noise;
 mod options;
+pub(crate) mod packet;
 mod texture;
 
 use k::nalgebra::{Isometry3, Vector3};
@@ -157,15 +158,78 @@ impl Visibility {
             pp.dir_x[1] * x + row[1],
             pp.dir_x[2] * x + row[2],
         ];
-        if let Some((t, s)) = intersect(&pp.shape, pp.origin, d, MIN_DEPTH_M) {
-            if closer(t, k, self.t[i], self.prim[i]) {
-                self.t[i] = t;
-                self.prim[i] = k;
-                self.surface[i] = s;
-                return true;
-            }
+        match intersect(&pp.shape, pp.origin, d, MIN_DEPTH_M) {
+            Some((t, s)) => self.take(t, s, k, i),
+            None => false,
+        }
+    }
+
+    /// Keeps primitive `k`'s hit at depth `t` for pixel `i` when it is the nearest so far.
+    #[inline(always)]
+    fn take(&mut self, t: f64, s: Surface, k: u32, i: usize) -> bool {
+        if closer(t, k, self.t[i], self.prim[i]) {
+            self.t[i] = t;
+            self.prim[i] = k;
+            self.surface[i] = s;
+            return true;
         }
         false
+    }
+
+    /// [`Self::trace`] of each pixel gathered in `p` (one row, one primitive), then empties it;
+    /// `won(j)` for each pixel the primitive is now nearest at (`j`: the caller's index). A
+    /// cylinder takes four rays at a time in vector lanes (`packet`, bit for bit the scalar
+    /// answer), and so does a box: the arm's links are mostly cylinders and boxes.
+    fn trace_packet(
+        &mut self,
+        pp: &Prepared,
+        k: u32,
+        row: &[f64; 3],
+        p: &mut Packet,
+        mut won: impl FnMut(usize),
+    ) {
+        let n = std::mem::take(&mut p.n);
+        let lanes = |p: &Packet| -> [[f64; 4]; 3] {
+            // Lanes past the gathered pixels repeat the last one; their answers are dropped.
+            let x: [f64; 4] = std::array::from_fn(|lane| p.x[lane.min(n - 1)]);
+            std::array::from_fn(|c| x.map(|x| pp.dir_x[c] * x + row[c]))
+        };
+        let hits = match pp.shape {
+            _ if n < 2 => None,
+            Shape::Cylinder {
+                radius,
+                half_height,
+            } => Some(packet::hit_cylinder4(
+                radius,
+                half_height,
+                pp.origin,
+                lanes(p),
+                MIN_DEPTH_M,
+            )),
+            Shape::Cuboid { half_extents: h } => Some(packet::hit_box4(
+                [h.x, h.y, h.z],
+                pp.origin,
+                lanes(p),
+                MIN_DEPTH_M,
+            )),
+            _ => None,
+        };
+        if let Some(hits) = hits {
+            for (&(i, j), hit) in p.at.iter().zip(hits).take(n) {
+                if let Some((t, s)) = hit {
+                    if self.take(t, s, k, i) {
+                        won(j);
+                    }
+                }
+            }
+            return;
+        }
+        for lane in 0..n {
+            let (i, j) = p.at[lane];
+            if self.trace(pp, k, p.x[lane], row, i) {
+                won(j);
+            }
+        }
     }
 
     /// Nothing hit yet. The start depth is `f64::MAX`, not infinity, so that an infinite "hit"
@@ -179,13 +243,34 @@ impl Visibility {
     }
 }
 
+/// Up to four pixels of one row waiting to be traced against one primitive together.
+#[derive(Default)]
+struct Packet {
+    /// The rays' x (their y is the row's).
+    x: [f64; 4],
+    /// Each pixel's index in the visibility buffers and the caller's own index for it.
+    at: [(usize, usize); 4],
+    n: usize,
+}
+
+impl Packet {
+    /// Adds a pixel; true when the packet is full.
+    #[inline(always)]
+    fn push(&mut self, x: f64, i: usize, j: usize) -> bool {
+        self.x[self.n] = x;
+        self.at[self.n] = (i, j);
+        self.n += 1;
+        self.n == 4
+    }
+}
+
 /// What every pixel of one frame shares: the rays' coordinates, the primitives in the camera's
 /// frame, and the shading constants.
 struct FrameSetup {
     xs: Vec<f64>,
     ys: Vec<f64>,
     prepared: Vec<Prepared>,
-    lut: noise::SrgbEncoder,
+    lut: &'static noise::SrgbEncoder,
     ambient: f64,
     background: [u8; 3],
 }
@@ -213,7 +298,7 @@ impl FrameSetup {
                 )
             })
             .collect();
-        let lut = noise::SrgbEncoder::new();
+        let lut = noise::SrgbEncoder::shared();
         let background = options.background.map(|c| lut.encode(c as f64));
         FrameSetup {
             xs,
@@ -526,15 +611,22 @@ impl IncrementalRenderer {
                     continue;
                 };
                 let row = row_dir(pp, y);
+                let mut packet = Packet::default();
+                let mut take = |j: usize| {
+                    if moved {
+                        won[j] = true;
+                    }
+                };
                 for u in u0..=u1 {
                     let j = (v - region.v0) * region.w + u - region.u0;
                     if !mask[j] || !(moved || full[j]) {
                         continue;
                     }
-                    if vis.trace(pp, k, frame.xs[u], &row, v * w + u) && moved {
-                        won[j] = true;
+                    if packet.push(frame.xs[u], v * w + u, j) {
+                        vis.trace_packet(pp, k, &row, &mut packet, &mut take);
                     }
                 }
+                vis.trace_packet(pp, k, &row, &mut packet, &mut take);
             }
         }
         for v in region.v0..=rv1 {
@@ -747,13 +839,17 @@ fn visibility_culled(
             };
             let row = row_dir(pp, y);
             let base = (v - region.v0) * region.w;
+            let mut packet = Packet::default();
             for (u, &x) in xs.iter().enumerate().take(u1 + 1).skip(u0) {
                 let i = base + u - region.u0;
                 if region.mask.as_ref().is_some_and(|m| !m[i]) {
                     continue;
                 }
-                let _ = vis.trace(pp, k, x, &row, i);
+                if packet.push(x, i, i) {
+                    vis.trace_packet(pp, k, &row, &mut packet, |_| {});
+                }
             }
+            vis.trace_packet(pp, k, &row, &mut packet, |_| {});
         }
     }
     vis

@@ -17,6 +17,13 @@ pub(super) struct SrgbEncoder {
 const BUCKETS: usize = 4096;
 
 impl SrgbEncoder {
+    /// The one table every frame shares (building it takes 255 `powf` and a 4096-bucket index:
+    /// more than shading a re-traced frame's pixels).
+    pub(super) fn shared() -> &'static Self {
+        static SHARED: std::sync::OnceLock<SrgbEncoder> = std::sync::OnceLock::new();
+        SHARED.get_or_init(Self::new)
+    }
+
     pub(super) fn new() -> Self {
         let mut steps = [0.0; 255];
         for (k, s) in steps.iter_mut().enumerate() {
@@ -40,11 +47,10 @@ impl SrgbEncoder {
         if b >= BUCKETS as f64 {
             return self.steps.partition_point(|&s| s <= linear) as u8;
         }
-        let mut code = usize::from(self.first[b as usize]);
-        while code < self.steps.len() && self.steps[code] <= linear {
-            code += 1;
-        }
-        code as u8
+        // A bucket (1/4096 wide) holds at most one step (the closest two, at the dark end, lie
+        // 1/(255·12.92) apart), so one comparison finishes the count.
+        let code = usize::from(self.first[b as usize]);
+        (code + usize::from(self.steps.get(code).is_some_and(|&s| s <= linear))) as u8
     }
 }
 
@@ -209,6 +215,18 @@ mod tests {
         ]);
         for l in values {
             assert_eq!(enc.encode(l), search(l), "linear {l:e}");
+        }
+    }
+
+    /// The single comparison after the bucket's start is enough only while no bucket holds two
+    /// steps.
+    #[test]
+    fn no_bucket_holds_two_steps() {
+        let enc = SrgbEncoder::new();
+        for b in 0..BUCKETS {
+            let (lo, hi) = (b as f64 / BUCKETS as f64, (b + 1) as f64 / BUCKETS as f64);
+            let inside = enc.steps.iter().filter(|&&s| s > lo && s <= hi).count();
+            assert!(inside <= 1, "bucket {b}: {inside} steps");
         }
     }
 
