@@ -35,7 +35,9 @@ echo "building: $* --no-run"
 
 pids=()
 stop_busy() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; }
-trap stop_busy EXIT INT TERM
+# Interrupted (Ctrl-C, kill): stop the loops and the remaining runs, not only the loops.
+trap stop_busy EXIT
+trap 'stop_busy; exit 130' INT TERM
 for _ in $(seq 1 "$busy"); do
   ( while :; do :; done ) &
   pids+=("$!")
