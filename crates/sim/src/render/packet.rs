@@ -242,53 +242,78 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
+    /// Four directions from `o`, component by component: mostly towards `aim(rng, lane, axis)`,
+    /// some zero or negative zero (parallel to a slab or the axis), some random.
+    fn directions(
+        rng: &mut ChaCha8Rng,
+        o: [f64; 3],
+        mut aim: impl FnMut(&mut ChaCha8Rng, usize, usize) -> f64,
+    ) -> [[f64; 4]; 3] {
+        let mut d = [[0.0; 4]; 3];
+        for lane in 0..4 {
+            for (k, row) in d.iter_mut().enumerate() {
+                let toward = aim(rng, lane, k);
+                row[lane] = match rng.gen_range(0..10) {
+                    0 => 0.0,
+                    1 => -0.0,
+                    2 => rng.gen_range(-1.0..1.0),
+                    _ => toward - o[k],
+                };
+            }
+        }
+        d
+    }
+
+    /// Asserts that every lane of `got` is the scalar answer bit for bit; the scalar hits.
+    fn assert_lanes_are_scalar(
+        got: [Option<(f64, Surface)>; 4],
+        shape: &Shape,
+        o: [f64; 3],
+        d: [[f64; 4]; 3],
+        t_min: f64,
+    ) -> usize {
+        let mut hits = 0;
+        for (lane, got) in got.iter().enumerate() {
+            let dl = [d[0][lane], d[1][lane], d[2][lane]];
+            let want = intersect(shape, o, dl, t_min);
+            hits += want.is_some() as usize;
+            assert_eq!(
+                got.map(|(t, s)| (t.to_bits(), s)),
+                want.map(|(t, s)| (t.to_bits(), s)),
+                "{shape:?} o {o:?} d {dl:?} t_min {t_min}"
+            );
+        }
+        hits
+    }
+
     /// Every lane equals the scalar answer bit for bit, over random rays from outside, inside,
     /// on the caps' planes and along the axis, with zero direction components.
     #[test]
     fn four_lanes_equal_the_scalar_intersection_bit_for_bit() {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
-        let mut hits = 0usize;
-        for n in 0..200_000 {
+        let (mut hits, runs) = (0usize, 200_000);
+        for n in 0..runs {
             let r = rng.gen_range(0.0..0.1);
             let h = rng.gen_range(0.0..0.2);
             let mut o = [0.0; 3].map(|_| rng.gen_range(-0.5..0.5));
             if n % 7 == 0 {
                 o[2] = if n % 2 == 0 { h } else { -h };
             }
-            let mut d = [[0.0; 4]; 3];
-            for lane in 0..4 {
-                for (k, row) in d.iter_mut().enumerate() {
-                    // Mostly aimed at a point near the cylinder, so that about half hit.
-                    let extent = if k == 2 { h } else { r };
-                    let aim = rng.gen_range(-1.3..1.3) * extent;
-                    row[lane] = match rng.gen_range(0..10) {
-                        0 => 0.0,
-                        1 => -0.0,
-                        2 => rng.gen_range(-1.0..1.0),
-                        _ => aim - o[k],
-                    };
-                }
-            }
+            // Mostly aimed at a point near the cylinder, so that about half hit.
+            let d = directions(&mut rng, o, |rng, _, k| {
+                rng.gen_range(-1.3..1.3) * if k == 2 { h } else { r }
+            });
             let t_min = if n % 5 == 0 { 0.0 } else { 1e-4 };
-            let got = hit_cylinder4(r, h, o, d, t_min);
-            for lane in 0..4 {
-                let dl = [d[0][lane], d[1][lane], d[2][lane]];
-                let shape = Shape::Cylinder {
-                    radius: r,
-                    half_height: h,
-                };
-                let want = intersect(&shape, o, dl, t_min);
-                hits += want.is_some() as usize;
-                assert_eq!(
-                    got[lane].map(|(t, s)| (t.to_bits(), s)),
-                    want.map(|(t, s)| (t.to_bits(), s)),
-                    "r {r} h {h} o {o:?} d {dl:?} t_min {t_min}"
-                );
-            }
+            let shape = Shape::Cylinder {
+                radius: r,
+                half_height: h,
+            };
+            hits += assert_lanes_are_scalar(hit_cylinder4(r, h, o, d, t_min), &shape, o, d, t_min);
         }
         assert!(
-            hits > 200_000,
-            "{hits} hits: the rays must meet the cylinder often"
+            hits > runs,
+            "{hits} hits in {} rays: the rays must meet the cylinder often",
+            4 * runs
         );
     }
 
@@ -298,8 +323,7 @@ mod tests {
     #[test]
     fn four_lanes_equal_the_scalar_box_test_bit_for_bit() {
         let mut rng = ChaCha8Rng::seed_from_u64(11);
-        let mut hits = 0usize;
-        let runs = 200_000;
+        let (mut hits, runs) = (0usize, 200_000);
         for n in 0..runs {
             let mut h = [0.0; 3].map(|_| rng.gen_range(0.0..0.2));
             if n % 13 == 0 {
@@ -310,39 +334,20 @@ mod tests {
                 let axis = n % 3;
                 o[axis] = if n % 2 == 0 { h[axis] } else { -h[axis] };
             }
-            let mut d = [[0.0; 4]; 3];
-            for lane in 0..4 {
-                // Aimed at a corner now and then, so that slabs tie.
-                let corner = rng.gen_range(0..8) == 0;
-                for (k, row) in d.iter_mut().enumerate() {
-                    let aim = if corner {
-                        h[k]
-                    } else {
-                        rng.gen_range(-1.3..1.3) * h[k]
-                    };
-                    row[lane] = match rng.gen_range(0..10) {
-                        0 => 0.0,
-                        1 => -0.0,
-                        2 => rng.gen_range(-1.0..1.0),
-                        _ => aim - o[k],
-                    };
+            // Aimed at a corner now and then, so that slabs tie.
+            let corner: [bool; 4] = std::array::from_fn(|_| rng.gen_range(0..8) == 0);
+            let d = directions(&mut rng, o, |rng, lane, k| {
+                if corner[lane] {
+                    h[k]
+                } else {
+                    rng.gen_range(-1.3..1.3) * h[k]
                 }
-            }
+            });
             let t_min = if n % 5 == 0 { 0.0 } else { 1e-4 };
-            let got = hit_box4(h, o, d, t_min);
             let shape = Shape::Cuboid {
                 half_extents: h.into(),
             };
-            for (lane, got) in got.iter().enumerate() {
-                let dl = [d[0][lane], d[1][lane], d[2][lane]];
-                let want = intersect(&shape, o, dl, t_min);
-                hits += want.is_some() as usize;
-                assert_eq!(
-                    got.map(|(t, s)| (t.to_bits(), s)),
-                    want.map(|(t, s)| (t.to_bits(), s)),
-                    "h {h:?} o {o:?} d {dl:?} t_min {t_min}"
-                );
-            }
+            hits += assert_lanes_are_scalar(hit_box4(h, o, d, t_min), &shape, o, d, t_min);
         }
         assert!(
             hits > runs,
