@@ -194,26 +194,13 @@ impl Visibility {
             let x: [f64; 4] = std::array::from_fn(|lane| p.x[lane.min(n - 1)]);
             std::array::from_fn(|c| x.map(|x| pp.dir_x[c] * x + row[c]))
         };
-        let hits = match pp.shape {
-            _ if n < 2 => None,
-            Shape::Cylinder {
-                radius,
-                half_height,
-            } => Some(packet::hit_cylinder4(
-                radius,
-                half_height,
-                pp.origin,
-                lanes(p),
-                MIN_DEPTH_M,
-            )),
-            Shape::Cuboid { half_extents: h } => Some(packet::hit_box4(
-                [h.x, h.y, h.z],
-                pp.origin,
-                lanes(p),
-                MIN_DEPTH_M,
-            )),
-            _ => None,
-        };
+        let hits =
+            match pp.shape {
+                Shape::Cylinder { .. } | Shape::Cuboid { .. } if n >= 2 => Some(
+                    packet::intersect4(&pp.shape, pp.origin, lanes(p), MIN_DEPTH_M),
+                ),
+                _ => None,
+            };
         if let Some(hits) = hits {
             for (&(i, j), hit) in p.at.iter().zip(hits).take(n) {
                 if let Some((t, s)) = hit {

@@ -9,33 +9,33 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use super::intersect::{Surface, BOX_FACES};
+use super::intersect::{intersect, Surface, BOX_FACES};
+use pointact_core::geometry::Shape;
 
-/// [`super::intersect::intersect`] of a cylinder for four rays sharing `o`: lane `i` of the
-/// answer is the scalar answer for direction `d[.][i]`.
-pub(crate) fn hit_cylinder4(
-    r: f64,
-    h: f64,
+/// [`super::intersect::intersect`] for four rays sharing `o`: lane `i` of the answer is the
+/// scalar answer for direction `d[.][i]`. Cylinders and boxes take AVX lanes where the CPU has
+/// them; anything else is answered lane by lane by the scalar function.
+pub(crate) fn intersect4(
+    shape: &Shape,
     o: [f64; 3],
     d: [[f64; 4]; 3],
     t_min: f64,
 ) -> [Option<(f64, Surface)>; 4] {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: the CPU has AVX (checked just above).
-        return unsafe { hit_cylinder4_avx(r, h, o, d, t_min) };
+        match *shape {
+            // SAFETY (both): the CPU has AVX (checked just above).
+            Shape::Cylinder {
+                radius,
+                half_height,
+            } => return unsafe { hit_cylinder4_avx(radius, half_height, o, d, t_min) },
+            Shape::Cuboid { half_extents: h } => {
+                return unsafe { hit_box4_avx([h.x, h.y, h.z], o, d, t_min) }
+            }
+            _ => {}
+        }
     }
-    std::array::from_fn(|i| {
-        super::intersect::intersect(
-            &pointact_core::geometry::Shape::Cylinder {
-                radius: r,
-                half_height: h,
-            },
-            o,
-            [d[0][i], d[1][i], d[2][i]],
-            t_min,
-        )
-    })
+    std::array::from_fn(|i| intersect(shape, o, [d[0][i], d[1][i], d[2][i]], t_min))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -143,32 +143,8 @@ unsafe fn hit_cylinder4_avx(
     out
 }
 
-/// [`super::intersect::intersect`] of a cuboid with half extents `h` for four rays sharing `o`:
-/// lane `i` of the answer is the scalar answer for direction `d[.][i]`. The slab test runs the
-/// axes in the scalar order with the same strict comparisons, so ties pick the same face.
-pub(crate) fn hit_box4(
-    h: [f64; 3],
-    o: [f64; 3],
-    d: [[f64; 4]; 3],
-    t_min: f64,
-) -> [Option<(f64, Surface)>; 4] {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: the CPU has AVX (checked just above).
-        return unsafe { hit_box4_avx(h, o, d, t_min) };
-    }
-    std::array::from_fn(|i| {
-        super::intersect::intersect(
-            &pointact_core::geometry::Shape::Cuboid {
-                half_extents: h.into(),
-            },
-            o,
-            [d[0][i], d[1][i], d[2][i]],
-            t_min,
-        )
-    })
-}
-
+/// The slab test of a cuboid with half extents `h`, four lanes: the axes run in the scalar
+/// order with the same strict comparisons, so ties pick the same face.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 unsafe fn hit_box4_avx(
@@ -237,8 +213,6 @@ unsafe fn hit_box4_avx(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::intersect::intersect;
-    use pointact_core::geometry::Shape;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
@@ -308,7 +282,7 @@ mod tests {
                 radius: r,
                 half_height: h,
             };
-            hits += assert_lanes_are_scalar(hit_cylinder4(r, h, o, d, t_min), &shape, o, d, t_min);
+            hits += assert_lanes_are_scalar(intersect4(&shape, o, d, t_min), &shape, o, d, t_min);
         }
         assert!(
             hits > runs,
@@ -347,7 +321,7 @@ mod tests {
             let shape = Shape::Cuboid {
                 half_extents: h.into(),
             };
-            hits += assert_lanes_are_scalar(hit_box4(h, o, d, t_min), &shape, o, d, t_min);
+            hits += assert_lanes_are_scalar(intersect4(&shape, o, d, t_min), &shape, o, d, t_min);
         }
         assert!(
             hits > runs,
