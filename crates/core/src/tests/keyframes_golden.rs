@@ -4,14 +4,25 @@
 //! (`crates/sim/src/tests/keyframe_sequences.rs`); `tests/fixtures/keyframes_golden.json` holds
 //! what `extract_keyframes` and the min/max rule of `train/conver_format/utils.py`
 //! (Embodied-R.code 174ae99) give on them with opencv-python-headless 4.10.0.84
-//! (`tests/fixtures/gen_keyframes_golden.py` regenerates it). The bars: the same final indices
-//! on at least 95 % of the sequences, and every overlap ratio both sides computed (the same frame
-//! against the same reference) within 0.02 where the released homography is supported by at
-//! least [`MIN_SUPPORT`] RANSAC inliers. Below that the fit rests on a handful of chance matches
-//! and its overlap is noise on both sides: in `pan_fast_a` frame 2 against frame 0 (36° of pan,
-//! true overlap 0.405 from the camera poses) OpenCV's 9-inlier homography gives 0.49. Those
-//! pairs are counted and their worst difference printed, not bounded. The ORB descriptors differ
-//! by design (see `camera::keyframes`), so match counts are printed, not compared.
+//! (`tests/fixtures/gen_keyframes_golden.py` regenerates it). The bars:
+//! - the same final indices on at least 95 % of the sequences;
+//! - every overlap ratio both sides computed (the same frame against the same reference) within
+//!   0.02 of the golden value where the released homography is supported by at least
+//!   [`MIN_SUPPORT`] RANSAC inliers;
+//! - and on at least 95 % of all compared pairs, weak ones included, within 0.02 of the range
+//!   OpenCV itself gives for that pair when only the order of its equally distant matches changes
+//!   (`overlap_tie_orders`, 512 orders). The released code sorts the matches by distance and
+//!   leaves ties in the order ORB listed its keypoints, and RANSAC draws by position in that list.
+//!   Where the homography rests on a handful of chance matches that order decides the overlap: in
+//!   `pan_fast_b` frame 8 against frame 6 (10 inliers) the same matches give anything from 0.00
+//!   to 0.997; in `pan_fast_a` frame 2 against frame 0 (36° of pan, true overlap 0.405 from the
+//!   camera poses) the golden order gives 0.49. Those weakly supported pairs are printed with
+//!   their range. A fixed sample of orders misses rare ones (in `pan_fast_b` frame 4 against
+//!   frame 2 the file's 512 orders reach 0.058, ours is 0.087, and another 512 orders reached
+//!   0.76), hence a share of the pairs, not every pair.
+//!
+//! The ORB descriptors differ by design (see `camera::keyframes`), so match counts are printed,
+//! not compared.
 
 use std::path::{Path, PathBuf};
 
@@ -20,7 +31,7 @@ use serde_json::Value;
 
 const OVERLAP_TOL: f64 = 0.02;
 const SAME_SELECTION: f64 = 0.95;
-/// Released RANSAC inliers from which an overlap is compared.
+/// Released RANSAC inliers from which an overlap is also held to the golden value itself.
 const MIN_SUPPORT: u64 = 20;
 
 fn fixtures() -> PathBuf {
@@ -58,6 +69,8 @@ fn keyframes_agree_with_the_released_pipeline() {
     let options = KeyframeOptions::default();
     let (mut same, mut compared, mut worst) = (0usize, 0usize, (0.0f64, String::new()));
     let (mut weak, mut worst_weak) = (0usize, 0.0f64);
+    let (mut ranged, mut in_range, mut worst_outside) = (0usize, 0usize, (0.0f64, String::new()));
+    let mut released_overlaps = 0usize;
     let mut paths = (false, false);
     for (name, want) in sequences {
         let frames = frames(&fixtures().join("keyframes").join(name));
@@ -83,6 +96,7 @@ fn keyframes_agree_with_the_released_pipeline() {
         );
         for w in want["compared"].as_array().expect("compared") {
             let t = w["t"].as_u64().expect("t") as usize;
+            released_overlaps += w["overlap"].is_f64() as usize;
             let Some(c) = got.compared.iter().find(|c| c.frame == t) else {
                 panic!("{name}: frame {t} not compared");
             };
@@ -98,11 +112,27 @@ fn keyframes_agree_with_the_released_pipeline() {
                 continue;
             }
             let d = (ours - theirs).abs();
+            let range = &w["overlap_tie_orders"];
+            let (lo, hi) = (
+                range[0].as_f64().expect("overlap_tie_orders"),
+                range[1].as_f64().expect("overlap_tie_orders"),
+            );
+            assert!(
+                lo <= theirs && theirs <= hi,
+                "{name} t {t}: {range} vs {theirs}"
+            );
+            let outside = (lo - ours).max(ours - hi).max(0.0);
+            ranged += 1;
+            in_range += (outside <= OVERLAP_TOL) as usize;
+            if outside > worst_outside.0 {
+                worst_outside = (outside, format!("{name} t {t} (ref {})", c.reference));
+            }
             if w["inliers"].as_u64().unwrap_or(0) < MIN_SUPPORT {
                 weak += 1;
                 worst_weak = worst_weak.max(d);
                 println!(
-                    "  t {t}: weakly supported, overlap {ours:.4} vs {theirs:.4}, inliers {} vs {}",
+                    "  t {t}: weakly supported, overlap {ours:.4} vs {theirs:.4} (OpenCV's tie \
+                     orders {lo:.4}..{hi:.4}), inliers {} vs {}",
                     c.inliers, w["inliers"]
                 );
                 continue;
@@ -123,8 +153,9 @@ fn keyframes_agree_with_the_released_pipeline() {
     println!(
         "same final indices on {same} of {n} sequences; {compared} overlaps compared, worst \
          difference {:.4} at {}; {weak} weakly supported (< {MIN_SUPPORT} inliers), worst \
-         difference there {worst_weak:.4}",
-        worst.0, worst.1
+         difference there {worst_weak:.4}; {in_range} of {ranged} overlaps within \
+         {OVERLAP_TOL} of OpenCV's tie-order range, worst {:.4} outside it at {}",
+        worst.0, worst.1, worst_outside.0, worst_outside.1
     );
     assert!(
         paths.0 && paths.1,
@@ -140,5 +171,16 @@ fn keyframes_agree_with_the_released_pipeline() {
         "overlap differs by {:.4} at {}",
         worst.0,
         worst.1
+    );
+    assert!(
+        ranged as f64 >= SAME_SELECTION * released_overlaps as f64,
+        "only {ranged} of {released_overlaps} released overlaps compared"
+    );
+    assert!(
+        in_range as f64 >= SAME_SELECTION * ranged as f64,
+        "only {in_range} of {ranged} overlaps within {OVERLAP_TOL} of OpenCV's tie-order range \
+         (worst {:.4} outside it at {})",
+        worst_outside.0,
+        worst_outside.1
     );
 }
