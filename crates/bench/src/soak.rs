@@ -213,41 +213,11 @@ impl fmt::Display for SoakReport {
             self.start.fds,
             self.start.threads
         )?;
-        writeln!(
-            f,
-            "{:>6} {:>8} {:>10} {:>7} {:>9} {:>9} {:>9} {:>8} {:>5} {:>7}",
-            "window",
-            "end (s)",
-            "ops",
-            "errors",
-            "provoked",
-            "p50 ms",
-            "p99 ms",
-            "rss MiB",
-            "fds",
-            "threads"
-        )?;
+        writeln!(f, "{}", header())?;
         let mut end = 0.0;
         for (i, w) in self.windows.iter().enumerate() {
             end += w.seconds;
-            let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
-            writeln!(
-                f,
-                "{:>6} {:>8.0} {:>10} {:>7} {:>9} {:>9} {:>9} {:>8.1} {:>5} {:>7}",
-                i + 1,
-                end,
-                w.ops,
-                w.errors,
-                w.provoked,
-                ms(w.p50_ms),
-                ms(w.p99_ms),
-                w.usage.rss_kib as f64 / 1024.0,
-                w.usage.fds,
-                w.usage.threads
-            )?;
-            for e in &w.first_errors {
-                writeln!(f, "         error: {e}")?;
-            }
+            writeln!(f, "{}", row(i + 1, end, w))?;
         }
         let pct = |v: Option<f64>| v.map_or("-".into(), |g| format!("{:+.1} %", 100.0 * g));
         writeln!(
@@ -285,6 +255,81 @@ impl fmt::Display for SoakReport {
     }
 }
 
+/// The head of the window table.
+fn header() -> String {
+    format!(
+        "{:>6} {:>8} {:>10} {:>7} {:>9} {:>9} {:>9} {:>8} {:>5} {:>7}",
+        "window",
+        "end (s)",
+        "ops",
+        "errors",
+        "provoked",
+        "p50 ms",
+        "p99 ms",
+        "rss MiB",
+        "fds",
+        "threads"
+    )
+}
+
+/// Window `index` (from 1), ending `end_s` after the start, as a row of the table, with its first
+/// errors on lines of their own.
+fn row(index: usize, end_s: f64, w: &Window) -> String {
+    let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+    let mut row = format!(
+        "{:>6} {:>8.0} {:>10} {:>7} {:>9} {:>9} {:>9} {:>8.1} {:>5} {:>7}",
+        index,
+        end_s,
+        w.ops,
+        w.errors,
+        w.provoked,
+        ms(w.p50_ms),
+        ms(w.p99_ms),
+        w.usage.rss_kib as f64 / 1024.0,
+        w.usage.fds,
+        w.usage.threads
+    );
+    for e in &w.first_errors {
+        row.push_str(&format!("\n         error: {e}"));
+    }
+    row
+}
+
+/// The windows closed so far. Each is written to stderr as it closes, as the report's row, so that
+/// an hour-long soak shows where it is and one cut short keeps the figures of the windows it
+/// closed (the report itself comes only at the end).
+pub(crate) struct Closed {
+    windows: Vec<Window>,
+    end_s: f64,
+}
+
+impl Closed {
+    pub(crate) fn with_capacity(windows: usize) -> Self {
+        Closed {
+            windows: Vec::with_capacity(windows),
+            end_s: 0.0,
+        }
+    }
+
+    pub(crate) fn push(&mut self, w: Window) {
+        self.push_to(w, &mut std::io::stderr().lock());
+    }
+
+    fn push_to(&mut self, w: Window, out: &mut impl Write) {
+        // Progress only: a closed stderr must not end the soak.
+        if self.windows.is_empty() {
+            let _ = writeln!(out, "{}", header());
+        }
+        self.end_s += w.seconds;
+        let _ = writeln!(out, "{}", row(self.windows.len() + 1, self.end_s, &w));
+        self.windows.push(w);
+    }
+
+    pub(crate) fn into_windows(self) -> Vec<Window> {
+        self.windows
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SoakError {
     #[error(
@@ -308,6 +353,17 @@ pub fn run(args: SoakArgs) -> Result<SoakReport, SoakError> {
         return Err(SoakError::Args);
     }
     let window = Duration::from_secs_f64(args.minutes * 60.0 / args.windows as f64);
+    let name = clap::ValueEnum::to_possible_value(&args.target).map_or_else(
+        || format!("{:?}", args.target),
+        |v| v.get_name().to_string(),
+    );
+    eprintln!(
+        "soak {name}: up to {} min in {} windows of {:.0} s; a row as each window ends, the \
+         report at the end",
+        args.minutes,
+        args.windows,
+        window.as_secs_f64()
+    );
     let here = usage();
     let (target, latency, apart, windows) = match args.target {
         SoakTarget::Bridge => bridge(args.robot.clone(), args.connections, args.windows, window)?,
@@ -348,7 +404,7 @@ fn bridge(
          resident memory, descriptors and threads are its own): {connections} evaluators at 5 Hz \
          and a hostile client"
     );
-    let mut out = Vec::with_capacity(windows);
+    let mut out = Closed::with_capacity(windows);
     for _ in 0..windows {
         let deadline = Instant::now() + window;
         let hostile = {
@@ -392,7 +448,7 @@ fn bridge(
         target,
         "server time per action after each episode's first (ms)",
         Some(at_start),
-        out,
+        out.into_windows(),
     ))
 }
 
@@ -567,7 +623,7 @@ fn rewards(items: u64, windows: usize, window: Duration) -> Result<Soaked, SoakE
     let per_window = items.div_ceil(windows as u64);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let mut conn: Option<TcpStream> = None;
-    let mut out = Vec::with_capacity(windows);
+    let mut out = Closed::with_capacity(windows);
     let mut request = 0u64;
     let mut scored_total = 0u64;
     for _ in 0..windows {
@@ -628,7 +684,12 @@ fn rewards(items: u64, windows: usize, window: Duration) -> Result<Soaked, SoakE
     drop(conn);
     let _ = stop.send(());
     let _ = rt.block_on(server);
-    Ok((target, "round trip per batch of 1000 (ms)", None, out))
+    Ok((
+        target,
+        "round trip per batch of 1000 (ms)",
+        None,
+        out.into_windows(),
+    ))
 }
 
 /// A batch of `bench rewards`' items, one in 50 replaced by an item that is not an object or
@@ -720,7 +781,7 @@ fn servo(windows: usize, window: Duration) -> Result<Soaked, SoakError> {
     let (target, out) = rt.block_on(async {
         let (mut robot, _emulator, target) = soak_robot(rate_hz).await.map_err(|e| setup(&e))?;
         let trajectory = there_and_back(&robot, rate_hz, 4.0).map_err(|e| setup(&e))?;
-        let mut out = Vec::with_capacity(windows);
+        let mut out = Closed::with_capacity(windows);
         for _ in 0..windows {
             let began = Instant::now();
             let mut w = Window::default();
@@ -756,7 +817,7 @@ fn servo(windows: usize, window: Duration) -> Result<Soaked, SoakError> {
         format!("{target}, there-and-back trajectories at {rate_hz} Hz"),
         "servo period deviation from 4 ms (ms)",
         None,
-        out,
+        out.into_windows(),
     ))
 }
 
@@ -783,6 +844,38 @@ mod verdict_tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn each_window_is_shown_as_it_closes_as_the_report_shows_it() {
+        let windows = report(&[(1000, 14, 18), (2048, 14, 19)]).windows;
+        let mut closed = Closed::with_capacity(2);
+        let mut shown = Vec::new();
+        for (i, mut w) in windows.into_iter().enumerate() {
+            w.seconds = 600.0;
+            w.ops = 48_400 + i as u64;
+            if i == 1 {
+                w.error("the server exited".into());
+            }
+            closed.push_to(w, &mut shown);
+        }
+        let shown = String::from_utf8(shown).unwrap();
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), 4, "{shown}");
+        assert!(lines[0].trim_start().starts_with("window"), "{shown}");
+        let cells: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(&cells[..4], ["2", "1200", "48401", "1"], "{shown}");
+        assert_eq!(cells[7], "2.0", "rss in MiB: {shown}");
+        assert_eq!(lines[3].trim(), "error: the server exited");
+        // The live rows are the final report's, word for word.
+        let report = SoakReport {
+            windows: closed.into_windows(),
+            ..report(&[])
+        };
+        assert!(
+            report.to_string().contains(&shown),
+            "{report}\n---\n{shown}"
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::soak::{SoakError, Soaked, Window};
+use super::soak::{Closed, SoakError, Soaked, Window};
 use crate::camera::{Camera, Frame};
 use crate::executor::Branch;
 use crate::kinematics::RobotModel;
@@ -80,7 +80,7 @@ pub(crate) fn tasks(tasks: u64, windows: usize, window: Duration) -> Result<Soak
 
     let per_window = tasks.div_ceil(windows as u64);
     let mut done = 0u64;
-    let mut out = Vec::with_capacity(windows);
+    let mut out = Closed::with_capacity(windows);
     for _ in 0..windows {
         if done >= tasks {
             break;
@@ -129,7 +129,7 @@ pub(crate) fn tasks(tasks: u64, windows: usize, window: Duration) -> Result<Soak
         target,
         "one task: `run --xarm` process start to exit (ms)",
         None,
-        out,
+        out.into_windows(),
     ))
 }
 
