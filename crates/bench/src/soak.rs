@@ -300,14 +300,12 @@ fn row(index: usize, end_s: f64, w: &Window) -> String {
 /// closed (the report itself comes only at the end).
 pub(crate) struct Closed {
     windows: Vec<Window>,
-    end_s: f64,
 }
 
 impl Closed {
     pub(crate) fn with_capacity(windows: usize) -> Self {
         Closed {
             windows: Vec::with_capacity(windows),
-            end_s: 0.0,
         }
     }
 
@@ -320,8 +318,9 @@ impl Closed {
         if self.windows.is_empty() {
             let _ = writeln!(out, "{}", header());
         }
-        self.end_s += w.seconds;
-        let _ = writeln!(out, "{}", row(self.windows.len() + 1, self.end_s, &w));
+        // Summed in the order the report sums them, so the two print the same end.
+        let end_s = self.windows.iter().map(|w| w.seconds).sum::<f64>() + w.seconds;
+        let _ = writeln!(out, "{}", row(self.windows.len() + 1, end_s, &w));
         self.windows.push(w);
     }
 
