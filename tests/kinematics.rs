@@ -132,7 +132,8 @@ fn jacobian_matches_finite_differences() {
 }
 
 /// The IK bar: on 5,000 random reachable poses (fixed seed), from the mid-range pose,
-/// success >= 99.5 % with every success verified by FK within 0.1 mm and 0.05 deg.
+/// success >= 99.96 % (at most 2 misses) with every success verified by FK within 0.1 mm and
+/// 0.05 deg.
 fn ik_bar(robot: &str) {
     let m = RobotModel::builtin(robot).unwrap();
     let targets = random_targets(&m, 5000, 2024).unwrap();
@@ -150,8 +151,8 @@ fn ik_bar(robot: &str) {
     }
     let rate = ok as f64 / targets.len() as f64;
     assert!(
-        rate >= 0.995,
-        "{robot}: IK success {:.2}% < 99.5%",
+        rate >= 0.9996,
+        "{robot}: IK success {:.2}% < 99.96%",
         100.0 * rate
     );
 }
