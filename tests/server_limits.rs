@@ -1,10 +1,11 @@
-//! Servers out of file descriptors, each started with a limit of 48 descriptors and sent 80 idle
-//! sockets.
+//! Servers under clients that take without giving back: out of file descriptors (each started
+//! with a limit of 48 descriptors and sent 80 idle sockets), or left with work nobody waits for.
 //!
 //! | test | checks |
 //! | --- | --- |
 //! | `an_exhausted_descriptor_table_does_not_spin_the_accept_loop` | `serve bridge`: over the next 2 s the server keeps to well under half a core (a failing accept is retried after a growing pause, not at once) and writes under 64 KiB of log (one warning a second, with a count of the rest); after the sockets close it serves a WebSocket client again |
 //! | `the_xarm_emulator_outlives_an_exhausted_descriptor_table` | `emulate xarm`: the same bounds on CPU and log while 80 sockets hold its command port, the process still running; after they close, a new command client is accepted and its real-time report stream delivers a report |
+//! | `an_abandoned_reward_request_stops_scoring` | `serve rewards`: a batch of some 15 s of CPU is sent and its connection closed once scoring is under way; from a second after the close the server uses under 0.4 of a core (scoring stops at the next item instead of running on for nobody) |
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::TcpStream;
@@ -83,6 +84,57 @@ fn the_xarm_emulator_outlives_an_exhausted_descriptor_table() {
     );
 }
 
+#[test]
+fn an_abandoned_reward_request_stops_scoring() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let mut server = Limited::start("serve rewards --addr 127.0.0.1:0");
+    let addr = server.line_after("listening http://");
+    let addr = addr.split('/').next().expect("address").to_string();
+    // 60 items of 2000 points against a 1999-vertex ring: 4·10^6 point-in-polygon tests each,
+    // a quarter of a second of one core, under both the item and the batch limits.
+    let points: Vec<String> = (0..2000)
+        .map(|i| format!("[{}, {}]", 100 + i % 50, 100 + i / 50))
+        .collect();
+    let ring: Vec<String> = (0..1999)
+        .map(|k| {
+            let a = k as f64 * std::f64::consts::TAU / 1999.0;
+            format!(
+                "[{:.3}, {:.3}]",
+                300.0 + 200.0 * a.cos(),
+                300.0 + 200.0 * a.sin()
+            )
+        })
+        .collect();
+    let item = serde_json::json!({
+        "response": format!("<think>t</think><answer><point>[{}]</point></answer>", points.join(", ")),
+        "ground_truth": format!("<type>point_rec</type>{{\"segmentation\": [{}]}}", ring.join(", ")),
+    });
+    let body = serde_json::json!({ "items": vec![item; 60] }).to_string();
+    let pid = server.child.id();
+    let start = cpu_seconds(pid);
+    let mut client = TcpStream::connect(&addr).expect("connect");
+    use std::io::Write;
+    write!(
+        client,
+        "POST /score HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send the batch");
+    // Close only once scoring is under way (reading and parsing the body take a fraction of
+    // this), so the close lands on work in progress.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cpu_seconds(pid) - start < 1.0 {
+        assert!(Instant::now() < deadline, "the batch was never scored");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(client);
+    std::thread::sleep(Duration::from_secs(1));
+    let idle = server.cpu_over(Duration::from_secs(2));
+    server.stop_and_check(idle);
+}
+
 /// A `pointact` process with at most 48 descriptors, its stdout read line by line and its log
 /// (stderr) collected.
 struct Limited {
@@ -91,7 +143,7 @@ struct Limited {
     log: Option<std::thread::JoinHandle<Vec<u8>>>,
 }
 
-/// CPU seconds a server used over a span of wall time while its descriptors were exhausted.
+/// CPU seconds a server used over a span of wall time in which it should have been idle.
 struct Starved {
     used: f64,
     spent: f64,
@@ -147,16 +199,21 @@ impl Limited {
             "only {} sockets connected",
             sockets.len()
         );
+        self.cpu_over(Duration::from_secs(2))
+    }
+
+    /// The server's CPU over the next `span` of wall time.
+    fn cpu_over(&self, span: Duration) -> Starved {
         let before = cpu_seconds(self.child.id());
         let t = Instant::now();
-        std::thread::sleep(Duration::from_secs(2));
+        std::thread::sleep(span);
         Starved {
             used: cpu_seconds(self.child.id()) - before,
             spent: t.elapsed().as_secs_f64(),
         }
     }
 
-    /// Stops the server and asserts it kept its CPU and its log small while starved.
+    /// Stops the server and asserts it kept its CPU and its log small over the span measured.
     fn stop_and_check(mut self, starved: Starved) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -169,7 +226,7 @@ impl Limited {
         let Starved { used, spent } = starved;
         assert!(
             used < 0.4 * spent,
-            "the server used {used:.2} s of CPU in {spent:.2} s while out of descriptors"
+            "the server used {used:.2} s of CPU in {spent:.2} s while it should have idled"
         );
         assert!(
             log.len() < 64 * 1024,

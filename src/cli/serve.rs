@@ -47,6 +47,10 @@ pub struct ServeRewardsCli {
     /// need; an item over it is answered with an error in place.
     #[arg(long, default_value_t = 4_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     max_polygon_tests: u64,
+    /// Most point-in-polygon edge tests all items of one request may need together (about 15 s
+    /// of one core by default); a request over it is refused whole with 413 before scoring.
+    #[arg(long, default_value_t = 256_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_batch_polygon_tests: u64,
     /// Connections served at once; one more is closed as soon as it arrives.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     max_connections: u64,
@@ -113,6 +117,7 @@ fn rewards(a: ServeRewardsCli) -> Result<ExitCode> {
         max_bodies_bytes: (a.max_bodies_mib as usize) << 20,
         max_items: a.max_items as usize,
         max_polygon_tests: a.max_polygon_tests,
+        max_batch_polygon_tests: a.max_batch_polygon_tests,
         max_connections: a.max_connections as usize,
         header_timeout: Duration::from_secs_f64(a.header_timeout_s),
         body_timeout: Duration::from_secs_f64(a.body_timeout_s),

@@ -173,7 +173,10 @@ impl Running {
                             return a;
                         }
                         Err(why) => {
-                            tracing::warn!("episode {}: refused an action: {why}", self.start.task);
+                            tracing::warn!(
+                                "episode {:?}: refused an action: {why}",
+                                self.start.task
+                            );
                             self.link = None;
                             self.end = Some(EpisodeEnd {
                                 status: PolicyStatus::Failed,
@@ -337,7 +340,8 @@ async fn handle(
                 control_mode: start.control_mode,
             };
             tracing::info!(
-                "episode {} #{}: {:?} ({})",
+                // The task is the client's text: quoted, so a newline in it cannot forge a line.
+                "episode {:?} #{}: {:?} ({})",
                 start.task,
                 start.episode_id,
                 start.instruction,
@@ -380,7 +384,7 @@ async fn handle(
         (State::Running(run), ClientMessage::EpisodeEnd { success, steps }) => {
             let end = run.finish().await;
             tracing::info!(
-                "episode {} #{}: policy {} ({}); evaluator: success {success} after {steps} steps",
+                "episode {:?} #{}: policy {} ({:?}); evaluator: success {success} after {steps} steps",
                 run.start.task,
                 run.start.episode_id,
                 end.status.name(),

@@ -18,7 +18,9 @@
 //! EasyR1 expect, calling this service).
 
 use std::convert::Infallible;
+use std::fmt;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +30,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use pointact_core::listener::{Accepted, BoundedListener};
 use rayon::prelude::*;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -46,6 +50,10 @@ pub struct ServiceConfig {
     /// Most point-in-polygon edge tests one item may need ([`polygon_tests`]); an item over it
     /// is answered with an error in place, unscored.
     pub max_polygon_tests: u64,
+    /// Most point-in-polygon edge tests all items of one request may need together; a request
+    /// over it is refused whole (413) before any item is scored, so one request cannot hold the
+    /// scoring threads for minutes.
+    pub max_batch_polygon_tests: u64,
     /// Bytes of request bodies held at once across all connections, read or being read; a
     /// request that would go past it is answered 503 (the client retries later).
     pub max_bodies_bytes: usize,
@@ -67,6 +75,9 @@ impl Default for ServiceConfig {
             // A few hundred points against a mask outline of thousands of vertices, with room;
             // about 0.2 s of one core.
             max_polygon_tests: 4_000_000,
+            // 64 items at the item limit, about 15 s of one core; a rollout batch of 4096
+            // `point_rec` answers of 10 points against 1000-vertex masks needs 41 million.
+            max_batch_polygon_tests: 256_000_000,
             max_bodies_bytes: 1 << 30,
             max_connections: 64,
             header_timeout: Duration::from_secs(30),
@@ -153,9 +164,15 @@ async fn answer(
             let limits = ItemLimits {
                 max_items: config.max_items,
                 max_polygon_tests: config.max_polygon_tests,
+                max_batch_polygon_tests: config.max_batch_polygon_tests,
             };
+            // hyper drops this future when the client hangs up; the scoring thread cannot be
+            // dropped with it, so it is told, and stops at its next item.
+            let abandoned = Abandoned::default();
+            let flag = abandoned.0.clone();
             // Scoring is CPU work: off the runtime's threads, items in parallel.
-            let scored = tokio::task::spawn_blocking(move || score_body(&body, limits)).await;
+            let scored =
+                tokio::task::spawn_blocking(move || score_body(&body, limits, &flag)).await;
             drop(held);
             match scored {
                 Ok(Ok(results)) => {
@@ -163,7 +180,7 @@ async fn answer(
                     let body = format!("{{\"results\":[{}]}}", results.join(","));
                     respond(StatusCode::OK, body)
                 }
-                Ok(Err(why)) => reply(StatusCode::BAD_REQUEST, &json!({ "error": why })),
+                Ok(Err(Refused(status, why))) => reply(status, &json!({ "error": why })),
                 Err(e) => reply(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     &json!({ "error": format!("scoring failed: {e}") }),
@@ -290,66 +307,241 @@ fn respond(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     r
 }
 
+/// Set when a request's answer is no longer wanted: its future was dropped because the client
+/// closed the connection (or the service stopped).
+#[derive(Default)]
+struct Abandoned(Arc<AtomicBool>);
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A whole request refused: the status and why.
+#[derive(Debug)]
+pub(crate) struct Refused(pub StatusCode, pub String);
+
+/// What a batch may hold and its items may cost.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ItemLimits {
+    pub max_items: usize,
+    pub max_polygon_tests: u64,
+    pub max_batch_polygon_tests: u64,
+}
+
 /// Scores a `/score` body: one result per item, in order, each as JSON text (a score dict keeps
-/// the released key order, which a `serde_json::Value` map would sort); `Err` only when the body
-/// is not an object with an `items` array (or has too many items).
-pub(crate) fn score_body(body: &[u8], limits: ItemLimits) -> Result<Vec<String>, String> {
+/// the released key order, which a `serde_json::Value` map would sort). Refused whole (400) when
+/// the body is not an object with an `items` array of at most `max_items`, and (413) when the
+/// items it would score need more polygon work together than `max_batch_polygon_tests`. Stops early, with a
+/// refusal nobody reads, once `abandoned` is set.
+///
+/// The body is read in place: `items` and each item's two strings are sliced out of the text and
+/// every other value is skipped unkept, so a request costs about its own size in memory (a
+/// `serde_json::Value` of a long array of small numbers takes some 17 times its text).
+pub(crate) fn score_body(
+    body: &[u8],
+    limits: ItemLimits,
+    abandoned: &AtomicBool,
+) -> Result<Vec<String>, Refused> {
     let max_items = limits.max_items;
     let (text, lossy) = match std::str::from_utf8(body) {
         Ok(t) => (std::borrow::Cow::Borrowed(t), false),
         Err(_) => (String::from_utf8_lossy(body), true),
     };
-    let doc: Value =
-        serde_json::from_str(&text).map_err(|e| format!("the body is not JSON: {e}"))?;
-    let items = doc
-        .get("items")
-        .and_then(Value::as_array)
-        .ok_or("the body must be an object with an `items` array")?;
-    if items.len() > max_items {
-        return Err(format!(
-            "{} items, at most {max_items} per request",
-            items.len()
+    let bad = |why: String| Refused(StatusCode::BAD_REQUEST, why);
+    let refuse = |e: serde_json::Error| {
+        match e.classify() {
+        serde_json::error::Category::Data => bad(format!(
+            "the body must be an object with an `items` array of at most {max_items} items (--max-items): {e}"
+        )),
+        _ => bad(format!("the body is not JSON: {e}")),
+    }
+    };
+    let mut de = serde_json::Deserializer::from_str(&text);
+    let [items] = Fields::new(["items"])
+        .deserialize(&mut de)
+        .map_err(refuse)?;
+    de.end().map_err(refuse)?;
+    let items =
+        items.ok_or_else(|| bad("the body must be an object with an `items` array".into()))?;
+    let items = ItemsSeed(max_items)
+        .deserialize(&mut serde_json::Deserializer::from_str(items.get()))
+        .map_err(refuse)?;
+
+    let items: Vec<Result<Item, String>> = items.par_iter().map(|raw| item(raw, lossy)).collect();
+    // Items over the per-item limit are answered with an error, not scored: they cost nothing.
+    let work: u64 = items
+        .iter()
+        .flatten()
+        .map(|i| i.polygon_tests)
+        .filter(|&t| t <= limits.max_polygon_tests)
+        .fold(0, u64::saturating_add);
+    if work > limits.max_batch_polygon_tests {
+        return Err(Refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the items need {work} point-in-polygon tests together, over this service's limit of {} per request (--max-batch-polygon-tests): send them in smaller batches",
+                limits.max_batch_polygon_tests
+            ),
         ));
     }
-    Ok(items
-        .par_iter()
-        .map(|item| score_item(item, lossy, limits.max_polygon_tests))
-        .collect())
+    items
+        .into_par_iter()
+        .map(|item| {
+            if abandoned.load(Ordering::Relaxed) {
+                return Err(Refused(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the client closed the connection".into(),
+                ));
+            }
+            Ok(score_item(item, limits.max_polygon_tests))
+        })
+        .collect()
 }
 
-/// What a batch may hold and one item may cost.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ItemLimits {
-    pub max_items: usize,
-    pub max_polygon_tests: u64,
+/// An item's two strings and the polygon work scoring them needs.
+struct Item {
+    response: String,
+    ground_truth: String,
+    polygon_tests: u64,
 }
 
-/// One item's result: the released score dict, or `{"error": "..."}`, as JSON text.
-fn score_item(item: &Value, lossy: bool, max_polygon_tests: u64) -> String {
-    let field = |name: &str| -> Result<&str, String> {
-        let s = item
-            .get(name)
-            .and_then(Value::as_str)
+/// An item read from its JSON text, or why it cannot be scored.
+fn item(raw: &RawValue, lossy: bool) -> Result<Item, String> {
+    let [response, ground_truth] = Fields::new(["response", "ground_truth"])
+        .deserialize(&mut serde_json::Deserializer::from_str(raw.get()))
+        .unwrap_or_default();
+    let field = |name: &str, value: Option<&RawValue>| -> Result<String, String> {
+        let s = value
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
             .ok_or_else(|| format!("the item has no string `{name}`"))?;
         if lossy && s.contains('\u{FFFD}') {
             return Err(format!("the item's `{name}` is not valid UTF-8"));
         }
         Ok(s)
     };
-    let scored = field("response")
-        .and_then(|r| Ok((r, field("ground_truth")?)))
-        .and_then(|(r, gt)| {
-            let tests = polygon_tests(r, gt);
-            if tests > max_polygon_tests {
-                return Err(format!(
-                    "the item needs {tests} point-in-polygon tests (predicted points times polygon vertices), over this service's limit of {max_polygon_tests} (--max-polygon-tests)"
-                ));
-            }
-            score(r, gt).map_err(|e| error_line(&e))
-        });
+    let response = field("response", response)?;
+    let ground_truth = field("ground_truth", ground_truth)?;
+    Ok(Item {
+        polygon_tests: polygon_tests(&response, &ground_truth),
+        response,
+        ground_truth,
+    })
+}
+
+/// One item's result: the released score dict, or `{"error": "..."}`, as JSON text.
+fn score_item(item: Result<Item, String>, max_polygon_tests: u64) -> String {
+    let scored = item.and_then(|i| {
+        if i.polygon_tests > max_polygon_tests {
+            return Err(format!(
+                "the item needs {} point-in-polygon tests (predicted points times polygon vertices), over this service's limit of {max_polygon_tests} (--max-polygon-tests)",
+                i.polygon_tests
+            ));
+        }
+        score(&i.response, &i.ground_truth).map_err(|e| error_line(&e))
+    });
     match scored {
         Ok(s) => score_json(&s),
         Err(why) => json!({ "error": why }).to_string(),
+    }
+}
+
+/// The unparsed values of the named keys of a JSON object, the last of a repeated key winning as
+/// in Python's `json.loads`; every other value is skipped without being kept.
+struct Fields<'de, const N: usize> {
+    names: [&'static str; N],
+    values: [Option<&'de RawValue>; N],
+}
+
+impl<const N: usize> Fields<'_, N> {
+    fn new(names: [&'static str; N]) -> Self {
+        Fields {
+            names,
+            values: [None; N],
+        }
+    }
+}
+
+impl<'de, const N: usize> DeserializeSeed<'de> for Fields<'de, N> {
+    type Value = [Option<&'de RawValue>; N];
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, const N: usize> Visitor<'de> for Fields<'de, N> {
+    type Value = [Option<&'de RawValue>; N];
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "an object with {:?}", self.names)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
+        while let Some(key) = map.next_key_seed(KeyIndex(&self.names))? {
+            match key {
+                Some(i) => self.values[i] = Some(map.next_value()?),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(self.values)
+    }
+}
+
+/// Which of the names a key is, compared in place (a key is not copied).
+struct KeyIndex<'n>(&'n [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for KeyIndex<'_> {
+    type Value = Option<usize>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeyIndex<'_> {
+    type Value = Option<usize>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self.0.iter().position(|n| *n == key))
+    }
+}
+
+/// The `items` array's elements, unparsed; refused as soon as it holds more than the limit, so a
+/// long array of tiny values is not collected first.
+struct ItemsSeed(usize);
+
+impl<'de> DeserializeSeed<'de> for ItemsSeed {
+    type Value = Vec<&'de RawValue>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ItemsSeed {
+    type Value = Vec<&'de RawValue>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "an array of at most {} items", self.0)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            if items.len() == self.0 {
+                return Err(de::Error::custom("too many items"));
+            }
+            items.push(item);
+        }
+        Ok(items)
     }
 }
 
@@ -383,10 +575,17 @@ mod tests {
     use super::*;
 
     fn items(max_items: usize) -> ItemLimits {
+        let c = ServiceConfig::default();
         ItemLimits {
             max_items,
-            max_polygon_tests: ServiceConfig::default().max_polygon_tests,
+            max_polygon_tests: c.max_polygon_tests,
+            max_batch_polygon_tests: c.max_batch_polygon_tests,
         }
+    }
+
+    /// A body scored by a client that stays.
+    fn scored(body: &[u8], limits: ItemLimits) -> Result<Vec<String>, Refused> {
+        score_body(body, limits, &AtomicBool::new(false))
     }
 
     fn parsed(results: Vec<String>) -> Vec<Value> {
@@ -398,7 +597,7 @@ mod tests {
 
     #[test]
     fn a_score_keeps_the_released_key_order() {
-        let out = score_body(
+        let out = scored(
             br#"{"items": [{"response": "<think>x</think><answer>A</answer>", "ground_truth": "<type>general_qa</type>A"}]}"#, items(1))
         .unwrap();
         let keys: Vec<&str> = out[0].split('"').skip(1).step_by(2).collect();
@@ -433,7 +632,7 @@ mod tests {
             {"response": 3, "ground_truth": "<type>general_qa</type>A"},
             {"response": ok, "ground_truth": "<type>general_qa</type>B"},
         ]});
-        let out = parsed(score_body(body.to_string().as_bytes(), items(100)).unwrap());
+        let out = parsed(scored(body.to_string().as_bytes(), items(100)).unwrap());
         assert_eq!(out.len(), 5);
         assert!(
             (out[0]["overall"].as_f64().unwrap() - 1.0).abs() < 1e-12,
@@ -451,7 +650,7 @@ mod tests {
         let mut body = br#"{"items": [{"response": "<think>x</think><answer>A</answer>", "ground_truth": "<type>general_qa</type>A"}, {"response": "bad "#.to_vec();
         body.extend_from_slice(&[0xff, 0xfe]);
         body.extend_from_slice(br#"", "ground_truth": "<type>general_qa</type>A"}]}"#);
-        let out = parsed(score_body(&body, items(100)).unwrap());
+        let out = parsed(scored(&body, items(100)).unwrap());
         assert!(
             (out[0]["overall"].as_f64().unwrap() - 1.0).abs() < 1e-12,
             "{}",
@@ -466,12 +665,13 @@ mod tests {
 
     #[test]
     fn a_body_without_items_is_refused_whole() {
-        assert!(score_body(b"[1, 2]", items(10)).is_err());
-        assert!(score_body(b"{\"items\": 3}", items(10)).is_err());
-        assert!(score_body(b"not json", items(10)).is_err());
+        assert!(scored(b"[1, 2]", items(10)).is_err());
+        assert!(scored(b"{\"items\": 3}", items(10)).is_err());
+        assert!(scored(b"not json", items(10)).is_err());
         let many = json!({"items": vec![json!({}); 11]}).to_string();
-        assert!(score_body(many.as_bytes(), items(10))
+        assert!(scored(many.as_bytes(), items(10))
             .unwrap_err()
+            .1
             .contains("at most 10"));
     }
 
@@ -490,12 +690,71 @@ mod tests {
         let limited = |max_polygon_tests| ItemLimits {
             max_items: 1,
             max_polygon_tests,
+            max_batch_polygon_tests: max_polygon_tests,
         };
-        let out = parsed(score_body(body.as_bytes(), limited(9)).unwrap());
+        let out = parsed(scored(body.as_bytes(), limited(9)).unwrap());
         let why = out[0]["error"].as_str().expect("an item error");
         assert!(why.contains("10 point-in-polygon tests"), "{why}");
-        let out = parsed(score_body(body.as_bytes(), limited(10)).unwrap());
+        let out = parsed(scored(body.as_bytes(), limited(10)).unwrap());
         let want = score(response, truth).unwrap().overall();
         assert_eq!(out[0]["overall"].as_f64(), Some(want), "{}", out[0]);
+    }
+
+    #[test]
+    fn a_batch_over_the_work_limit_is_refused_whole_before_scoring() {
+        let response = "<think>x</think><answer><point>[[320, 240], [10, 10]]</point></answer>";
+        let truth = r#"<type>point_rec</type>{"segmentation": [[300, 220], [340, 220], [340, 260], [300, 260]]}"#;
+        let item = json!({"response": response, "ground_truth": truth});
+        // Three items of 10 tests each, and one of another type that tests no polygon.
+        let other = json!({"response": "<think>x</think><answer>A</answer>", "ground_truth": "<type>general_qa</type>A"});
+        let body = json!({"items": [item, other, item, item]}).to_string();
+        let limited = |max_batch_polygon_tests| ItemLimits {
+            max_batch_polygon_tests,
+            ..items(4)
+        };
+        let Refused(status, why) = scored(body.as_bytes(), limited(29)).unwrap_err();
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(why.contains("30 point-in-polygon tests"), "{why}");
+        assert!(why.contains("--max-batch-polygon-tests"), "{why}");
+        let out = parsed(scored(body.as_bytes(), limited(30)).unwrap());
+        assert_eq!(out.len(), 4);
+        let want = score(response, truth).unwrap().overall();
+        assert_eq!(out[3]["overall"].as_f64(), Some(want), "{}", out[3]);
+    }
+
+    #[test]
+    fn an_abandoned_request_is_not_scored() {
+        let body = br#"{"items": [{"response": "<think>x</think><answer>A</answer>", "ground_truth": "<type>general_qa</type>A"}]}"#;
+        let Refused(_, why) = score_body(body, items(1), &AtomicBool::new(true)).unwrap_err();
+        assert!(why.contains("closed the connection"), "{why}");
+        assert!(scored(body, items(1)).is_ok());
+    }
+
+    #[test]
+    fn keys_are_read_as_python_reads_them_and_other_values_are_skipped() {
+        // A repeated key: the last one counts, as in Python's json.loads. Values under other
+        // keys (here deep and long ones) are skipped, at the top and in an item.
+        let body = br#"{"pad": [[[0, 0], {"a": [1, 2]}]], "items": [], "items": [
+            {"response": "<think>x</think><answer>B</answer>", "x": [0, 0, 0],
+             "ground_truth": "<type>general_qa</type>A", "response": "<think>x</think><answer>A</answer>"},
+            3,
+            {"response": 3, "ground_truth": "<type>general_qa</type>A"},
+            {"resp\u006fnse": "<think>x</think><answer>A</answer>", "ground_truth": "<type>general_qa</type>A"}
+        ], "more": {"items": 7}}"#;
+        let out = parsed(scored(body, items(4)).unwrap());
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[0]["overall"].as_f64(), Some(1.0), "{}", out[0]);
+        for bad in &out[1..3] {
+            let why = bad["error"].as_str().expect("an item error");
+            assert!(why.contains("no string `response`"), "{why}");
+        }
+        // An escaped key is the key it spells.
+        assert_eq!(out[3]["overall"].as_f64(), Some(1.0), "{}", out[3]);
+        // Trailing text after the object is not JSON.
+        let mut trailing = body.to_vec();
+        trailing.extend_from_slice(b" x");
+        let Refused(status, why) = scored(&trailing, items(4)).unwrap_err();
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(why.contains("not JSON"), "{why}");
     }
 }

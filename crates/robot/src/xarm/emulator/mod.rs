@@ -390,6 +390,11 @@ async fn command_connection(
                         }
                     }
                     deliver(&conns, out);
+                    // One read can hold hundreds of pipelined commands (a checked line runs IK
+                    // along it): the tick, the report streams and the other clients get their
+                    // turn between two of them, as on a controller whose real-time loop never
+                    // waits for the command parser.
+                    tokio::task::yield_now().await;
                 }
             }
             Some(bytes) = rx.recv() => {
