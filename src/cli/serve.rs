@@ -101,6 +101,10 @@ pub struct ServeBridgeCli {
     /// Seconds a connection may go without completing a frame before it is closed.
     #[arg(long, default_value_t = 300.0, value_parser = super::values::timeout_seconds)]
     idle_timeout_s: f64,
+    /// Unfinished frames held at once over all connections (MiB); a connection that reads past
+    /// it is closed with 1013 (try again later).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(128..=65536))]
+    max_unfinished_mib: u64,
 }
 
 pub fn run(which: ServeCommand) -> Result<ExitCode> {
@@ -179,6 +183,7 @@ fn bridge(a: ServeBridgeCli) -> Result<ExitCode> {
                 max_connections: a.max_connections as usize,
                 handshake_timeout: Duration::from_secs_f64(a.handshake_timeout_s),
                 idle_timeout: Duration::from_secs_f64(a.idle_timeout_s),
+                max_unfinished_bytes: (a.max_unfinished_mib as usize) << 20,
             });
         let addr = server.local_addr()?;
         let noise = if a.noise_px > 0.0 {

@@ -10,12 +10,16 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use pointact_core::listener::{Accepted, BoundedListener};
 
 use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -44,6 +48,11 @@ pub struct ServerLimits {
     /// frame holds its buffer, up to the frame limit, only until then. Evaluators send a frame
     /// per control step; a policy's own planning is not the client's idle time.
     pub idle_timeout: Duration,
+    /// Bytes of frames not yet complete held at once over all connections (1 GiB). Each
+    /// connection alone is bounded by the frame limit (65 MiB), but 64 clients stalling in the
+    /// middle of their frames would hold 4 GiB until their idle timeouts; a connection that
+    /// reads while the total is at the bound is closed with 1013 (try again later).
+    pub max_unfinished_bytes: usize,
 }
 
 impl Default for ServerLimits {
@@ -52,6 +61,7 @@ impl Default for ServerLimits {
             max_connections: 64,
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
+            max_unfinished_bytes: 1 << 30,
         }
     }
 }
@@ -94,6 +104,10 @@ impl BridgeServer {
         }));
         tokio::pin!(shutdown);
         let limits = self.limits;
+        let unfinished = Arc::new(Unfinished {
+            held: AtomicUsize::new(0),
+            max: limits.max_unfinished_bytes,
+        });
         let mut listener =
             BoundedListener::new(self.listener, limits.max_connections, "serve bridge");
         loop {
@@ -106,6 +120,7 @@ impl BridgeServer {
                     let config = self.config.clone();
                     let metadata = metadata.clone();
                     let closed = closed.clone();
+                    let stream = Metered { stream, held: 0, all: unfinished.clone() };
                     tokio::spawn(async move {
                         let _slot = slot;
                         if let Err(e) = connection(stream, config, &metadata, closed, limits).await {
@@ -198,8 +213,94 @@ impl Running {
     }
 }
 
-async fn connection(
+/// Bytes of unfinished frames over all connections, and the most they may be.
+struct Unfinished {
+    held: AtomicUsize,
+    max: usize,
+}
+
+/// Why a connection's read was refused: the unfinished frames of all connections are at
+/// [`ServerLimits::max_unfinished_bytes`].
+#[derive(Debug, thiserror::Error)]
+#[error("the bridge holds {0} bytes of unfinished frames over all connections, its limit (--max-unfinished-mib); try again later")]
+struct UnfinishedFull(usize);
+
+/// A connection's socket, counting what it reads toward [`Unfinished`] until tungstenite hands
+/// over a complete message ([`Metered::finished`]).
+struct Metered {
     stream: TcpStream,
+    held: usize,
+    all: Arc<Unfinished>,
+}
+
+impl Metered {
+    /// What was read so far made whole messages: it is no longer held.
+    fn finished(&mut self) {
+        self.all.held.fetch_sub(self.held, Ordering::Relaxed);
+        self.held = 0;
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        self.finished();
+    }
+}
+
+impl AsyncRead for Metered {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let held = this.all.held.load(Ordering::Relaxed);
+        if held >= this.all.max {
+            return Poll::Ready(Err(io::Error::other(UnfinishedFull(held))));
+        }
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        this.held += n;
+        this.all.held.fetch_add(n, Ordering::Relaxed);
+        read
+    }
+}
+
+impl AsyncWrite for Metered {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// Closes `ws` with `frame` and reads away, for a while, what the client is still sending:
+/// closing on unread data resets the connection, and the reset can destroy the close frame
+/// before the client reads it. The bytes read away are not kept.
+async fn close_and_drain(ws: &mut tokio_tungstenite::WebSocketStream<Metered>, frame: CloseFrame) {
+    let _ = ws.close(Some(frame)).await;
+    ws.get_mut().finished();
+    discard_input(
+        &mut ws.get_mut().stream,
+        Duration::from_secs(2),
+        2 * MAX_FRAME_BYTES,
+    )
+    .await;
+}
+
+async fn connection(
+    stream: Metered,
     config: Arc<SessionConfig>,
     metadata: &[u8],
     mut closed: tokio::sync::watch::Receiver<bool>,
@@ -210,7 +311,7 @@ async fn connection(
     let ws_config = WebSocketConfig::default()
         .max_message_size(Some(MAX_FRAME_BYTES))
         .max_frame_size(Some(MAX_FRAME_BYTES));
-    let _ = stream.set_nodelay(true);
+    let _ = stream.stream.set_nodelay(true);
     let handshake = tokio_tungstenite::accept_async_with_config(stream, Some(ws_config));
     let mut ws = tokio::time::timeout(limits.handshake_timeout, handshake)
         .await
@@ -228,7 +329,10 @@ async fn connection(
     loop {
         let msg = tokio::select! {
             m = tokio::time::timeout(limits.idle_timeout, ws.next()) => match m {
-                Ok(Some(m)) => m,
+                Ok(Some(m)) => {
+                    ws.get_mut().finished();
+                    m
+                }
                 Ok(None) => break,
                 Err(_) => {
                     let _ = ws.close(None).await;
@@ -261,12 +365,17 @@ async fn connection(
                     reason: format!("a frame over {MAX_FRAME_BYTES} bytes, the bridge's limit")
                         .into(),
                 };
-                let _ = ws.close(Some(frame)).await;
-                // Read away what the client is still sending, for a while: closing on unread
-                // data resets the connection, and the reset can destroy the close frame before
-                // the client reads it.
-                discard_input(ws.get_mut(), Duration::from_secs(2), 2 * MAX_FRAME_BYTES).await;
+                close_and_drain(&mut ws, frame).await;
                 return Err(format!("closed (1009): {e}"));
+            }
+            Err(WsError::Io(e)) if e.get_ref().is_some_and(|i| i.is::<UnfinishedFull>()) => {
+                let why = e.to_string();
+                let frame = CloseFrame {
+                    code: CloseCode::Again,
+                    reason: why.clone().into(),
+                };
+                close_and_drain(&mut ws, frame).await;
+                return Err(format!("closed (1013): {why}"));
             }
             Err(e) => return Err(e.to_string()),
         };

@@ -8,6 +8,7 @@
 //! | `waiting_episodes_hold_no_thread` | on a runtime of 2 workers and 4 blocking threads, 24 clients reset an episode and send nothing; one more client is still answered `ready` and an action for its first observation |
 //! | `absurd_observations_never_become_absurd_actions` | a property over seeded random streams, delta and joint mode, on the real server over loopback: after a valid first observation, each further one has its TCP, target, base pose or joints moved by amounts from a millimetre to 1e300; every answer is either a text naming a field or an action that passes [`check::action`] (finite, inside the controller's per-step bounds, joint targets inside the limits); a first observation that is absurd gets a text, never a hold at its joints |
 //! | `sizes_are_bounded_and_said` | a 9 MB instruction is refused at the reset naming the field and the 4096-byte limit, and the connection still resets with a short one; a 66 MiB frame is answered with a close frame of code 1009 naming the limit, not a dropped socket |
+//! | `unfinished_frames_are_bounded_over_all_connections` | with a 4 MiB bound, one client stalls 2.5 MiB into a 3 MiB frame; a second doing the same is closed with 1013 naming `--max-unfinished-mib`; a third is then served a reset while the first still stalls (the closed connection's share was given back) |
 //! | `observation_sizes_fit_the_frame` | the largest image served (1920×1200) with float64 depth and a 4-channel int32 segmentation encodes inside the frame limit and decodes; 4096×4096 is refused naming 1920x1200; an answer's detail is cut to 1024 bytes at a character boundary |
 
 use std::sync::Arc;
@@ -323,6 +324,7 @@ async fn connections_are_bounded_in_number_and_time() {
         max_connections: 8,
         handshake_timeout: Duration::from_millis(300),
         idle_timeout: Duration::from_millis(600),
+        ..ServerLimits::default()
     })
     .await;
     let mut silent = tokio::net::TcpStream::connect(&addr)
@@ -356,6 +358,7 @@ async fn connections_are_bounded_in_number_and_time() {
         max_connections: 2,
         handshake_timeout: Duration::from_secs(30),
         idle_timeout: Duration::from_secs(30),
+        ..ServerLimits::default()
     })
     .await;
     let held: Vec<_> = futures_util::future::join_all(
@@ -482,6 +485,62 @@ async fn sizes_are_bounded_and_said() {
         frame.reason
     );
     let _ = sender.await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unfinished_frames_are_bounded_over_all_connections() {
+    use futures_util::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    use tokio_tungstenite::tungstenite::Message;
+    let (addr, _stop) = limited_server(ServerLimits {
+        max_unfinished_bytes: 4 << 20,
+        ..ServerLimits::default()
+    })
+    .await;
+    // A client that starts a 3 MiB binary frame (masked, as a client's must be; a zero mask
+    // leaves the payload as sent) and sends 2.5 MiB of it.
+    let stall = || async {
+        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
+            .await
+            .expect("connect");
+        let _metadata = ws.next().await.expect("metadata").expect("metadata");
+        let mut frame = vec![0x82, 0x80 | 127];
+        frame.extend_from_slice(&(3u64 << 20).to_be_bytes());
+        frame.extend_from_slice(&[0; 4]);
+        frame.resize(frame.len() + (5 << 19), 0x90);
+        let _ = ws.get_mut().write_all(&frame).await;
+        ws
+    };
+    let first = stall().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut second = stall().await;
+    let close = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match second.next().await {
+                Some(Ok(Message::Close(frame))) => return frame,
+                Some(Ok(_)) => continue,
+                other => panic!("no close frame: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("the second stalled client is answered");
+    let frame = close.expect("a close frame with a code");
+    assert_eq!(frame.code, CloseCode::Again);
+    assert!(
+        frame.reason.contains("--max-unfinished-mib"),
+        "{}",
+        frame.reason
+    );
+    drop(second);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut c = BridgeClient::connect(&addr).await.expect("connect");
+    match c.request(&start(3, ControlMode::DeltaEe)).await {
+        Ok(ServerMessage::Ready { episode_id: 3, .. }) => {}
+        other => panic!("a reset beside one stalled client: {other:?}"),
+    }
+    drop(first);
 }
 
 #[test]
