@@ -466,18 +466,7 @@ async fn sizes_are_bounded_and_said() {
         let _ = tx.send(Message::Binary(vec![0x90; 66 << 20].into())).await;
         tx
     });
-    let close = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match rx.next().await {
-                Some(Ok(Message::Close(frame))) => return frame,
-                Some(Ok(_)) => continue,
-                other => panic!("no close frame: {other:?}"),
-            }
-        }
-    })
-    .await
-    .expect("an answer to the oversized frame");
-    let frame = close.expect("a close frame with a code");
+    let frame = close_frame(&mut rx).await;
     assert_eq!(frame.code, CloseCode::Size);
     assert!(
         frame.reason.contains("the bridge's limit"),
@@ -487,12 +476,37 @@ async fn sizes_are_bounded_and_said() {
     let _ = sender.await;
 }
 
+/// The close frame the server sends next (other messages skipped), within 10 s.
+async fn close_frame<S>(rx: &mut S) -> tokio_tungstenite::tungstenite::protocol::CloseFrame
+where
+    S: futures_util::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + Unpin,
+{
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match rx.next().await {
+                Some(Ok(Message::Close(frame))) => return frame,
+                Some(Ok(_)) => continue,
+                other => panic!("no close frame: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("a close frame within 10 s")
+    .expect("a close frame with a code")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn unfinished_frames_are_bounded_over_all_connections() {
     use futures_util::StreamExt;
     use tokio::io::AsyncWriteExt;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-    use tokio_tungstenite::tungstenite::Message;
     let (addr, _stop) = limited_server(ServerLimits {
         max_unfinished_bytes: 4 << 20,
         ..ServerLimits::default()
@@ -515,18 +529,7 @@ async fn unfinished_frames_are_bounded_over_all_connections() {
     let first = stall().await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut second = stall().await;
-    let close = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match second.next().await {
-                Some(Ok(Message::Close(frame))) => return frame,
-                Some(Ok(_)) => continue,
-                other => panic!("no close frame: {other:?}"),
-            }
-        }
-    })
-    .await
-    .expect("the second stalled client is answered");
-    let frame = close.expect("a close frame with a code");
+    let frame = close_frame(&mut second).await;
     assert_eq!(frame.code, CloseCode::Again);
     assert!(
         frame.reason.contains("--max-unfinished-mib"),
