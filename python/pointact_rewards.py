@@ -72,8 +72,9 @@ def errors():
 
 
 def score_batch(items, url=None, timeout=None):
-    """Scores [(response, ground_truth), ...] in one request; a list of results in the same
-    order, each the released dict or {"error": "..."}."""
+    """Scores [(response, ground_truth), ...] in one request (in parts, when the service
+    refuses the whole as too large); a list of results in the same order, each the released
+    dict or {"error": "..."}."""
     body = json.dumps(
         {"items": [{"response": r, "ground_truth": g} for r, g in items]}
     ).encode("utf-8")
@@ -99,6 +100,13 @@ def score_batch(items, url=None, timeout=None):
                 time.sleep(pause)
                 pause = min(pause * 2, 4.0)
                 continue
+            # 413: the batch is over what the service takes in one request (--max-body-mib,
+            # --max-batch-polygon-tests); its halves are scored apart, in order.
+            if e.code == 413 and len(items) > 1:
+                half = len(items) // 2
+                return score_batch(items[:half], url, timeout) + score_batch(
+                    items[half:], url, timeout
+                )
             raise RewardError("reward service answered %d: %s" % (e.code, detail)) from None
         except urllib.error.URLError as e:
             raise RewardError(

@@ -222,7 +222,7 @@ struct Unfinished {
 /// Why a connection's read was refused: the unfinished frames of all connections are at
 /// [`ServerLimits::max_unfinished_bytes`].
 #[derive(Debug, thiserror::Error)]
-#[error("the bridge holds {0} bytes of unfinished frames over all connections, its limit (--max-unfinished-mib); try again later")]
+#[error("{0} bytes of unfinished frames held over all connections (--max-unfinished-mib): try again later")]
 struct UnfinishedFull(usize);
 
 /// A connection's socket, counting what it reads toward [`Unfinished`] until tungstenite hands
@@ -285,10 +285,23 @@ impl AsyncWrite for Metered {
     }
 }
 
-/// Closes `ws` with `frame` and reads away, for a while, what the client is still sending:
-/// closing on unread data resets the connection, and the reset can destroy the close frame
-/// before the client reads it. The bytes read away are not kept.
-async fn close_and_drain(ws: &mut tokio_tungstenite::WebSocketStream<Metered>, frame: CloseFrame) {
+/// Closes `ws` with `code` and `why` (cut to the 123 bytes a close frame has room for, RFC 6455
+/// section 5.5) and reads away, for a while, what the client is still sending: closing on unread
+/// data resets the connection, and the reset can destroy the close frame before the client reads
+/// it. The bytes read away are not kept.
+async fn close_and_drain(
+    ws: &mut tokio_tungstenite::WebSocketStream<Metered>,
+    code: CloseCode,
+    why: &str,
+) {
+    let mut end = why.len().min(123);
+    while !why.is_char_boundary(end) {
+        end -= 1;
+    }
+    let frame = CloseFrame {
+        code,
+        reason: why[..end].to_string().into(),
+    };
     let _ = ws.close(Some(frame)).await;
     ws.get_mut().finished();
     discard_input(
@@ -360,22 +373,24 @@ async fn connection(
             // A frame past the limit: say so in the close frame (1009, "message too big") rather
             // than drop the socket, so the client can tell why.
             Err(WsError::Capacity(e)) => {
-                let frame = CloseFrame {
-                    code: CloseCode::Size,
-                    reason: format!("a frame over {MAX_FRAME_BYTES} bytes, the bridge's limit")
-                        .into(),
-                };
-                close_and_drain(&mut ws, frame).await;
+                let why = format!("a frame over {MAX_FRAME_BYTES} bytes, the bridge's limit");
+                close_and_drain(&mut ws, CloseCode::Size, &why).await;
                 return Err(format!("closed (1009): {e}"));
             }
             Err(WsError::Io(e)) if e.get_ref().is_some_and(|i| i.is::<UnfinishedFull>()) => {
-                let why = e.to_string();
-                let frame = CloseFrame {
-                    code: CloseCode::Again,
-                    reason: why.clone().into(),
+                close_and_drain(&mut ws, CloseCode::Again, &e.to_string()).await;
+                return Err(format!("closed (1013): {e}"));
+            }
+            // A frame the protocol forbids (unmasked, reserved bits or opcodes, a fragmented
+            // control frame) or text that is not UTF-8: the close codes RFC 6455 section 7.4.1
+            // gives them, so the client learns why.
+            Err(e @ (WsError::Protocol(_) | WsError::Utf8(_))) => {
+                let code = match e {
+                    WsError::Utf8(_) => CloseCode::Invalid,
+                    _ => CloseCode::Protocol,
                 };
-                close_and_drain(&mut ws, frame).await;
-                return Err(format!("closed (1013): {why}"));
+                close_and_drain(&mut ws, code, &e.to_string()).await;
+                return Err(format!("closed ({}): {e}", u16::from(code)));
             }
             Err(e) => return Err(e.to_string()),
         };

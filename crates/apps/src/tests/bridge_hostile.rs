@@ -9,6 +9,7 @@
 //! | `absurd_observations_never_become_absurd_actions` | a property over seeded random streams, delta and joint mode, on the real server over loopback: after a valid first observation, each further one has its TCP, target, base pose or joints moved by amounts from a millimetre to 1e300; every answer is either a text naming a field or an action that passes [`check::action`] (finite, inside the controller's per-step bounds, joint targets inside the limits); a first observation that is absurd gets a text, never a hold at its joints |
 //! | `sizes_are_bounded_and_said` | a 9 MB instruction is refused at the reset naming the field and the 4096-byte limit, and the connection still resets with a short one; a 66 MiB frame is answered with a close frame of code 1009 naming the limit, not a dropped socket |
 //! | `unfinished_frames_are_bounded_over_all_connections` | with a 4 MiB bound, one client stalls 2.5 MiB into a 3 MiB frame; a second doing the same is closed with 1013 naming `--max-unfinished-mib`; a third is then served a reset while the first still stalls (the closed connection's share was given back) |
+//! | `protocol_violations_are_closed_with_their_code` | an unmasked frame and a reserved opcode are answered with a close frame of code 1002, a text frame that is not UTF-8 with 1007, each with tungstenite's reason, not a dropped socket |
 //! | `observation_sizes_fit_the_frame` | the largest image served (1920×1200) with float64 depth and a 4-channel int32 segmentation encodes inside the frame limit and decodes; 4096×4096 is refused naming 1920x1200; an answer's detail is cut to 1024 bytes at a character boundary |
 
 use std::sync::Arc;
@@ -544,6 +545,54 @@ async fn unfinished_frames_are_bounded_over_all_connections() {
         other => panic!("a reset beside one stalled client: {other:?}"),
     }
     drop(first);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn protocol_violations_are_closed_with_their_code() {
+    use futures_util::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    let (addr, _stop) = limited_server(ServerLimits::default()).await;
+    // Raw frames: FIN and opcode, then the length (the mask bit set: a zero mask follows).
+    let masked = |op: u8, payload: &[u8]| {
+        let mut f = vec![0x80 | op, 0x80 | payload.len() as u8, 0, 0, 0, 0];
+        f.extend_from_slice(payload);
+        f
+    };
+    let cases: [(&str, Vec<u8>, CloseCode, &str); 3] = [
+        (
+            "an unmasked binary frame",
+            vec![0x82, 0x01, 0x90],
+            CloseCode::Protocol,
+            "unmasked",
+        ),
+        (
+            "a reserved data opcode",
+            masked(0x3, b"x"),
+            CloseCode::Protocol,
+            "opcode",
+        ),
+        (
+            "text that is not UTF-8",
+            masked(0x1, &[0xff, 0xfe]),
+            CloseCode::Invalid,
+            "utf-8",
+        ),
+    ];
+    for (what, bytes, code, said) in cases {
+        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
+            .await
+            .expect("connect");
+        let _metadata = ws.next().await.expect("metadata").expect("metadata");
+        ws.get_mut().write_all(&bytes).await.expect("send");
+        let frame = close_frame(&mut ws).await;
+        assert_eq!(frame.code, code, "{what}: {}", frame.reason);
+        assert!(
+            frame.reason.to_lowercase().contains(said),
+            "{what}: {}",
+            frame.reason
+        );
+    }
 }
 
 #[test]

@@ -283,7 +283,6 @@ fn the_python_module_for_verl_and_easyr1_returns_the_same_scores() {
     ) else {
         return;
     };
-    let service = Running::start(ServiceConfig::default());
     let mut items = golden_items(60);
     items.push((
         "<think>a</think><answer>A</answer>".into(),
@@ -291,24 +290,35 @@ fn the_python_module_for_verl_and_easyr1_returns_the_same_scores() {
     ));
     let dir = super::common::TempDir::new("reward-client");
     let path = dir.join("items.json");
-    std::fs::write(&path, serde_json::to_string(&items).unwrap()).unwrap();
+    let text = serde_json::to_string(&items).unwrap();
+    std::fs::write(&path, &text).unwrap();
     let script = concat!(
         concat!(env!("CARGO_MANIFEST_DIR"), "/../.."),
         "/tests/fixtures/rewards_client.py"
     );
-    let run = super::common::python::run_script(
-        &python,
-        script,
-        &[&service.url(), path.to_str().unwrap()],
-        Duration::from_secs(120),
-    );
-    assert!(
-        run.status.is_some_and(|s| s.success()),
-        "{}",
-        run.transcript()
-    );
-    let out: Value = serde_json::from_str(run.stdout.trim())
-        .unwrap_or_else(|e| panic!("{e}: {}", run.transcript()));
+    let client = |service: &Running| {
+        let run = super::common::python::run_script(
+            &python,
+            script,
+            &[&service.url(), path.to_str().unwrap()],
+            Duration::from_secs(120),
+        );
+        assert!(
+            run.status.is_some_and(|s| s.success()),
+            "{}",
+            run.transcript()
+        );
+        serde_json::from_str::<Value>(run.stdout.trim())
+            .unwrap_or_else(|e| panic!("{e}: {}", run.transcript()))
+    };
+    let out = client(&Running::start(ServiceConfig::default()));
+    // A service that takes a third of the batch per request: the module sends it in parts
+    // (each 413 halves the part) and returns the same answers in the same order.
+    let parts = client(&Running::start(ServiceConfig {
+        max_body_bytes: text.len() / 3,
+        ..ServiceConfig::default()
+    }));
+    assert_eq!(parts, out, "the batch sent in parts");
     let mut bad = 0;
     for (i, (r, g)) in items.iter().enumerate() {
         let want = expected(r, g);
