@@ -333,12 +333,13 @@ pub(crate) struct ItemLimits {
 /// Scores a `/score` body: one result per item, in order, each as JSON text (a score dict keeps
 /// the released key order, which a `serde_json::Value` map would sort). Refused whole (400) when
 /// the body is not an object with an `items` array of at most `max_items`, and (413) when the
-/// items it would score need more polygon work together than `max_batch_polygon_tests`. Stops early, with a
-/// refusal nobody reads, once `abandoned` is set.
+/// items it would score need more polygon work together than `max_batch_polygon_tests`. Stops
+/// early, with a refusal nobody reads, once `abandoned` is set.
 ///
-/// The body is read in place: `items` and each item's two strings are sliced out of the text and
-/// every other value is skipped unkept, so a request costs about its own size in memory (a
-/// `serde_json::Value` of a long array of small numbers takes some 17 times its text).
+/// The body is read in place: `items` and each item's two strings are taken out of the text and
+/// every other value is skipped unkept, so a request costs at most about twice its size in memory
+/// (its text and its items' strings; a `serde_json::Value` of a long array of small numbers takes
+/// some 17 times its text).
 pub(crate) fn score_body(
     body: &[u8],
     limits: ItemLimits,
@@ -350,13 +351,14 @@ pub(crate) fn score_body(
         Err(_) => (String::from_utf8_lossy(body), true),
     };
     let bad = |why: String| Refused(StatusCode::BAD_REQUEST, why);
-    let refuse = |e: serde_json::Error| {
-        match e.classify() {
-        serde_json::error::Category::Data => bad(format!(
-            "the body must be an object with an `items` array of at most {max_items} items (--max-items): {e}"
-        )),
+    let refuse = |e: serde_json::Error| match e.classify() {
+        serde_json::error::Category::Data => {
+            let what = "the body must be an object with an `items` array";
+            bad(format!(
+                "{what} of at most {max_items} items (--max-items): {e}"
+            ))
+        }
         _ => bad(format!("the body is not JSON: {e}")),
-    }
     };
     let mut de = serde_json::Deserializer::from_str(&text);
     let [items] = Fields::new(["items"])
