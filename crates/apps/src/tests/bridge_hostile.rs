@@ -458,11 +458,7 @@ async fn sizes_are_bounded_and_said() {
     }
 
     // A frame over the limit is answered with a close frame saying so (1009, message too big).
-    let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
-        .await
-        .expect("connect");
-    let (mut tx, mut rx) = ws.split();
-    let _metadata = rx.next().await.expect("metadata").expect("metadata");
+    let (mut tx, mut rx) = raw_client(&addr).await.split();
     let sender = tokio::spawn(async move {
         let _ = tx.send(Message::Binary(vec![0x90; 66 << 20].into())).await;
         tx
@@ -475,6 +471,19 @@ async fn sizes_are_bounded_and_said() {
         frame.reason
     );
     let _ = sender.await;
+}
+
+/// A plain WebSocket client of the server at `addr`, past the handshake and the metadata frame,
+/// for frames `BridgeClient` would never send.
+async fn raw_client(
+    addr: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    use futures_util::StreamExt;
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
+        .await
+        .expect("connect");
+    let _metadata = ws.next().await.expect("metadata").expect("metadata");
+    ws
 }
 
 /// The close frame the server sends next (other messages skipped), within 10 s.
@@ -505,7 +514,6 @@ where
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unfinished_frames_are_bounded_over_all_connections() {
-    use futures_util::StreamExt;
     use tokio::io::AsyncWriteExt;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
     let (addr, _stop) = limited_server(ServerLimits {
@@ -516,10 +524,7 @@ async fn unfinished_frames_are_bounded_over_all_connections() {
     // A client that starts a 3 MiB binary frame (masked, as a client's must be; a zero mask
     // leaves the payload as sent) and sends 2.5 MiB of it.
     let stall = || async {
-        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
-            .await
-            .expect("connect");
-        let _metadata = ws.next().await.expect("metadata").expect("metadata");
+        let mut ws = raw_client(&addr).await;
         let mut frame = vec![0x82, 0x80 | 127];
         frame.extend_from_slice(&(3u64 << 20).to_be_bytes());
         frame.extend_from_slice(&[0; 4]);
@@ -549,7 +554,6 @@ async fn unfinished_frames_are_bounded_over_all_connections() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn protocol_violations_are_closed_with_their_code() {
-    use futures_util::StreamExt;
     use tokio::io::AsyncWriteExt;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
     let (addr, _stop) = limited_server(ServerLimits::default()).await;
@@ -580,10 +584,7 @@ async fn protocol_violations_are_closed_with_their_code() {
         ),
     ];
     for (what, bytes, code, said) in cases {
-        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}"))
-            .await
-            .expect("connect");
-        let _metadata = ws.next().await.expect("metadata").expect("metadata");
+        let mut ws = raw_client(&addr).await;
         ws.get_mut().write_all(&bytes).await.expect("send");
         let frame = close_frame(&mut ws).await;
         assert_eq!(frame.code, code, "{what}: {}", frame.reason);
