@@ -61,6 +61,7 @@ impl SolverStats {
 }
 
 pub(crate) struct IkBenchReport {
+    pub cpu: String,
     pub robot: String,
     pub n: usize,
     pub seed: u64,
@@ -68,6 +69,22 @@ pub(crate) struct IkBenchReport {
     pub k_default: SolverStats,
     /// TRAC-IK figures, or why they are missing.
     pub tracik: Result<SolverStats, String>,
+}
+
+impl IkBenchReport {
+    /// The first bar set for this solver: TRAC-IK's published success at a lower median.
+    fn meets_median_goal(&self) -> bool {
+        self.ours.success_rate() >= 0.999 && self.ours.median_ms <= 0.2
+    }
+
+    /// The tail bar: success at least 99.97 % as the table prints it (2 999 of 3 000 shows as
+    /// 99.97 %) and a p99 no worse than TRAC-IK's measured on the same poses and CPU, since
+    /// TRAC-IK's times differ several-fold between CPUs. `None` without TRAC-IK.
+    fn meets_tracik_goal(&self) -> Option<bool> {
+        let peer = self.tracik.as_ref().ok()?;
+        let percent = (10_000.0 * self.ours.success_rate()).round() / 100.0;
+        Some(percent >= 99.97 && self.ours.p99_ms <= peer.p99_ms)
+    }
 }
 
 /// A joint vector and the tip pose it produces.
@@ -145,6 +162,7 @@ pub(crate) fn run(args: &IkBenchArgs) -> Result<IkBenchReport, KinematicsError> 
         Err("skipped (--no-python)".into())
     };
     Ok(IkBenchReport {
+        cpu: crate::servo::cpu_model(),
         robot: model.source.clone(),
         n: args.n,
         seed: args.seed,
@@ -244,6 +262,7 @@ impl fmt::Display for IkBenchReport {
             "IK bench: {} | {} random reachable poses (seed {}) | start: mid-range pose | success: FK within 0.1 mm and 0.05 deg",
             self.robot, self.n, self.seed
         )?;
+        writeln!(f, "cpu: {}", self.cpu)?;
         writeln!(
             f,
             "{:<34} {:>9} {:>11} {:>9} {:>9}",
@@ -280,9 +299,78 @@ impl fmt::Display for IkBenchReport {
         if let Ok(s) = &self.tracik {
             ratio(f, s)?;
         }
+        let verdict = |holds: Option<bool>| match holds {
+            Some(true) => "holds",
+            Some(false) => "does not hold",
+            None => "not measured (no TRAC-IK in this run)",
+        };
+        writeln!(
+            f,
+            "goal: >= 99.9% at median <= 0.2 ms: {}",
+            verdict(Some(self.meets_median_goal()))
+        )?;
         write!(
             f,
-            "goal: >= 99.9% at median <= 0.2 ms (anchor: TRAC-IK 99.8-100% at ~0.3 ms)"
+            "goal: >= 99.97% and p99 <= TRAC-IK's in this run: {}",
+            verdict(self.meets_tracik_goal())
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(success: usize, median_ms: f64, p99_ms: f64) -> SolverStats {
+        SolverStats {
+            name: "s".into(),
+            n: 3000,
+            success,
+            median_ms,
+            p99_ms,
+            mean_ms: median_ms,
+        }
+    }
+
+    fn report(ours: SolverStats, tracik: Result<SolverStats, String>) -> IkBenchReport {
+        IkBenchReport {
+            cpu: "test cpu".into(),
+            robot: "xarm6".into(),
+            n: 3000,
+            seed: 7,
+            ours,
+            k_default: stats(0, 0.02, 0.03),
+            tracik,
+        }
+    }
+
+    #[test]
+    fn the_tail_goal_compares_with_tracik_in_the_same_run() {
+        let peer = || Ok(stats(2990, 0.5, 4.6));
+        // 2 999 of 3 000 prints as 99.97 % and meets the bar; 2 998 (99.93 %) does not.
+        assert_eq!(
+            report(stats(2999, 0.03, 0.25), peer()).meets_tracik_goal(),
+            Some(true)
+        );
+        assert_eq!(
+            report(stats(2998, 0.03, 0.25), peer()).meets_tracik_goal(),
+            Some(false)
+        );
+        // A tail longer than TRAC-IK's fails it whatever the success.
+        assert_eq!(
+            report(stats(3000, 0.03, 4.7), peer()).meets_tracik_goal(),
+            Some(false)
+        );
+        assert_eq!(
+            report(stats(3000, 0.03, 0.25), Err("none".into())).meets_tracik_goal(),
+            None
+        );
+        let text = report(stats(3000, 0.03, 4.7), peer()).to_string();
+        assert!(text.contains("cpu: test cpu"), "{text}");
+        assert!(
+            text.ends_with("p99 <= TRAC-IK's in this run: does not hold"),
+            "{text}"
+        );
+        assert!(text.contains("median <= 0.2 ms: holds"), "{text}");
     }
 }
