@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 
 use k::nalgebra::Isometry3;
 
-use super::servo::cpu_model;
 use crate::camera::{Camera, Frame};
+use crate::cpu_model;
 use crate::kinematics::RobotModel;
 use crate::runner::prepare_episode;
 use crate::runner::remote::{labels_for, SimplerController};

@@ -96,6 +96,8 @@ pub struct CaseReport {
 /// Result of `pointact bench cloud`; `Display` prints the figures and ratios.
 #[derive(Clone, Debug)]
 pub struct CloudBenchReport {
+    /// The CPU it ran on (model and widest vector unit).
+    pub cpu: String,
     /// Image width.
     pub width: usize,
     /// Image height.
@@ -116,6 +118,7 @@ impl fmt::Display for CloudBenchReport {
              thread.",
             self.width, self.height, self.iters,
         )?;
+        writeln!(f, "  cpu: {}", self.cpu)?;
         for c in &self.cases {
             writeln!(f, "  {} ({} points kept)", c.name, c.points)?;
             let numpy = match &c.peer {
@@ -261,6 +264,7 @@ pub fn run(args: &CloudBenchArgs) -> Result<CloudBenchReport, CloudBenchError> {
         });
     }
     Ok(CloudBenchReport {
+        cpu: crate::cpu_model(),
         width: 640,
         height: 480,
         iters: args.iters,

@@ -326,7 +326,7 @@ fn measure(
         });
     }
     Ok(GrpoBenchReport {
-        cpu: super::servo::cpu_model(),
+        cpu: crate::cpu_model(),
         args: GrpoBenchArgs {
             model: model.to_path_buf(),
             image: image.to_path_buf(),

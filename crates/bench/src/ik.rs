@@ -162,7 +162,7 @@ pub(crate) fn run(args: &IkBenchArgs) -> Result<IkBenchReport, KinematicsError> 
         Err("skipped (--no-python)".into())
     };
     Ok(IkBenchReport {
-        cpu: crate::servo::cpu_model(),
+        cpu: crate::cpu_model(),
         robot: model.source.clone(),
         n: args.n,
         seed: args.seed,

@@ -34,5 +34,31 @@ fn workspace_root() -> &'static std::path::Path {
     std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
+/// The CPU model, from /proc/cpuinfo where there is one, with its widest vector unit: virtual
+/// machines often report only "AMD EPYC", and AVX2-only and AVX-512 machines of that name differ.
+pub(crate) fn cpu_model() -> String {
+    let name = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    #[cfg(target_arch = "x86_64")]
+    let name = {
+        let vector = if std::arch::is_x86_feature_detected!("avx512f") {
+            "AVX-512"
+        } else if std::arch::is_x86_feature_detected!("avx2") {
+            "AVX2, no AVX-512"
+        } else {
+            "no AVX2"
+        };
+        format!("{name} ({vector})")
+    };
+    name
+}
+
 #[cfg(test)]
 mod tests;

@@ -449,7 +449,7 @@ pub fn run(args: &PlanBenchArgs) -> Result<PlanBenchReport, String> {
         (Err("skipped (--no-peer)".into()), "OMPL".into())
     };
     Ok(PlanBenchReport {
-        cpu: super::servo::cpu_model(),
+        cpu: crate::cpu_model(),
         problems: probs.len(),
         blocked,
         families,

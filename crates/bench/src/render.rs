@@ -53,6 +53,7 @@ impl Timing {
 }
 
 pub(crate) struct RenderBenchReport {
+    pub cpu: String,
     pub width: u32,
     pub height: u32,
     pub primitives: usize,
@@ -276,6 +277,7 @@ pub(crate) fn run(args: &RenderBenchArgs) -> Result<RenderBenchReport, RenderBen
     let coverage = first.instance.iter().filter(|&&i| i != 0).count() as f64
         / first.instance.len().max(1) as f64;
     Ok(RenderBenchReport {
+        cpu: crate::cpu_model(),
         width: first.width,
         height: first.height,
         primitives: scene.primitives.len(),
@@ -297,6 +299,7 @@ impl fmt::Display for RenderBenchReport {
             self.primitives,
             100.0 * self.coverage
         )?;
+        writeln!(f, "  cpu: {}", self.cpu)?;
         for t in [&self.ours, &self.ours_noisy, &self.brute] {
             writeln!(
                 f,

@@ -106,7 +106,7 @@ pub fn run(args: &RewardsBenchArgs) -> anyhow::Result<RewardsBenchReport> {
         None => None,
     };
     Ok(RewardsBenchReport {
-        cpu: super::servo::cpu_model(),
+        cpu: crate::cpu_model(),
         items: batch.len(),
         ours,
         peer,

@@ -82,32 +82,6 @@ pub struct ServoBenchReport {
     pub peer: ServoRow,
 }
 
-/// The CPU model, from /proc/cpuinfo where there is one, with its widest vector unit: virtual
-/// machines often report only "AMD EPYC", and AVX2-only and AVX-512 machines of that name differ.
-pub(crate) fn cpu_model() -> String {
-    let name = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    #[cfg(target_arch = "x86_64")]
-    let name = {
-        let vector = if std::arch::is_x86_feature_detected!("avx512f") {
-            "AVX-512"
-        } else if std::arch::is_x86_feature_detected!("avx2") {
-            "AVX2, no AVX-512"
-        } else {
-            "no AVX2"
-        };
-        format!("{name} ({vector})")
-    };
-    name
-}
-
 /// The loop's own cost: a sink that accepts every setpoint at once.
 struct NullSink;
 
@@ -210,7 +184,7 @@ pub async fn run(args: &ServoBenchArgs) -> Result<ServoBenchReport, ServoBenchEr
     let watchdog = ServoTiming::at(args.rate_hz).stop_after_s;
     let peer = servo::follow(&mut NullSink, &checked, watchdog).await?;
     Ok(ServoBenchReport {
-        cpu: cpu_model(),
+        cpu: crate::cpu_model(),
         robot: model.name().to_string(),
         rate_hz: args.rate_hz,
         seconds: checked.trajectory().duration(),

@@ -36,7 +36,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 
 use super::bridge::{fixtures, percentile, phase};
-use super::servo::cpu_model;
+use crate::cpu_model;
 use pointact_apps::bridge::protocol::ClientMessage;
 use pointact_apps::bridge::remote::{ControlMode, EpisodeStart, RemotePolicy};
 use pointact_apps::bridge::BridgeClient;

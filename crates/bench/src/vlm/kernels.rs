@@ -33,7 +33,7 @@ use pointact_vlm::qgemv::RowKernels;
 /// The CPU and the kernels its products take.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CpuKernels {
-    /// `model name` of /proc/cpuinfo.
+    /// `model name` of /proc/cpuinfo and the widest vector unit (`crate::cpu_model`).
     pub cpu: String,
     /// `vendor_id` of /proc/cpuinfo (`GenuineIntel`, `AuthenticAMD`): the transformers peer's
     /// MKL chooses its kernels by it (`peer::MKL_INTEL_SHIM`).
@@ -164,7 +164,7 @@ pub(crate) fn detect() -> CpuKernels {
         pointact_vlm::qgemv::switch_on,
     );
     CpuKernels {
-        cpu: crate::servo::cpu_model(),
+        cpu: crate::cpu_model(),
         vendor: cpuinfo("vendor_id"),
         features,
         f32_gemm,
