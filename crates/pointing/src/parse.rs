@@ -628,13 +628,7 @@ impl Scanner<'_> {
 
 /// Up to ~24 bytes of `raw` either side of `offset`, widened to char boundaries.
 fn near(raw: &str, offset: usize) -> String {
-    let mut a = offset.saturating_sub(24).min(raw.len());
-    while a > 0 && !raw.is_char_boundary(a) {
-        a -= 1;
-    }
-    let mut b = offset.saturating_add(24).min(raw.len());
-    while b < raw.len() && !raw.is_char_boundary(b) {
-        b += 1;
-    }
+    let a = raw.floor_char_boundary(offset.saturating_sub(24));
+    let b = raw.ceil_char_boundary(offset.saturating_add(24));
     raw.get(a..b).unwrap_or_default().to_owned()
 }

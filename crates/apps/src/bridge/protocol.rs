@@ -57,10 +57,7 @@ pub(crate) fn bounded_detail(text: &str) -> std::borrow::Cow<'_, str> {
     if text.len() <= MAX_DETAIL_BYTES {
         return text.into();
     }
-    let mut end = MAX_DETAIL_BYTES - '…'.len_utf8();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(MAX_DETAIL_BYTES - '…'.len_utf8());
     format!("{}…", &text[..end]).into()
 }
 

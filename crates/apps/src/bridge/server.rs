@@ -294,13 +294,9 @@ async fn close_and_drain(
     code: CloseCode,
     why: &str,
 ) {
-    let mut end = why.len().min(123);
-    while !why.is_char_boundary(end) {
-        end -= 1;
-    }
     let frame = CloseFrame {
         code,
-        reason: why[..end].to_string().into(),
+        reason: why[..why.floor_char_boundary(123)].to_string().into(),
     };
     let _ = ws.close(Some(frame)).await;
     ws.get_mut().finished();

@@ -351,13 +351,11 @@ pub(crate) fn score_body(
         Err(_) => (String::from_utf8_lossy(body), true),
     };
     let bad = |why: String| Refused(StatusCode::BAD_REQUEST, why);
+    const NEEDS_ITEMS: &str = "the body must be an object with an `items` array";
     let refuse = |e: serde_json::Error| match e.classify() {
-        serde_json::error::Category::Data => {
-            let what = "the body must be an object with an `items` array";
-            bad(format!(
-                "{what} of at most {max_items} items (--max-items): {e}"
-            ))
-        }
+        serde_json::error::Category::Data => bad(format!(
+            "{NEEDS_ITEMS} of at most {max_items} items (--max-items): {e}"
+        )),
         _ => bad(format!("the body is not JSON: {e}")),
     };
     let mut de = serde_json::Deserializer::from_str(&text);
@@ -365,8 +363,7 @@ pub(crate) fn score_body(
         .deserialize(&mut de)
         .map_err(refuse)?;
     de.end().map_err(refuse)?;
-    let items =
-        items.ok_or_else(|| bad("the body must be an object with an `items` array".into()))?;
+    let items = items.ok_or_else(|| bad(NEEDS_ITEMS.into()))?;
     let items = ItemsSeed(max_items)
         .deserialize(&mut serde_json::Deserializer::from_str(items.get()))
         .map_err(refuse)?;

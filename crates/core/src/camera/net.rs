@@ -145,11 +145,7 @@ pub(crate) fn encode_frame(frame: &Frame) -> Result<Vec<u8>, CameraError> {
 
 /// The error answer carrying `message`, cut to [`MAX_MESSAGE_BYTES`] at a character boundary.
 pub(crate) fn encode_error(message: &str) -> Vec<u8> {
-    let mut end = message.len().min(MAX_MESSAGE_BYTES as usize);
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    let msg = &message.as_bytes()[..end];
+    let msg = &message.as_bytes()[..message.floor_char_boundary(MAX_MESSAGE_BYTES as usize)];
     let mut out = Vec::with_capacity(12 + msg.len());
     out.extend_from_slice(&ERROR_MAGIC);
     out.extend_from_slice(&WIRE_VERSION.to_le_bytes());
